@@ -1,0 +1,123 @@
+"""Read a bindscope dataset directory as plain Python/numpy objects.
+
+Example::
+
+    ds = Dataset("data/madman")
+    test = ds.split("test")
+    sample = test[0]            # bindscope.dataset.records.Sample
+    sample.image.shape          # (H, W, 3) uint8
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from pathlib import Path
+from typing import Iterator
+
+from bindscope.dataset.manifest import load_manifest
+from bindscope.dataset.records import Sample
+from bindscope.dataset.shard import ShardReader
+from bindscope.errors import DatasetError
+
+
+class Split:
+    """The samples of one split, indexable 0..len-1 and iterable. Shards are opened on first use."""
+
+    def __init__(self, dataset: "Dataset", name: str):
+        self.dataset = dataset
+        self.name = name
+        info = dataset.manifest["splits"][name]
+        self._entries = info["shards"]
+        self._starts = [e["first_index"] for e in self._entries]
+        self._readers: dict[int, ShardReader] = {}
+        self._len = info["num_samples"]
+
+    def __len__(self) -> int:
+        return self._len
+
+    def shard(self, number: int) -> ShardReader:
+        """The reader of this split's ``number``-th shard.
+
+        Raises:
+            DatasetError: the shard file is missing or not a readable bindscope shard.
+        """
+        if number not in self._readers:
+            entry = self._entries[number]
+            path = self.dataset.path / entry["file"]
+            try:
+                self._readers[number] = ShardReader(path, self.dataset.attribute_names,
+                                                    self.dataset.extra_names)
+            except (OSError, KeyError) as exc:
+                raise DatasetError(f"corrupt or missing shard {str(path)!r}: {exc}") from None
+        return self._readers[number]
+
+    def __getitem__(self, index: int) -> Sample:
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(f"sample {index} out of range for split {self.name!r} of {self._len} samples")
+        number = bisect.bisect_right(self._starts, index) - 1
+        return self.shard(number).sample(index - self._starts[number])
+
+    def __iter__(self) -> Iterator[Sample]:
+        for number, entry in enumerate(self._entries):
+            reader = self.shard(number)
+            for local in range(entry["count"]):
+                yield reader.sample(local)
+
+    def close(self) -> None:
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+
+
+class Dataset:
+    """A finished bindscope dataset directory (see docs/dataset-format.md).
+
+    Attributes:
+        path: the folder.
+        manifest: the validated manifest dict.
+        generator: ``"madman"`` or ``"comco"``.
+        attribute_names / extra_names: the per-object attribute and numeric extra columns.
+
+    Raises:
+        DatasetError: the folder is missing, unfinished, or its manifest is invalid.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.manifest = load_manifest(self.path)
+        self.generator: str = self.manifest["generator"]["name"]
+        self.attribute_names: list[str] = self.manifest["object_attributes"]
+        self.extra_names: list[str] = self.manifest["object_extras"]
+        self._splits: dict[str, Split] = {}
+
+    @property
+    def split_names(self) -> list[str]:
+        return list(self.manifest["splits"])
+
+    def split(self, name: str) -> Split:
+        """The split ``name``. Raises DatasetError naming the available splits if it does not exist."""
+        if name not in self.manifest["splits"]:
+            raise DatasetError(f"dataset {str(self.path)!r} has no split {name!r}; "
+                               f"it has: {', '.join(self.split_names)}")
+        if name not in self._splits:
+            self._splits[name] = Split(self, name)
+        return self._splits[name]
+
+    def require_generator(self, *names: str) -> None:
+        """Raise DatasetError unless the dataset was made by one of ``names`` (e.g. ``"comco"``)."""
+        if self.generator not in names:
+            raise DatasetError(f"dataset {str(self.path)!r} was made by {self.generator!r}; "
+                               f"this task needs a {' or '.join(names)} dataset")
+
+    def close(self) -> None:
+        for split in self._splits.values():
+            split.close()
+
+    def __enter__(self) -> "Dataset":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,87 @@
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from bindscope.dataset import Dataset
+from bindscope.dataset.build import RUN_STATE, build_dataset
+from bindscope.dataset.records import size_ranks
+from bindscope.dataset.verify import verify_dataset
+from bindscope.errors import BadInput, DatasetError
+from toy_generator import SquaresGenerator
+
+
+def _files(root):
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_build_read_verify_roundtrip(tmp_path):
+    manifest = build_dataset(SquaresGenerator(), tmp_path / "d", progress=False)
+    assert [e["count"] for e in manifest["splits"]["train"]["shards"]] == [3, 3, 1]
+    assert manifest["statistics"]["train"] == {"samples": 7, "objects": 14}
+    with Dataset(tmp_path / "d") as ds:
+        train = ds.split("train")
+        assert len(train) == 7
+        expected = SquaresGenerator().make_samples("train", 4, 1)[0]
+        got = train[4]
+        assert got.index == 4
+        np.testing.assert_array_equal(got.image, expected.image)
+        np.testing.assert_array_equal(got.mask, expected.mask)
+        assert got.objects == expected.objects
+        assert got.negatives == expected.negatives
+        assert got.spec == expected.spec
+        assert [s.index for s in train] == list(range(7))
+        with pytest.raises(DatasetError, match="has no split 'val'"):
+            ds.split("val")
+    assert verify_dataset(tmp_path / "d") == []
+    assert not (tmp_path / "d" / RUN_STATE).exists()
+
+
+def test_jobs_do_not_change_bytes(tmp_path):
+    build_dataset(SquaresGenerator(), tmp_path / "a", jobs=1, progress=False)
+    build_dataset(SquaresGenerator(), tmp_path / "b", jobs=2, progress=False)
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+
+
+def test_interrupted_run_resumes_to_identical_bytes(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        build_dataset(SquaresGenerator(fail_at=4), tmp_path / "r", progress=False)
+    assert (tmp_path / "r" / RUN_STATE).exists()
+    assert not (tmp_path / "r" / "manifest.json").exists()
+    assert sorted(p.name for p in (tmp_path / "r" / "shards").iterdir()) == ["train-00000.h5"]
+    build_dataset(SquaresGenerator(), tmp_path / "r", progress=False)  # same command: resumes
+    build_dataset(SquaresGenerator(), tmp_path / "full", progress=False)
+    assert _files(tmp_path / "r") == _files(tmp_path / "full")
+
+
+def test_output_folder_rules(tmp_path):
+    build_dataset(SquaresGenerator(), tmp_path / "d", progress=False)
+    with pytest.raises(BadInput, match="not empty.*finished dataset"):
+        build_dataset(SquaresGenerator(), tmp_path / "d", progress=False)
+    build_dataset(SquaresGenerator(seed=1), tmp_path / "d", overwrite=True, progress=False)
+    assert Dataset(tmp_path / "d").manifest["seed"] == 1
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    with pytest.raises(BadInput, match="not a bindscope dataset"):
+        build_dataset(SquaresGenerator(), tmp_path / "foreign", overwrite=True, progress=False)
+    assert (tmp_path / "foreign" / "notes.txt").read_text() == "mine"
+
+
+def test_verify_finds_tampering(tmp_path):
+    build_dataset(SquaresGenerator(), tmp_path / "d", progress=False)
+    shard = tmp_path / "d" / "shards" / "test-00000.h5"
+    with h5py.File(shard, "r+") as f:
+        f["objects/area"][0] = 99
+    problems = verify_dataset(tmp_path / "d")
+    assert any("sha256 differs" in p for p in problems)
+    assert any("area 99" in p for p in problems)
+    manifest = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    manifest["format_version"] = 7
+    (tmp_path / "d" / "manifest.json").write_text(json.dumps(manifest))
+    assert "format_version" in verify_dataset(tmp_path / "d")[0]
+
+
+def test_size_ranks_hand_computed():
+    assert size_ranks([5, 9, 5]) == [2, 1, 3]
+    assert size_ranks([1]) == [1]
