@@ -1,0 +1,44 @@
+"""The encoder interface every evaluation, training and alignment part uses.
+
+Concrete adapters (open_clip models, sentence-transformers text models, CLIPs trained by ``madman train``)
+live in :mod:`bindscope.evaluation.adapters`; :func:`bindscope.evaluation.adapters.load_adapter` picks one
+from a model name or checkpoint path.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+
+class EncoderAdapter(ABC):
+    """A frozen image and/or text encoder giving L2-normalised float32 embeddings.
+
+    Attributes:
+        name: model name as the user addressed it (open_clip name, ``sentence-transformers/...``, or a path).
+        pretrained: resolved pretrained tag (``"openai"``, ``"none"`` for random weights, a path, ...).
+        embed_dim: embedding dimension D.
+        supports_images: False for text-only encoders (e.g. sentence-transformers models).
+        cache_key: a string that identifies model and weights exactly (used by the embedding cache).
+    """
+
+    name: str
+    pretrained: str
+    embed_dim: int
+    supports_images: bool = True
+    cache_key: str
+
+    @abstractmethod
+    def encode_texts(self, texts: list[str]) -> np.ndarray:
+        """Encode captions or names. Returns ``(len(texts), D)`` float32 with unit L2 norm per row."""
+
+    def encode_images(self, images: np.ndarray) -> np.ndarray:
+        """Encode ``(N, H, W, 3)`` uint8 RGB images. Returns ``(N, D)`` float32 with unit L2 norm per row.
+
+        Raises:
+            BadInput: the encoder has no image tower.
+        """
+        from bindscope.errors import BadInput
+
+        raise BadInput(f"model {self.name!r} is text-only: it cannot encode images")
