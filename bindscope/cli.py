@@ -65,3 +65,22 @@ def verify(directory: str, no_masks: bool):
 from bindscope.generators.madman.commands import register as _register_madman  # noqa: E402
 
 _register_madman(madman)
+from bindscope.training.commands import register as _register_training  # noqa: E402
+
+_register_training(madman)
+from bindscope.dataset.commands import register as _register_dataset  # noqa: E402
+
+_register_dataset(bindscope)
+from bindscope.evaluation.commands import register_comco as _register_comco_eval, register_madman as _register_madman_eval  # noqa: E402,E501
+
+_register_madman_eval(madman)
+_register_comco_eval(comco)
+from bindscope.generators.comco.commands import register as _register_comco  # noqa: E402
+
+_register_comco(comco)
+from bindscope.alignment.commands import register as _register_alignment  # noqa: E402
+
+_register_alignment(bindscope)
+from bindscope.generators.comco.asset_commands import register as _register_comco_assets  # noqa: E402
+
+_register_comco_assets(comco)

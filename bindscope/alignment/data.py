@@ -1,0 +1,261 @@
+"""What the alignment tools read from a dataset split: captions, objects, negatives, described attributes,
+and embeddings through an :class:`~bindscope.evaluation.encoder.EncoderAdapter`.
+
+Reading tables touches no image; images are read shard by shard only when image embeddings are needed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from bindscope.dataset.reader import Dataset
+from bindscope.dataset.records import Negative, ObjectRecord
+from bindscope.errors import BadInput
+
+
+@dataclass
+class SplitTable:
+    """The non-pixel content of one split, one entry per sample (index = position in the split).
+
+    Attributes:
+        generator: ``"madman"`` or ``"comco"``.
+        split: split name.
+        attributes: the dataset's object attribute names (manifest ``object_attributes``).
+        captions: caption per sample.
+        objects: :class:`ObjectRecord` list per sample.
+        negatives: :class:`Negative` list per sample (stored negatives, or swaps built by
+            :func:`build_binding_swaps` where the dataset stores none).
+        described: per sample, ``{object index: set of attribute names the caption gives for it}``.
+        composed: the attributes written into recomposed captions (:func:`compose_caption`), or ``[]`` when
+            the stored captions are used.
+    """
+
+    generator: str
+    split: str
+    attributes: list[str]
+    captions: list[str] = field(default_factory=list)
+    objects: list[list[ObjectRecord]] = field(default_factory=list)
+    negatives: list[list[Negative]] = field(default_factory=list)
+    described: list[dict[int, set[str]]] = field(default_factory=list)
+    composed: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.captions)
+
+    def triples(self, index: int) -> set[tuple[str, str, str]]:
+        """The ``(category, attribute, value)`` combinations that sample ``index``'s caption describes."""
+        by_index = {o.index: o for o in self.objects[index]}
+        return {(by_index[k].category, a, by_index[k].attributes[a])
+                for k, names in self.described[index].items() for a in names}
+
+
+def _phrase_in(value: str, text: str) -> bool:
+    return bool(value) and re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text) is not None
+
+
+def _madman_parser(dataset: Dataset) -> Callable | None:
+    """MADMAN's ``parse_caption`` bound to the dataset's value sets (manifest ``config.attributes``)."""
+    try:
+        from bindscope.generators.madman.captions import parse_caption
+    except ImportError:
+        return None
+    values = dataset.manifest.get("config", {}).get("attributes")
+    return lambda caption: parse_caption(caption, values)
+
+
+def described_attributes(caption: str, objects: list[ObjectRecord], attributes: list[str],
+                         parser: Callable | None = None) -> dict[int, set[str]]:
+    """Which attributes the caption gives for each mentioned object.
+
+    With ``parser`` (MADMAN's ``bindscope.generators.madman.captions.parse_caption``, which returns one
+    ``(digit, {attribute: value})`` pair per described digit in mention order) the parsed attributes are
+    used. Otherwise the caption is cut at ``" and "`` into one part per mentioned object (mention order)
+    and an attribute counts as described when its value occurs as a whole phrase in that object's part.
+
+    Returns:
+        ``{object index: set(attribute names)}`` for every object with ``mention_position > 0``.
+    """
+    mentioned = sorted((o for o in objects if o.mention_position > 0), key=lambda o: o.mention_position)
+    if parser is not None:
+        try:
+            parsed = list(parser(caption))
+        except Exception:  # a caption the parser does not know: fall back to the generic rule
+            parsed = None
+        if parsed is not None and len(parsed) == len(mentioned):
+            out = {}
+            for obj, item in zip(mentioned, parsed):
+                values = item[1] if isinstance(item, (tuple, list)) else getattr(item, "attributes", {})
+                out[obj.index] = {a for a in values if a in attributes}
+            return out
+    parts = caption.split(" and ")
+    if len(parts) != len(mentioned):
+        parts = [caption] * len(mentioned)
+    return {o.index: {a for a in attributes if _phrase_in(o.attributes.get(a, ""), part)}
+            for o, part in zip(mentioned, parts)}
+
+
+def _replace_once(text: str, old: str, new: str) -> str | None:
+    hits = list(re.finditer(rf"(?<![\w-]){re.escape(old)}(?![\w-])", text))
+    if len(hits) != 1:
+        return None
+    start, end = hits[0].span()
+    return text[:start] + new + text[end:]
+
+
+def build_binding_swaps(caption: str, objects: list[ObjectRecord], described: dict[int, set[str]],
+                        attributes: list[str]) -> list[Negative]:
+    """Attribute-swapped negatives built from the object table (for datasets that store none, e.g. ComCO).
+
+    The caption is cut at ``" and "`` into one part per mentioned object (mention order). For each attribute
+    and each pair of mentioned objects that both have it described with different values, the first object's
+    value is replaced by the second's inside the first object's part and vice versa; each value must occur
+    exactly once as a whole phrase in its part (else that pair is skipped). A swap that reproduces the
+    caption is never emitted.
+
+    Returns:
+        ``Negative(kind="binding", attribute=a, objects=(i, j), original="vi|vj", replacement="vj|vi")`` list.
+    """
+    out = []
+    mentioned = sorted((o for o in objects if o.mention_position > 0), key=lambda o: o.mention_position)
+    parts = caption.split(" and ")
+    if len(parts) != len(mentioned):
+        return out
+    for a in attributes:
+        for x in range(len(mentioned)):
+            for y in range(x + 1, len(mentioned)):
+                p, q = mentioned[x], mentioned[y]
+                vp, vq = p.attributes.get(a, ""), q.attributes.get(a, "")
+                if not vp or not vq or vp == vq or a not in described.get(p.index, ()) \
+                        or a not in described.get(q.index, ()):
+                    continue
+                new_p, new_q = _replace_once(parts[x], vp, vq), _replace_once(parts[y], vq, vp)
+                if new_p is None or new_q is None:
+                    continue
+                swapped_parts = list(parts)
+                swapped_parts[x], swapped_parts[y] = new_p, new_q
+                swapped = " and ".join(swapped_parts)
+                if swapped != caption:
+                    out.append(Negative("binding", swapped, a, (p.index, q.index), f"{vp}|{vq}", f"{vq}|{vp}"))
+    return out
+
+
+def compose_caption(objects: list[ObjectRecord], attributes: list[str]) -> str:
+    """A caption that gives ``attributes`` for every mentioned object, from the object table.
+
+    Mentioned objects (mention order) are each written as their non-empty values of ``attributes`` (in the
+    given order) followed by the category name, joined with ``" and "``: e.g. ``"large pizza and small apple"``.
+    Used for datasets whose captions name objects without attributes (ComCO/SimCO), so that attribute
+    binding can be probed and swapped.
+    """
+    mentioned = sorted((o for o in objects if o.mention_position > 0), key=lambda o: o.mention_position)
+    return " and ".join(" ".join([o.attributes[a] for a in attributes if o.attributes.get(a, "")] + [o.category])
+                        for o in mentioned)
+
+
+def varying_attributes(objects_per_sample: list[list[ObjectRecord]], attributes: list[str]) -> list[str]:
+    """The attributes whose value differs between two objects of one category somewhere in the split
+    (per-category constants such as ComCO's ``size_class`` are excluded), in ``attributes`` order."""
+    seen: dict[tuple[str, str], set[str]] = {}
+    for objects in objects_per_sample:
+        for o in objects:
+            for a in attributes:
+                if o.attributes.get(a, ""):
+                    seen.setdefault((a, o.category), set()).add(o.attributes[a])
+    return [a for a in attributes if any(len(v) > 1 for (name, _), v in seen.items() if name == a)]
+
+
+def load_table(dataset: Dataset, split: str, build_swaps: bool = True, compose="auto") -> SplitTable:
+    """Read captions, objects, negatives and described attributes of ``split`` (no pixels).
+
+    Args:
+        dataset: an open :class:`~bindscope.dataset.reader.Dataset`.
+        split: split name (DatasetError naming the available ones if absent).
+        build_swaps: for samples without any stored ``"binding"`` negative, add the swaps of
+            :func:`build_binding_swaps`.
+        compose: ``"auto"``: when no caption of the split gives any attribute (ComCO/SimCO captions are bare
+            names), captions are recomposed with :func:`compose_caption` from the attributes that vary within a
+            category (:func:`varying_attributes`; ComCO: ``size``) and the stored negatives, which belong to
+            the stored captions, are dropped; a list of attribute names forces that composition; None or
+            ``[]`` keeps the stored captions.
+
+    Raises:
+        BadInput: ``compose`` names an attribute the dataset does not have.
+    """
+    part = dataset.split(split)
+    table = SplitTable(dataset.generator, split, list(dataset.attribute_names))
+    parser = _madman_parser(dataset) if dataset.generator == "madman" else None
+    stored = []
+    for number, entry in enumerate(part._entries):
+        reader = part.shard(number)
+        for local in range(entry["count"]):
+            caption, objects = reader.captions[local], reader.objects(local)
+            stored.append((caption, objects, reader.negatives(local),
+                           described_attributes(caption, objects, table.attributes, parser)))
+    if compose == "auto":
+        compose = [] if any(any(d.values()) for *_, d in stored) else \
+            varying_attributes([objs for _, objs, _, _ in stored], table.attributes)
+    for a in compose or []:
+        if a not in table.attributes:
+            raise BadInput(f"caption attribute {a!r}: the dataset has {', '.join(table.attributes)}")
+    table.composed = list(compose or [])
+    for caption, objects, negatives, described in stored:
+        if table.composed:
+            caption = compose_caption(objects, table.composed)
+            negatives = []
+            described = {o.index: {a for a in table.composed if o.attributes.get(a, "")}
+                         for o in objects if o.mention_position > 0}
+        if build_swaps and not any(n.kind == "binding" for n in negatives):
+            negatives = negatives + build_binding_swaps(caption, objects, described, table.attributes)
+        table.captions.append(caption)
+        table.objects.append(objects)
+        table.negatives.append(negatives)
+        table.described.append(described)
+    return table
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def make_embedder(adapter, cache_dir: str | None = None, use_cache: bool = True):
+    """An evaluation-module :class:`~bindscope.evaluation.cache.Embedder` for ``adapter``.
+
+    With ``use_cache`` the embeddings go through the on-disk
+    :class:`~bindscope.evaluation.cache.EmbeddingCache` under ``cache_dir`` (default
+    :func:`~bindscope.evaluation.cache.default_cache_dir`), so a rerun does not re-encode.
+    """
+    from bindscope.evaluation.cache import Embedder, EmbeddingCache, default_cache_dir
+
+    cache = EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key) if use_cache else None
+    return Embedder(adapter, cache)
+
+
+def encode_texts(embedder, texts: list[str]) -> np.ndarray:
+    """``(len(texts), D)`` float32 unit-norm text embeddings through an ``Embedder`` (each unique text once)."""
+    if not texts:
+        return np.zeros((0, embedder.adapter.embed_dim), np.float32)
+    return _normalise(embedder.texts(list(texts)))
+
+
+def encode_split_images(embedder, dataset: Dataset, split: str, indices) -> np.ndarray:
+    """``(len(indices), D)`` float32 unit-norm image embeddings of samples ``indices`` of ``split``.
+
+    Images are streamed from the shards through the ``Embedder`` (cached, each unique image once).
+
+    Raises:
+        BadInput: the adapter has no image tower.
+    """
+    adapter = embedder.adapter
+    if not getattr(adapter, "supports_images", True):
+        raise BadInput(f"model {adapter.name!r} is text-only: image probes, LABCLIP and the modality gap "
+                       "need an image encoder")
+    part = dataset.split(split)
+    indices = np.asarray(indices, dtype=np.int64)
+    if not len(indices):
+        return np.zeros((0, adapter.embed_dim), np.float32)
+    return _normalise(embedder.images(part[int(i)].image for i in indices))

@@ -1,0 +1,277 @@
+"""LABCLIP: a linear map on text embeddings that restores cross-modal attribute binding.
+
+Koishigarina, Uselis, Oh, "CLIP Behaves like a Bag-of-Words Model Cross-modally but not Uni-modally",
+Sec. 5 (LABCLIP). With frozen L2-normalised image embeddings ``x`` and text embeddings ``t`` (D-dimensional):
+
+* map: ``t' = W t / ||W t||`` with ``W`` a D×D matrix, no bias, initialised to the identity (so at step 0
+  every similarity, and thus every accuracy, equals the original model's);
+* similarity: ``s * <x, t'>`` with a learnable temperature ``s = exp(log_s)`` (log-parameterised,
+  initialised to CLIP's ``1/0.07``, clamped to at most 100 as in CLIP);
+* negatives: attribute-swapped captions (MADMAN: the stored ``"binding"`` negatives; ComCO/SimCO: swaps
+  built from the object table, :func:`bindscope.alignment.data.build_binding_swaps`);
+* loss per batch of B (image, caption) pairs with K negatives of those pairs:
+  ``L = ½ [CE(s·X·[T'; N']ᵀ, diag) + CE(s·T'·Xᵀ, diag)]`` — image→text cross-entropy over the batch's
+  positives plus negatives, text→image cross-entropy over the positives; optimiser Adam.
+
+:class:`LabclipMap` applies a fitted map with numpy alone to any stored text embeddings (no re-encoding —
+the paper's backward-compatibility point). Torch is imported only inside the fitting and file functions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bindscope.errors import BadInput
+
+FORMAT = "bindscope-labclip"
+FORMAT_VERSION = 1
+CLIP_INIT_LOGIT_SCALE = 1.0 / 0.07
+MAX_LOGIT_SCALE = 100.0
+
+
+@contextmanager
+def torch_threads(count: int):
+    """Run a block with ``torch.set_num_threads(count)`` and restore the previous count afterwards.
+
+    The probes and LABCLIP optimise small matrices; one thread avoids thread-pool overhead, which dominates
+    (and grows badly when the machine is busy) at these sizes.
+    """
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+@dataclass
+class LabclipMap:
+    """A fitted LABCLIP map (numpy).
+
+    Attributes:
+        weight: ``(D, D)`` float32 matrix ``W`` (applied as ``t @ W.T``).
+        logit_scale: the learnt temperature ``s`` (> 0).
+        meta: JSON-compatible provenance: model, pretrained, cache_key, dataset, split, held-out
+            combinations, hyper-parameters, loss history.
+    """
+
+    weight: np.ndarray
+    logit_scale: float = CLIP_INIT_LOGIT_SCALE
+    meta: dict = field(default_factory=dict)
+
+    @classmethod
+    def identity(cls, dim: int) -> "LabclipMap":
+        """The identity map of dimension ``dim`` (LABCLIP's initialisation)."""
+        return cls(np.eye(dim, dtype=np.float32))
+
+    @property
+    def name(self) -> str:
+        """A label for results: ``LABCLIP(<file name>)`` once saved or loaded, else ``LABCLIP``."""
+        path = self.meta.get("path")
+        return f"LABCLIP({os.path.basename(path)})" if path else "LABCLIP"
+
+    @property
+    def dim(self) -> int:
+        return int(self.weight.shape[0])
+
+    def __call__(self, text_embeddings: np.ndarray) -> np.ndarray:
+        """Map ``(N, D)`` text embeddings: returns ``(N, D)`` float32 ``normalise(t @ W.T)``.
+
+        Usable as the ``text_transform`` of the evaluation functions and on stored embeddings.
+
+        Raises:
+            BadInput: the embeddings' dimension differs from the map's.
+        """
+        t = np.asarray(text_embeddings, dtype=np.float32)
+        if t.ndim != 2 or t.shape[1] != self.dim:
+            raise BadInput(f"LABCLIP map is {self.dim}-dimensional; text embeddings have shape {t.shape}")
+        return _normalise(t @ self.weight.T)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the map with ``torch.save`` atomically (temp file, fsync, rename)."""
+        import torch
+
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        payload = {"format": FORMAT, "format_version": FORMAT_VERSION,
+                   "weight": torch.from_numpy(np.ascontiguousarray(self.weight, dtype=np.float32)),
+                   "logit_scale": float(self.logit_scale), "meta": self.meta}
+        try:
+            with open(tmp, "wb") as handle:
+                torch.save(payload, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+
+def load_labclip(path: str | os.PathLike) -> LabclipMap:
+    """Read a map written by :meth:`LabclipMap.save` (``torch.load`` with ``weights_only=True``).
+
+    Raises:
+        BadInput: the file is missing, unreadable, or not a bindscope LABCLIP map.
+    """
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"LABCLIP map {str(path)!r}: no such file")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for a broken file
+        raise BadInput(f"LABCLIP map {str(path)!r}: not readable ({type(exc).__name__}: {exc})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise BadInput(f"{str(path)!r} is not a LABCLIP map written by `bindscope labclip fit`")
+    weight = payload["weight"].detach().cpu().numpy().astype(np.float32)
+    if weight.ndim != 2 or weight.shape[0] != weight.shape[1]:
+        raise BadInput(f"LABCLIP map {str(path)!r}: weight has shape {weight.shape}, expected (D, D)")
+    meta = dict(payload.get("meta", {}))
+    meta["path"] = str(path)
+    return LabclipMap(weight, float(payload["logit_scale"]), meta)
+
+
+def check_dimension(labclip: LabclipMap, adapter) -> None:
+    """Raise BadInput unless the map's dimension equals the adapter's ``embed_dim``."""
+    if labclip.dim != adapter.embed_dim:
+        fitted = labclip.meta.get("model", "another model")
+        raise BadInput(f"LABCLIP map is {labclip.dim}-dimensional (fitted for {fitted!r}); model "
+                       f"{adapter.name!r} gives {adapter.embed_dim}-dimensional embeddings")
+
+
+def labclip_loss(weight, log_scale, images, texts, negatives):
+    """The LABCLIP loss of one batch (torch tensors; see the module docstring for the formula).
+
+    Args:
+        weight: ``(D, D)`` map. log_scale: scalar ``log s``.
+        images: ``(B, D)`` unit-norm image embeddings; texts: ``(B, D)`` their captions' embeddings;
+        negatives: ``(K, D)`` negative captions' embeddings (K may be 0).
+
+    Returns:
+        scalar tensor ``½ (CE_image→text + CE_text→image)``.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    scale = log_scale.exp().clamp(max=MAX_LOGIT_SCALE)
+    mapped = F.normalize(torch.cat([texts, negatives]) @ weight.T, dim=1)
+    positives = mapped[: len(texts)]
+    target = torch.arange(len(images))
+    image_to_text = F.cross_entropy(scale * images @ mapped.T, target)
+    text_to_image = F.cross_entropy(scale * positives @ images.T, target)
+    return 0.5 * (image_to_text + text_to_image)
+
+
+def fit_labclip(images: np.ndarray, texts: np.ndarray, negatives: np.ndarray, owners: np.ndarray, *,
+                epochs: int = 20, batch_size: int = 128, lr: float = 1e-3,
+                init_logit_scale: float = CLIP_INIT_LOGIT_SCALE, seed: int = 0,
+                progress=None) -> tuple[LabclipMap, list[float]]:
+    """Fit the LABCLIP map with Adam on frozen embeddings (CPU, float32).
+
+    Args:
+        images: ``(N, D)`` unit-norm image embeddings; texts: ``(N, D)`` their captions' embeddings.
+        negatives: ``(M, D)`` embeddings of attribute-swapped captions; owners: ``(M,)`` ints, the row of
+            ``images`` each negative belongs to. A batch's negatives are those of its pairs.
+        epochs: passes over the N pairs (shuffled per epoch with ``seed``); batch_size: pairs per batch;
+        lr: Adam learning rate for ``W`` and ``log s``; init_logit_scale: initial ``s``.
+        progress: optional callable(epoch, mean_loss) after each epoch.
+
+    Returns:
+        ``(map, losses)``: the fitted :class:`LabclipMap` (``meta`` holds ``loss_history``) and the mean
+        loss per epoch, preceded by the loss of the identity map on the whole set (``losses[0]``).
+
+    Raises:
+        BadInput: shapes disagree, fewer than 2 pairs, or non-positive hyper-parameters.
+    """
+    with torch_threads(1):
+        return _fit_labclip(images, texts, negatives, owners, epochs, batch_size, lr, init_logit_scale, seed,
+                            progress)
+
+
+def _fit_labclip(images, texts, negatives, owners, epochs, batch_size, lr, init_logit_scale, seed, progress):
+    import torch
+
+    images = np.asarray(images, np.float32)
+    texts = np.asarray(texts, np.float32)
+    negatives = np.asarray(negatives, np.float32).reshape(-1, images.shape[1] if images.ndim == 2 else 0)
+    owners = np.asarray(owners, np.int64)
+    if images.ndim != 2 or texts.shape != images.shape or len(images) < 2:
+        raise BadInput(f"LABCLIP needs at least 2 (image, caption) pairs of one dimension; got images "
+                       f"{images.shape} and captions {texts.shape}")
+    if len(owners) != len(negatives) or (len(owners) and (owners.min() < 0 or owners.max() >= len(images))):
+        raise BadInput("each LABCLIP negative needs the row of the pair it belongs to")
+    if epochs < 1 or batch_size < 2 or lr <= 0 or init_logit_scale <= 0:
+        raise BadInput(f"LABCLIP hyper-parameters: epochs {epochs!r} >= 1, batch size {batch_size!r} >= 2, "
+                       f"learning rate {lr!r} > 0, initial logit scale {init_logit_scale!r} > 0 required")
+    torch.manual_seed(seed)
+    dim = images.shape[1]
+    weight = torch.nn.Parameter(torch.eye(dim))
+    log_scale = torch.nn.Parameter(torch.tensor(math.log(init_logit_scale), dtype=torch.float32))
+    optimiser = torch.optim.Adam([weight, log_scale], lr=lr)
+    x_all, t_all, n_all = (torch.from_numpy(a) for a in (images, texts, negatives))
+    order_by_owner = np.argsort(owners, kind="stable")
+    starts = np.searchsorted(owners[order_by_owner], np.arange(len(images) + 1))
+
+    def batch_negatives(rows: np.ndarray) -> torch.Tensor:
+        picks = [order_by_owner[starts[r]:starts[r + 1]] for r in rows]
+        picks = np.concatenate(picks) if picks else np.zeros(0, np.int64)
+        return n_all[torch.from_numpy(picks.astype(np.int64))]
+
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        losses = [float(np.mean([labclip_loss(weight, log_scale, x_all[r], t_all[r],
+                                              batch_negatives(r.numpy())).item()
+                                 for r in torch.arange(len(images)).split(batch_size) if len(r) > 1]))]
+    for epoch in range(1, epochs + 1):
+        order = rng.permutation(len(images))
+        epoch_losses = []
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            if len(rows) < 2:
+                continue
+            index = torch.from_numpy(rows)
+            optimiser.zero_grad()
+            loss = labclip_loss(weight, log_scale, x_all[index], t_all[index], batch_negatives(rows))
+            loss.backward()
+            optimiser.step()
+            epoch_losses.append(loss.item())
+        losses.append(float(np.mean(epoch_losses)))
+        if progress is not None:
+            progress(epoch, losses[-1])
+    scale = float(min(math.exp(log_scale.item()), MAX_LOGIT_SCALE))
+    fitted = LabclipMap(weight.detach().numpy().astype(np.float32).copy(), scale,
+                        {"loss_history": losses, "epochs": epochs, "batch_size": batch_size, "lr": lr,
+                         "init_logit_scale": init_logit_scale, "seed": seed})
+    return fitted, losses
+
+
+def pair_scores(images: np.ndarray, positives: np.ndarray, negatives: np.ndarray,
+                owners: np.ndarray) -> np.ndarray:
+    """For each negative: True when ``cos(image, caption) > cos(image, negative)`` (strict: a tie is wrong).
+
+    Args:
+        images, positives: ``(N, D)`` unit-norm embeddings of the pairs; negatives: ``(M, D)``; owners:
+            ``(M,)`` row of the pair each negative belongs to.
+
+    Returns:
+        ``(M,)`` bool.
+    """
+    owners = np.asarray(owners, np.int64)
+    x = np.asarray(images, np.float32)[owners]
+    pos = np.sum(x * np.asarray(positives, np.float32)[owners], axis=1)
+    neg = np.sum(x * np.asarray(negatives, np.float32), axis=1)
+    return pos > neg

@@ -1,0 +1,294 @@
+"""Linear probes on frozen embeddings: is attribute–object binding linearly decodable in one modality?
+
+Protocol (Koishigarina, Uselis, Oh, "CLIP Behaves like a Bag-of-Words Model Cross-modally but not
+Uni-modally", Sec. 4; project choices marked as such in docs/alignment.md):
+
+* one probe per (modality, attribute, target object category); samples that contain exactly one object of
+  the target category (and, by default, at least two objects in the modality's view); label = that object's
+  value of the attribute;
+* the probe is ``torch.nn.Linear(D, n_classes)`` on frozen L2-normalised embeddings, trained with
+  cross-entropy (Adam, full batch). Inputs are standardised with the training mean and standard deviation
+  first — an affine change that a linear layer absorbs, so the probe is still linear in the embedding; it
+  only makes one learning rate fit every encoder;
+* splits are held out by scene combination (:func:`bindscope.alignment.splits.split_by_combination`): no
+  pairing of objects and values is in two splits; validation accuracy picks the training step (early
+  stopping); test accuracy is reported;
+* baselines: chance (1 / number of classes), and two bag-of-words figures built from the multiset of the
+  attribute's values among the objects in the modality's view (no pairing of values to objects): the
+  **bag-of-words probe** (the same linear probe trained on those value counts) and the **bag-of-words
+  bound** (the expected accuracy of guessing uniformly among the distinct values present).
+
+Torch is imported inside the functions, so importing this module stays light.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from bindscope.alignment.splits import SPLIT_NAMES, scene_combination, split_by_combination
+from bindscope.errors import BadInput
+
+MODALITIES = ("image", "text")
+
+
+@dataclass
+class LinearProbe:
+    """A fitted linear probe: ``logits = ((x - mean) / std) @ weight.T + bias``.
+
+    Attributes:
+        mean, std: ``(D,)`` float32 standardisation from the training inputs.
+        weight: ``(C, D)`` float32. bias: ``(C,)`` float32.
+        best_step: Adam step whose weights were kept (highest validation accuracy, earliest on ties).
+        val_accuracy: validation accuracy at ``best_step`` (NaN without validation data).
+    """
+
+    mean: np.ndarray
+    std: np.ndarray
+    weight: np.ndarray
+    bias: np.ndarray
+    best_step: int
+    val_accuracy: float
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        """``(N, C)`` float32 logits of ``(N, D)`` inputs."""
+        return ((np.asarray(x, np.float32) - self.mean) / self.std) @ self.weight.T + self.bias
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """``(N,)`` int64 predicted class ids."""
+        return np.argmax(self.logits(x), axis=1)
+
+    def accuracy(self, x: np.ndarray, y: np.ndarray) -> float:
+        """Share of rows whose predicted class equals ``y`` (NaN for no rows)."""
+        return float(np.mean(self.predict(x) == np.asarray(y))) if len(y) else float("nan")
+
+
+def fit_linear_probe(x_train: np.ndarray, y_train: np.ndarray, n_classes: int,
+                     x_val: np.ndarray | None = None, y_val: np.ndarray | None = None, *,
+                     steps: int = 300, lr: float = 0.01, weight_decay: float = 1e-4, eval_every: int = 10,
+                     seed: int = 0) -> LinearProbe:
+    """Fit ``torch.nn.Linear(D, n_classes)`` with cross-entropy and full-batch Adam (CPU, float32).
+
+    Args:
+        x_train: ``(N, D)`` features (embeddings, or bag-of-words counts). y_train: ``(N,)`` ints in
+            ``[0, n_classes)``.
+        x_val, y_val: validation data for early stopping (every ``eval_every`` steps the weights with the best
+            validation accuracy so far are kept); without it the last step is kept.
+        steps: Adam steps; lr: learning rate; weight_decay: Adam's L2 penalty; seed: weight initialisation.
+
+    Raises:
+        BadInput: empty training data, labels out of range, or ``n_classes < 2``.
+    """
+    from bindscope.alignment.labclip import torch_threads
+
+    with torch_threads(1):
+        return _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, steps, lr, weight_decay, eval_every,
+                                 seed)
+
+
+def _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, steps, lr, weight_decay, eval_every, seed):
+    import torch
+
+    x_train = np.asarray(x_train, np.float32)
+    y_train = np.asarray(y_train, np.int64)
+    if x_train.ndim != 2 or not len(x_train) or len(y_train) != len(x_train):
+        raise BadInput(f"probe training data must be a non-empty (N, D) array with N labels; got "
+                       f"{x_train.shape} and {y_train.shape}")
+    if n_classes < 2 or y_train.min() < 0 or y_train.max() >= n_classes:
+        raise BadInput(f"probe labels must lie in [0, {n_classes}) with at least 2 classes")
+    mean = x_train.mean(axis=0)
+    std = np.maximum(x_train.std(axis=0), 1e-6).astype(np.float32)
+    has_val = x_val is not None and y_val is not None and len(y_val) > 0
+    generator = torch.Generator().manual_seed(seed)
+    layer = torch.nn.Linear(x_train.shape[1], n_classes)
+    with torch.no_grad():
+        bound = 1.0 / np.sqrt(x_train.shape[1])
+        layer.weight.uniform_(-bound, bound, generator=generator)
+        layer.bias.zero_()
+    xt = torch.from_numpy((x_train - mean) / std)
+    yt = torch.from_numpy(y_train)
+    xv = torch.from_numpy((np.asarray(x_val, np.float32) - mean) / std) if has_val else None
+    yv = torch.from_numpy(np.asarray(y_val, np.int64)) if has_val else None
+    optimiser = torch.optim.Adam(layer.parameters(), lr=lr, weight_decay=weight_decay)
+    best = (-1.0, 0, layer.weight.detach().clone(), layer.bias.detach().clone())
+    for step in range(1, steps + 1):
+        optimiser.zero_grad()
+        loss = torch.nn.functional.cross_entropy(layer(xt), yt)
+        loss.backward()
+        optimiser.step()
+        if has_val and (step % eval_every == 0 or step == steps):
+            with torch.no_grad():
+                acc = float((layer(xv).argmax(dim=1) == yv).float().mean())
+            if acc > best[0]:
+                best = (acc, step, layer.weight.detach().clone(), layer.bias.detach().clone())
+    if not has_val:
+        best = (float("nan"), steps, layer.weight.detach().clone(), layer.bias.detach().clone())
+    return LinearProbe(mean=mean.astype(np.float32), std=std, weight=best[2].numpy(), bias=best[3].numpy(),
+                       best_step=best[1], val_accuracy=best[0])
+
+
+def _view(table, sample: int, modality: str, attribute: str):
+    """Objects a modality 'sees' in a sample, and which of them show the attribute."""
+    objects = table.objects[sample]
+    if modality == "image":
+        seen = list(objects)
+        shows = {o.index for o in seen if o.attributes.get(attribute, "")}
+    else:
+        described = table.described[sample]
+        seen = [o for o in objects if o.mention_position > 0]
+        shows = {o.index for o in seen if attribute in described.get(o.index, set())}
+    return seen, shows
+
+
+def bag_of_words_features(table, samples: list[int], modality: str, attribute: str,
+                          values: list[str]) -> np.ndarray:
+    """``(len(samples), len(values))`` float32: the multiset of ``attribute`` values in each sample's view.
+
+    Row = count of each value among the modality's objects that show the attribute (image: every object
+    with a value other than ``""``; text: the mentioned objects the caption gives it for). Which object has
+    which value is dropped — that pairing is exactly what a bag of words lacks.
+    """
+    col = {v: i for i, v in enumerate(values)}
+    out = np.zeros((len(samples), len(values)), np.float32)
+    for row, sample in enumerate(samples):
+        seen, shows = _view(table, sample, modality, attribute)
+        for o in seen:
+            value = o.attributes.get(attribute, "")
+            if o.index in shows and value in col:
+                out[row, col[value]] += 1
+    return out
+
+
+def bag_of_words_bound(features: np.ndarray) -> np.ndarray:
+    """Per row, ``1 / (number of distinct values present)``: the expected accuracy of guessing uniformly among
+    the values in the bag — the best a bag of words can do without a prior over values (1.0 when only one
+    value is present). ``features`` as returned by :func:`bag_of_words_features`."""
+    distinct = np.count_nonzero(np.asarray(features) > 0, axis=1)
+    return 1.0 / np.maximum(distinct, 1)
+
+
+def probe_targets(table, modality: str, attribute: str, min_objects: int = 2) -> dict[str, list[tuple[int, str]]]:
+    """Eligible ``(sample, label value)`` pairs per target category for one modality and attribute.
+
+    A sample is eligible for target category ``c`` when it contains exactly one object of ``c``, that object
+    shows the attribute in the modality (image: value not ``""``; text: the caption gives the value for it),
+    and the modality's view holds at least ``min_objects`` objects.
+    """
+    out: dict[str, list[tuple[int, str]]] = {}
+    for sample in range(len(table)):
+        seen, shows = _view(table, sample, modality, attribute)
+        if len(seen) < min_objects:
+            continue
+        counts = Counter(o.category for o in table.objects[sample])
+        for o in seen:
+            if counts[o.category] == 1 and o.index in shows:
+                out.setdefault(o.category, []).append((sample, o.attributes[attribute]))
+    return {c: out[c] for c in sorted(out, key=lambda c: (len(c), c))}
+
+
+def _mean(values: list[float]) -> float | None:
+    values = [v for v in values if v == v]
+    return float(np.mean(values)) if values else None
+
+
+def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] | None = None,
+               fractions=(0.6, 0.2, 0.2), seed: int = 0, min_objects: int = 2, steps: int = 300,
+               lr: float = 0.01, weight_decay: float = 1e-4, progress=None) -> dict:
+    """Train and test every probe and its bag-of-words baseline.
+
+    Args:
+        table: a :class:`bindscope.alignment.data.SplitTable`.
+        embeddings: ``{"image"|"text": (len(table), D) float32}``, L2-normalised, row i = sample i (image
+            embedding, or caption embedding). Rows of ineligible samples are not read (may be NaN).
+        attributes: attributes to probe (default: all of the table's).
+        fractions: (train, val, test) sample shares of the combination hold-out.
+        seed: split and initialisation seed.
+        min_objects: minimum objects in the modality's view (2 = only multi-object samples, where binding
+            matters).
+        steps, lr, weight_decay: see :func:`fit_linear_probe`.
+        progress: optional callable receiving one string per finished attribute.
+
+    Returns:
+        ``{"modalities": {modality: {attribute: summary}}, "splits": {attribute: {split: n_samples}}}``
+        where ``summary`` holds ``accuracy`` (mean over targets), ``accuracy_micro`` (pooled test samples),
+        ``bag_of_words`` / ``bag_of_words_micro`` (bag-of-words probe), ``bag_of_words_bound``, ``chance`` (mean of 1/n_classes), ``majority`` (mean
+        share of the most frequent training class in test), ``n_targets``, ``n_test``, and ``targets``:
+        per target category its ``accuracy``, ``bag_of_words``, ``bag_of_words_bound``, ``chance``, ``majority``, ``n_classes``,
+        ``n_train``/``n_val``/``n_test`` — or ``skipped`` with the reason.
+
+    Raises:
+        BadInput: an unknown modality or attribute, or embeddings of the wrong length.
+    """
+    attributes = list(table.attributes if attributes is None else attributes)
+    for a in attributes:
+        if a not in table.attributes:
+            raise BadInput(f"attribute {a!r}: the dataset has {', '.join(table.attributes)}")
+    for modality, emb in embeddings.items():
+        if modality not in MODALITIES:
+            raise BadInput(f"modality {modality!r}: choose from {', '.join(MODALITIES)}")
+        if len(emb) != len(table):
+            raise BadInput(f"{modality} embeddings have {len(emb)} rows for {len(table)} samples")
+    result = {"modalities": {m: {} for m in embeddings}, "splits": {}}
+    for attribute in attributes:
+        keys = [scene_combination(objs, attribute) for objs in table.objects]
+        split_ids = split_by_combination(keys, fractions, seed)
+        all_values = sorted({o.attributes.get(attribute, "") for objs in table.objects for o in objs} - {""})
+        result["splits"][attribute] = {name: int(np.sum(split_ids == s)) for s, name in enumerate(SPLIT_NAMES)}
+        for modality, emb in embeddings.items():
+            targets = {}
+            for category, pairs in probe_targets(table, modality, attribute, min_objects).items():
+                samples = np.array([s for s, _ in pairs])
+                labels_text = [v for _, v in pairs]
+                part = split_ids[samples]
+                train_values = sorted({v for v, p in zip(labels_text, part) if p == 0})
+                info = {"n_train": int(np.sum(part == 0)), "n_val": int(np.sum(part == 1)),
+                        "n_test": int(np.sum(part == 2))}
+                if len(train_values) < 2 or info["n_test"] == 0:
+                    info["skipped"] = ("fewer than 2 classes in training" if len(train_values) < 2
+                                       else "no test sample")
+                    targets[category] = info
+                    continue
+                cls = {v: i for i, v in enumerate(train_values)}
+                y = np.array([cls.get(v, -1) for v in labels_text])  # -1: a value unseen in training (wrong)
+                masks = [part == s for s in range(3)]
+                train, val, test = ((samples[m], y[m]) for m in masks)
+                val_ok = val[1] >= 0
+                x = np.asarray(emb[samples], np.float32)
+                probe = fit_linear_probe(x[masks[0]], train[1], len(cls), x[masks[1]][val_ok], val[1][val_ok],
+                                         steps=steps, lr=lr, weight_decay=weight_decay, seed=seed)
+                bow = bag_of_words_features(table, list(samples), modality, attribute, all_values)
+                bow_probe = fit_linear_probe(bow[masks[0]], train[1], len(cls), bow[masks[1]][val_ok],
+                                             val[1][val_ok], steps=steps, lr=lr, weight_decay=weight_decay,
+                                             seed=seed)
+                train_counts = Counter(train[1].tolist())
+                majority_class = min(train_counts, key=lambda c: (-train_counts[c], c))
+                info.update({
+                    "n_classes": len(cls),
+                    "accuracy": probe.accuracy(x[masks[2]], test[1]),
+                    "bag_of_words": bow_probe.accuracy(bow[masks[2]], test[1]),
+                    "bag_of_words_bound": float(bag_of_words_bound(bow[masks[2]]).mean()),
+                    "chance": 1.0 / len(cls),
+                    "majority": float(np.mean(test[1] == majority_class)),
+                    "correct": int(np.sum(probe.predict(x[masks[2]]) == test[1])),
+                    "bag_of_words_correct": int(np.sum(bow_probe.predict(bow[masks[2]]) == test[1])),
+                })
+                targets[category] = info
+            done = [t for t in targets.values() if "accuracy" in t]
+            n_test = sum(t["n_test"] for t in done)
+            result["modalities"][modality][attribute] = {
+                "accuracy": _mean([t["accuracy"] for t in done]),
+                "accuracy_micro": sum(t["correct"] for t in done) / n_test if n_test else None,
+                "bag_of_words": _mean([t["bag_of_words"] for t in done]),
+                "bag_of_words_micro": sum(t["bag_of_words_correct"] for t in done) / n_test if n_test else None,
+                "bag_of_words_bound": _mean([t["bag_of_words_bound"] for t in done]),
+                "chance": _mean([t["chance"] for t in done]),
+                "majority": _mean([t["majority"] for t in done]),
+                "n_targets": len(done),
+                "n_test": n_test,
+                "targets": targets,
+            }
+        if progress is not None:
+            progress(attribute)
+    return result

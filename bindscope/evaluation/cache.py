@@ -1,0 +1,198 @@
+"""Embedding cache and de-duplicating encoder front end.
+
+:class:`EmbeddingCache` stores embeddings on disk keyed by the adapter's ``cache_key`` (model, weights,
+precision, preprocessing) and the sha256 of each input's content (the UTF-8 text, or the image's shape and raw
+bytes). :class:`Embedder` wraps an :class:`~bindscope.evaluation.encoder.EncoderAdapter`: within one run each
+unique text and image is encoded once, and with a cache a rerun skips the encoders entirely.
+
+On-disk layout (default root ``$BINDSCOPE_CACHE`` or ``$XDG_CACHE_HOME/bindscope/embeddings``, else
+``~/.cache/bindscope/embeddings``)::
+
+    <root>/<sha256(cache_key)[:24]>/key.txt           the full cache_key (for people)
+    <root>/<sha256(cache_key)[:24]>/<sha256>.npz      a chunk: hashes (N, 32) uint8 digests, embeddings (N, D) float32
+
+Chunks are written atomically (temp file, fsync, rename) and never modified, so several processes may share a
+cache; a chunk's name is the hash of its own content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import zipfile
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from bindscope.evaluation.encoder import EncoderAdapter
+
+
+def default_cache_dir() -> Path:
+    """``$BINDSCOPE_CACHE``, else ``$XDG_CACHE_HOME/bindscope/embeddings``, else ``~/.cache/bindscope/embeddings``."""
+    if os.environ.get("BINDSCOPE_CACHE"):
+        return Path(os.environ["BINDSCOPE_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "bindscope" / "embeddings"
+
+
+def text_hash(text: str) -> bytes:
+    """sha256 digest (32 bytes) of a text's UTF-8 bytes, prefixed by the modality."""
+    return hashlib.sha256(b"text\0" + text.encode("utf-8")).digest()
+
+
+def image_hash(image: np.ndarray) -> bytes:
+    """sha256 digest (32 bytes) of an image's shape, dtype and raw bytes, prefixed by the modality."""
+    image = np.ascontiguousarray(image)
+    head = f"image\0{image.shape}\0{image.dtype.str}\0".encode()
+    return hashlib.sha256(head + image.tobytes()).digest()
+
+
+class EmbeddingCache:
+    """Embeddings of one encoder (one ``cache_key``) on disk.
+
+    Args:
+        root: cache root folder (created on the first write).
+        cache_key: the adapter's ``cache_key``.
+    """
+
+    def __init__(self, root: str | os.PathLike, cache_key: str):
+        self.folder = Path(root) / hashlib.sha256(cache_key.encode()).hexdigest()[:24]
+        self.cache_key = cache_key
+        self._table: dict[bytes, np.ndarray] | None = None
+        self._pending: dict[bytes, np.ndarray] = {}
+
+    def _load(self) -> dict[bytes, np.ndarray]:
+        if self._table is None:
+            self._table = {}
+            if self.folder.is_dir():
+                for chunk in sorted(self.folder.glob("*.npz")):
+                    try:
+                        with np.load(chunk) as data:
+                            for key, row in zip(data["hashes"], data["embeddings"]):
+                                self._table[key.tobytes()] = row
+                    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+                        continue  # an unreadable chunk is only a cache miss
+        return self._table
+
+    def get(self, key: bytes) -> np.ndarray | None:
+        """The stored embedding (D,) float32 for a content hash, or None."""
+        found = self._load().get(key)
+        return found if found is not None else self._pending.get(key)
+
+    def put(self, key: bytes, embedding: np.ndarray) -> None:
+        """Remember an embedding; it reaches the disk at :meth:`flush`."""
+        self._pending[key] = np.asarray(embedding, dtype=np.float32)
+
+    def flush(self) -> None:
+        """Write the remembered embeddings as one new chunk (atomic); a no-op when there are none."""
+        if not self._pending:
+            return
+        keys = sorted(self._pending)
+        hashes = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)  # not "S32": it drops NULs
+        emb = np.stack([self._pending[k] for k in keys]).astype(np.float32)
+        name = hashlib.sha256(hashes.tobytes() + emb.tobytes()).hexdigest()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        key_file = self.folder / "key.txt"
+        if not key_file.exists():
+            key_file.write_text(self.cache_key + "\n", encoding="utf-8")
+        final = self.folder / f"{name}.npz"
+        tmp = self.folder / f".{name}.{os.getpid()}.tmp.npz"
+        try:
+            with open(tmp, "wb") as handle:
+                np.savez(handle, hashes=hashes, embeddings=emb)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, final)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        self._load().update(self._pending)
+        self._pending = {}
+
+
+class Embedder:
+    """Encode texts and images through an adapter, each unique input once, with an optional on-disk cache.
+
+    Args:
+        adapter: the encoder.
+        cache: an :class:`EmbeddingCache` for ``adapter.cache_key``, or None for no disk cache (inputs are
+            still de-duplicated within the run).
+        chunk: number of images hashed and looked up at a time when streaming images.
+
+    Attributes:
+        stats: counters: ``text_hits``/``text_misses``/``image_hits``/``image_misses`` (unique inputs found in the
+            cache / encoded), ``texts_requested``/``images_requested`` (inputs asked for, duplicates included),
+            ``seconds_total`` (time spent inside :meth:`texts` and :meth:`images`).
+    """
+
+    def __init__(self, adapter: EncoderAdapter, cache: EmbeddingCache | None = None, chunk: int = 256):
+        self.adapter = adapter
+        self.cache = cache
+        self.chunk = chunk
+        self._memory: dict[bytes, np.ndarray] = {}
+        self.stats = {"text_hits": 0, "text_misses": 0, "image_hits": 0, "image_misses": 0,
+                      "texts_requested": 0, "images_requested": 0, "seconds_total": 0.0}
+
+    def _lookup(self, key: bytes) -> np.ndarray | None:
+        found = self._memory.get(key)
+        if found is None and self.cache is not None:
+            found = self.cache.get(key)
+            if found is not None:
+                self._memory[key] = found
+                return found, True
+        return found, False
+
+    def _resolve(self, keys: list[bytes], items: list, encode, kind: str) -> np.ndarray:
+        missing: dict[bytes, int] = {}
+        for key, item_index in zip(keys, range(len(items))):
+            found, from_disk = self._lookup(key)
+            if found is None and key not in missing:
+                missing[key] = item_index
+            elif from_disk:
+                self.stats[f"{kind}_hits"] += 1
+        if missing:
+            encoded = encode([items[i] for i in missing.values()])
+            for key, row in zip(missing, encoded):
+                self._memory[key] = row
+                if self.cache is not None:
+                    self.cache.put(key, row)
+            self.stats[f"{kind}_misses"] += len(missing)
+        return np.stack([self._memory[k] for k in keys]) if keys else np.zeros((0, self.adapter.embed_dim),
+                                                                                  np.float32)
+
+    def texts(self, texts: list[str]) -> np.ndarray:
+        """Embeddings ``(len(texts), D)`` float32, unit L2 norm, in input order."""
+        start = time.perf_counter()
+        self.stats["texts_requested"] += len(texts)
+        out = self._resolve([text_hash(t) for t in texts], list(texts), self.adapter.encode_texts, "text")
+        self.stats["seconds_total"] += time.perf_counter() - start
+        return out
+
+    def images(self, images: Iterable[np.ndarray]) -> np.ndarray:
+        """Embeddings ``(N, D)`` float32 of ``(H, W, 3)`` uint8 images (any iterable, streamed in chunks)."""
+        start = time.perf_counter()
+        parts = []
+        batch: list[np.ndarray] = []
+
+        def run():
+            keys = [image_hash(im) for im in batch]
+            parts.append(self._resolve(keys, batch, lambda ims: self.adapter.encode_images(np.stack(ims)),
+                                       "image"))
+            self.stats["images_requested"] += len(batch)
+            batch.clear()
+
+        for image in images:
+            batch.append(np.asarray(image))
+            if len(batch) >= self.chunk:
+                run()
+        if batch:
+            run()
+        self.stats["seconds_total"] += time.perf_counter() - start
+        return np.concatenate(parts) if parts else np.zeros((0, self.adapter.embed_dim), np.float32)
+
+    def flush(self) -> None:
+        """Write new embeddings to the disk cache (if any)."""
+        if self.cache is not None:
+            self.cache.flush()

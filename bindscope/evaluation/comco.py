@@ -1,0 +1,403 @@
+"""ComCO / SimCO evaluations: TOR, IOR, I2TOR, image–text matching, and the Claim-1 text test.
+
+Protocols of Abbasi et al., "CLIP Under the Microscope" (CVPR 2025): Sec. 3 (TOR/IOR: text- and image-based
+object retrieval), Sec. 4.1 Claim 1 (large- vs small-first captions), Sec. 5 (image–text matching,
+scenarios 1 and 2). Details and the project's choices are in docs/evaluation.md.
+
+- **TOR**: each caption's text embedding is compared (cosine, embeddings L2-normalised) with the text embeddings
+  of the bare names of every category in the vocabulary; the top-1 name is attributed to its mention position in
+  the caption. Reported per number of objects and position: the *unconditional* share (count / all captions) and
+  the *conditional* share (count / captions whose top-1 is one of their objects; rows sum to 100%, as the paper's
+  tables).
+- **IOR**: each scene image embedding is compared with the image embeddings of the single-object reference images
+  (split ``references``); the top-1 category is attributed to that object's size rank in the scene (1 = largest
+  visible area). Unconditional and conditional shares as for TOR.
+- **I2TOR**: as IOR, but the candidates are the text embeddings of the category names.
+- **Matching**: scenario 1: correct caption names the largest object first; each wrong caption replaces that
+  first name by a category absent from the image. Scenario 2: correct caption names the largest object last; each
+  wrong caption moves the largest object to the front and replaces the last name by an absent category.
+  Accuracy = share of (image, wrong caption) pairs with cos(image, correct) > cos(image, wrong).
+- Without a dataset, TOR runs on captions sampled from a vocabulary: ``objects`` distinct categories in uniformly
+  random, seeded order (the authors' ``itertools.combinations`` confounds position with list order; this does not).
+  **Claim 1**: group ``large_first`` = a Large category first, then ``objects - 1`` Medium ones; group
+  ``small_first`` = a Small category first, then Medium ones; TOR per position for each group.
+
+Ties (several candidates share the top score, or equal scores in matching) count as wrong. Captions are
+category names joined with " and " (the paper's form); TOR on a dataset uses the dataset's own captions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from bindscope.dataset.reader import Dataset
+from bindscope.errors import BadInput
+from bindscope.evaluation.cache import EmbeddingCache, Embedder
+from bindscope.evaluation.encoder import EncoderAdapter
+from bindscope.evaluation.results import (TextTransform, apply_text_transform, check_shards, dataset_info,
+                                          encoder_counts, envelope, open_dataset, transform_name,
+                                          truncation_counts)
+from bindscope.evaluation.stats import proportion, share, strict_top1
+
+TASKS = ("tor", "ior", "i2tor", "matching")
+SAMPLED_TASKS = ("tor", "claim1")
+IMAGE_TASKS = ("ior", "i2tor", "matching")
+JOIN = " and "
+
+
+@dataclass(frozen=True)
+class VocabEntry:
+    """A category as the evaluation needs it: caption name and size class (``""`` when unknown)."""
+
+    name: str
+    size_class: str = ""
+
+
+def parse_tasks(text: str | list[str], allowed: tuple[str, ...]) -> list[str]:
+    """Split ``"tor,ior"`` into task names, in the given order, without duplicates.
+
+    Raises:
+        BadInput: an unknown task (the allowed ones are listed) or an empty list.
+    """
+    items = list(text) if isinstance(text, (list, tuple)) else [t.strip() for t in text.split(",")]
+    tasks: list[str] = []
+    for task in items:
+        if not task:
+            continue
+        if task not in allowed:
+            raise BadInput(f"unknown task {task!r}; allowed here: {', '.join(allowed)}")
+        if task not in tasks:
+            tasks.append(task)
+    if not tasks:
+        raise BadInput(f"--tasks is empty; allowed: {', '.join(allowed)}")
+    return tasks
+
+
+def load_vocabulary(spec: str) -> list[VocabEntry]:
+    """Categories of a set: ``comco72``, ``simco18`` or an imported asset folder.
+
+    Uses :func:`bindscope.generators.comco.registry.load_set`; if that module is not installed, reads
+    ``bindscope/assets/<spec>.json`` (a list of objects with ``name`` and ``size_class``, or ``{"categories": [...]}``).
+
+    Raises:
+        BadInput: an unknown set.
+    """
+    try:
+        from bindscope.generators.comco.registry import load_set
+    except ImportError:
+        load_set = None
+    if load_set is not None:
+        return [VocabEntry(c.name, c.size_class) for c in load_set(spec)]
+    try:
+        text = resources.files("bindscope.assets").joinpath(f"{spec}.json").read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError):
+        raise BadInput(f"--vocab {spec!r}: unknown category set; allowed: comco72, simco18, or an asset folder") from None
+    data = json.loads(text)
+    items = data.get("categories", data) if isinstance(data, dict) else data
+    return [VocabEntry(str(c["name"]), str(c.get("size_class", ""))) for c in items]
+
+
+def retrieval_shares(query_emb: np.ndarray, candidate_emb: np.ndarray, candidate_names: list[str],
+                     ordered: list[list[str]]) -> dict:
+    """Top-1 retrieval attributed to positions (pure numpy; the core of TOR, IOR and I2TOR).
+
+    Args:
+        query_emb: (N, D) unit-norm query embeddings (captions for TOR, scene images for IOR/I2TOR).
+        candidate_emb: (C, D) unit-norm candidate embeddings (category names or reference images).
+        candidate_names: the C category names.
+        ordered: per query, the category names of its objects in position order (mention order for TOR, size
+            rank for IOR/I2TOR).
+
+    Returns:
+        ``{"<n>": block}`` per number of objects n, where block = ``{"num_queries", "top1_in_query",
+        "top1_not_in_query", "ties", "positions": [{"position": k, "unconditional": share,
+        "conditional": share}, ...]}``; unconditional = count / num_queries, conditional = count / top1_in_query.
+    """
+    top = strict_top1(query_emb @ candidate_emb.T) if len(query_emb) else np.zeros(0, int)
+    groups: dict[int, dict] = {}
+    for names, best in zip(ordered, top):
+        n = len(names)
+        g = groups.setdefault(n, {"num_queries": 0, "ties": 0, "not_in": 0, "hits": [0] * n})
+        g["num_queries"] += 1
+        if best < 0:
+            g["ties"] += 1
+        elif candidate_names[best] in names:
+            g["hits"][names.index(candidate_names[best])] += 1
+        else:
+            g["not_in"] += 1
+    out = {}
+    for n in sorted(groups):
+        g = groups[n]
+        inside = sum(g["hits"])
+        out[str(n)] = {"num_queries": g["num_queries"], "top1_in_query": inside, "top1_not_in_query": g["not_in"],
+                       "ties": g["ties"],
+                       "positions": [{"position": k + 1, "unconditional": share(c, g["num_queries"]),
+                                      "conditional": share(c, inside)} for k, c in enumerate(g["hits"])]}
+    return out
+
+
+def matching_accuracy(image_emb: np.ndarray, correct_emb: np.ndarray, wrong_emb: list[np.ndarray],
+                      groups: list[int]) -> dict:
+    """Share of (image, wrong caption) pairs with cos(image, correct) > cos(image, wrong) (strict).
+
+    Args:
+        image_emb: (N, D); correct_emb: (N, D); wrong_emb: per image (K_i, D); groups: per image its object count.
+
+    Returns:
+        ``{"all": proportion, "by_num_objects": {"<n>": proportion}}``.
+    """
+    tally: dict[int, list[int]] = {}
+    for img, good, bad, n in zip(image_emb, correct_emb, wrong_emb, groups):
+        positive = float(img @ good)
+        wins = int(sum(positive > float(s) for s in bad @ img))
+        t = tally.setdefault(n, [0, 0])
+        t[0] += wins
+        t[1] += len(bad)
+    return {"all": proportion(sum(t[0] for t in tally.values()), sum(t[1] for t in tally.values())),
+            "by_num_objects": {str(n): proportion(*tally[n]) for n in sorted(tally)}}
+
+
+def matching_captions(objects: list, absent: list[str]) -> dict[str, tuple[str, list[str]]]:
+    """The two matching scenarios' captions for one scene.
+
+    Args:
+        objects: the scene's :class:`~bindscope.dataset.records.ObjectRecord` (at least 2).
+        absent: category names not in the scene (one wrong caption each).
+
+    Returns:
+        ``{"scenario_1": (correct, wrongs), "scenario_2": (correct, wrongs)}``. L = the object of size rank 1;
+        the others keep their caption mention order (unmentioned ones last, by index). Scenario 1: correct =
+        L, o1..o(n-1); wrong = a, o1..o(n-1). Scenario 2: correct = o1..o(n-1), L; wrong = L, o1..o(n-2), a.
+    """
+    large = min(objects, key=lambda o: (o.size_rank, o.index))
+    others = sorted((o for o in objects if o is not large),
+                    key=lambda o: (o.mention_position == 0, o.mention_position, o.index))
+    names = [o.category for o in others]
+    return {"scenario_1": (JOIN.join([large.category] + names), [JOIN.join([a] + names) for a in absent]),
+            "scenario_2": (JOIN.join(names + [large.category]),
+                           [JOIN.join([large.category] + names[:-1] + [a]) for a in absent])}
+
+
+def _dataset_vocabulary(ds: Dataset) -> tuple[list[str], str]:
+    if "references" in ds.split_names:
+        names = []
+        for sample in ds.split("references"):
+            name = sample.objects[0].category if sample.objects else sample.caption
+            if name not in names:
+                names.append(name)
+        return names, "references split"
+    seen = {}
+    for sample in ds.split("scenes"):
+        for o in sample.objects:
+            seen.setdefault(o.category, o.category_id)
+    return sorted(seen, key=lambda n: (seen[n], n)), "categories present in the scenes"
+
+
+def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, tasks: list[str] | str = TASKS,
+                   text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
+                   embedder: Embedder | None = None, matching_negatives: int | None = None, seed: int = 0,
+                   progress: bool = True, check: bool = True) -> dict:
+    """TOR, IOR, I2TOR and matching on a ComCO/SimCO dataset (see the module docstring).
+
+    Args:
+        dataset: a ComCO dataset folder (splits ``scenes`` and ``references``) or an open :class:`Dataset`.
+        adapter: the encoder (IOR, I2TOR and matching need an image tower).
+        tasks: a subset of ``tor, ior, i2tor, matching`` (list or comma-separated string).
+        text_transform: optional callable on L2-normalised text embeddings (N, D) -> (N, D'), applied wherever
+            text embeddings are compared with images (I2TOR, matching) and in TOR; rows re-normalised after.
+        cache / embedder: as in :func:`bindscope.evaluation.madman.evaluate_madman`.
+        matching_negatives: wrong captions per scene and scenario: None = every absent category (the protocol);
+            K = a seeded sample of K absent categories per scene.
+        seed: seed of that sample.
+        progress: tqdm bars. check: verify shard sha256 first.
+
+    Returns:
+        A result dict valid against ``eval_result`` (``kind = "comco-eval"``).
+
+    Raises:
+        BadInput: unknown task, text-only adapter for an image task, bad ``matching_negatives``.
+        DatasetError: not a ComCO dataset, missing ``scenes``/``references`` split, corrupt shard.
+    """
+    tasks = parse_tasks(tasks, TASKS)
+    ds = open_dataset(dataset, ("comco",), "comco eval")
+    needs_images = [t for t in tasks if t in IMAGE_TASKS]
+    if needs_images and not adapter.supports_images:
+        raise BadInput(f"task(s) {', '.join(needs_images)} need an image encoder; {adapter.name!r} is text-only "
+                       "(use --tasks tor)")
+    if matching_negatives is not None and matching_negatives < 1:
+        raise BadInput(f"--matching-negatives must be at least 1, got {matching_negatives}")
+    ds.split("scenes")
+    if "ior" in tasks:
+        ds.split("references")  # raises DatasetError naming the splits the dataset has
+    splits = [s for s in ("scenes", "references") if s in ds.split_names]
+    if check:
+        check_shards(ds, splits)
+    vocab, vocab_source = _dataset_vocabulary(ds)
+    embedder = embedder or Embedder(adapter, cache)
+    scenes = ds.split("scenes")
+    captions, mentions, by_rank, objects = [], [], [], []
+    for sample in tqdm(scenes, total=len(scenes), desc="comco eval: reading scenes", disable=not progress,
+                       unit="img"):
+        captions.append(sample.caption)
+        mentioned = sorted((o for o in sample.objects if o.mention_position > 0), key=lambda o: o.mention_position)
+        mentions.append([o.category for o in mentioned])
+        by_rank.append([o.category for o in sorted(sample.objects, key=lambda o: (o.size_rank, o.index))])
+        objects.append(sample.objects)
+    metrics: dict = {}
+    texts_used: list[str] = list(vocab)
+    try:
+        name_emb = apply_text_transform(embedder.texts(vocab), text_transform)
+        if "tor" in tasks:
+            cap_emb = apply_text_transform(embedder.texts(captions), text_transform)
+            metrics["tor"] = {"candidates": len(vocab), "ordered_by": "mention position",
+                              "by_num_objects": retrieval_shares(cap_emb, name_emb, vocab, mentions)}
+            texts_used += captions
+        if needs_images:
+            scene_emb = embedder.images(s.image for s in tqdm(scenes, total=len(scenes), disable=not progress,
+                                                               desc="comco eval: scene images", unit="img"))
+        if "ior" in tasks:
+            refs = ds.split("references")
+            ref_names = [(s.objects[0].category if s.objects else s.caption) for s in refs]
+            ref_emb = embedder.images(s.image for s in refs)
+            metrics["ior"] = {"candidates": len(ref_names), "ordered_by": "size rank (1 = largest visible area)",
+                              "by_num_objects": retrieval_shares(scene_emb, ref_emb, ref_names, by_rank)}
+        if "i2tor" in tasks:
+            metrics["i2tor"] = {"candidates": len(vocab), "ordered_by": "size rank (1 = largest visible area)",
+                                "by_num_objects": retrieval_shares(scene_emb, name_emb, vocab, by_rank)}
+        if "matching" in tasks:
+            metrics["matching"] = {}
+            plans = []
+            for sample, sample_objects in enumerate(objects):
+                present = {o.category for o in sample_objects}
+                absent = [v for v in vocab if v not in present]
+                if matching_negatives is not None and matching_negatives < len(absent):
+                    rng = np.random.default_rng([seed, sample])
+                    keep = np.sort(rng.choice(len(absent), size=matching_negatives, replace=False))
+                    absent = [absent[i] for i in keep]
+                plans.append(matching_captions(sample_objects, absent) if len(sample_objects) >= 2 else None)
+            usable = [i for i, p in enumerate(plans) if p is not None]
+            for scenario in ("scenario_1", "scenario_2"):
+                correct = [plans[i][scenario][0] for i in usable]
+                wrong = [plans[i][scenario][1] for i in usable]
+                flat = [w for ws in wrong for w in ws]
+                emb = apply_text_transform(embedder.texts(correct + flat), text_transform)
+                bounds = np.cumsum([len(correct)] + [len(ws) for ws in wrong])
+                wrong_emb = [emb[bounds[k]:bounds[k + 1]] for k in range(len(wrong))]
+                metrics["matching"][scenario] = matching_accuracy(
+                    scene_emb[usable], emb[:len(correct)], wrong_emb, [len(objects[i]) for i in usable])
+                texts_used += correct + flat
+    finally:
+        embedder.flush()
+    counts = encoder_counts(embedder)
+    counts["truncation"] = truncation_counts(adapter, texts_used, captions if "tor" in tasks else [])
+    settings = {"task": "comco", "tasks": tasks, "vocabulary": {"source": vocab_source, "size": len(vocab)},
+                "text_transform": transform_name(text_transform), "matching_negatives": matching_negatives,
+                "seed": seed, "comparison": "strict > (ties count as wrong)", "interval": "Wilson score, 95%",
+                "caption_form": "dataset captions for TOR; category names joined with ' and ' for matching"}
+    return envelope("comco-eval", adapter, dataset_info(ds, splits), settings, metrics, counts)
+
+
+def sample_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int) -> list[list[str]]:
+    """``n`` lists of ``objects`` distinct category names in uniformly random order; caption i uses the seed
+    sequence ``(seed, i)`` alone.
+
+    Raises:
+        BadInput: fewer categories than ``objects``.
+    """
+    if objects > len(vocab):
+        raise BadInput(f"--objects {objects} is more than the {len(vocab)} categories of the vocabulary")
+    names = [v.name for v in vocab]
+    out = []
+    for i in range(n):
+        rng = np.random.default_rng([seed, i])
+        out.append([names[j] for j in rng.choice(len(names), size=objects, replace=False)])
+    return out
+
+
+def claim1_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int, first: str) -> list[list[str]]:
+    """Claim-1 captions: a ``first``-class category (``large`` or ``small``) first, then ``objects - 1``
+    distinct ``medium`` categories in random order; caption i uses the seed sequence ``(seed, i, group)``.
+
+    Raises:
+        BadInput: the vocabulary has no size classes, no ``first`` category or too few medium ones.
+    """
+    firsts = [v.name for v in vocab if v.size_class == first]
+    mediums = [v.name for v in vocab if v.size_class == "medium"]
+    if not firsts or len(mediums) < objects - 1:
+        raise BadInput(f"claim1 needs categories of size class {first!r} and at least {objects - 1} 'medium' ones; "
+                       f"the vocabulary has {len(firsts)} {first} and {len(mediums)} medium (SimCO has no size "
+                       "classes: use comco72)")
+    group = 1 if first == "large" else 2
+    out = []
+    for i in range(n):
+        rng = np.random.default_rng([seed, i, group])
+        rest = [mediums[j] for j in rng.choice(len(mediums), size=objects - 1, replace=False)]
+        out.append([firsts[int(rng.integers(len(firsts)))]] + rest)
+    return out
+
+
+def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", objects: int = 4, n: int = 2000,
+                         seed: int = 0, tasks: list[str] | str = ("tor",), text_transform: TextTransform | None = None,
+                         cache: EmbeddingCache | None = None, embedder: Embedder | None = None,
+                         vocabulary: list[VocabEntry] | None = None) -> dict:
+    """TOR (and the Claim-1 test) on captions sampled from a vocabulary, without a dataset.
+
+    Args:
+        adapter: any encoder with a text tower.
+        vocab: category set (``comco72``, ``simco18``, an asset folder); ignored if ``vocabulary`` is given.
+        objects: objects per caption (>= 2). n: captions (per group for claim1, >= 1). seed: sampling seed.
+        tasks: ``tor`` and/or ``claim1``.
+        text_transform, cache, embedder: as in :func:`evaluate_comco`.
+        vocabulary: explicit categories (for tests and custom sets).
+
+    Returns:
+        A result dict valid against ``eval_result`` (``kind = "comco-eval"``, ``dataset = null``).
+
+    Raises:
+        BadInput: unknown task or set, ``objects`` < 2 or larger than the set, ``n`` < 1.
+    """
+    tasks = parse_tasks(tasks, SAMPLED_TASKS)
+    if objects < 2:
+        raise BadInput(f"--objects must be at least 2 for TOR, got {objects}")
+    if n < 1:
+        raise BadInput(f"-n must be at least 1, got {n}")
+    entries = vocabulary if vocabulary is not None else load_vocabulary(vocab)
+    names = [v.name for v in entries]
+    groups = {}
+    if "tor" in tasks:
+        groups["tor"] = sample_captions(entries, objects, n, seed)
+    if "claim1" in tasks:
+        groups["claim1_large_first"] = claim1_captions(entries, objects, n, seed, "large")
+        groups["claim1_small_first"] = claim1_captions(entries, objects, n, seed, "small")
+    embedder = embedder or Embedder(adapter, cache)
+    metrics: dict = {}
+    texts_used = list(names)
+    all_captions: list[str] = []
+    try:
+        name_emb = apply_text_transform(embedder.texts(names), text_transform)
+        for key, lists in groups.items():
+            captions = [JOIN.join(c) for c in lists]
+            emb = apply_text_transform(embedder.texts(captions), text_transform)
+            block = {"candidates": len(names), "ordered_by": "mention position",
+                     "by_num_objects": retrieval_shares(emb, name_emb, names, lists)}
+            if key == "tor":
+                metrics["tor"] = block
+            else:
+                metrics.setdefault("claim1", {})[key.removeprefix("claim1_")] = block
+            all_captions += captions
+    finally:
+        embedder.flush()
+    counts = encoder_counts(embedder)
+    counts["truncation"] = truncation_counts(adapter, texts_used + all_captions, all_captions)
+    settings = {"task": "comco-sampled", "tasks": tasks,
+                "vocabulary": {"source": "explicit" if vocabulary is not None else vocab, "size": len(names)},
+                "objects": objects, "n": n, "seed": seed, "order": "uniformly random (seeded), distinct categories",
+                "text_transform": transform_name(text_transform), "comparison": "strict > (ties count as wrong)",
+                "interval": "Wilson score, 95%", "caption_form": "category names joined with ' and '"}
+    return envelope("comco-eval", adapter, None, settings, metrics, counts)

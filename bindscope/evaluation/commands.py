@@ -1,0 +1,185 @@
+"""``madman eval`` and ``comco eval`` (click). torch/open_clip are imported inside the commands only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from bindscope.errors import BadInput
+
+
+def _model_options(func):
+    options = [
+        click.option("--model", required=True,
+                     help="open_clip name (ViT-B-32, RN50, ...), hf-hub:<org>/<repo>, "
+                          "sentence-transformers/<name>, or a checkpoint file from `madman train`."),
+        click.option("--pretrained", default=None,
+                     help="open_clip tag (openai, laion2b_s34b_b79k, ...), 'none' (random weights), a local "
+                          "checkpoint file or hf-hub:<org>/<repo>. Default: 'openai' where listed, else the "
+                          "model's first listed tag."),
+        click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda (or cuda:N)."),
+        click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "bf16", "fp16"])),
+        click.option("--batch-size", default=64, show_default=True, type=int, help="Inputs per forward pass."),
+        click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
+                     help="Embedding cache folder (default $BINDSCOPE_CACHE or ~/.cache/bindscope/embeddings)."),
+        click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk embedding cache."),
+        click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+                     help="Result JSON path (default: DATA/eval/<task>-<model>-<pretrained>.json)."),
+        click.option("--overwrite", is_flag=True, help="Replace an existing result file."),
+        click.option("--plot", default=None, type=click.Path(dir_okay=False),
+                     help="Also write a bar plot (.png, .pdf or .svg)."),
+        click.option("--quiet", is_flag=True, help="No progress bars."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _model_slug(model: str, pretrained: str | None) -> str:
+    """File-name part naming the model and weights; resolves (and so validates) open_clip names without loading."""
+    from bindscope.evaluation.adapters import SENTENCE_TRANSFORMERS_PREFIX, resolve_open_clip
+    from bindscope.evaluation.results import short_hash, slug
+
+    if os.path.isfile(model) or os.path.isdir(model):
+        return f"{slug(Path(model).resolve().stem)}-{short_hash(str(Path(model).resolve()))}"
+    if model.startswith(SENTENCE_TRANSFORMERS_PREFIX):
+        return slug(model)
+    resolved, tag = resolve_open_clip(model, pretrained)
+    if os.path.isfile(tag):
+        tag = f"{Path(tag).stem}-{short_hash(tag)}"
+    return f"{slug(resolved)}-{slug(tag)}"
+
+
+def _cache(cache_dir: str | None, no_cache: bool, adapter):
+    from bindscope.evaluation.cache import EmbeddingCache, default_cache_dir
+
+    if no_cache:
+        return None
+    return EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key)
+
+
+def _finish(result: dict, out: Path, overwrite: bool, plot: Path | None) -> None:
+    from bindscope.evaluation.report import format_result, plot_result
+    from bindscope.evaluation.results import write_result
+
+    click.echo(format_result(result))
+    write_result(out, result, overwrite=overwrite)
+    click.echo(f"\nwrote {out}")
+    if plot is not None:
+        plot_result(result, plot)
+        click.echo(f"wrote {plot}")
+
+
+def register_madman(group: click.Group) -> None:
+    """Add ``madman eval`` to the ``madman`` group."""
+
+    @group.command("eval")
+    @click.argument("data", type=click.Path(file_okay=False))
+    @click.option("--split", "splits", multiple=True,
+                  help="Split(s) to evaluate (repeatable). Default: test and ood, those present.")
+    @_model_options
+    def madman_eval(data, splits, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out,
+                    overwrite, plot, quiet):
+        """Recognition and binding accuracy per attribute on a MADMAN dataset DATA.
+
+        Binding is counted only where recognition of the attribute succeeded for both digits (Gurung et al.,
+        GCPR 2025); in-distribution (test) and OOD splits are reported separately, with counts and Wilson 95%
+        intervals. See docs/evaluation.md.
+        """
+        from bindscope.evaluation.madman import evaluate_madman
+        from bindscope.evaluation.report import check_plot_path
+        from bindscope.evaluation.madman import default_splits
+        from bindscope.evaluation.results import check_output, check_shards, open_dataset
+
+        # Everything a user can get wrong is checked before the model is loaded or a file is written.
+        ds = open_dataset(data, ("madman",), "madman eval")
+        for name in splits:
+            ds.split(name)
+        check_shards(ds, list(splits) or default_splits(ds))
+        text_transform = None  # the place where --labclip (bindscope.alignment) plugs in its fitted map
+        suffix = ""
+        out_path = check_output(out or Path(data) / "eval" / f"madman-{_model_slug(model, pretrained)}{suffix}.json",
+                                overwrite)
+        plot_path = check_plot_path(plot)
+        from bindscope.evaluation.adapters import load_adapter
+
+        adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
+        result = evaluate_madman(ds, adapter, splits=list(splits) or None, text_transform=text_transform,
+                                 cache=_cache(cache_dir, no_cache, adapter), progress=not quiet, check=False)
+        _finish(result, out_path, overwrite, plot_path)
+
+
+def register_comco(group: click.Group) -> None:
+    """Add ``comco eval`` to the ``comco`` group."""
+
+    @group.command("eval")
+    @click.argument("data", required=False, type=click.Path(file_okay=False))
+    @click.option("--tasks", default=None,
+                  help="Comma-separated. With DATA: tor,ior,i2tor,matching (default: all). Without DATA: tor "
+                       "and/or claim1 on sampled captions (default: tor).")
+    @click.option("--objects", type=int, default=None, help="Without DATA: objects per sampled caption [4].")
+    @click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "
+                                                "[comco72].")
+    @click.option("-n", "num", type=int, default=None, help="Without DATA: captions to sample (per group) [2000].")
+    @click.option("--seed", type=int, default=0, show_default=True, help="Seed of caption / negative sampling.")
+    @click.option("--matching-negatives", type=int, default=None,
+                  help="Wrong captions per scene and scenario (a seeded sample); default: every absent category.")
+    @_model_options
+    def comco_eval(data, tasks, objects, vocab, num, seed, matching_negatives, model, pretrained, device,
+                   precision, batch_size, cache_dir, no_cache, out, overwrite, plot, quiet):
+        """TOR, IOR, I2TOR and image-text matching on a ComCO/SimCO dataset DATA, or TOR (and the Claim-1
+        test) on captions sampled from a vocabulary when DATA is omitted (Abbasi et al., CVPR 2025).
+
+        Shares are reported unconditionally and conditional on the top-1 being one of the query's objects.
+        See docs/evaluation.md.
+        """
+        from bindscope.evaluation.comco import SAMPLED_TASKS, TASKS, load_vocabulary, parse_tasks
+        from bindscope.evaluation.report import check_plot_path
+        from bindscope.evaluation.results import check_output, check_shards, open_dataset, slug
+
+        text_transform = None  # the place where --labclip (bindscope.alignment) plugs in its fitted map
+        suffix = ""
+        if data is not None:
+            given = [f for f, v in (("--objects", objects), ("--vocab", vocab), ("-n", num)) if v is not None]
+            if given:
+                raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
+                               "dataset's scenes are used")
+            task_list = parse_tasks(tasks or ",".join(TASKS), TASKS)
+            ds = open_dataset(data, ("comco",), "comco eval")
+            ds.split("scenes")
+            if "ior" in task_list:
+                ds.split("references")
+            check_shards(ds, [s for s in ("scenes", "references") if s in ds.split_names])
+            default_out = Path(data) / "eval" / f"comco-{'+'.join(task_list)}-{_model_slug(model, pretrained)}{suffix}.json"
+        else:
+            task_list = parse_tasks(tasks or "tor", SAMPLED_TASKS)
+            if matching_negatives is not None:
+                raise BadInput("--matching-negatives needs DATA (matching uses the dataset's images)")
+            objects, vocab, num = objects or 4, vocab or "comco72", 2000 if num is None else num
+            if objects < 2:
+                raise BadInput(f"--objects must be at least 2 for TOR, got {objects}")
+            if num < 1:
+                raise BadInput(f"-n must be at least 1, got {num}")
+            load_vocabulary(vocab)  # an unknown set fails here, before the model is loaded
+            default_out = (Path("results") / f"comco-sampled-{slug(vocab)}-{objects}obj-n{num}-seed{seed}" /
+                           f"{'+'.join(task_list)}-{_model_slug(model, pretrained)}{suffix}.json")
+        out_path = check_output(out or default_out, overwrite)
+        plot_path = check_plot_path(plot)
+        from bindscope.evaluation.adapters import load_adapter
+
+        adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
+        cache = _cache(cache_dir, no_cache, adapter)
+        if data is not None:
+            from bindscope.evaluation.comco import evaluate_comco
+
+            result = evaluate_comco(ds, adapter, task_list, text_transform=text_transform, cache=cache,
+                                    matching_negatives=matching_negatives, seed=seed, progress=not quiet,
+                                    check=False)
+        else:
+            from bindscope.evaluation.comco import evaluate_tor_sampled
+
+            result = evaluate_tor_sampled(adapter, vocab=vocab, objects=objects, n=num, seed=seed, tasks=task_list,
+                                          text_transform=text_transform, cache=cache)
+        _finish(result, out_path, overwrite, plot_path)

@@ -1,0 +1,176 @@
+"""MADMAN recognition and binding accuracy (Gurung, Hoffmann, Brox, GCPR 2025, Sec. "Evaluation").
+
+Each evaluation sample is a two-digit image whose caption describes both digits, with its stored negatives
+(see docs/madman.md and docs/evaluation.md):
+
+- a ``recognition`` negative replaces one attribute value of one digit by another value of that attribute;
+- a ``binding`` negative swaps one attribute's values between the two digits
+  ("small yellow 7 and large blue 4" -> "small blue 7 and large yellow 4").
+
+A negative is passed when ``cos(image, caption) > cos(image, negative)`` (strict: a tie is a failure).
+
+- Recognition accuracy of attribute ``a``: passed / all recognition negatives of ``a``.
+- Binding accuracy of attribute ``a`` (the paper's measure, chance 50%): over the binding negatives of ``a``
+  whose sample passed every recognition negative of ``a`` for *both* digits; samples where recognition failed
+  for either digit are left out (reported as ``excluded``). ``binding_unconditional`` counts every binding
+  negative, for reference.
+- Each split is reported on its own: ``test`` (in-distribution) and ``ood`` (object–attribute combinations held
+  out of training). Averages: ``macro`` = mean of the per-attribute accuracies; ``micro`` = pooled counts.
+- 95% intervals are Wilson score intervals (:mod:`bindscope.evaluation.stats`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from bindscope.dataset.reader import Dataset
+from bindscope.errors import BadInput, DatasetError
+from bindscope.evaluation.cache import EmbeddingCache, Embedder
+from bindscope.evaluation.encoder import EncoderAdapter
+from bindscope.evaluation.results import (TextTransform, apply_text_transform, check_shards, dataset_info,
+                                          encoder_counts, envelope, open_dataset, transform_name,
+                                          truncation_counts)
+from bindscope.evaluation.stats import averages, proportion
+
+EVAL_SPLITS = ("test", "ood")
+SPLIT_ROLES = {"test": "in-distribution", "ood": "out-of-distribution (held-out object-attribute combinations)"}
+
+
+def score_split(image_emb: np.ndarray, caption_emb: np.ndarray, negatives: list[list], negative_emb: list[np.ndarray],
+                attributes: list[str]) -> dict:
+    """Recognition and binding counts for one split from embeddings (pure numpy; the protocol's core).
+
+    Args:
+        image_emb: (N, D) float32 unit-norm image embeddings.
+        caption_emb: (N, D) float32 unit-norm embeddings of the true captions.
+        negatives: per sample, its :class:`~bindscope.dataset.records.Negative` records.
+        negative_emb: per sample, (K_i, D) embeddings of its negatives (same order).
+        attributes: attribute names in report order (the manifest's ``object_attributes``).
+
+    Returns:
+        ``{"recognition", "binding", "binding_unconditional"}``, each ``{"per_attribute": {a: proportion},
+        "average": {"macro", "micro", "macro_over"}}``; ``binding`` also has ``excluded`` per attribute.
+    """
+    rec = defaultdict(lambda: [0, 0])
+    bind = defaultdict(lambda: [0, 0])
+    bind_all = defaultdict(lambda: [0, 0])
+    excluded = defaultdict(int)
+    for i, negs in enumerate(negatives):
+        if not negs:
+            continue
+        positive = float(image_emb[i] @ caption_emb[i])
+        scores = negative_emb[i] @ image_emb[i]
+        passed = [positive > float(s) for s in scores]
+        rec_ok: dict[tuple[str, int], list[bool]] = defaultdict(list)
+        for neg, ok in zip(negs, passed):
+            if neg.kind == "recognition":
+                rec[neg.attribute][0] += ok
+                rec[neg.attribute][1] += 1
+                for obj in neg.objects:
+                    rec_ok[(neg.attribute, obj)].append(ok)
+        for neg, ok in zip(negs, passed):
+            if neg.kind != "binding":
+                continue
+            bind_all[neg.attribute][0] += ok
+            bind_all[neg.attribute][1] += 1
+            recognised = all(rec_ok.get((neg.attribute, obj)) and all(rec_ok[(neg.attribute, obj)])
+                             for obj in neg.objects)
+            if recognised:
+                bind[neg.attribute][0] += ok
+                bind[neg.attribute][1] += 1
+            else:
+                excluded[neg.attribute] += 1
+
+    def block(counts):
+        names = [a for a in attributes if a in counts] + sorted(set(counts) - set(attributes))
+        per = {a: proportion(*counts[a]) for a in names}
+        return {"per_attribute": per, "average": averages(per)}
+
+    binding = block(bind)
+    names = [a for a in attributes if a in bind_all] + sorted(set(bind_all) - set(attributes))
+    binding["excluded"] = {a: int(excluded.get(a, 0)) for a in names}
+    for a in names:  # an attribute whose binding negatives were all excluded still appears, with total 0
+        binding["per_attribute"].setdefault(a, proportion(0, 0))
+    return {"recognition": block(rec), "binding": binding, "binding_unconditional": block(bind_all)}
+
+
+def default_splits(ds: Dataset) -> list[str]:
+    """The evaluation splits ``test`` and ``ood`` that ``ds`` has. Raises DatasetError when it has neither."""
+    splits = [s for s in EVAL_SPLITS if s in ds.split_names]
+    if not splits:
+        raise DatasetError(f"dataset {str(ds.path)!r} has no evaluation split (test or ood); it has: "
+                           f"{', '.join(ds.split_names)}")
+    return splits
+
+
+def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, splits: list[str] | None = None,
+                    text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
+                    embedder: Embedder | None = None, progress: bool = True, check: bool = True) -> dict:
+    """Recognition and binding accuracy of ``adapter`` on a MADMAN dataset (see the module docstring).
+
+    Args:
+        dataset: a MADMAN dataset folder or an open :class:`Dataset`.
+        adapter: an encoder with an image tower.
+        splits: splits to evaluate; default: those of ``("test", "ood")`` the dataset has.
+        text_transform: optional callable applied to the L2-normalised text embeddings (N, D) -> (N, D')
+            before scoring (rows re-normalised after), e.g. a fitted LABCLIP map.
+        cache: on-disk embedding cache for ``adapter.cache_key`` (ignored when ``embedder`` is given).
+        embedder: an :class:`Embedder` to reuse (shares de-duplication and counters across calls).
+        progress: show a tqdm bar per split.
+        check: verify the shards' sha256 against the manifest first.
+
+    Returns:
+        A result dict valid against ``eval_result`` (``kind = "madman-eval"``); ``metrics["splits"][name]``
+        holds ``role``, ``num_samples``, ``num_scored`` and the :func:`score_split` blocks.
+
+    Raises:
+        DatasetError: not a MADMAN dataset, a requested split is missing, no split to evaluate, a corrupt shard.
+        BadInput: the adapter is text-only.
+    """
+    ds = open_dataset(dataset, ("madman",), "madman eval")
+    if not adapter.supports_images:
+        raise BadInput(f"madman eval needs an image encoder; {adapter.name!r} is text-only")
+    if splits is None:
+        splits = default_splits(ds)
+    for name in splits:
+        ds.split(name)  # raises DatasetError naming the available splits
+    if check:
+        check_shards(ds, splits)
+    embedder = embedder or Embedder(adapter, cache)
+    metrics = {"splits": {}}
+    all_texts: list[str] = []
+    all_captions: list[str] = []
+    try:
+        for name in splits:
+            split = ds.split(name)
+            captions, negatives, images = [], [], []
+            for sample in tqdm(split, total=len(split), desc=f"madman eval {name}", disable=not progress,
+                               unit="img"):
+                if not sample.negatives:
+                    continue
+                captions.append(sample.caption)
+                negatives.append(sample.negatives)
+                images.append(sample.image)
+            neg_texts = [n.caption for negs in negatives for n in negs]
+            image_emb = embedder.images(images)
+            text_emb = apply_text_transform(embedder.texts(captions + neg_texts), text_transform)
+            caption_emb, flat_neg = text_emb[:len(captions)], text_emb[len(captions):]
+            bounds = np.cumsum([0] + [len(n) for n in negatives])
+            negative_emb = [flat_neg[bounds[i]:bounds[i + 1]] for i in range(len(negatives))]
+            scored = score_split(image_emb, caption_emb, negatives, negative_emb, ds.attribute_names)
+            metrics["splits"][name] = {"role": SPLIT_ROLES.get(name, "evaluation"), "num_samples": len(split),
+                                       "num_scored": len(captions), **scored}
+            all_texts += neg_texts
+            all_captions += captions
+    finally:
+        embedder.flush()
+    counts = encoder_counts(embedder)
+    counts["truncation"] = truncation_counts(adapter, all_texts, all_captions)
+    settings = {"task": "madman", "splits": list(splits), "text_transform": transform_name(text_transform),
+                "comparison": "strict > (ties count as wrong)", "interval": "Wilson score, 95%",
+                "binding": "conditional on recognition of the attribute for both digits (paper)"}
+    return envelope("madman-eval", adapter, dataset_info(ds, splits), settings, metrics, counts)

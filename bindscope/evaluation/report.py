@@ -1,0 +1,182 @@
+"""Human-readable tables and bar plots of evaluation results (the JSON result is the record; these are views)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def _pct(value) -> str:
+    return "   n/a" if value is None else f"{100 * value:6.2f}"
+
+
+def _ci(ci) -> str:
+    return "" if ci is None else f"[{100 * ci[0]:5.1f}, {100 * ci[1]:5.1f}]"
+
+
+def _model_line(result: dict) -> str:
+    m = result["model"]
+    data = result["dataset"]["path"] if result["dataset"] else "(sampled captions, no dataset)"
+    transform = result["settings"].get("text_transform")
+    extra = f", text transform {transform}" if transform else ""
+    return f"model {m['resolved_name']} (pretrained {m['pretrained']}{extra}) on {data}"
+
+
+def format_madman(result: dict) -> str:
+    """Per split: recognition and binding accuracy (%) per attribute with Wilson 95% CI and counts."""
+    lines = [_model_line(result)]
+    for name, split in result["metrics"]["splits"].items():
+        lines.append("")
+        lines.append(f"split {name} ({split['role']}): {split['num_scored']} of {split['num_samples']} samples "
+                     "scored")
+        lines.append(f"  {'attribute':<12} {'recognition %':>13} {'95% CI':>14} {'n':>6}   {'binding %':>9} "
+                     f"{'95% CI':>14} {'n':>6} {'excl.':>6}   {'binding (all) %':>15}")
+        rec, bind, allb = split["recognition"], split["binding"], split["binding_unconditional"]
+        names = list(dict.fromkeys(list(rec["per_attribute"]) + list(bind["per_attribute"])))
+        for a in names:
+            r = rec["per_attribute"].get(a, {"accuracy": None, "ci95": None, "total": 0})
+            b = bind["per_attribute"].get(a, {"accuracy": None, "ci95": None, "total": 0})
+            u = allb["per_attribute"].get(a, {"accuracy": None})
+            lines.append(f"  {a:<12} {_pct(r['accuracy']):>13} {_ci(r['ci95']):>14} {r['total']:>6}   "
+                         f"{_pct(b['accuracy']):>9} {_ci(b['ci95']):>14} {b['total']:>6} "
+                         f"{bind['excluded'].get(a, 0):>6}   {_pct(u['accuracy']):>15}")
+        for label, key in (("macro avg", "macro"), ("micro avg", "micro")):
+            rv = rec["average"][key] if key == "macro" else rec["average"]["micro"]["accuracy"]
+            bv = bind["average"][key] if key == "macro" else bind["average"]["micro"]["accuracy"]
+            uv = allb["average"][key] if key == "macro" else allb["average"]["micro"]["accuracy"]
+            lines.append(f"  {label:<12} {_pct(rv):>13} {'':>14} {'':>6}   {_pct(bv):>9} {'':>14} {'':>6} "
+                         f"{'':>6}   {_pct(uv):>15}")
+    lines.append("")
+    lines.append("binding: counted only where recognition of that attribute succeeded for both digits (paper); "
+                 "binding (all): every binding negative. Ties count as wrong. CI: Wilson 95%.")
+    return "\n".join(lines)
+
+
+def _retrieval_lines(title: str, block: dict, position_word: str) -> list[str]:
+    lines = [f"{title}  (top-1 among {block['candidates']} candidates, by {block['ordered_by']})"]
+    for n, g in block["by_num_objects"].items():
+        lines.append(f"  {n} objects: {g['num_queries']} queries, top-1 in query {g['top1_in_query']}, "
+                     f"not in query {g['top1_not_in_query']}, ties {g['ties']}")
+        lines.append(f"    {position_word:<10} {'unconditional %':>15} {'conditional %':>14} {'count':>7}")
+        for p in g["positions"]:
+            lines.append(f"    {p['position']:<10} {_pct(p['unconditional']['share']):>15} "
+                         f"{_pct(p['conditional']['share']):>14} {p['unconditional']['count']:>7}")
+    return lines
+
+
+def format_comco(result: dict) -> str:
+    """TOR/IOR/I2TOR shares (unconditional and conditional, %) per position; matching accuracy per scenario."""
+    metrics = result["metrics"]
+    lines = [_model_line(result), ""]
+    if "tor" in metrics:
+        lines += _retrieval_lines("TOR", metrics["tor"], "position") + [""]
+    for group in ("large_first", "small_first"):
+        if group in metrics.get("claim1", {}):
+            lines += _retrieval_lines(f"Claim 1, {group.replace('_', '-')}", metrics["claim1"][group], "position")
+            lines.append("")
+    if "ior" in metrics:
+        lines += _retrieval_lines("IOR", metrics["ior"], "size rank") + [""]
+    if "i2tor" in metrics:
+        lines += _retrieval_lines("I2TOR", metrics["i2tor"], "size rank") + [""]
+    if "matching" in metrics:
+        lines.append("image-text matching (share of (image, wrong caption) pairs with correct > wrong)")
+        for scenario, block in metrics["matching"].items():
+            a = block["all"]
+            lines.append(f"  {scenario.replace('_', ' ')}: {_pct(a['accuracy'])} % {_ci(a['ci95'])} "
+                         f"({a['correct']}/{a['total']})")
+        lines.append("")
+    lines.append("unconditional = share of all queries; conditional = share of queries whose top-1 is one of their "
+                 "objects. Ties count as wrong. CI: Wilson 95%.")
+    t = result["counts"]["truncation"]
+    if t["captions_truncated"] or t["texts_truncated"]:
+        lines.append(f"WARNING: {t['texts_truncated']} of {t['texts']} texts exceed the {t['context_length']}-token "
+                     "context and were truncated")
+    return "\n".join(lines)
+
+
+def format_result(result: dict) -> str:
+    """The terminal table of a result (madman or comco)."""
+    text = format_madman(result) if result["kind"] == "madman-eval" else format_comco(result)
+    if result["kind"] == "madman-eval":
+        t = result["counts"]["truncation"]
+        if t["texts_truncated"]:
+            text += (f"\nWARNING: {t['texts_truncated']} of {t['texts']} texts exceed the {t['context_length']}-token "
+                     "context and were truncated")
+    return text
+
+
+def check_plot_path(path: str | os.PathLike | None) -> Path | None:
+    """Validate a ``--plot`` path before any work: suffix .png/.pdf/.svg. Raises BadInput otherwise."""
+    from bindscope.errors import BadInput
+
+    if path is None:
+        return None
+    path = Path(path)
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise BadInput(f"--plot {str(path)!r}: the file name must end in one of {', '.join(PLOT_SUFFIXES)}")
+    if path.is_dir():
+        raise BadInput(f"--plot {str(path)!r} is a folder")
+    return path
+
+
+def plot_result(result: dict, path: str | os.PathLike) -> Path:
+    """Bar plot of a result: MADMAN: recognition and binding per attribute (one panel per split); ComCO: the
+    conditional share per position / size rank (one panel per task, one bar group per object count) and
+    matching accuracy. Written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    path = Path(path)
+    panels = []
+    if result["kind"] == "madman-eval":
+        for name, split in result["metrics"]["splits"].items():
+            attrs = list(split["recognition"]["per_attribute"])
+            series = {"recognition": [split["recognition"]["per_attribute"][a]["accuracy"] for a in attrs],
+                      "binding": [split["binding"]["per_attribute"].get(a, {}).get("accuracy") for a in attrs]}
+            panels.append((f"{name} ({split['role'].split(' (')[0]})", attrs, series, "accuracy", 0.5))
+    else:
+        metrics = result["metrics"]
+        blocks = [(k.upper(), metrics[k]) for k in ("tor", "ior", "i2tor") if k in metrics]
+        blocks += [(f"Claim 1 {g}", metrics["claim1"][g]) for g in metrics.get("claim1", {})]
+        for title, block in blocks:
+            width = max(int(n) for n in block["by_num_objects"]) if block["by_num_objects"] else 1
+            labels = [str(k) for k in range(1, width + 1)]
+            series = {}
+            for n, g in block["by_num_objects"].items():
+                values = [p["conditional"]["share"] for p in g["positions"]]
+                series[f"{n} objects"] = values + [None] * (width - len(values))
+            panels.append((f"{title} (conditional)", labels, series, f"share by {block['ordered_by']}", None))
+        if "matching" in metrics:
+            labels = list(metrics["matching"])
+            series = {"accuracy": [metrics["matching"][s]["all"]["accuracy"] for s in labels]}
+            panels.append(("image-text matching", labels, series, "accuracy", None))
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.5 * max(1, len(panels)), 3.6), squeeze=False)
+    for ax, (title, labels, series, ylabel, chance) in zip(axes[0], panels):
+        x = np.arange(len(labels))
+        width = 0.8 / max(1, len(series))
+        for k, (label, values) in enumerate(series.items()):
+            ax.bar(x + k * width - 0.4 + width / 2, [np.nan if v is None else v for v in values], width, label=label)
+        if chance is not None:
+            ax.axhline(chance, color="grey", linestyle=":", linewidth=1)
+        ax.set_xticks(x, labels, rotation=30 if len(labels) > 4 else 0)
+        ax.set_ylim(0, 1)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{result['model']['resolved_name']} ({result['model']['pretrained']})", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if tmp.exists():
+            tmp.unlink()
+    return path

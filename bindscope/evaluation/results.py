@@ -1,0 +1,169 @@
+"""What every evaluation shares: opening and checking datasets, text transforms, the result envelope, writing.
+
+A result is one JSON object validated by ``bindscope/schemas/eval_result.json``::
+
+    {"schema_version": 1, "kind": "madman-eval" | "comco-eval",
+     "model": {...}, "dataset": {...} | null, "settings": {...}, "metrics": {...},
+     "counts": {...}, "versions": {...}}
+
+Results hold no timestamps, so the same model, data and settings give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+from importlib import metadata
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from bindscope.dataset.manifest import MANIFEST, canonical_json, write_text_atomic
+from bindscope.dataset.reader import Dataset
+from bindscope.dataset.shard import sha256_file
+from bindscope.errors import BadInput, DatasetError
+from bindscope.evaluation.cache import Embedder
+from bindscope.evaluation.encoder import EncoderAdapter
+from bindscope.schemas import validate
+
+SCHEMA_VERSION = 1
+TextTransform = Callable[[np.ndarray], np.ndarray]
+
+
+def open_dataset(dataset: str | os.PathLike | Dataset, generators: tuple[str, ...], task: str) -> Dataset:
+    """Open ``dataset`` (a path or an open :class:`Dataset`) and check it was made by one of ``generators``.
+
+    Raises:
+        DatasetError: missing/unfinished folder, invalid manifest, or the wrong generator for ``task``.
+    """
+    ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
+    if ds.generator not in generators:
+        raise DatasetError(f"{task} needs a {' or '.join(generators)} dataset, but {str(ds.path)!r} was made by "
+                           f"{ds.generator!r}")
+    return ds
+
+
+def check_shards(ds: Dataset, splits: list[str]) -> None:
+    """Check the sha256 of every shard of ``splits`` against the manifest before anything is computed.
+
+    Raises:
+        DatasetError: a shard is missing or its bytes differ from the manifest (corrupt or changed).
+    """
+    for split in splits:
+        for entry in ds.manifest["splits"][split]["shards"]:
+            path = ds.path / entry["file"]
+            if not path.is_file():
+                raise DatasetError(f"corrupt dataset {str(ds.path)!r}: shard {entry['file']} is missing")
+            if sha256_file(path) != entry["sha256"]:
+                raise DatasetError(f"corrupt shard {str(path)!r}: its sha256 differs from the manifest "
+                                   "(run `bindscope verify` for details; regenerate the dataset)")
+
+
+def dataset_info(ds: Dataset, splits: list[str]) -> dict:
+    """The ``dataset`` block of a result: path, generator, manifest sha256, config sha256, splits used."""
+    return {"path": str(ds.path), "generator": ds.generator,
+            "generator_version": ds.manifest["generator"]["version"],
+            "manifest_sha256": sha256_file(ds.path / MANIFEST),
+            "config_sha256": ds.manifest.get("config_sha256", ""), "splits": list(splits)}
+
+
+def apply_text_transform(emb: np.ndarray, transform: TextTransform | None) -> np.ndarray:
+    """Apply ``transform`` to L2-normalised text embeddings (N, D) and re-normalise rows to unit L2 norm.
+
+    Raises:
+        BadInput: the transform does not return an (N, D') array.
+    """
+    if transform is None:
+        return emb
+    out = np.asarray(transform(emb), dtype=np.float32)
+    if out.ndim != 2 or out.shape[0] != emb.shape[0]:
+        raise BadInput(f"the text transform returned shape {out.shape}, expected ({emb.shape[0]}, D)")
+    return out / np.linalg.norm(out, axis=1, keepdims=True).clip(min=1e-12)
+
+
+def transform_name(transform: TextTransform | None) -> str | None:
+    """A label for a text transform in results: its ``name`` attribute, else its qualified name; None if none."""
+    if transform is None:
+        return None
+    return str(getattr(transform, "name", None) or getattr(transform, "__qualname__", type(transform).__name__))
+
+
+def model_info(adapter: EncoderAdapter) -> dict:
+    """The ``model`` block of a result."""
+    return {"name": adapter.name, "resolved_name": str(getattr(adapter, "resolved_name", adapter.name)),
+            "pretrained": str(adapter.pretrained), "embed_dim": int(adapter.embed_dim),
+            "cache_key": adapter.cache_key, "supports_images": bool(adapter.supports_images),
+            "device": str(getattr(adapter, "device", "")), "precision": str(getattr(adapter, "precision", "")),
+            "context_length": getattr(adapter, "context_length", None),
+            "image_preprocessing": str(getattr(adapter, "preprocessing", "") or "")}
+
+
+def versions() -> dict:
+    """Versions of Python and the libraries that shape the numbers."""
+    out = {"python": platform.python_version()}
+    for dist in ("bindscope", "numpy", "torch", "open_clip_torch", "sentence-transformers", "scipy"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def truncation_counts(adapter: EncoderAdapter, texts: list[str], captions: list[str]) -> dict:
+    """``{"captions", "captions_truncated", "texts", "texts_truncated", "context_length"}`` over unique texts."""
+    unique_captions = sorted(set(captions))
+    unique_texts = sorted(set(texts) | set(unique_captions))
+    flags = dict(zip(unique_texts, adapter.truncated(unique_texts)))
+    return {"context_length": getattr(adapter, "context_length", None),
+            "captions": len(unique_captions), "captions_truncated": sum(flags[c] for c in unique_captions),
+            "texts": len(unique_texts), "texts_truncated": sum(flags.values())}
+
+
+def encoder_counts(embedder: Embedder) -> dict:
+    """The encoder part of ``counts``: unique inputs encoded, cache hits, seconds."""
+    s = embedder.stats
+    return {"texts_requested": s["texts_requested"], "images_requested": s["images_requested"],
+            "texts_encoded": s["text_misses"], "images_encoded": s["image_misses"],
+            "text_cache_hits": s["text_hits"], "image_cache_hits": s["image_hits"],
+            "cache": embedder.cache is not None}
+
+
+def envelope(kind: str, adapter: EncoderAdapter, dataset: dict | None, settings: dict, metrics: dict,
+             counts: dict) -> dict:
+    """Assemble and schema-validate a result (raises RuntimeError if it violates the schema: a bug)."""
+    result = {"schema_version": SCHEMA_VERSION, "kind": kind, "model": model_info(adapter), "dataset": dataset,
+              "settings": settings, "metrics": metrics, "counts": counts, "versions": versions()}
+    validate(result, "eval_result", "evaluation result (internal error)", error=RuntimeError)
+    return result
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a model name or tag: runs of other characters become ``-``."""
+    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-") or "x"
+
+
+def short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def check_output(path: str | os.PathLike, overwrite: bool) -> Path:
+    """Refuse an existing result file unless ``overwrite``; refuse a path that is a folder. Returns the Path."""
+    path = Path(path)
+    if path.is_dir():
+        raise BadInput(f"--out {str(path)!r} is a folder; give a .json file path")
+    if path.exists() and not overwrite:
+        raise BadInput(f"result file {str(path)!r} already exists; pass --overwrite to replace it, or choose "
+                       "another --out")
+    return path
+
+
+def write_result(path: str | os.PathLike, result: dict, overwrite: bool = False) -> Path:
+    """Write ``result`` as canonical JSON, atomically, after validating it. Refuses to overwrite silently."""
+    path = check_output(path, overwrite)
+    validate(result, "eval_result", "evaluation result (internal error)", error=RuntimeError)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, canonical_json(result))
+    return path

@@ -1,0 +1,67 @@
+"""Accuracy counts with 95% confidence intervals, shares, macro and micro averages.
+
+Intervals are Wilson score intervals (Wilson, 1927) computed by :func:`scipy.stats.binomtest` (``method="wilson"``,
+no continuity correction). They stay inside [0, 1] and behave well for small counts and for accuracies near 0 or
+1, which the normal-approximation (Wald) interval does not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import binomtest
+
+CONFIDENCE = 0.95
+
+
+def wilson_interval(successes: int, total: int, confidence: float = CONFIDENCE) -> list[float] | None:
+    """Wilson score interval ``[low, high]`` (fractions in [0, 1]) for ``successes`` out of ``total``.
+
+    Returns None when ``total`` is 0 (no interval exists).
+
+    Raises:
+        ValueError: ``successes`` is negative or larger than ``total``.
+    """
+    if total == 0:
+        return None
+    if not 0 <= successes <= total:
+        raise ValueError(f"successes must be in 0..{total}, got {successes}")
+    ci = binomtest(int(successes), int(total)).proportion_ci(confidence_level=confidence, method="wilson")
+    return [float(ci.low), float(ci.high)]
+
+
+def proportion(successes: int, total: int) -> dict:
+    """``{"correct", "total", "accuracy", "ci95"}`` for a count; accuracy and ci95 are None when total is 0."""
+    return {"correct": int(successes), "total": int(total),
+            "accuracy": (successes / total) if total else None,
+            "ci95": wilson_interval(successes, total)}
+
+
+def share(count: int, total: int) -> dict:
+    """``{"count", "of", "share", "ci95"}``: the share ``count / of`` with its Wilson interval (None when of = 0)."""
+    return {"count": int(count), "of": int(total), "share": (count / total) if total else None,
+            "ci95": wilson_interval(count, total)}
+
+
+def averages(per_key: dict[str, dict]) -> dict:
+    """Macro and micro averages over :func:`proportion` dicts.
+
+    ``macro`` is the unweighted mean of the per-key accuracies (keys with total 0 are skipped); ``micro`` pools
+    the counts (total correct / total trials) and carries a Wilson interval.
+    """
+    accs = [p["accuracy"] for p in per_key.values() if p["total"]]
+    correct = sum(p["correct"] for p in per_key.values())
+    total = sum(p["total"] for p in per_key.values())
+    return {"macro": float(np.mean(accs)) if accs else None, "micro": proportion(correct, total),
+            "macro_over": [k for k, p in per_key.items() if p["total"]]}
+
+
+def strict_top1(scores: np.ndarray) -> np.ndarray:
+    """Row-wise top-1 index of ``scores`` (N, C), or -1 where the maximum is shared by several columns.
+
+    Ties count as wrong everywhere in bindscope (a strict ``>`` comparison), so a tied row has no top-1.
+    """
+    scores = np.asarray(scores)
+    best = scores.argmax(axis=1)
+    top = scores[np.arange(len(scores)), best]
+    tied = (scores == top[:, None]).sum(axis=1) > 1
+    return np.where(tied, -1, best)

@@ -1,0 +1,526 @@
+"""A persistent Blender (``bpy``) session that renders ComCO / SimCO scene specs.
+
+One :class:`BlenderSession` per process (see :func:`get_session`) renders any number of specs:
+
+1. **Scene.** Models are built once per category with ``models.build_model`` (normalised: largest dimension
+   1 m, origin at the base centre, facing -y) and kept in a hidden cache collection; each scene links cheap
+   copies (shared mesh data) scaled, yawed and moved as the spec says. Between scenes the copies are deleted
+   and ``bpy.data.orphans_purge(do_recursive=True)`` runs, so memory stays flat.
+2. **RGB.** Cycles path tracing, ``render.samples`` samples, optional OpenImageDenoise (fast prefilter), the
+   spec's Cycles seed, a fixed thread count, "Standard" view transform, 8-bit PNG read back with Pillow
+   (Render Result pixels are empty in background mode).
+3. **Instance ids (exact).** The same scene rendered once more with a view-layer material override: an
+   emission shader whose strength is the object's pass index (Object Info "Object Index"; ground = 0), world
+   strength 0, 1 sample, no bounces, pixel filter width 0.01 px (rays through pixel centres), no denoising,
+   "Raw" view transform, 32-bit float OpenEXR. Every pixel then holds exactly the id of the first surface
+   hit by the ray through its centre: no colour guessing, no anti-aliasing mix.
+4. **Unoccluded silhouettes.** For each object whose projected bbox overlaps another object's, the id render
+   is repeated with the other objects hidden (render border cropped to its projected bbox); its pixel count
+   is the unoccluded area. Objects whose projected bbox overlaps no other cannot be occluded: their unoccluded
+   area equals their visible area without a render. Occlusion = 1 - visible / unoccluded.
+5. **Projected bbox.** The evaluated mesh vertices projected with the camera matrix (pixels, unclipped).
+
+Determinism: the masks and every table value depend on the spec alone (the id render is flat; measured
+identical across --jobs/--threads and runs). RGB pixels depend on the spec and on Cycles' sampling, which is
+seeded per scene, but are not bit-stable: a handful of pixels (measured: up to 11 of 50,176 at 224 x 224)
+differ by 1/255 between runs, thread counts and workers, with or without OpenImageDenoise (docs/comco.md).
+A GPU device renders slightly different pixels.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import math
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bindscope.errors import BadInput
+
+CACHE_COLLECTION = "bindscope-model-cache"
+SCENE_COLLECTION = "bindscope-scene-objects"
+GROUND_SIZE_M = 400.0
+SENSOR_WIDTH_MM = 36.0
+ID_FILTER_WIDTH = 0.01  # pixels; Cycles' minimum, so each id ray passes through the pixel centre
+
+
+@dataclass
+class ObjectResult:
+    """Per-object results of one render (all in pixels of the rendered image).
+
+    Attributes:
+        index: mask id (1-based, the spec object's ``index``).
+        area: visible pixel count (pixels of the mask equal to ``index``).
+        unoccluded_area: pixel count of the object rendered without the other objects (int >= area up to
+            edge rounding, see module docs); pixels outside the frame are not counted.
+        occlusion: ``1 - area / unoccluded_area`` clipped to 0..1 (0 when ``unoccluded_area`` is 0).
+        projected_bbox: ``(x0, y0, x1, y1)`` float pixel bounds of the projected mesh vertices (unclipped;
+            x right, y down, (0, 0) the top-left image corner).
+        in_frame: True when ``projected_bbox`` lies inside the image.
+    """
+
+    index: int
+    area: int
+    unoccluded_area: int
+    occlusion: float
+    projected_bbox: tuple[float, float, float, float]
+    in_frame: bool
+
+
+@dataclass
+class RenderOutput:
+    """One rendered spec: ``image`` (H, W, 3) uint8 RGB, ``mask`` (H, W) uint8 instance ids (0 = background
+    or ground, k = object k), ``objects`` one :class:`ObjectResult` per spec object in spec order, and
+    ``timings`` seconds spent per stage (``build``, ``rgb``, ``ids``, ``solo``)."""
+
+    image: np.ndarray
+    mask: np.ndarray
+    objects: list[ObjectResult]
+    timings: dict = field(default_factory=dict)
+
+
+def import_bpy():
+    """Import and return ``bpy`` (the Blender Python module).
+
+    Importing bpy appends Blender's script folders (``.../bpy/<version>/scripts/modules`` ...) to
+    ``sys.path``; a worker process started with the parent's ``sys.path`` (joblib/loky does this) would then
+    find Blender's inner ``bpy`` package before the wheel and fail with "No module named '_bpy'". Those
+    entries are dropped before the first import in a process.
+    """
+    if "bpy" not in sys.modules:
+        def blender_scripts(entry: str) -> bool:
+            parts = os.path.normpath(entry).split(os.sep)
+            return any(parts[i] == "bpy" and parts[i + 2] == "scripts" for i in range(len(parts) - 2)) or \
+                ("blender" in parts and "scripts" in parts)
+        sys.path[:] = [p for p in sys.path if not blender_scripts(p)]
+    with quiet_stdout():  # Cycles logs missing CUDA/HIP libraries on import
+        import bpy
+
+    return bpy
+
+
+@contextlib.contextmanager
+def quiet_stdout():
+    """Send file descriptor 1 to /dev/null inside the block: Blender logs every render ("Saved: ...") to
+    stdout, which would garble progress bars and command output. Python's ``sys.stdout`` is flushed first."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _direction(elevation_deg: float, azimuth_deg: float) -> tuple[float, float, float]:
+    """Unit vector towards a viewer at ``elevation_deg`` above the ground, ``azimuth_deg`` from -y towards +x."""
+    el, az = math.radians(elevation_deg), math.radians(azimuth_deg)
+    return (math.sin(az) * math.cos(el), -math.cos(az) * math.cos(el), math.sin(el))
+
+
+class BlenderSession:
+    """A Blender session in this process, configured for ComCO rendering.
+
+    Args:
+        set_spec: the object set (``"comco72"``, ``"simco18"`` or an asset folder) whose models are built.
+        threads: Cycles CPU threads (fixed; >= 1).
+        device: ``"cpu"``, ``"gpu"`` (BadInput if Blender finds none) or ``"auto"`` (GPU when found).
+        builder: ``build_model(category, set_spec)`` override (default:
+            :func:`bindscope.generators.comco.models.build_model`).
+
+    Raises:
+        BadInput: ``device="gpu"`` and Blender finds no GPU, or bad ``threads``.
+    """
+
+    def __init__(self, set_spec: str, threads: int = 1, device: str = "cpu", builder=None):
+        bpy = import_bpy()
+
+        if threads < 1:
+            raise BadInput(f"--threads must be at least 1, got {threads}")
+        self.bpy = bpy
+        self.set_spec = set_spec
+        self.threads = threads
+        if builder is None:
+            from bindscope.generators.comco.models import build_model as builder
+        self.builder = builder
+        self._categories: dict | None = None
+        self._models: dict[str, object] = {}
+        self._scene_objects: list = []
+        self.tmp = tempfile.mkdtemp(prefix="bindscope-comco-")
+        atexit.register(shutil.rmtree, self.tmp, True)
+        self.renders = 0
+
+        with quiet_stdout():
+            bpy.ops.wm.read_factory_settings(use_empty=True)
+            scene = bpy.context.scene
+            self.scene = scene
+            self.view_layer = scene.view_layers[0]
+            scene.render.engine = "CYCLES"
+            self.device = self._configure_device(device)
+        scene.render.threads_mode = "FIXED"
+        scene.render.threads = threads
+        scene.render.resolution_percentage = 100
+        scene.render.use_border = False
+        scene.render.use_crop_to_border = False
+        scene.render.use_persistent_data = False
+        scene.render.dither_intensity = 0.0
+        scene.render.film_transparent = False
+        scene.cycles.use_adaptive_sampling = False
+        scene.cycles.denoiser = "OPENIMAGEDENOISE"
+        scene.cycles.denoising_prefilter = "FAST"
+        scene.view_settings.look = "None"
+        scene.view_settings.exposure = 0.0
+        scene.view_settings.gamma = 1.0
+
+        self._cache = bpy.data.collections.new(CACHE_COLLECTION)
+        self._cache.use_fake_user = True
+        self._objects_collection = bpy.data.collections.new(SCENE_COLLECTION)
+        scene.collection.children.link(self._objects_collection)
+
+        self.camera = bpy.data.objects.new("camera", bpy.data.cameras.new("camera"))
+        self.camera.data.sensor_fit = "HORIZONTAL"
+        self.camera.data.sensor_width = SENSOR_WIDTH_MM
+        self.camera.data.clip_start = 0.1
+        self.camera.data.clip_end = 1000.0
+        scene.collection.objects.link(self.camera)
+        scene.camera = self.camera
+
+        self.sun = bpy.data.objects.new("sun", bpy.data.lights.new("sun", "SUN"))
+        self.sun.data.angle = math.radians(3.0)
+        scene.collection.objects.link(self.sun)
+
+        mesh = bpy.data.meshes.new("ground")
+        half = GROUND_SIZE_M / 2
+        mesh.from_pydata([(-half, -half, 0), (half, -half, 0), (half, half, 0), (-half, half, 0)], [],
+                         [(0, 1, 2, 3)])
+        self.ground = bpy.data.objects.new("ground", mesh)
+        self.ground.pass_index = 0
+        self.ground_material = bpy.data.materials.new("ground")
+        mesh.materials.append(self.ground_material)
+        scene.collection.objects.link(self.ground)
+
+        world = bpy.data.worlds.new("world")
+        scene.world = world
+        self.background = world.node_tree.nodes["Background"]
+
+        self.id_material = self._make_id_material()
+
+    # ----------------------------------------------------------------------------------------------- setup
+    def _configure_device(self, device: str) -> str:
+        if device not in ("cpu", "gpu", "auto"):
+            raise BadInput(f"--device {device!r}: allowed: cpu, gpu, auto")
+        scene = self.scene
+        scene.cycles.device = "CPU"
+        if device == "cpu":
+            return "cpu"
+        found = None
+        try:
+            prefs = self.bpy.context.preferences.addons["cycles"].preferences
+            for kind in ("OPTIX", "CUDA", "HIP", "ONEAPI", "METAL"):
+                try:
+                    prefs.compute_device_type = kind
+                except TypeError:
+                    continue
+                prefs.get_devices()
+                gpus = [d for d in prefs.devices if d.type == kind]
+                if gpus:
+                    for d in prefs.devices:
+                        d.use = d.type == kind
+                    found = kind
+                    break
+        except (KeyError, AttributeError, RuntimeError):
+            found = None
+        if found:
+            scene.cycles.device = "GPU"
+            return f"gpu ({found})"
+        if device == "gpu":
+            raise BadInput("--device gpu: Blender finds no GPU (OptiX, CUDA, HIP, oneAPI or Metal); "
+                           "use --device cpu or auto")
+        return "cpu"
+
+    def _make_id_material(self):
+        bpy = self.bpy
+        material = bpy.data.materials.new("bindscope-instance-id")
+        tree = material.node_tree
+        tree.nodes.clear()
+        info = tree.nodes.new("ShaderNodeObjectInfo")
+        emission = tree.nodes.new("ShaderNodeEmission")
+        output = tree.nodes.new("ShaderNodeOutputMaterial")
+        emission.inputs["Color"].default_value = (1.0, 1.0, 1.0, 1.0)
+        tree.links.new(info.outputs["Object Index"], emission.inputs["Strength"])
+        tree.links.new(emission.outputs["Emission"], output.inputs["Surface"])
+        material.use_fake_user = True
+        return material
+
+    def categories(self) -> dict:
+        """Category name -> :class:`~bindscope.generators.comco.registry.Category` of the session's set."""
+        if self._categories is None:
+            from bindscope.generators.comco.registry import load_set
+
+            self._categories = {c.name: c for c in load_set(self.set_spec)}
+        return self._categories
+
+    def model(self, name: str):
+        """The cached normalised model object of category ``name`` (built on first use)."""
+        if name not in self._models:
+            categories = self.categories()
+            if name not in categories:
+                raise BadInput(f"category {name!r} is not in set {self.set_spec!r}")
+            obj = self.builder(categories[name], self.set_spec)
+            for collection in list(obj.users_collection):
+                collection.objects.unlink(obj)
+            self._cache.objects.link(obj)
+            obj.name = f"model:{name}"
+            self._models[name] = obj
+        return self._models[name]
+
+    # ------------------------------------------------------------------------------------------ per scene
+    def clear(self) -> None:
+        """Delete the current scene's object copies and purge orphan data-blocks."""
+        bpy = self.bpy
+        for obj in self._scene_objects:
+            bpy.data.objects.remove(obj, do_unlink=True)
+        self._scene_objects = []
+        bpy.data.orphans_purge(do_local_ids=True, do_linked_ids=True, do_recursive=True)
+
+    def build(self, spec: dict) -> None:
+        """Set up the scene of ``spec`` (objects, camera, sun, world, render size and seed)."""
+        from mathutils import Matrix, Vector
+
+        self.clear()
+        scene = self.scene
+        for entry in spec["objects"]:
+            base = self.model(entry["category"])
+            obj = base.copy()
+            obj.name = f"object:{entry['index']}"
+            obj.pass_index = int(entry["index"])
+            obj.hide_render = False
+            obj.matrix_world = (Matrix.Translation((entry["x"], entry["y"], 0.0))
+                                @ Matrix.Rotation(math.radians(entry["yaw_deg"]), 4, "Z")
+                                @ Matrix.Scale(entry["scale"], 4) @ base.matrix_world)
+            self._objects_collection.objects.link(obj)
+            self._scene_objects.append(obj)
+
+        cam = spec["camera"]
+        look_at = Vector(cam["look_at"])
+        self.camera.location = look_at + cam["distance"] * Vector(_direction(cam["elevation_deg"],
+                                                                             cam["azimuth_deg"]))
+        self.camera.rotation_euler = (look_at - self.camera.location).to_track_quat("-Z", "Y").to_euler()
+        self.camera.data.lens = cam["focal_mm"]
+
+        light = spec["light"]
+        towards_sun = Vector(_direction(light["elevation_deg"], light["azimuth_deg"]))
+        self.sun.rotation_euler = (-towards_sun).to_track_quat("-Z", "Y").to_euler()
+        self.sun.data.energy = light["strength"]
+        self._ambient = light["ambient"]
+
+        world = spec["world"]
+        self.background.inputs["Color"].default_value = (*world["background"], 1.0)
+        principled = self.ground_material.node_tree.nodes.get("Principled BSDF")
+        principled.inputs["Base Color"].default_value = (*world["ground_colour"], 1.0)
+        principled.inputs["Roughness"].default_value = 0.9
+
+        render = spec["render"]
+        scene.render.resolution_x = scene.render.resolution_y = int(render["resolution"])
+        scene.cycles.seed = int(render["seed"])
+        self._render_spec = render
+        self.bpy.context.view_layer.update()
+
+    def _render_to(self, path: str) -> None:
+        self.scene.render.filepath = path
+        with quiet_stdout():
+            self.bpy.ops.render.render(write_still=True)
+        self.renders += 1
+
+    def _rgb_mode(self) -> None:
+        scene, render = self.scene, self._render_spec
+        self.view_layer.material_override = None
+        self.background.inputs["Strength"].default_value = self._ambient
+        scene.cycles.samples = int(render["samples"])
+        scene.cycles.use_denoising = bool(render["denoise"])
+        scene.cycles.pixel_filter_type = "BLACKMAN_HARRIS"
+        scene.cycles.filter_width = 1.5
+        scene.cycles.max_bounces = 8
+        scene.view_settings.view_transform = "Standard"
+        settings = scene.render.image_settings
+        settings.file_format = "PNG"
+        settings.color_mode = "RGB"
+        settings.color_depth = "8"
+        settings.compression = 0
+
+    def _id_mode(self) -> None:
+        scene = self.scene
+        self.view_layer.material_override = self.id_material
+        self.background.inputs["Strength"].default_value = 0.0
+        scene.cycles.samples = 1
+        scene.cycles.use_denoising = False
+        scene.cycles.pixel_filter_type = "BOX"
+        scene.cycles.filter_width = ID_FILTER_WIDTH
+        scene.cycles.max_bounces = 0
+        scene.view_settings.view_transform = "Raw"
+        settings = scene.render.image_settings
+        settings.file_format = "OPEN_EXR"
+        settings.color_mode = "RGB"
+        settings.color_depth = "32"
+        settings.exr_codec = "NONE"
+
+    def render_rgb(self) -> np.ndarray:
+        """Render the built scene's RGB image: (H, W, 3) uint8."""
+        from PIL import Image
+
+        self._rgb_mode()
+        path = os.path.join(self.tmp, "rgb.png")
+        self._render_to(path)
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB")).copy()
+
+    def render_ids(self, border: tuple[int, int, int, int] | None = None) -> np.ndarray:
+        """Render the built scene's instance ids: (H, W) uint8, exact pass indices (0 background/ground).
+
+        ``border`` = ``(x0, y0, x1, y1)`` pixels (half-open, y down) restricts rendering to that rectangle;
+        pixels outside it are 0.
+
+        Raises:
+            RuntimeError: a pixel holds a non-integer value (the id render is not flat; a Blender change).
+        """
+        bpy, scene = self.bpy, self.scene
+        self._id_mode()
+        width, height = scene.render.resolution_x, scene.render.resolution_y
+        if border is not None:
+            x0, y0, x1, y1 = border
+            scene.render.use_border = True
+            scene.render.border_min_x, scene.render.border_max_x = x0 / width, x1 / width
+            scene.render.border_min_y, scene.render.border_max_y = 1 - y1 / height, 1 - y0 / height
+        path = os.path.join(self.tmp, "ids.exr")
+        try:
+            self._render_to(path)
+        finally:
+            scene.render.use_border = False
+        image = bpy.data.images.load(path, check_existing=False)
+        try:
+            pixels = np.empty(image.size[0] * image.size[1] * 4, dtype=np.float32)
+            image.pixels.foreach_get(pixels)
+            size = tuple(image.size)
+        finally:
+            bpy.data.images.remove(image)
+        values = pixels.reshape(size[1], size[0], 4)[::-1, :, 0]
+        if border is not None and size != (width, height):  # cropped output: place it in the full frame
+            full = np.zeros((height, width), np.float32)
+            full[y0:y0 + size[1], x0:x0 + size[0]] = values
+            values = full
+        ids = np.rint(values)
+        if np.abs(values - ids).max(initial=0.0) > 1e-3 or ids.min(initial=0) < 0 or ids.max(initial=0) > 255:
+            raise RuntimeError("instance-id render is not flat: non-integer pixel values")
+        return ids.astype(np.uint8)
+
+    def projected_bboxes(self) -> list[tuple[float, float, float, float]]:
+        """Float pixel bbox ``(x0, y0, x1, y1)`` of each scene object's projected evaluated mesh vertices."""
+        bpy, scene = self.bpy, self.scene
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        width, height = scene.render.resolution_x, scene.render.resolution_y
+        projection = np.array(self.camera.calc_matrix_camera(depsgraph, x=width, y=height)) @ \
+            np.array(self.camera.matrix_world.inverted())
+        boxes = []
+        for obj in self._scene_objects:
+            evaluated = obj.evaluated_get(depsgraph)
+            mesh = evaluated.to_mesh()
+            try:
+                co = np.empty(len(mesh.vertices) * 3, dtype=np.float64)
+                mesh.vertices.foreach_get("co", co)
+            finally:
+                evaluated.to_mesh_clear()
+            co = co.reshape(-1, 3)
+            homo = np.c_[co, np.ones(len(co))] @ (projection @ np.array(evaluated.matrix_world)).T
+            ndc = homo[:, :2] / homo[:, 3:4]
+            px = (ndc[:, 0] + 1) / 2 * width
+            py = (1 - ndc[:, 1]) / 2 * height
+            boxes.append((float(px.min()), float(py.min()), float(px.max()), float(py.max())))
+        return boxes
+
+    def render(self, spec: dict, masks: bool = True) -> RenderOutput:
+        """Build and render ``spec``: RGB image, exact instance mask and per-object results.
+
+        Args:
+            spec: a scene or reference spec (``planning.plan_scene`` / ``plan_reference``).
+            masks: False renders the RGB image only (mask all zeros, no per-object results; for benchmarks).
+        """
+        import time
+
+        timings = {}
+        t0 = time.perf_counter()
+        self.build(spec)
+        t1 = time.perf_counter()
+        image = self.render_rgb()
+        t2 = time.perf_counter()
+        timings.update(build=t1 - t0, rgb=t2 - t1)
+        height, width = image.shape[:2]
+        if not masks:
+            return RenderOutput(image, np.zeros((height, width), np.uint8), [], timings)
+        mask = self.render_ids()
+        t3 = time.perf_counter()
+        boxes = self.projected_bboxes()
+        areas = [int(np.count_nonzero(mask == o.pass_index)) for o in self._scene_objects]
+        unoccluded = list(areas)
+        for k, obj in enumerate(self._scene_objects):
+            overlaps = any(_boxes_overlap(boxes[k], boxes[j]) for j in range(len(boxes)) if j != k)
+            if not overlaps:
+                continue
+            x0, y0, x1, y1 = boxes[k]
+            border = (max(0, math.floor(x0) - 1), max(0, math.floor(y0) - 1),
+                      min(width, math.ceil(x1) + 1), min(height, math.ceil(y1) + 1))
+            if border[0] >= border[2] or border[1] >= border[3]:
+                unoccluded[k] = 0
+                continue
+            for other in self._scene_objects:
+                other.hide_render = other is not obj
+            try:
+                solo = self.render_ids(border)
+            finally:
+                for other in self._scene_objects:
+                    other.hide_render = False
+            unoccluded[k] = max(int(np.count_nonzero(solo == obj.pass_index)), areas[k])
+        t4 = time.perf_counter()
+        timings.update(ids=t3 - t2, solo=t4 - t3)
+        results = []
+        for k, obj in enumerate(self._scene_objects):
+            x0, y0, x1, y1 = boxes[k]
+            occlusion = 1.0 - areas[k] / unoccluded[k] if unoccluded[k] else 0.0
+            results.append(ObjectResult(index=obj.pass_index, area=areas[k], unoccluded_area=unoccluded[k],
+                                        occlusion=float(min(1.0, max(0.0, occlusion))),
+                                        projected_bbox=boxes[k],
+                                        in_frame=x0 >= 0 and y0 >= 0 and x1 <= width and y1 <= height))
+        return RenderOutput(image, mask, results, timings)
+
+    def memory_counts(self) -> dict[str, int]:
+        """Numbers of Blender data-blocks (objects, meshes, materials, images) - flat across scenes."""
+        data = self.bpy.data
+        return {"objects": len(data.objects), "meshes": len(data.meshes), "materials": len(data.materials),
+                "images": len(data.images)}
+
+
+def _boxes_overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+_SESSIONS: dict[tuple, BlenderSession] = {}
+
+
+def get_session(set_spec: str, threads: int = 1, device: str = "cpu") -> BlenderSession:
+    """This process's Blender session for ``(set_spec, threads, device)``; created on first call.
+
+    One process holds one Blender session: asking for another key rebuilds it (factory settings).
+    """
+    key = (set_spec, threads, device)
+    if key not in _SESSIONS:
+        _SESSIONS.clear()
+        _SESSIONS[key] = BlenderSession(set_spec, threads=threads, device=device)
+    return _SESSIONS[key]

@@ -1,0 +1,128 @@
+"""``comco render`` and ``comco preview`` (bpy and matplotlib are imported inside the commands)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from bindscope.dataset.commands import build_options, report_build
+from bindscope.errors import BadInput
+
+
+def resolve_render_config(config_file: str | None, flags: dict) -> dict:
+    """Defaults < ``--config`` YAML < flags, validated by the ``comco_config`` schema plus cross-key checks.
+
+    ``flags`` holds the CLI values (``None`` = not given): ``set``, ``objects`` (text), ``size_mode``,
+    ``resolution``, ``samples``, ``n``, ``references``.
+
+    Raises:
+        BadInput: a schema violation, ``objects.min > objects.max``, or ``objects.weights`` whose length is not
+            the number of counts.
+    """
+    from bindscope.config import read_yaml, resolve_config
+    from bindscope.generators.comco.planning import DEFAULT_CONFIG, parse_objects
+
+    layer: dict = {}
+    for key in ("set", "size_mode", "resolution", "samples", "n", "references"):
+        if flags.get(key) is not None:
+            layer[key] = flags[key]
+    if flags.get("objects") is not None:
+        low, high = parse_objects(flags["objects"])
+        layer["objects"] = {"min": low, "max": high}
+    file_layer = read_yaml(config_file) if config_file else None
+    config = resolve_config("comco_config", DEFAULT_CONFIG, file_layer, layer)
+    objects = config["objects"]
+    if objects["min"] > objects["max"]:
+        raise BadInput(f"config: objects: min {objects['min']} is greater than max {objects['max']}")
+    weights = objects.get("weights")
+    if weights is not None:
+        k = objects["max"] - objects["min"] + 1
+        if len(weights) != k or sum(weights) <= 0:
+            raise BadInput(f"config: objects.weights {weights}: need {k} non-negative weights (one per count "
+                           f"{objects['min']}..{objects['max']}) with a positive sum")
+    return config
+
+
+def _require_bpy() -> None:
+    try:
+        import bpy  # noqa: F401
+    except ImportError:
+        raise BadInput("comco render needs the Blender Python module: pip install 'bindscope[render]' "
+                       "(bpy==5.0.1, Python 3.11)") from None
+
+
+def register(group: click.Group) -> None:
+    """Add ``render`` and ``preview`` to the ``comco`` group."""
+
+    @group.command("render")
+    @click.option("--out", "out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
+    @click.option("-n", "n", type=int, default=None, help="Number of multi-object scenes [config n: 1000].")
+    @click.option("--objects", default=None,
+                  help="Objects per scene: a count (3) or a range (2-5), counts 1..5, spread evenly [2-5].")
+    @click.option("--set", "set_spec", default=None,
+                  help="Object set: comco72, simco18, or an asset folder from `comco assets import` [comco72].")
+    @click.option("--size-mode", type=click.Choice(["one-large", "equal", "random"]), default=None,
+                  help="one-large: one object at scale.large, the rest at scale.small; equal; random [one-large].")
+    @click.option("--resolution", type=int, default=None, help="Image side in pixels (square) [224].")
+    @click.option("--samples", type=int, default=None, help="Cycles samples per pixel of the RGB render [16].")
+    @click.option("--references/--no-references", default=None,
+                  help="Also render the single-object reference split (one image per category) [on].")
+    @click.option("--seed", type=int, default=0, show_default=True, help="Dataset seed.")
+    @click.option("--jobs", type=int, default=1, show_default=True,
+                  help="Worker processes, each with one persistent Blender session.")
+    @click.option("--threads", type=int, default=None,
+                  help="Cycles threads per worker [CPU count // jobs, at least 1]. Not part of the config.")
+    @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+                  help="Cycles device: GPU where Blender finds one (auto), or force cpu / gpu.")
+    @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+                  help="YAML config (schema bindscope/schemas/comco_config.json); flags override it.")
+    @click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
+    @click.option("--quiet", is_flag=True, help="No progress bar.")
+    @build_options
+    def render(out, n, objects, set_spec, size_mode, resolution, samples, references, seed, jobs, threads,
+               device, config_file, overwrite, quiet, **build):
+        """Render ComCO / SimCO scenes with exact per-object instance masks into a dataset folder OUT.
+
+        Headless Blender (bpy, Cycles). Splits: `scenes` (multi-object images, captions = names joined with
+        " and " in a seeded random order) and `references` (one image per category, for IOR). Planning is
+        validated before anything is written; an interrupted run resumes when repeated. Example:
+
+            comco render --objects 2-5 -n 1000 --out data/comco
+        """
+        from bindscope.dataset.build import build_dataset
+        from bindscope.generators.comco.generator import ComcoGenerator
+
+        if seed < 0:
+            raise BadInput(f"--seed must be >= 0, got {seed}")
+        if jobs < 1:
+            raise BadInput(f"--jobs must be at least 1, got {jobs}")
+        if threads is not None and threads < 1:
+            raise BadInput(f"--threads must be at least 1, got {threads}")
+        config = resolve_render_config(config_file, {
+            "set": set_spec, "objects": objects, "size_mode": size_mode, "resolution": resolution,
+            "samples": samples, "n": n, "references": references})
+        threads = threads or max(1, (os.cpu_count() or 1) // jobs)
+        generator = ComcoGenerator(config, seed=seed, threads=threads, device=device)
+        generator.check()
+        _require_bpy()
+        manifest = build_dataset(generator, out, jobs=jobs, overwrite=overwrite, progress=not quiet, **build)
+        if manifest.get("format") == "bindscope-part":  # --num-parts K: no manifest until `bindscope merge`
+            report_build(manifest, out)
+            return
+        splits = ", ".join(f"{k}: {v['num_samples']}" for k, v in manifest["splits"].items())
+        click.echo(f"{out}: {splits} (bindscope verify {out} checks it)")
+
+    @group.command("preview")
+    @click.argument("directory", type=click.Path(file_okay=False, path_type=str))
+    @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=str),
+                  help="Output image (PNG).")
+    @click.option("--split", default="scenes", show_default=True, help="Split to show.")
+    @click.option("-n", "count", type=int, default=12, show_default=True, help="Number of samples (from the first).")
+    @click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
+    def preview(directory, out, split, count, cols):
+        """Save a grid of DIRECTORY's images with mask outlines, object names and mention order."""
+        from bindscope.generators.comco.preview import preview_grid
+
+        path = preview_grid(directory, out, split=split, count=count, cols=cols)
+        click.echo(f"wrote {path}")

@@ -1,0 +1,256 @@
+"""The ComCO / SimCO generator: plans scenes (pure Python) and realises them in a Blender worker session.
+
+:class:`ComcoGenerator` implements the :class:`bindscope.dataset.build.Generator` protocol, so
+:func:`bindscope.dataset.build.build_dataset` writes its output (atomic shards, resumable, progress bar,
+identical for any ``--jobs``). Two splits:
+
+- ``"scenes"``: ``config["n"]`` multi-object scenes (:func:`planning.plan_scene`). A render is *rejected*
+  and the scene re-planned with the next attempt number when an object shows fewer than
+  ``visibility.min_pixels`` pixels, when ``visibility.in_frame`` is set and an object's projected bbox leaves
+  the image, or in ``one-large`` mode when the large object does not have the strictly largest visible area.
+  After ``visibility.max_tries`` rejected attempts the run stops with :class:`BadInput`.
+- ``"references"``: one single-object reference image per category of the set, in registry order
+  (:func:`planning.plan_reference`), caption = the category name (Abbasi et al., CVPR 2025, sec. 3: IOR
+  retrieves among single-object images). Omitted when ``references`` is false.
+
+Per-object columns (ObjectRecord): ``category`` = registry name, ``category_id`` = registry id,
+attributes ``size_class`` (the category's real-world class: large/medium/small, "shape" for SimCO) and
+``size`` (the planned on-screen size: "large"/"small" in one-large mode, "equal", "random", "reference");
+extras (float32): ``scale`` (m, largest dimension), ``occlusion`` (0..1, share of the unoccluded silhouette
+hidden by other objects), ``unoccluded_area`` (pixels), ``x``/``y`` (m, ground position), ``yaw_deg``,
+``proj_x0``/``proj_y0``/``proj_x1``/``proj_y1`` (pixels, projected mesh bbox, unclipped).
+``salient`` = the large object in one-large mode, else the object of size rank 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bindscope import __version__
+from bindscope.dataset.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
+from bindscope.errors import BadInput
+from bindscope.generators.comco import planning
+from bindscope.generators.comco.planning import SPLIT_REFERENCES, SPLIT_SCENES
+
+ATTRIBUTE_NAMES = ["size_class", "size"]
+EXTRA_NAMES = ["scale", "occlusion", "unoccluded_area", "x", "y", "yaw_deg",
+               "proj_x0", "proj_y0", "proj_x1", "proj_y1"]
+
+
+def rejection(spec: dict, objects: list, config: dict, image_size: int) -> str | None:
+    """Why a rendered scene must be re-planned (None when it is accepted).
+
+    Args:
+        spec: the scene spec rendered.
+        objects: its per-object render results (``blender.session.ObjectResult``, same order as the spec).
+        config: resolved config (``visibility`` and ``size_mode`` are used).
+        image_size: image side in pixels (for messages).
+    """
+    vis = config["visibility"]
+    for entry, res in zip(spec["objects"], objects):
+        if res.area < vis["min_pixels"]:
+            return (f"object {entry['index']} ({entry['category']}) shows {res.area} pixels, fewer than "
+                    f"visibility.min_pixels = {vis['min_pixels']}")
+        if vis["in_frame"] and not res.in_frame:
+            return f"object {entry['index']} ({entry['category']}) is partly outside the {image_size}px frame"
+    if spec["size_mode"] == "one-large":
+        large = [k for k, e in enumerate(spec["objects"]) if e["large"]]
+        if large:
+            big = objects[large[0]].area
+            if any(r.area >= big for k, r in enumerate(objects) if k != large[0]):
+                return "the large object does not have the largest visible area"
+    return None
+
+
+@dataclass
+class ComcoGenerator:
+    """Generator of a ComCO / SimCO dataset (see module docs).
+
+    Args:
+        config: resolved ``comco render`` config (schema ``comco_config``; defaults in
+            :data:`planning.DEFAULT_CONFIG`).
+        seed: dataset seed (>= 0).
+        threads: Cycles threads per worker process (a runtime setting, not part of the config).
+        device: ``"cpu"``, ``"gpu"`` or ``"auto"`` (runtime setting).
+
+    Raises:
+        BadInput: unknown set (via :func:`registry.load_set`).
+    """
+
+    config: dict
+    seed: int = 0
+    threads: int = 1
+    device: str = "cpu"
+    name: str = "comco"
+    version: str = __version__
+    attribute_names: list = field(default_factory=lambda: list(ATTRIBUTE_NAMES))
+    extra_names: list = field(default_factory=lambda: list(EXTRA_NAMES))
+
+    def __post_init__(self):
+        from bindscope.generators.comco.registry import load_set
+
+        self.categories = load_set(self.config["set"])
+        self.splits = {SPLIT_SCENES: int(self.config["n"])}
+        if self.config["references"]:
+            self.splits[SPLIT_REFERENCES] = len(self.categories)
+        self.shard_size = int(self.config["shard_size"])
+        res = int(self.config["resolution"])
+        self.image_size = (res, res)
+
+    def check(self, probe: int = 64) -> None:
+        """Validate by planning (no rendering, nothing written): BadInput for an impossible layout."""
+        planning.check_plannable(self.config, self.categories, self.seed, probe)
+
+    def _session(self):
+        from bindscope.generators.comco.blender.session import get_session
+
+        return get_session(self.config["set"], self.threads, self.device)
+
+    def render_scene(self, index: int):
+        """Plan and render scene ``index`` with re-planning; return ``(spec, RenderOutput, attempts)``.
+
+        Raises:
+            BadInput: no acceptable render within ``visibility.max_tries`` attempts.
+        """
+        session = self._session()
+        tries = self.config["visibility"]["max_tries"]
+        reason = ""
+        for attempt in range(tries):
+            spec = planning.plan_scene(self.config, self.categories, self.seed, index, attempt)
+            out = session.render(spec)
+            reason = rejection(spec, out.objects, self.config, self.image_size[0])
+            if reason is None:
+                return spec, out, attempt + 1
+        raise BadInput(f"scene {index}: no acceptable render in visibility.max_tries = {tries} attempts "
+                       f"(last: {reason}); raise the scales, lower visibility.min_pixels, raise --resolution "
+                       "or bring the camera closer (camera.distance)")
+
+    def render_reference(self, index: int):
+        """Render reference image ``index`` (category ``categories[index]``); return ``(spec, RenderOutput)``.
+
+        Raises:
+            BadInput: the object shows fewer than ``visibility.min_pixels`` pixels.
+        """
+        spec = planning.plan_reference(self.config, self.categories, self.seed, index)
+        out = self._session().render(spec)
+        if out.objects[0].area < self.config["visibility"]["min_pixels"]:
+            raise BadInput(f"reference image of {spec['caption']!r} shows {out.objects[0].area} pixels, fewer "
+                           f"than visibility.min_pixels = {self.config['visibility']['min_pixels']}; "
+                           "raise scale.reference or --resolution")
+        return spec, out
+
+    def make_samples(self, split: str, start: int, count: int) -> list[Sample]:
+        """Render samples ``start .. start+count-1`` of ``split`` (a pure function of config, seed, index)."""
+        samples = []
+        for index in range(start, start + count):
+            if split == SPLIT_SCENES:
+                spec, out, attempts = self.render_scene(index)
+            elif split == SPLIT_REFERENCES:
+                spec, out = self.render_reference(index)
+                attempts = 1
+            else:
+                raise ValueError(f"unknown split {split!r}")
+            samples.append(self._sample(index, spec, out, attempts))
+        return samples
+
+    def _sample(self, index: int, spec: dict, out, attempts: int) -> Sample:
+        boxes_areas = [mask_bbox_area(out.mask, e["index"]) for e in spec["objects"]]
+        ranks = size_ranks([area for _, area in boxes_areas])
+        mode = spec["size_mode"]
+        objects = []
+        for k, (entry, res) in enumerate(zip(spec["objects"], out.objects)):
+            bbox, area = boxes_areas[k]
+            if mode == "one-large":
+                size, salient = ("large" if entry["large"] else "small"), entry["large"]
+            else:
+                size, salient = mode, ranks[k] == 1
+            px0, py0, px1, py1 = res.projected_bbox
+            objects.append(ObjectRecord(
+                index=entry["index"], category=entry["category"], category_id=entry["category_id"],
+                attributes={"size_class": entry["size_class"], "size": size}, bbox=bbox, area=area,
+                size_rank=ranks[k], salient=bool(salient), mention_position=entry["mention_position"],
+                extras={"scale": entry["scale"], "occlusion": res.occlusion,
+                        "unoccluded_area": float(res.unoccluded_area), "x": entry["x"], "y": entry["y"],
+                        "yaw_deg": entry["yaw_deg"], "proj_x0": px0, "proj_y0": py0, "proj_x1": px1,
+                        "proj_y1": py1}))
+        return Sample(index=index, image=out.image, mask=out.mask, caption=spec["caption"], objects=objects,
+                      negatives=[], spec={**spec, "attempts": attempts})
+
+    # ------------------------------------------------------------------------------------------ statistics
+    def shard_statistics(self, split: str, samples: list[Sample]) -> dict[str, float]:
+        """Additive counts: samples, objects, scenes per object count, re-plans, summed occlusion and areas,
+        large object mentioned first / last, and the large object's size rank 1 (one-large mode)."""
+        c: dict[str, float] = {"samples": len(samples), "objects": 0, "replans": 0, "occlusion_sum": 0.0,
+                               "occluded_objects": 0, "area_sum": 0, "large_first": 0, "large_last": 0,
+                               "large_rank1": 0, "large_scenes": 0}
+        for s in samples:
+            m = len(s.objects)
+            c["objects"] += m
+            c[f"count_{m}"] = c.get(f"count_{m}", 0) + 1
+            c["replans"] += s.spec.get("attempts", 1) - 1
+            for o in s.objects:
+                c["occlusion_sum"] += o.extras["occlusion"]
+                c["occluded_objects"] += o.extras["occlusion"] > 0
+                c["area_sum"] += o.area
+            large = [o for o in s.objects if o.attributes["size"] == "large"]
+            if len(large) == 1 and m > 1:
+                c["large_scenes"] += 1
+                c["large_first"] += large[0].mention_position == 1
+                c["large_first_chance"] = c.get("large_first_chance", 0.0) + 1 / m
+                c["large_last"] += large[0].mention_position == m
+                c["large_rank1"] += large[0].size_rank == 1
+        return c
+
+    def statistics(self, counts: dict[str, dict[str, float]]) -> dict:
+        """Realised statistics per split: object-count shares, mean objects, re-plans per scene, mean
+        occlusion, share of occluded objects, mean visible area (pixels); one-large: share of scenes with
+        the large object mentioned first / last, the share expected under uniform mention order (mean of 1/m),
+        and the share with the large object at size rank 1 (1.0 by construction)."""
+        stats = {}
+        for split, c in counts.items():
+            n = max(1, c.get("samples", 0))
+            objs = max(1, c.get("objects", 0))
+            s = {"num_samples": int(c.get("samples", 0)), "num_objects": int(c.get("objects", 0)),
+                 "objects_per_scene": {k.split("_")[1]: int(v) for k, v in sorted(c.items())
+                                       if k.startswith("count_")},
+                 "mean_objects": c.get("objects", 0) / n, "replans_per_scene": c.get("replans", 0) / n,
+                 "mean_occlusion": c.get("occlusion_sum", 0.0) / objs,
+                 "occluded_share": c.get("occluded_objects", 0) / objs,
+                 "mean_visible_area_px": c.get("area_sum", 0) / objs}
+            if c.get("large_scenes"):
+                ls = c["large_scenes"]
+                s.update(large_mentioned_first=c["large_first"] / ls, large_mentioned_last=c["large_last"] / ls,
+                         large_mentioned_first_chance=c.get("large_first_chance", 0.0) / ls,
+                         large_size_rank1=c["large_rank1"] / ls)
+            stats[split] = s
+        return stats
+
+    def card(self, manifest: dict) -> str:
+        """The dataset card (Markdown): what, how generated, config, statistics, licences of the models."""
+        import json
+
+        cfg = manifest["config"]
+        scenes = manifest["statistics"].get(SPLIT_SCENES, {})
+        licences = sorted({c.licence for c in self.categories})
+        lines = [
+            f"# ComCO-style dataset ({cfg['set']})", "",
+            "Blender-rendered multi-object scenes with exact instance masks, made by `comco render` "
+            f"(bindscope {manifest['generator']['version']}), following the ComCO / SimCO design of Abbasi et "
+            "al., \"CLIP Under the Microscope\" (CVPR 2025), sec. 3. Scene layout, camera and light are this "
+            "project's choices (docs/comco.md).", "",
+            "- splits: " + ", ".join(f"`{k}` ({v['num_samples']})" for k, v in manifest["splits"].items()),
+            f"- image size: {manifest['image_size'][0]} x {manifest['image_size'][1]} px; Cycles, "
+            f"{cfg['samples']} samples, denoise {cfg['denoise']}",
+            f"- objects per scene: {cfg['objects']['min']}-{cfg['objects']['max']}; size mode `{cfg['size_mode']}`"
+            f" (scales in m: {json.dumps(cfg['scale'])})",
+            "- captions: category names joined with " + json.dumps(cfg["caption"]["joiner"]) +
+            ", mention order uniformly random (seeded)",
+            f"- seed: {manifest['seed']}", "",
+            "## Statistics (scenes)", "", "```json", json.dumps(scenes, indent=2, sort_keys=True), "```", "",
+            "## Per-object columns", "",
+            "attributes: " + ", ".join(f"`{a}`" for a in manifest["object_attributes"]) +
+            "; extras: " + ", ".join(f"`{e}`" for e in manifest["object_extras"]) + " (see docs/comco.md)", "",
+            "## Licences of the 3D models", "", *[f"- {lic}" for lic in licences], "",
+            "## Config", "", "```json", json.dumps(cfg, indent=2, sort_keys=True), "```", "",
+        ]
+        return "\n".join(lines)

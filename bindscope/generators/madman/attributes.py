@@ -1,0 +1,100 @@
+"""MADMAN attributes: names, default value sets, caption order, and look-ups.
+
+Each of the six attributes maps value names (the words used in captions) to the parameter that realises them:
+
+==========  ===============================================  =============================================
+attribute   parameter of a value                             default values
+==========  ===============================================  =============================================
+colour      ``[r, g, b]`` sRGB, 0..255 (ink colour on black) red, green, blue, yellow, cyan, magenta,
+                                                             orange, white
+size        ink height before rotation, as a fraction of     small 0.22, medium 0.30, large 0.38
+            the canvas side (0.05..1)
+thickness   relative change of the mean stroke width         thin -0.35, regular 0, thick 0.8
+            (Morpho-MNIST thinning < 0 < thickening)
+rotation    degrees, counter-clockwise as seen               upright 0, tilted-left 45, tilted-right -45
+swelling    swelling strength (1 = none; Morpho-MNIST        unswollen 1, swollen 3
+            local radial warp)
+fracture    number of perpendicular cuts (0 = none;          intact 0, fractured 3
+            Morpho-MNIST fracture)
+==========  ===============================================  =============================================
+
+The value sets are project choices (the MADMAN paper, Gurung et al. GCPR 2025, does not publish its own);
+a config file may replace any attribute's value set wholesale (see docs/madman.md).
+"""
+
+from __future__ import annotations
+
+import re
+
+from bindscope.errors import BadInput
+
+#: The per-object attribute columns of a MADMAN dataset (the manifest's ``object_attributes``), in this order.
+ATTRIBUTES: tuple[str, ...] = ("colour", "size", "thickness", "rotation", "swelling", "fracture")
+
+#: Default order of attribute words within one digit's description ("small yellow thick 7").
+CAPTION_ORDER: tuple[str, ...] = ("size", "colour", "thickness", "rotation", "swelling", "fracture")
+
+DEFAULT_VALUES: dict[str, dict] = {
+    "colour": {"red": [255, 0, 0], "green": [0, 200, 0], "blue": [40, 80, 255], "yellow": [255, 230, 0],
+               "cyan": [0, 230, 230], "magenta": [230, 0, 230], "orange": [255, 140, 0],
+               "white": [255, 255, 255]},
+    "size": {"small": 0.22, "medium": 0.30, "large": 0.38},
+    "thickness": {"thin": -0.35, "regular": 0.0, "thick": 0.8},
+    "rotation": {"upright": 0, "tilted-left": 45, "tilted-right": -45},
+    "swelling": {"unswollen": 1.0, "swollen": 3.0},
+    "fracture": {"intact": 0, "fractured": 3},
+}
+
+_WORD = re.compile(r"^[a-z][a-z-]*$")
+
+
+def check_value_sets(values: dict[str, dict]) -> None:
+    """Check a resolved ``attributes`` mapping (attribute -> {value name: parameter}).
+
+    Raises:
+        BadInput: an unknown attribute, an empty value set, a value name that is not a lowercase word
+            (letters and ``-``), equals ``"and"``, or is used by two attributes (captions must parse back).
+    """
+    owner: dict[str, str] = {}
+    for attribute, table in values.items():
+        if attribute not in ATTRIBUTES:
+            raise BadInput(f"unknown attribute {attribute!r}; allowed: {', '.join(ATTRIBUTES)}")
+        if not table:
+            raise BadInput(f"attribute {attribute!r} needs at least one value")
+        for name in table:
+            if not _WORD.match(name) or name == "and":
+                raise BadInput(f"attribute {attribute!r}: value name {name!r} must be a lowercase word "
+                               "(letters and '-') other than 'and'")
+            if name in owner:
+                raise BadInput(f"value name {name!r} is used by both {owner[name]!r} and {attribute!r}; "
+                               "value names must be unique so captions parse back")
+            owner[name] = attribute
+
+
+def value_owner(values: dict[str, dict]) -> dict[str, str]:
+    """Map every value name to its attribute, e.g. ``{"red": "colour", "small": "size", ...}``."""
+    return {name: attribute for attribute, table in values.items() for name in table}
+
+
+def parse_holdout(spec: str, values: dict[str, dict]) -> tuple[int, str, str]:
+    """Parse an OOD hold-out combination ``"DIGIT:ATTRIBUTE=VALUE"`` (e.g. ``"7:colour=red"``).
+
+    Returns:
+        ``(digit, attribute, value)``.
+
+    Raises:
+        BadInput: malformed text, a digit outside 0..9, an unknown attribute or value (the message lists the
+            allowed ones).
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*:\s*([a-z_-]+)\s*=\s*([a-z-]+)\s*", spec)
+    if not match:
+        raise BadInput(f"hold-out {spec!r} is not of the form DIGIT:ATTRIBUTE=VALUE (e.g. '7:colour=red')")
+    digit, attribute, value = int(match.group(1)), match.group(2), match.group(3)
+    if not 0 <= digit <= 9:
+        raise BadInput(f"hold-out {spec!r}: digit {digit} is not in 0..9")
+    if attribute not in values:
+        raise BadInput(f"hold-out {spec!r}: unknown attribute {attribute!r}; allowed: {', '.join(ATTRIBUTES)}")
+    if value not in values[attribute]:
+        raise BadInput(f"hold-out {spec!r}: unknown {attribute} value {value!r}; "
+                       f"allowed: {', '.join(values[attribute])}")
+    return digit, attribute, value

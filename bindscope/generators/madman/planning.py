@@ -1,0 +1,200 @@
+"""Pure, seeded planning of MADMAN samples: which digits, their attributes, the caption and its negatives.
+
+Nothing here touches pixels: a plan (:func:`plan_sample`) is a JSON-serialisable dict that
+:mod:`bindscope.generators.madman.render` realises. Sample ``i`` of split ``s`` draws all its randomness
+from ``random.Random("madman/<seed>/<s>/<i>")`` and uses only ``random()`` of it (whose sequence Python
+guarantees across versions), so a plan depends on (config, seed, split, index) alone.
+
+Sampling rules (Gurung et al., GCPR 2025, section 3: the four data properties; exact rules are project choices):
+
+``train`` split
+  1. **multi-object images**: the image shows two digits with probability ``multi_object_images``, else one.
+  2. Digit classes are uniform over 0..9; the two digits of an image have different classes. Instances are
+     uniform within the class in the split's pool (see :mod:`~bindscope.generators.madman.mnist`).
+     Every attribute value is uniform over the attribute's values (sorted by name), leaving out
+     held-out (digit, attribute, value) combinations.
+  3. Object 1 is the **salient** digit, drawn at the canvas centre (and on top); object 2 sits off-centre.
+  4. **multi-object captions**: a two-digit image's caption describes both digits with probability
+     ``multi_object_captions``, otherwise one.
+  5. **saliency bias**: with probability ``saliency_bias`` the salient digit is described first (or is the
+     only digit described); otherwise the other one is. One-digit images describe their digit.
+  6. **attribute density** d: each described digit mentions k attributes, drawn independently per digit:
+     ``two-point`` (default) k = floor(d) + Bernoulli(d - floor(d)), the integer distribution with mean d and
+     least variance; ``binomial`` k ~ Binomial(n, d / n) with n = number of caption attributes. The k
+     attributes are a uniform random subset of ``caption_order``.
+
+``test`` split (in-distribution evaluation)
+  Two digits, both described, mention order uniform (no saliency bias), held-out combinations excluded;
+  both digits are described with the same attribute subset of size k >= 1, k drawn as in rule 6 from
+  ``eval_attribute_density`` (default: ``attribute_density``), so every mentioned attribute yields negatives.
+
+``ood`` split (only with a hold-out)
+  As ``test``, but one digit (object 1 or 2 with equal probability) carries a held-out combination chosen
+  uniformly among them, and that attribute is always mentioned. Other values are unrestricted.
+
+Every two-digit sample whose caption describes both digits carries its recognition and binding negatives
+(:func:`bindscope.generators.madman.captions.make_negatives`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Sequence
+
+from bindscope.dataset.records import Negative
+from bindscope.generators.madman.attributes import ATTRIBUTES
+from bindscope.generators.madman.captions import describe, make_negatives
+
+
+def _pick(u: float, items: Sequence):
+    return items[min(int(u * len(items)), len(items) - 1)]
+
+
+def _subset(rng: random.Random, items: Sequence[str], k: int) -> list[str]:
+    pool = list(items)
+    for i in range(k):
+        j = i + min(int(rng.random() * (len(pool) - i)), len(pool) - i - 1)
+        pool[i], pool[j] = pool[j], pool[i]
+    return pool[:k]
+
+
+def draw_count(rng: random.Random, density: float, n: int, distribution: str) -> int:
+    """Number of attributes mentioned for one described digit (rule 6); 0 <= result <= n."""
+    if distribution == "binomial":
+        p = density / n
+        return sum(rng.random() < p for _ in range(n))
+    base = math.floor(density)
+    return min(n, base + (rng.random() < density - base))
+
+
+def holdout_set(config: dict) -> set[tuple[int, str, str]]:
+    """The held-out ``(digit, attribute, value)`` combinations of a resolved config."""
+    out = set()
+    for spec in config["ood"]["holdout"]:
+        digit, rest = spec.split(":", 1)
+        attribute, value = rest.split("=", 1)
+        out.add((int(digit), attribute, value))
+    return out
+
+
+class Planner:
+    """Plans samples for one resolved config, seed and digit pools (pure Python; picklable).
+
+    Args:
+        config: the resolved config (:func:`bindscope.generators.madman.config.resolve`).
+        seed: the run's seed.
+        pool_sizes: per split name ``"train"`` / ``"eval"``, the 10 per-class pool index lists.
+    """
+
+    def __init__(self, config: dict, seed: int, pools: dict[str, list[list[int]]]):
+        self.config = config
+        self.seed = seed
+        self.pools = pools
+        self.values = {a: sorted(config["attributes"][a]) for a in ATTRIBUTES}
+        self.order = list(config["caption_order"])
+        self.holdout = sorted(holdout_set(config))
+        held = set(self.holdout)
+        self.allowed = {(d, a): [v for v in self.values[a] if (d, a, v) not in held]
+                        for d in range(10) for a in ATTRIBUTES}
+
+    def _digit(self, rng: random.Random, split: str, digit: int, restricted: bool) -> dict:
+        pool = self.pools["train" if split == "train" else "eval"][digit]
+        source = _pick(rng.random(), pool)
+        attributes = {}
+        for a in ATTRIBUTES:
+            options = self.allowed[(digit, a)] if restricted else self.values[a]
+            attributes[a] = _pick(rng.random(), options)
+        cuts = int(self.config["attributes"]["fracture"][attributes["fracture"]])
+        return {"digit": digit, "source": int(source), "attributes": attributes,
+                "swell": rng.random(), "cuts": [rng.random() for _ in range(cuts)]}
+
+    def plan(self, split: str, index: int) -> tuple[dict, str, list[Negative]]:
+        """Plan sample ``index`` of ``split``; return ``(spec, caption, negatives)``.
+
+        The spec holds ``digits`` (object 1 first: digit class, MNIST source index, the six attribute
+        values, swelling and fracture draws), ``layout`` (centre jitter in pixels, direction of object 2 in
+        radians), ``mentions`` (object index and mentioned attributes, in caption order) and ``holdout``.
+        """
+        cfg = self.config
+        rng = random.Random(f"madman/{self.seed}/{split}/{index}")
+        u = rng.random
+        holdout = None
+        if split == "train":
+            two = u() < cfg["multi_object_images"]
+        else:
+            two = True
+        if split == "ood":
+            holdout = _pick(u(), self.holdout)
+            held_index = 1 if u() < 0.5 else 2
+            other = _pick(u(), [d for d in range(10) if d != holdout[0]])
+            classes = [holdout[0], other] if held_index == 1 else [other, holdout[0]]
+        else:
+            first = int(u() * 10) % 10
+            classes = [first]
+            if two:
+                classes.append(_pick(u(), [d for d in range(10) if d != first]))
+        digits = [self._digit(rng, split, c, restricted=split != "ood") for c in classes]
+        if holdout is not None:
+            digits[held_index - 1]["attributes"][holdout[1]] = holdout[2]
+            cuts = int(cfg["attributes"]["fracture"][digits[held_index - 1]["attributes"]["fracture"]])
+            digits[held_index - 1]["cuts"] = digits[held_index - 1]["cuts"][:cuts] + [
+                u() for _ in range(cuts - len(digits[held_index - 1]["cuts"]))]
+        jitter = cfg["layout"]["centre_jitter"]
+        layout = {"jitter": [(2 * u() - 1) * jitter, (2 * u() - 1) * jitter], "direction": 2 * math.pi * u()}
+        n = len(self.order)
+        if split == "train":
+            if two:
+                both = u() < cfg["multi_object_captions"]
+                salient_first = u() < cfg["saliency_bias"]
+                described = ([1, 2] if salient_first else [2, 1]) if both else ([1] if salient_first else [2])
+            else:
+                described = [1]
+            mentions = []
+            for k in described:
+                count = draw_count(rng, cfg["attribute_density"], n, cfg["density_distribution"])
+                mentions.append({"index": k, "attributes": _subset(rng, self.order, count)})
+        else:
+            density = cfg["eval_attribute_density"]
+            density = cfg["attribute_density"] if density is None else density
+            count = max(1, draw_count(rng, density, n, cfg["density_distribution"]))
+            if holdout is not None:
+                rest = _subset(rng, [a for a in self.order if a != holdout[1]], count - 1)
+                subset = [holdout[1]] + rest
+            else:
+                subset = _subset(rng, self.order, count)
+            described = [1, 2] if u() < 0.5 else [2, 1]
+            mentions = [{"index": k, "attributes": list(subset)} for k in described]
+        for m in mentions:
+            m["attributes"] = [a for a in self.order if a in m["attributes"]]
+        parts = [(k, digits[k - 1]["digit"], {a: digits[k - 1]["attributes"][a] for a in m["attributes"]})
+                 for m in mentions for k in [m["index"]]]
+        caption = describe([(d, attrs) for _, d, attrs in parts], self.order)
+        values = {a: self.values[a] for a in ATTRIBUTES}
+        negatives = make_negatives(parts, values, u, self.order)
+        spec = {"split": split, "index": index, "digits": digits, "layout": layout, "mentions": mentions,
+                "holdout": None if holdout is None else f"{holdout[0]}:{holdout[1]}={holdout[2]}"}
+        return spec, caption, negatives
+
+
+def plan_counts(spec: dict, negatives: list[Negative]) -> dict[str, float]:
+    """Additive statistics of one plan (summed over samples, then turned into rates by the generator)."""
+    two = len(spec["digits"]) == 2
+    mentions = spec["mentions"]
+    counts = {
+        "images": 1, "two_digit_images": int(two),
+        "two_digit_both_described": int(two and len(mentions) == 2),
+        "two_digit_salient_first": int(two and mentions[0]["index"] == 1),
+        "described_digits": len(mentions),
+        "mentioned_attributes": sum(len(m["attributes"]) for m in mentions),
+        "negatives_recognition": sum(n.kind == "recognition" for n in negatives),
+        "negatives_binding": sum(n.kind == "binding" for n in negatives),
+    }
+    for m in mentions:
+        for a in m["attributes"]:
+            counts[f"mentions/{a}"] = counts.get(f"mentions/{a}", 0) + 1
+    for d in spec["digits"]:
+        counts[f"digits/{d['digit']}"] = counts.get(f"digits/{d['digit']}", 0) + 1
+        for a, v in d["attributes"].items():
+            counts[f"values/{a}/{v}"] = counts.get(f"values/{a}/{v}", 0) + 1
+    return counts

@@ -1,0 +1,130 @@
+"""Training batches from a bindscope dataset split: deterministic by step, with NegCLIP hard negatives.
+
+The split is read once into memory through :class:`bindscope.dataset.Dataset` (images as one uint8 array, the
+captions, and each sample's ``"binding"`` negatives). Batch ``s`` is a pure function of (seed, s): epoch
+``e = s // (N // B)`` visits the samples in the order ``numpy.random.default_rng([seed, e]).permutation(N)``,
+batches are consecutive slices of that order, and the last incomplete slice of an epoch is dropped. So a run
+resumed at step ``s`` sees exactly the batches an uninterrupted run sees, whatever the number of workers.
+
+Hard negatives (``--hard-negatives``, NegCLIP: Yuksekgonul et al., ICLR 2023, adapted as in the MADMAN
+paper's baseline): for each sample of the batch that has binding negatives (its caption with one attribute's
+values swapped between the two digits), ``k`` of them (default 1, chosen with
+``numpy.random.default_rng([seed, s, 1])``) are appended to the batch's texts. They are extra candidates for
+the image->text loss only (see :func:`bindscope.training.train.clip_loss`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from bindscope.errors import BadInput
+
+
+@dataclass
+class TrainingData:
+    """A split held in memory.
+
+    Attributes:
+        images: ``(N, H, W, 3)`` uint8 RGB.
+        captions: N captions.
+        hard_negatives: per sample, the captions of its ``"binding"`` negatives (possibly empty).
+        source: the dataset folder; split: the split name.
+    """
+
+    images: np.ndarray
+    captions: list[str]
+    hard_negatives: list[list[str]]
+    source: str
+    split: str
+
+    def __len__(self) -> int:
+        return len(self.captions)
+
+
+def load_split(path: str | os.PathLike, split: str = "train") -> TrainingData:
+    """Read split ``split`` of the dataset at ``path`` into memory.
+
+    Raises:
+        DatasetError: the folder is not a finished dataset, lacks the split, or a shard is unreadable.
+    """
+    from bindscope.dataset import Dataset
+
+    with Dataset(path) as dataset:
+        part = dataset.split(split)
+        images, captions, negatives = [], [], []
+        for number, entry in enumerate(part._entries):
+            reader = part.shard(number)
+            images.append(reader.images[()])
+            captions.extend(reader.captions)
+            for local in range(entry["count"]):
+                negatives.append([n.caption for n in reader.negatives(local) if n.kind == "binding"])
+    if not captions:
+        raise BadInput(f"split {split!r} of {str(path)!r} holds no samples")
+    return TrainingData(np.concatenate(images), captions, negatives, str(path), split)
+
+
+def batch_indices(step: int, num_samples: int, batch_size: int, seed: int) -> np.ndarray:
+    """Sample indices of batch ``step`` (0-based): ``(batch_size,)`` int64, no repeats within an epoch.
+
+    Raises:
+        BadInput: ``batch_size`` is larger than ``num_samples``.
+    """
+    per_epoch = num_samples // batch_size
+    if per_epoch < 1:
+        raise BadInput(f"--batch-size {batch_size} is larger than the training split ({num_samples} samples); "
+                       f"use at most {num_samples}")
+    epoch, within = divmod(step, per_epoch)
+    order = np.random.default_rng([seed, epoch]).permutation(num_samples)
+    return order[within * batch_size:(within + 1) * batch_size]
+
+
+class BatchSource:
+    """A map-style torch dataset whose item ``s`` is training batch ``s`` (use with ``batch_size=None``).
+
+    Each item is a dict: ``images`` ``(B, 3, S, S)`` float32 (see :func:`~bindscope.training.model.
+    preprocess_images`), ``texts`` ``(B + M, context_length)`` int64 (the B captions, then M hard negatives),
+    ``num_captions`` = B, ``indices`` ``(B,)`` int64 sample indices, ``negatives`` the M hard-negative texts,
+    ``negative_of`` ``(M,)`` int64 (the batch position each negative belongs to), ``truncated`` the number of
+    texts longer than the context.
+    """
+
+    def __init__(self, data: TrainingData, batch_size: int, seed: int, image_size: int, context_length: int,
+                 hard_negatives: int = 0):
+        from bindscope.training.model import Tokenizer
+
+        if hard_negatives < 0:
+            raise BadInput(f"hard negatives per sample must be >= 0, got {hard_negatives}")
+        batch_indices(0, len(data), batch_size, seed)  # validates the batch size
+        self.data = data
+        self.batch_size = batch_size
+        self.seed = seed
+        self.image_size = image_size
+        self.hard_negatives = hard_negatives
+        self.tokenizer = Tokenizer(context_length)
+
+    def __getitem__(self, step: int) -> dict:
+        import torch
+
+        from bindscope.training.model import preprocess_images
+
+        indices = batch_indices(step, len(self.data), self.batch_size, self.seed)
+        texts = [self.data.captions[i] for i in indices]
+        negatives, owner = [], []
+        if self.hard_negatives:
+            rng = np.random.default_rng([self.seed, step, 1])
+            for position, i in enumerate(indices):
+                pool = self.data.hard_negatives[i]
+                if pool:
+                    k = min(self.hard_negatives, len(pool))
+                    for j in sorted(rng.choice(len(pool), size=k, replace=False)):
+                        negatives.append(pool[j])
+                        owner.append(position)
+        before = self.tokenizer.truncated
+        tokens = self.tokenizer(texts + negatives)
+        return {"images": preprocess_images(self.data.images[indices], self.image_size),
+                "texts": tokens, "num_captions": len(texts), "indices": torch.from_numpy(indices),
+                "negatives": negatives, "negative_of": torch.tensor(owner, dtype=torch.long),
+                "truncated": self.tokenizer.truncated - before}

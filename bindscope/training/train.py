@@ -1,0 +1,444 @@
+"""``madman train``: train a small CLIP from scratch on a MADMAN dataset (Gurung et al., GCPR 2025, section 2).
+
+Objective: open_clip's symmetric contrastive loss (``open_clip.loss.ClipLoss``: mean of image->text and
+text->image cross-entropy over the batch, logits = ``exp(logit_scale) * cos``). With hard negatives (NegCLIP,
+Yuksekgonul et al., ICLR 2023) the M attribute-swapped captions are appended to the B captions as extra
+image->text candidates: ``loss = (CE(L_it[B, B+M], arange(B)) + CE(L_ti[B, B], arange(B))) / 2`` (the
+text->image term ranks images for the B true captions only). Optimiser: AdamW (no weight decay on
+biases, norms, 1-D parameters and the logit scale, as in open_clip's training), learning rate warmed up
+linearly over ``warmup_steps`` and then cosine-decayed to 0 at ``steps``; ``logit_scale`` clamped to
+``[0, ln 100]`` after each step (open_clip's training).
+
+A run folder holds ``run.json`` (the resolved config), ``checkpoint.pt`` (full state, atomic), ``log.jsonl``
+(one JSON object per line: training lines with ``step, loss, loss_mean, lr, logit_scale, images_per_s,
+elapsed_s``; evaluation lines with ``step`` and ``eval``), ``model.pt`` (final weights) and ``result.json``
+(the evaluation module's result for the final model). Repeating the command resumes from ``checkpoint.pt``
+and the continued run equals an uninterrupted one (batches are a pure function of seed and step; model,
+optimizer, scheduler, grad scaler and RNG states are restored).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from bindscope.dataset.manifest import canonical_json, load_manifest, write_text_atomic
+from bindscope.errors import BadInput
+from bindscope.training.checkpoint import (CHECKPOINT, CHECKPOINT_FORMAT, MODEL, MODEL_FORMAT, TrainedClipAdapter,
+                                           autocast_dtype, resolve_device, save_atomic)
+from bindscope.training.model import ModelConfig
+
+RUN = "run.json"
+LOG = "log.jsonl"
+RESULT = "result.json"
+# config keys that change the training trajectory: a resumed run must match them
+_IDENTITY_KEYS = ("split", "batch_size", "steps", "lr", "weight_decay", "warmup_steps", "hard_negatives", "seed",
+                  "precision", "model")
+
+
+@dataclass
+class TrainConfig:
+    """Settings of one ``madman train`` run (CLI flag names in brackets).
+
+    Attributes:
+        data: training dataset folder [DATA]; its ``split`` split is used (default ``"train"``).
+        out: run folder [--out].
+        eval_data: evaluation dataset folder [--eval]; default ``data``. Evaluated on ``eval_splits``.
+        eval_splits: splits to evaluate; default: those of ``"test"`` and ``"ood"`` that exist.
+        model: the architecture (:class:`ModelConfig`) [--embed-dim, --image-size, --vision, ...].
+        batch_size: images per step B [--batch-size] (the paper: 16-256).
+        steps: optimiser steps [--steps].
+        lr: peak learning rate [--lr]; weight_decay: AdamW decoupled weight decay [--weight-decay].
+        warmup_steps: linear warm-up steps [--warmup]; capped at ``steps``.
+        hard_negatives: binding negatives added per sample (0 = plain CLIP) [--hard-negatives gives 1,
+            --hard-negatives-per-sample K].
+        seed: seeds weights, batch order and hard-negative choice [--seed].
+        precision: ``fp32`` | ``bf16`` | ``fp16`` autocast [--precision]; fp16 needs CUDA.
+        device: ``auto`` | ``cpu`` | ``cuda`` [--device]. workers: DataLoader worker processes [--workers].
+        threads: torch intra-op CPU threads, 0 = torch's default [--threads] (does not change the results'
+            meaning, but float sums may round differently, so resume with the same value for exact equality).
+        checkpoint_every / log_every / eval_every: steps between checkpoints, log lines and evaluations
+            (``eval_every`` 0 = evaluate only the final model).
+        eval_batch_size: images or texts per forward pass during evaluation.
+    """
+
+    data: str
+    out: str
+    eval_data: str | None = None
+    eval_splits: list[str] | None = None
+    model: ModelConfig = field(default_factory=ModelConfig)
+    split: str = "train"
+    batch_size: int = 128
+    steps: int = 2000
+    lr: float = 1e-3
+    weight_decay: float = 0.1
+    warmup_steps: int = 100
+    hard_negatives: int = 0
+    seed: int = 0
+    precision: str = "fp32"
+    device: str = "auto"
+    workers: int = 0
+    threads: int = 0
+    checkpoint_every: int = 500
+    log_every: int = 10
+    eval_every: int = 0
+    eval_batch_size: int = 256
+
+    def validate(self) -> None:
+        """Raise BadInput naming the first bad value."""
+        checks = [("batch_size", 1), ("steps", 1), ("checkpoint_every", 1), ("log_every", 1),
+                  ("eval_batch_size", 1), ("warmup_steps", 0), ("hard_negatives", 0), ("workers", 0), ("threads", 0),
+                  ("eval_every", 0), ("seed", 0)]
+        for name, low in checks:
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < low:
+                raise BadInput(f"--{name.replace('_', '-')} must be an integer >= {low}, got {value!r}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise BadInput(f"--lr must be a positive number, got {self.lr!r}")
+        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+            raise BadInput(f"--weight-decay must be >= 0, got {self.weight_decay!r}")
+
+    def identity(self) -> dict:
+        """The values a resumed run must share with the interrupted one."""
+        data = asdict(self)
+        return {key: data[key] for key in _IDENTITY_KEYS}
+
+
+def clip_loss(image_features, text_features, logit_scale, num_captions: int):
+    """open_clip's CLIP loss, with NegCLIP hard negatives when ``text_features`` has more rows than images.
+
+    Args:
+        image_features: ``(B, D)`` L2-normalised image embeddings.
+        text_features: ``(B + M, D)`` L2-normalised: the B matching captions (row i matches image i), then
+            M hard-negative captions.
+        logit_scale: the scalar ``exp(logit_scale)`` multiplier (a tensor).
+        num_captions: B.
+
+    Returns:
+        scalar tensor: ``(CE(image->all B+M texts) + CE(caption->B images)) / 2`` (plain ``ClipLoss`` when M=0).
+    """
+    import torch
+    import torch.nn.functional as F
+    from open_clip.loss import ClipLoss
+
+    loss_fn = ClipLoss()
+    if text_features.shape[0] == num_captions:
+        return loss_fn(image_features, text_features, logit_scale)
+    logits_per_image, logits_per_text = loss_fn.get_logits(image_features, text_features, logit_scale)
+    labels = torch.arange(num_captions, device=image_features.device)
+    return (F.cross_entropy(logits_per_image, labels) + F.cross_entropy(logits_per_text[:num_captions], labels)) / 2
+
+
+def evaluate(adapter, eval_data: str, splits: list[str] | None) -> dict:
+    """Recognition and binding of ``adapter`` on ``eval_data`` through the evaluation module (the one call site).
+
+    Returns the evaluation module's schema-valid result (:func:`bindscope.evaluation.madman.evaluate_madman`;
+    binding conditional on recognition, strict ``>``, no embedding cache: the weights change every evaluation).
+    """
+    from bindscope.evaluation.madman import evaluate_madman
+
+    return evaluate_madman(eval_data, adapter, splits=splits, progress=False)
+
+
+def binding_summary(result: dict) -> dict:
+    """``{split: {"recognition": {attribute: acc}, "binding": {attribute: acc}}}`` from an evaluation result.
+
+    Accuracies are fractions in [0, 1] (None where no negative was scored).
+    """
+    summary = {}
+    for split, metrics in result["metrics"]["splits"].items():
+        summary[split] = {kind: {attribute: value["accuracy"]
+                                 for attribute, value in metrics[kind]["per_attribute"].items()}
+                          for kind in ("recognition", "binding")}
+    return summary
+
+
+def _lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return factor
+
+
+def _rng_state() -> dict:
+    import torch
+
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class Trainer:
+    """One training run: validates, prepares (or resumes) the run folder, then :meth:`run` trains.
+
+    Everything is validated before anything is written: both datasets (finished, with the needed splits),
+    the device and precision, the batch size against the split size, and an existing run folder's config.
+
+    Attributes after construction: ``model``, ``optimizer``, ``scheduler``, ``scaler``, ``step`` (optimiser
+    steps done; > 0 when resumed), ``resumed`` (bool), ``data`` (:class:`~bindscope.training.data.TrainingData`).
+
+    Raises:
+        BadInput: any bad setting, a missing or unfinished dataset, or a run folder holding another run
+            (without ``overwrite``) or foreign files.
+    """
+
+    def __init__(self, config: TrainConfig, overwrite: bool = False, progress: bool = True):
+        import torch
+
+        from bindscope.training.data import BatchSource, load_split
+        from bindscope.training.model import build_model
+
+        config.validate()
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        self.device = resolve_device(config.device)
+        self._dtype = autocast_dtype(config.precision, self.device)
+        if config.eval_data is None:
+            config = replace(config, eval_data=config.data)
+        eval_manifest = load_manifest(config.eval_data)
+        if eval_manifest["generator"]["name"] != "madman":
+            raise BadInput(f"--eval {config.eval_data!r} was made by {eval_manifest['generator']['name']!r}; "
+                           "evaluation needs a madman dataset")
+        available = list(eval_manifest["splits"])
+        if config.eval_splits is None:
+            config = replace(config, eval_splits=[s for s in ("test", "ood") if s in available])
+        missing = [s for s in config.eval_splits if s not in available]
+        if missing or not config.eval_splits:
+            raise BadInput(f"--eval {config.eval_data!r} has no split {', '.join(missing) or 'test'}; "
+                           f"it has: {', '.join(available)}")
+        self.config = config
+        self.progress = progress
+        self.out = Path(config.out)
+        self.data = load_split(config.data, config.split)
+        self.source = BatchSource(self.data, config.batch_size, config.seed, config.model.image_size,
+                                  config.model.context_length, config.hard_negatives)
+        self.data_manifest_sha = load_manifest(config.data)["config_sha256"]
+        run_record = {"config": self._config_dict(), "identity": config.identity(),
+                      "data_config_sha256": self.data_manifest_sha}
+        self.resumed = self._prepare_out(run_record, overwrite)
+
+        torch.manual_seed(config.seed)
+        self.model = build_model(config.model).to(self.device)
+        decay, no_decay = [], []
+        for name, parameter in self.model.named_parameters():
+            excluded = parameter.ndim < 2 or "logit_scale" in name or "bias" in name or "ln" in name
+            (no_decay if excluded else decay).append(parameter)
+        self.optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                                            {"params": no_decay, "weight_decay": 0.0}], lr=config.lr)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, _lr_lambda(min(config.warmup_steps, config.steps), config.steps))
+        self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
+        self.step = 0
+        if self.resumed and (self.out / CHECKPOINT).is_file():
+            self._load_checkpoint()
+        self._trim_log()
+
+    # ----------------------------------------------------------------- run folder
+    def _config_dict(self) -> dict:
+        data = asdict(self.config)
+        data["data"] = str(Path(self.config.data))
+        return data
+
+    def _prepare_out(self, record: dict, overwrite: bool) -> bool:
+        out = self.out
+        if out.exists() and not out.is_dir():
+            raise BadInput(f"--out {str(out)!r} exists and is not a folder")
+        if out.is_dir() and any(out.iterdir()):
+            run_file = out / RUN
+            if not run_file.is_file():
+                raise BadInput(f"--out {str(out)!r} holds files that are not a madman train run; "
+                               "choose another --out")
+            try:
+                old = json.loads(run_file.read_text())
+            except json.JSONDecodeError:
+                old = {}
+            same = (old.get("identity") == record["identity"]
+                    and old.get("data_config_sha256") == record["data_config_sha256"])
+            if same:
+                return True
+            if not overwrite:
+                changed = sorted(k for k in record["identity"] if old.get("identity", {}).get(k) !=
+                                 record["identity"][k])
+                if old.get("data_config_sha256") != record["data_config_sha256"]:
+                    changed.append("training data")
+                raise BadInput(f"--out {str(out)!r} holds another run (different {', '.join(changed)}); "
+                               "pass --overwrite to replace it, or choose another --out")
+            shutil.rmtree(out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out / RUN, canonical_json(record))
+        return False
+
+    def _load_checkpoint(self) -> None:
+        import torch
+
+        blob = torch.load(self.out / CHECKPOINT, map_location="cpu", weights_only=False)
+        if blob.get("format") != CHECKPOINT_FORMAT:
+            raise BadInput(f"{str(self.out / CHECKPOINT)!r} is not a madman train checkpoint")
+        self.model.load_state_dict(blob["model"])
+        self.optimizer.load_state_dict(blob["optimizer"])
+        self.scheduler.load_state_dict(blob["scheduler"])
+        self.scaler.load_state_dict(blob["scaler"])
+        _set_rng_state(blob["rng"])
+        self.step = int(blob["step"])
+
+    def save_checkpoint(self) -> None:
+        """Write ``checkpoint.pt`` atomically with the current step and every state."""
+        save_atomic({"format": CHECKPOINT_FORMAT, "version": 1, "step": self.step,
+                     "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                     "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+                     "rng": _rng_state(), "model_config": self.config.model.to_dict(),
+                     "train_config": self._config_dict()}, self.out / CHECKPOINT)
+
+    def _trim_log(self) -> None:
+        """Drop log lines from steps after the checkpoint (they will be redone)."""
+        log = self.out / LOG
+        if not log.is_file():
+            return
+        kept = [line for line in log.read_text().splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= self.step]
+        write_text_atomic(log, "".join(line + "\n" for line in kept))
+
+    def _log(self, record: dict) -> None:
+        with open(self.out / LOG, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+    # ----------------------------------------------------------------- training
+    def adapter(self, pretrained: str = "in-memory") -> TrainedClipAdapter:
+        """The current model as an encoder adapter (shares the weights; switch back with ``model.train()``)."""
+        return TrainedClipAdapter(self.model, self.config.model, name=str(self.out), pretrained=pretrained,
+                                  device=self.device, precision=self.config.precision,
+                                  batch_size=self.config.eval_batch_size)
+
+    def train_step(self, batch: dict) -> float:
+        """One optimiser step on ``batch`` (from :class:`BatchSource`); returns the loss (float)."""
+        import torch
+
+        device_type = "cuda" if self.device.startswith("cuda") else "cpu"
+        self.model.train()
+        images = batch["images"].to(self.device, non_blocking=True)
+        texts = batch["texts"].to(self.device, non_blocking=True)
+        with torch.autocast(device_type, dtype=self._dtype, enabled=self._dtype is not None):
+            image_features = self.model.encode_image(images, normalize=True)
+            text_features = self.model.encode_text(texts, normalize=True)
+            loss = clip_loss(image_features.float(), text_features.float(), self.model.logit_scale.exp(),
+                             batch["num_captions"])
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        with torch.no_grad():
+            self.model.logit_scale.clamp_(0, math.log(100))
+        self.step += 1
+        return float(loss.detach())
+
+    def run(self, callback: Callable[["Trainer", float], None] | None = None) -> dict:
+        """Train up to ``config.steps``, then write ``model.pt`` and evaluate into ``result.json``.
+
+        Args:
+            callback: called as ``callback(trainer, loss)`` after every step (after any checkpoint of that step).
+
+        Returns:
+            a summary dict: ``steps``, ``resumed_from``, ``train_seconds``, ``steps_per_s``, ``images_per_s``,
+            ``final_loss``, ``truncated_captions``, ``result`` (the evaluation result) and the files written.
+            On Ctrl-C the state is checkpointed before the interrupt propagates.
+        """
+        import torch
+        from tqdm.auto import tqdm
+
+        config = self.config
+        start = self.step
+        loader = torch.utils.data.DataLoader(self.source, batch_size=None, sampler=range(start, config.steps),
+                                             num_workers=config.workers,
+                                             persistent_workers=False)
+        losses: list[float] = []
+        truncated = 0
+        train_seconds = 0.0
+        interval_images, interval_seconds = 0, 0.0
+        last_loss = float("nan")
+        bar = tqdm(total=config.steps, initial=start, unit="step", desc=f"train {self.out.name}",
+                   disable=not self.progress)
+        try:
+            tick = time.perf_counter()
+            for batch in loader:
+                last_loss = self.train_step(batch)
+                now = time.perf_counter()
+                train_seconds += now - tick
+                interval_seconds += now - tick
+                losses.append(last_loss)
+                truncated += batch["truncated"]
+                interval_images += batch["num_captions"]
+                if self.step % config.log_every == 0 or self.step == config.steps:
+                    speed = interval_images / max(interval_seconds, 1e-9)
+                    self._log({"step": self.step, "loss": last_loss, "loss_mean": float(np.mean(losses)),
+                               "lr": self.scheduler.get_last_lr()[0],
+                               "logit_scale": float(self.model.logit_scale.detach().exp()),
+                               "images_per_s": speed, "elapsed_s": train_seconds})
+                    bar.set_postfix(loss=f"{last_loss:.4f}", img_s=f"{speed:.0f}")
+                    losses, interval_images, interval_seconds = [], 0, 0.0
+                bar.update(1)
+                if self.step % config.checkpoint_every == 0 or self.step == config.steps:
+                    self.save_checkpoint()
+                if config.eval_every and self.step % config.eval_every == 0 and self.step < config.steps:
+                    self._log({"step": self.step, "eval": binding_summary(self._evaluate())})
+                if callback is not None:
+                    callback(self, last_loss)
+                tick = time.perf_counter()
+        except KeyboardInterrupt:
+            if self.step > start:
+                self.save_checkpoint()
+            raise
+        finally:
+            bar.close()
+        return self._finish(start, train_seconds, last_loss, truncated)
+
+    def _evaluate(self, pretrained: str = "in-memory") -> dict:
+        try:
+            return evaluate(self.adapter(pretrained), self.config.eval_data, self.config.eval_splits)
+        finally:
+            self.model.train()
+
+    def _finish(self, start: int, train_seconds: float, last_loss: float, truncated: int) -> dict:
+        config = self.config
+        save_atomic({"format": MODEL_FORMAT, "version": 1, "step": self.step, "model": self.model.state_dict(),
+                     "model_config": config.model.to_dict(), "train_config": self._config_dict()},
+                    self.out / MODEL)
+        result_path = self.out / RESULT
+        if result_path.is_file():
+            result = json.loads(result_path.read_text())
+        else:
+            result = self._evaluate(str(self.out / MODEL))
+            write_text_atomic(result_path, canonical_json(result))
+            self._log({"step": self.step, "eval": binding_summary(result)})
+        steps_done = self.step - start
+        return {"steps": self.step, "resumed_from": start, "train_seconds": train_seconds,
+                "steps_per_s": steps_done / train_seconds if train_seconds else None,
+                "images_per_s": steps_done * config.batch_size / train_seconds if train_seconds else None,
+                "final_loss": last_loss, "truncated_captions": truncated, "result": result,
+                "files": {name: str(self.out / name) for name in (RUN, CHECKPOINT, MODEL, LOG, RESULT)}}
+
+
+def train(config: TrainConfig, overwrite: bool = False, progress: bool = True) -> dict:
+    """Train (or resume, or return the finished) run ``config``; see :meth:`Trainer.run` for the summary."""
+    return Trainer(config, overwrite=overwrite, progress=progress).run()

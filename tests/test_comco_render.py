@@ -1,0 +1,186 @@
+"""ComCO / SimCO rendering with the real bpy (Cycles on CPU): tiny 64 x 64 scenes, few samples."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+pytest.importorskip("bpy")
+
+from bindscope.cli import comco  # noqa: E402
+from bindscope.config import resolve_config  # noqa: E402
+from bindscope.dataset.reader import Dataset  # noqa: E402
+from bindscope.dataset.verify import verify_dataset  # noqa: E402
+from bindscope.generators.comco import planning  # noqa: E402
+from bindscope.generators.comco.generator import ComcoGenerator  # noqa: E402
+from bindscope.generators.comco.registry import load_set  # noqa: E402
+
+pytestmark = pytest.mark.blender
+
+TINY = {"visibility": {"min_pixels": 6}, "shard_size": 4, "denoise": False}
+ARGS = ["render", "--set", "simco18", "--objects", "2-5", "-n", "8", "--resolution", "64", "--samples", "2",
+        "--seed", "3", "--device", "cpu", "--quiet"]
+
+
+def _render(tmp_path_factory, name: str, *extra: str):
+    folder = tmp_path_factory.mktemp(name)
+    cfg = folder / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump(TINY))
+    out = folder / "data"
+    result = CliRunner().invoke(comco, [*ARGS, "--config", str(cfg), "--out", str(out), *extra])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return _render(tmp_path_factory, "comco-jobs1", "--jobs", "1", "--threads", "2")
+
+
+def _scenes(path):
+    with Dataset(path) as ds:
+        return list(ds.split("scenes")), list(ds.split("references")), ds.manifest
+
+
+def test_dataset_is_sound_and_follows_the_conventions(dataset):
+    assert verify_dataset(dataset) == []
+    scenes, refs, manifest = _scenes(dataset)
+    assert manifest["generator"]["name"] == "comco"
+    assert manifest["image_size"] == [64, 64]
+    assert manifest["object_attributes"] == ["size_class", "size"]
+    assert {"occlusion", "scale"} <= set(manifest["object_extras"])
+    assert [len(s.objects) for s in scenes] == [2, 3, 4, 5, 2, 3, 4, 5]
+    assert manifest["statistics"]["scenes"]["objects_per_scene"] == {"2": 2, "3": 2, "4": 2, "5": 2}
+    for s in scenes:
+        assert s.image.shape == (64, 64, 3) and s.image.dtype == np.uint8 and s.image.std() > 1
+        ordered = sorted(s.objects, key=lambda o: o.mention_position)
+        assert s.caption == " and ".join(o.category for o in ordered)
+        assert [o.category for o in s.objects] == [e["category"] for e in s.spec["objects"]]
+
+
+def test_mask_ids_equal_visible_objects(dataset):
+    scenes, _, _ = _scenes(dataset)
+    for s in scenes:
+        ids = set(np.unique(s.mask).tolist()) - {0}
+        visible = {o.index for o in s.objects if o.area > 0}
+        assert ids == visible == set(range(1, len(s.objects) + 1))
+        assert all(o.area >= 6 for o in s.objects)  # visibility.min_pixels
+
+
+def test_each_mask_lies_inside_its_projected_bbox(dataset):
+    scenes, refs, _ = _scenes(dataset)
+    for s in scenes + refs:
+        for o in s.objects:
+            ys, xs = np.nonzero(s.mask == o.index)
+            e = o.extras
+            # pixel centres (x + 0.5, y + 0.5) hit the object, so they lie within its projected vertex bounds
+            assert xs.min() + 0.5 >= e["proj_x0"] - 1e-3 and xs.max() + 0.5 <= e["proj_x1"] + 1e-3
+            assert ys.min() + 0.5 >= e["proj_y0"] - 1e-3 and ys.max() + 0.5 <= e["proj_y1"] + 1e-3
+            assert 0 <= e["proj_x0"] and e["proj_x1"] <= 64  # visibility.in_frame
+            assert 0.0 <= e["occlusion"] <= 1.0 and e["unoccluded_area"] >= o.area
+
+
+def test_one_large_object_has_the_largest_visible_area(dataset):
+    scenes, _, manifest = _scenes(dataset)
+    for s in scenes:
+        large = [o for o in s.objects if o.attributes["size"] == "large"]
+        assert len(large) == 1 and large[0].salient and large[0].extras["scale"] == pytest.approx(1.5)
+        assert all(o.area < large[0].area for o in s.objects if o is not large[0])
+        assert large[0].size_rank == 1
+        assert all(not o.salient and o.extras["scale"] == pytest.approx(0.75) for o in s.objects
+                   if o is not large[0])
+    assert manifest["statistics"]["scenes"]["large_size_rank1"] == 1.0
+
+
+def test_reference_images_show_exactly_one_object(dataset):
+    _, refs, _ = _scenes(dataset)
+    names = [c.name for c in load_set("simco18")]
+    assert [r.caption for r in refs] == names
+    for r, category in zip(refs, load_set("simco18")):
+        assert set(np.unique(r.mask).tolist()) == {0, 1}
+        (obj,) = r.objects
+        assert (obj.category, obj.category_id, obj.mention_position) == (category.name, category.id, 1)
+        assert obj.extras["occlusion"] == 0.0 and obj.area == obj.extras["unoccluded_area"]
+        x0, _, x1, _ = obj.bbox
+        assert abs((x0 + x1) / 2 - 32) <= 6  # centred horizontally (same un-jittered camera for all)
+
+
+def test_same_seed_same_specs_and_masks_for_any_jobs(dataset, tmp_path_factory):
+    other = _render(tmp_path_factory, "comco-jobs2", "--jobs", "2", "--threads", "1")
+    a_scenes, a_refs, a_manifest = _scenes(dataset)
+    b_scenes, b_refs, b_manifest = _scenes(other)
+    assert a_manifest["config_sha256"] == b_manifest["config_sha256"]
+    for a, b in zip(a_scenes + a_refs, b_scenes + b_refs):
+        assert a.spec == b.spec and a.caption == b.caption
+        assert np.array_equal(a.mask, b.mask)
+        assert [vars(o) for o in a.objects] == [vars(o) for o in b.objects]
+        # Cycles with a per-scene seed: the same pixels up to Cycles' own run-to-run jitter, which moves a
+        # handful of pixels by one level (docs/comco.md, "Determinism")
+        diff = np.abs(a.image.astype(int) - b.image)
+        assert diff.max() <= 1 and np.count_nonzero(diff) <= 0.005 * diff.size
+
+
+def _generator(**overrides) -> ComcoGenerator:
+    cfg = resolve_config("comco_config", planning.DEFAULT_CONFIG,
+                         {"set": "simco18", "resolution": 64, "samples": 2, "n": 2, **TINY, **overrides})
+    return ComcoGenerator(cfg, seed=0, threads=2, device="cpu")
+
+
+def test_occlusion_matches_a_solo_render():
+    gen = _generator()
+    session = gen._session()
+    spec = planning.plan_reference(gen.config, gen.categories, 0, 0)
+    spec["objects"] = [
+        {**spec["objects"][0], "index": 1, "category": "cube", "scale": 0.75, "y": -0.45},   # front, small
+        {**spec["objects"][0], "index": 2, "category": "cylinder", "scale": 1.5, "y": 0.8},  # behind, large
+    ]
+    out = session.render(spec)
+    front, back = out.objects
+    assert set(np.unique(out.mask).tolist()) == {0, 1, 2}
+    assert front.occlusion == 0.0 and front.unoccluded_area == front.area
+    assert back.occlusion > 0.05 and back.unoccluded_area > back.area
+    assert back.occlusion == pytest.approx(1 - back.area / back.unoccluded_area)
+    alone = copy.deepcopy(spec)
+    alone["objects"] = [spec["objects"][1]]
+    solo = session.render(alone)
+    assert solo.objects[0].area == back.unoccluded_area  # the cropped solo id render is exact
+    assert np.array_equal(solo.mask == 2, (out.mask == 2) | ((solo.mask == 2) & (out.mask == 1)))
+
+
+def test_equal_mode_salient_is_rank_one_and_memory_stays_flat():
+    gen = _generator(size_mode="equal", objects={"min": 3, "max": 3})
+    session = gen._session()
+    first = gen.make_samples("scenes", 0, 2)
+    before = session.memory_counts()
+    again = gen.make_samples("scenes", 0, 2)
+    assert session.memory_counts() == before  # orphan data purged between scenes
+    for s, t in zip(first, again):
+        assert np.array_equal(s.mask, t.mask) and s.spec == t.spec
+        assert [o.salient for o in s.objects] == [o.size_rank == 1 for o in s.objects]
+        assert {o.attributes["size"] for o in s.objects} == {"equal"}
+        assert all(o.extras["scale"] == 1.0 for o in s.objects)
+
+
+def test_preview_grid(dataset, tmp_path):
+    from PIL import Image
+
+    out = tmp_path / "grid.png"
+    result = CliRunner().invoke(comco, ["preview", str(dataset), "--out", str(out), "-n", "4", "--cols", "2"])
+    assert result.exit_code == 0, result.output
+    with Image.open(out) as im:
+        assert im.size[0] > 200 and im.size[1] > 200
+    bad = CliRunner().invoke(comco, ["preview", str(dataset), "--out", str(tmp_path / "g.png"), "--split", "nope"])
+    assert bad.exit_code == 2 and "references" in bad.output
+
+
+def test_spec_json_round_trip(dataset):
+    scenes, _, _ = _scenes(dataset)
+    spec = scenes[0].spec
+    assert json.loads(json.dumps(spec)) == spec and spec["kind"] == "scene" and spec["attempts"] >= 1
+    assert math.isfinite(spec["camera"]["distance"])
