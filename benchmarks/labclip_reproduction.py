@@ -104,7 +104,7 @@ def main() -> None:
 
     print(f"\nmodel {model} (D = {adapter.embed_dim}); dataset {data} (preset {args.preset}), split test, "
           f"{probes['n_samples']} samples")
-    print("\nlinear probes (test accuracy on held-out scene combinations, mean over target digits)")
+    print("\nlinear probes (test accuracy on held-out attribute-object combinations, mean over target digits)")
     print(f"{'attribute':<11}{'modality':<9}{'probe':>8}{'BoW probe':>11}{'BoW bound':>11}{'chance':>8}{'n_test':>8}")
     for modality, per in probes["modalities"].items():
         for attribute, s in per.items():

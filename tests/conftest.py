@@ -1,8 +1,11 @@
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 # No downloads at test time: every model and data set comes from installed packages or is trained here.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# One cache folder per test session (MNIST digit tables, embeddings): never the user's ~/.cache.
+os.environ.setdefault("BINDSCOPE_CACHE", tempfile.mkdtemp(prefix="bindscope-test-cache-"))
 sys.path.insert(0, str(Path(__file__).parent))

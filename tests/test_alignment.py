@@ -123,7 +123,29 @@ def test_run_probes_beats_bag_of_words_when_binding_is_linearly_encoded():
         assert summary["bag_of_words_bound"] == pytest.approx(0.5)
         assert 0.3 < summary["bag_of_words"] < 0.6
         assert summary["accuracy"] > 0.85
-    assert sum(result["splits"]["colour"].values()) == len(table)
+    # every sample holds two different digits: each is a target once
+    assert sum(sum(per.values()) for per in result["splits"]["colour"].values()) == 2 * len(table)
+
+
+def test_probe_splits_never_leak_a_distractor_combination():
+    from bindscope.alignment.probes import probe_splits
+    from bindscope.alignment.splits import distractor_combination
+
+    table, _ = _binding_table(n=600, seed=3)
+    splits = probe_splits(table, "colour", (0.6, 0.2, 0.2), seed=0)
+    assert sorted(splits) == ["0", "1", "2", "3", "4"]
+    for category, per in splits.items():
+        keys = [set(), set(), set()]
+        for sample, part in per.items():
+            target = next(o for o in table.objects[sample] if o.category == category)
+            keys[part].add(distractor_combination(table.objects[sample], target.index, "colour"))
+        assert all(keys) and not (keys[0] & keys[1]) and not (keys[0] & keys[2]) and not (keys[1] & keys[2])
+        # the target's own classes are all seen in training
+        values = [{next(o for o in table.objects[s] if o.category == category).attributes["colour"]
+                   for s, p in per.items() if p == part} for part in range(3)]
+        assert values[2] <= values[0]
+    assert distractor_combination(table.objects[0], 1, "colour") == \
+        ((table.objects[0][1].category, table.objects[0][1].attributes["colour"]),)
 
 
 def test_bag_of_words_features_count_categories_and_values_without_pairing():
@@ -173,6 +195,71 @@ def test_composed_captions_for_attribute_free_captions():
     assert sorted((n.caption, n.objects) for n in swaps) == [
         ("large apple and small pizza and small cube", (2, 1)),
         ("small apple and small pizza and large cube", (1, 3))]
+
+
+class _BareNameScenes:
+    """ComCO-like scenes: captions are bare names joined with " and "; attributes size_class and size."""
+
+    splits = {"scenes": 6}
+    shard_size = 3
+    seed = 0
+    name = "comco"
+    version = "test"
+    attribute_names = ["size_class", "size"]
+    extra_names: list = []
+    config: dict = {}
+    image_size = (8, 8)
+
+    def make_samples(self, split, start, count):
+        from bindscope.dataset.records import Sample
+
+        names = [("pizza", "medium"), ("apple", "small"), ("bus", "large")]
+        out = []
+        for index in range(start, start + count):
+            mask = np.zeros((8, 8), np.uint8)
+            objects = []
+            for k in range(3):
+                mask[k * 2, :] = k + 1
+                name, size_class = names[(index + k) % 3]
+                objects.append(ObjectRecord(k + 1, name, k, {"size_class": size_class,
+                                                            "size": "large" if k == index % 3 else "small"},
+                                            (0, 2 * k, 8, 2 * k + 1), 8, k + 1, k == index % 3, 3 - k))
+            caption = " and ".join(o.category for o in sorted(objects, key=lambda o: o.mention_position))
+            out.append(Sample(index, np.zeros((8, 8, 3), np.uint8), mask, caption, objects))
+        return out
+
+    def shard_statistics(self, split, samples):
+        return {"samples": len(samples)}
+
+    def statistics(self, counts):
+        return {}
+
+    def card(self, manifest):
+        return "# scenes\n"
+
+
+def test_load_table_recomposes_attribute_free_captions(tmp_path):
+    from bindscope.alignment.data import load_table
+    from bindscope.alignment.workflow import check_probe_table, default_split, labclip_items
+    from bindscope.dataset.build import build_dataset
+    from bindscope.dataset.reader import Dataset
+
+    build_dataset(_BareNameScenes(), tmp_path / "scenes", progress=False)
+    ds = Dataset(tmp_path / "scenes")
+    assert default_split(ds) == "scenes"
+    table = load_table(ds, "scenes")
+    assert table.composed == ["size"]
+    # sample 0: objects 3 (bus), 2 (apple), 1 (pizza, large) in mention order
+    assert table.captions[0] == "small bus and small apple and large pizza"
+    assert sorted(n.caption for n in table.negatives[0]) == ["large bus and small apple and small pizza",
+                                                             "small bus and large apple and small pizza"]
+    assert all(n.kind == "binding" and n.attribute == "size" for negs in table.negatives for n in negs)
+    assert len(labclip_items(table)) == 6
+    counts = check_probe_table(table, ("image", "text"), ["size_class", "size"])
+    assert counts["text"]["size_class"] == 0 and counts["text"]["size"] == 18 and counts["image"]["size"] == 18
+    with pytest.raises(BadInput, match="no sample to probe"):
+        check_probe_table(table, ("text",), ["size_class"])
+    assert load_table(ds, "scenes", compose=None).captions[0] == "bus and apple and pizza"
 
 
 # ----------------------------------------------------------------------------------------- LABCLIP
@@ -241,13 +328,24 @@ def test_binding_report_counts_binding_given_recognition_by_hand():
     e = np.eye(3, dtype=np.float32)
     images = np.array([e[0], e[1]])
     texts = np.array([e[0], e[1]])
-    # sample 0: binding passed, its recognition passed; sample 1: binding passed, recognition failed
-    negatives = np.array([unit(e[0] + e[2]), unit(e[0] + e[1]), unit(e[1] + e[2]), e[1]], np.float32)
-    pairs = Pairs(np.array([0, 1]), images, texts, negatives, np.array([0, 0, 1, 1]),
-                  ["binding", "recognition", "binding", "recognition"], ["colour"] * 4,
-                  [(1, 2), (1,), (1, 2), (2,)], [set()] * 4)
+    # sample 0: binding passed, recognition passed for both digits -> counted given recognition
+    # sample 1: binding passed, recognition of digit 2 fails (a tie: cos 1 = cos 1) -> excluded
+    negatives = np.array([unit(e[0] + e[2]), unit(e[0] + e[1]), e[2],
+                          unit(e[1] + e[2]), e[0], e[1]], np.float32)
+    pairs = Pairs(np.array([0, 1]), images, texts, negatives, np.array([0, 0, 0, 1, 1, 1]),
+                  ["binding", "recognition", "recognition"] * 2, ["colour"] * 6,
+                  [(1, 2), (1,), (2,)] * 2, [set()] * 6)
     report = binding_report(pairs)
     assert report["binding"]["accuracy"] == 1.0 and report["binding"]["n"] == 2
-    assert report["recognition"]["accuracy"] == 0.5  # the fourth negative ties its caption: a tie is wrong
+    assert report["recognition"]["accuracy"] == 0.75 and report["recognition"]["n"] == 4
     assert report["binding_given_recognition"]["n"] == 1
+    assert report["binding_given_recognition"]["accuracy"] == 1.0
     assert report["modality_gap"] == pytest.approx(0.0)
+    # selecting binding negatives: only sample 1's
+    selected = binding_report(pairs, select_binding=np.array([False, True, True, True, True, True]))
+    assert selected["binding"]["n"] == 1 and selected["binding_given_recognition"]["n"] == 0
+    # a map (here: swapping axes 0 and 1 of the text side) changes every comparison
+    swap = LabclipMap(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 1]], np.float32))
+    mapped = binding_report(pairs, swap)
+    assert mapped["modality_gap"] == pytest.approx(0.0)  # the two captions trade places: same centroid
+    assert mapped["binding"]["accuracy"] == 0.0

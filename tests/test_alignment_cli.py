@@ -11,6 +11,8 @@ from click.testing import CliRunner
 
 from bindscope.cli import bindscope, madman
 
+pytestmark = pytest.mark.slow
+
 TINY_MODEL = ["--embed-dim", "32", "--image-size", "32", "--vision-width", "64", "--vision-layers", "1",
               "--text-width", "64", "--text-layers", "1", "--batch-size", "16", "--steps", "3", "--warmup", "1",
               "--device", "cpu", "--quiet"]
@@ -39,8 +41,7 @@ def invoke(args):
 
 def test_probe_cli_counts_and_schema(tiny):
     from bindscope.alignment.data import load_table
-    from bindscope.alignment.probes import probe_targets
-    from bindscope.alignment.splits import scene_combination, split_by_combination
+    from bindscope.alignment.probes import probe_splits, probe_targets
     from bindscope.dataset.reader import Dataset
     from bindscope.schemas import validate
 
@@ -55,9 +56,8 @@ def test_probe_cli_counts_and_schema(tiny):
     for modality in ("image", "text"):
         for attribute in ("colour", "rotation"):
             summary = result["metrics"]["modalities"][modality][attribute]
-            keys = [scene_combination(o, attribute) for o in table.objects]
-            split = split_by_combination(keys, (0.6, 0.2, 0.2), seed=0)
-            expected = {c: sum(split[s] == 2 for s, _ in pairs)
+            split = probe_splits(table, attribute, (0.6, 0.2, 0.2), seed=0)
+            expected = {c: sum(split.get(c, {}).get(s) == 2 for s, _ in pairs)
                         for c, pairs in probe_targets(table, modality, attribute).items()}
             for category, info in summary["targets"].items():
                 assert info["n_test"] == expected[category]
@@ -133,6 +133,20 @@ def test_labclip_fit_eval_apply_match_direct_computation(tiny):
     mapped = np.load(root / "mapped.npy")
     expected = captions @ labclip.weight.T
     np.testing.assert_allclose(mapped, expected / np.linalg.norm(expected, axis=1, keepdims=True), atol=1e-6)
+
+    # `madman eval --labclip` scores the mapped text embeddings with the evaluation module's protocol; its
+    # binding counts equal this module's on every test sample with binding negatives
+    from bindscope.alignment.data import make_embedder
+    from bindscope.alignment.workflow import binding_report, embed_pairs
+
+    r = CliRunner().invoke(madman, ["eval", str(data), "--model", str(model), "--split", "test", "--no-cache",
+                                    "--labclip", str(path), "--out", str(root / "eval.json"), "--quiet"])
+    assert r.exit_code == 0, r.output
+    evaluated = json.loads((root / "eval.json").read_text())["metrics"]["splits"]["test"]["binding"]["per_attribute"]
+    pairs = embed_pairs(table, ds, make_embedder(adapter, use_cache=False), items)
+    mine = binding_report(pairs, labclip, None, table.attributes)["binding_given_recognition"]["per_attribute"]
+    assert {a: (v["correct"], v["total"]) for a, v in evaluated.items() if v["total"]} == \
+        {a: (v["correct"], v["n"]) for a, v in mine.items() if v["n"]}
 
     # a map of another dimension is refused with exit status 2
     np.save(root / "wrong.npy", np.ones((2, 16), np.float32))

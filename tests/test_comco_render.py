@@ -184,3 +184,27 @@ def test_spec_json_round_trip(dataset):
     spec = scenes[0].spec
     assert json.loads(json.dumps(spec)) == spec and spec["kind"] == "scene" and spec["attempts"] >= 1
     assert math.isfinite(spec["camera"]["distance"])
+
+
+def test_rejected_layouts_are_replanned_and_bounded(tmp_path):
+    from bindscope.errors import BadInput
+
+    gen = _generator(objects={"min": 3, "max": 3})
+    session = gen._session()
+    spec = planning.plan_scene(gen.config, gen.categories, 0, 0)
+    out = session.render(spec, accept=lambda spec, objects: "no thanks")
+    assert out.image is None and out.rejected == "no thanks" and len(out.objects) == 3
+    # a stricter visibility threshold re-plans some scenes; every accepted one satisfies it
+    strict = _generator(objects={"min": 3, "max": 3}, visibility={"min_pixels": 40, "in_frame": True, "max_tries": 50})
+    samples = strict.make_samples("scenes", 0, 4)
+    assert all(o.area >= 40 for s in samples for o in s.objects)
+    assert [s.spec["attempts"] for s in samples] == [s.spec["attempt"] + 1 for s in samples]
+    assert max(s.spec["attempts"] for s in samples) > 1  # (seeded: [1, 16, 3, 6] attempts)
+    # an unreachable one stops with a clear error, and the CLI exits 2
+    hopeless = _generator(visibility={"min_pixels": 5000, "in_frame": True, "max_tries": 3})
+    with pytest.raises(BadInput, match="scene 0: no acceptable render in visibility.max_tries = 3 attempts"):
+        hopeless.render_scene(0)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"visibility": {"min_pixels": 5000, "in_frame": True, "max_tries": 2}}))
+    result = CliRunner().invoke(comco, [*ARGS, "--config", str(cfg), "--out", str(tmp_path / "o"), "-n", "1"])
+    assert result.exit_code == 2 and "fewer than visibility.min_pixels = 5000" in result.output

@@ -214,7 +214,7 @@ def test_sampled_captions_are_seeded_distinct_and_uniformly_ordered():
 def test_sampled_tor_with_a_first_biased_and_a_last_biased_encoder():
     names = [v.name for v in VOCAB8]
     first = FakeEncoder(8, text_rule=position_weighted_rule(names, 8))
-    result = evaluate_tor_sampled(first, objects=4, n=60, tasks="tor,claim1", vocabulary=VOCAB8)
+    result = evaluate_tor_sampled(first, objects=4, n=60, tasks="tor,claim1", vocabulary=VOCAB8, progress=False)
     validate(result, "eval_result", "result")
     four = result["metrics"]["tor"]["by_num_objects"]["4"]
     assert [p["unconditional"]["count"] for p in four["positions"]] == [60, 0, 0, 0]

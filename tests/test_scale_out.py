@@ -26,6 +26,20 @@ def _files(root):
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def _same_bytes(root, reference: dict) -> bool:
+    """True when ``root`` holds exactly ``reference``'s files and bytes; else say (on stdout) what differs."""
+    got = _files(root)
+    if got == reference:
+        return True
+    print("files only here:", sorted(set(got) - set(reference)), "missing:", sorted(set(reference) - set(got)))
+    for name in sorted(set(got) & set(reference)):
+        a, b = got[name], reference[name]
+        if a != b:
+            offsets = [i for i in range(min(len(a), len(b))) if a[i] != b[i]]
+            print(f"{name}: {len(a)} vs {len(b)} bytes, {len(offsets)} differ, first at {offsets[:10]}")
+    return False
+
+
 @pytest.fixture(scope="module")
 def cluster():
     from distributed import LocalCluster
@@ -44,7 +58,7 @@ def reference(tmp_path_factory):
 def test_dask_backend_equals_local(cluster, reference, tmp_path):
     build_dataset(SquaresGenerator(splits=SPLITS), tmp_path / "d", backend="dask",
                   scheduler=cluster.scheduler_address, progress=False)
-    assert _files(tmp_path / "d") == reference
+    assert _same_bytes(tmp_path / "d", reference)
     assert verify_dataset(tmp_path / "d") == []
 
 
@@ -56,10 +70,43 @@ def test_real_madman_on_dask_equals_local(cluster, tmp_path):
     assert verify_dataset(tmp_path / "dask") == []
 
 
+def test_shard_bytes_do_not_depend_on_a_stack_sampling_profiler(tmp_path):
+    """Dask's worker profiler samples the task thread's frames and keeps them alive a moment; that delays the
+    closing of h5py datasets and moves HDF5 allocations. The Dask task form makes the shard in an unsampled
+    thread: under an aggressive sampler of the calling thread every shard equals the plain local one."""
+    import sys
+
+    from bindscope.dataset.build import ShardTask, _shard_job, _shard_job_unsampled
+
+    generator = SquaresGenerator(splits=SPLITS)
+    task = ShardTask("train", 0, 0, 3)
+    (tmp_path / "plain").mkdir()
+    _shard_job((generator, str(tmp_path / "plain")), task)
+    want = (tmp_path / "plain" / task.filename).read_bytes()
+    caller, held, stop = threading.get_ident(), [], threading.Event()
+
+    def sampler():  # what distributed.Worker.trigger_profile does, only far more often
+        while not stop.is_set():
+            held.append(sys._current_frames().get(caller))
+            del held[:-50]
+            time.sleep(0.0002)
+
+    thread = threading.Thread(target=sampler, daemon=True)
+    thread.start()
+    try:
+        for i in range(25):
+            (tmp_path / f"s{i}").mkdir()
+            _shard_job_unsampled((generator, str(tmp_path / f"s{i}")), task)
+            assert (tmp_path / f"s{i}" / task.filename).read_bytes() == want, i
+    finally:
+        stop.set()
+        thread.join()
+
+
 def test_dask_backend_without_address_starts_a_local_cluster(reference, tmp_path):
     # `madman generate --backend dask --jobs 2` path: a LocalCluster of 2 worker processes, started and closed.
     build_dataset(SquaresGenerator(splits=SPLITS), tmp_path / "d", backend="dask", jobs=2, progress=False)
-    assert _files(tmp_path / "d") == reference
+    assert _same_bytes(tmp_path / "d", reference)
 
 
 def test_worker_killed_mid_shard_is_redone_elsewhere(cluster, reference, tmp_path):
@@ -91,7 +138,7 @@ def test_worker_killed_mid_shard_is_redone_elsewhere(cluster, reference, tmp_pat
     retried = int((marker / "attempt-2.pid").read_text())
     assert retried != killed  # shard redone by another (or the restarted) worker process
     assert not list(marker.glob("attempt-3.pid"))
-    assert _files(out) == reference  # identical bytes, and no temporary file left anywhere
+    assert _same_bytes(out, reference)  # identical bytes, and no temporary file left anywhere
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
 
 
@@ -114,7 +161,7 @@ def test_parts_in_separate_folders_merge_to_the_single_run(cluster, reference, t
     code, output = _merge(*reversed(folders), "--out", tmp_path / "merged")
     assert code == 0, output
     assert output == f"{tmp_path / 'merged'}: merged 8 shards, 21 samples\n"
-    assert _files(tmp_path / "merged") == reference
+    assert _same_bytes(tmp_path / "merged", reference)
     assert all((f / "parts").is_dir() for f in folders)  # inputs left as they were
 
 
@@ -126,7 +173,7 @@ def test_parts_in_one_shared_folder_merge_in_place(reference, tmp_path):
            [f"part-0000{i}-of-00003.json" for i in range(3)]
     code, output = _merge(shared)
     assert code == 0, output
-    assert _files(shared) == reference
+    assert _same_bytes(shared, reference)
 
 
 def test_merge_refuses_mismatched_or_incomplete_parts_with_exit_2(tmp_path):

@@ -108,7 +108,7 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @click.option("--split", default=None, help="dataset split to probe (default: test, else the first split)")
 @click.option("--attributes", default=None, help="comma-separated attributes (default: all of the dataset's)")
 @click.option("--fractions", default="0.6,0.2,0.2", show_default=True,
-              help="train,val,test sample shares of the hold-out by scene combination")
+              help="train,val,test sample shares of the hold-out by attribute-object combination")
 @click.option("--min-objects", type=click.IntRange(min=1), default=2, show_default=True,
               help="minimum objects in a modality's view (2: multi-object samples only)")
 @click.option("--steps", type=click.IntRange(min=1), default=300, show_default=True, help="Adam steps per probe")
@@ -123,8 +123,8 @@ def probe_command(data, model, pretrained, device, precision, batch_size, cache_
 
     Each probe is Linear(D, n_classes) on L2-normalised image or caption embeddings, trained with
     cross-entropy on samples containing the target object (label = its attribute value); train/val/test are
-    held out by scene combination, so no pairing of objects and values is in two splits. Prints accuracy per
-    attribute next to chance and the bag-of-words baselines (docs/alignment.md).
+    held out by attribute-object combination (the other objects' category and value: none in two splits).
+    Prints accuracy per attribute next to chance and the bag-of-words baselines (docs/alignment.md).
     """
     from tqdm import tqdm
 
@@ -154,10 +154,11 @@ def probe_command(data, model, pretrained, device, precision, batch_size, cache_
     settings = {"task": "probe", "split": split, "modalities": list(modalities), "attributes": names,
                 "fractions": list(shares), "min_objects": min_objects, "steps": steps, "lr": lr,
                 "weight_decay": weight_decay, "seed": seed,
-                "hold_out": "scene combination: sorted (category, value) of every object, per attribute"}
+                "hold_out": "per target category and attribute: the (category, value) combinations of the other "
+                            "objects, each wholly in one split"}
     result = _envelope("probe", adapter, dataset, [split], settings, metrics, embedder)
     _write_json(out_path, result)
-    click.echo(f"linear probes on split {split!r}: test accuracy on held-out scene combinations "
+    click.echo(f"linear probes on split {split!r}: test accuracy on held-out combinations "
                "(mean over target objects)")
     click.echo(f"{'attribute':<12}{'modality':<9}{'probe':>7}{'BoW probe':>11}{'BoW bound':>11}{'chance':>8}"
                f"{'targets':>9}{'n_test':>8}")

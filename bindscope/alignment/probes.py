@@ -10,8 +10,9 @@ Uni-modally", Sec. 4; project choices marked as such in docs/alignment.md):
   cross-entropy (Adam, full batch). Inputs are standardised with the training mean and standard deviation
   first — an affine change that a linear layer absorbs, so the probe is still linear in the embedding; it
   only makes one learning rate fit every encoder;
-* splits are held out by scene combination (:func:`bindscope.alignment.splits.split_by_combination`): no
-  pairing of objects and values is in two splits; validation accuracy picks the training step (early
+* splits are held out by attribute–object combination (:func:`probe_splits`): for each target category the
+  combinations of the *other* objects (category, value) are dealt wholly to train, val or test, so no
+  combination beside the target is in two splits; validation accuracy picks the training step (early
   stopping); test accuracy is reported;
 * baselines: chance (1 / number of classes), and two bag-of-words figures built from the multiset of the
   attribute's values among the objects in the modality's view (no pairing of values to objects): the
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bindscope.alignment.splits import SPLIT_NAMES, scene_combination, split_by_combination
+from bindscope.alignment.splits import SPLIT_NAMES, distractor_combination, split_by_combination
 from bindscope.errors import BadInput
 
 MODALITIES = ("image", "text")
@@ -188,6 +189,36 @@ def probe_targets(table, modality: str, attribute: str, min_objects: int = 2) ->
     return {c: out[c] for c in sorted(out, key=lambda c: (len(c), c))}
 
 
+def probe_splits(table, attribute: str, fractions=(0.6, 0.2, 0.2), seed: int = 0) -> dict[str, dict[int, int]]:
+    """Train (0) / val (1) / test (2) per target category, held out by distractor combination.
+
+    For each category, every sample holding exactly one object of it is keyed by
+    :func:`~bindscope.alignment.splits.distractor_combination` (from the object table, so both modalities
+    share the split) and :func:`~bindscope.alignment.splits.split_by_combination` deals the keys out
+    (``seed`` offset by the category's rank, so targets do not share one shuffle). A category with too few
+    distinct keys gets no split (its probes are skipped).
+
+    Returns:
+        ``{category: {sample index: split id}}``.
+    """
+    members: dict[str, list[tuple[int, tuple]]] = {}
+    for sample, objects in enumerate(table.objects):
+        counts = Counter(o.category for o in objects)
+        for o in objects:
+            if counts[o.category] == 1:
+                members.setdefault(o.category, []).append((sample, distractor_combination(objects, o.index,
+                                                                                          attribute)))
+    out = {}
+    for rank, category in enumerate(sorted(members, key=lambda c: (len(c), c))):
+        rows = members[category]
+        try:
+            ids = split_by_combination([k for _, k in rows], fractions, seed + rank)
+        except BadInput:
+            continue
+        out[category] = {s: int(i) for (s, _), i in zip(rows, ids)}
+    return out
+
+
 def _mean(values: list[float]) -> float | None:
     values = [v for v in values if v == v]
     return float(np.mean(values)) if values else None
@@ -211,7 +242,7 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
         progress: optional callable receiving one string per finished attribute.
 
     Returns:
-        ``{"modalities": {modality: {attribute: summary}}, "splits": {attribute: {split: n_samples}}}``
+        ``{"modalities": {modality: {attribute: summary}}, "splits": {attribute: {category: {split: n}}}}``
         where ``summary`` holds ``accuracy`` (mean over targets), ``accuracy_micro`` (pooled test samples),
         ``bag_of_words`` / ``bag_of_words_micro`` (bag-of-words probe), ``bag_of_words_bound``, ``chance`` (mean of 1/n_classes), ``majority`` (mean
         share of the most frequent training class in test), ``n_targets``, ``n_test``, and ``targets``:
@@ -232,16 +263,17 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
             raise BadInput(f"{modality} embeddings have {len(emb)} rows for {len(table)} samples")
     result = {"modalities": {m: {} for m in embeddings}, "splits": {}}
     for attribute in attributes:
-        keys = [scene_combination(objs, attribute) for objs in table.objects]
-        split_ids = split_by_combination(keys, fractions, seed)
+        split_of = probe_splits(table, attribute, fractions, seed)
         all_values = sorted({o.attributes.get(attribute, "") for objs in table.objects for o in objs} - {""})
-        result["splits"][attribute] = {name: int(np.sum(split_ids == s)) for s, name in enumerate(SPLIT_NAMES)}
+        result["splits"][attribute] = {
+            c: {name: int(sum(1 for v in per.values() if v == s)) for s, name in enumerate(SPLIT_NAMES)}
+            for c, per in split_of.items()}
         for modality, emb in embeddings.items():
             targets = {}
             for category, pairs in probe_targets(table, modality, attribute, min_objects).items():
                 samples = np.array([s for s, _ in pairs])
                 labels_text = [v for _, v in pairs]
-                part = split_ids[samples]
+                part = np.array([split_of.get(category, {}).get(int(s), -1) for s in samples])
                 train_values = sorted({v for v, p in zip(labels_text, part) if p == 0})
                 info = {"n_train": int(np.sum(part == 0)), "n_val": int(np.sum(part == 1)),
                         "n_test": int(np.sum(part == 2))}

@@ -3,11 +3,14 @@
 Two kinds of hold-out are used by :mod:`bindscope.alignment` (see docs/alignment.md):
 
 * :func:`split_by_combination` — every sample carries one *combination key*; each distinct key goes wholly
-  into one split, so no key is ever in two splits. The linear probes use the **scene combination** of the
-  probed attribute (:func:`scene_combination`): the sorted tuple of ``(category, value)`` of every object in
-  the sample, e.g. ``(("4", "blue"), ("7", "red"))`` for colour. A probe tested on a scene combination has
-  never seen that pairing of objects and values in training, so it cannot answer by memorising the joint;
-  the target's own value classes still occur in training (with other partners), which a classifier needs.
+  into one split, so no key is ever in two splits. The linear probe of a target category uses the
+  **distractor combination** (:func:`distractor_combination`): the sorted ``(category, value)`` pairs of the
+  sample's other objects, e.g. ``(("4", "blue"),)`` for a probe of digit 7's colour beside a blue 4. A test
+  sample therefore pairs the target with an attribute–object combination the probe never saw beside it in
+  training, so the whole scene is new; the target's own value classes still occur in training (a classifier
+  needs them). Holding out the *scene* combination (:func:`scene_combination`, target included) instead
+  would make the training data anti-correlate target and distractor values exactly where the test data
+  lie, pushing any probe that reads the distractor below chance.
 * :func:`hold_out_triples` — LABCLIP's held-out combinations: a seeded share of the
   ``(category, attribute, value)`` triples described in the captions is held out; a sample that describes
   any held-out triple is a held-out (evaluation) sample, every other sample may be used for fitting. No
@@ -35,6 +38,16 @@ def scene_combination(objects: Sequence[ObjectRecord], attribute: str) -> tuple[
     Objects whose value is ``""`` (attribute not applicable) take part with the value ``""``.
     """
     return tuple(sorted((o.category, o.attributes.get(attribute, "")) for o in objects))
+
+
+def distractor_combination(objects: Sequence[ObjectRecord], target: int,
+                           attribute: str) -> tuple[tuple[str, str], ...]:
+    """The distractor combination of ``attribute`` for the object with index ``target``: sorted
+    ``((category, value), ...)`` of every *other* object of the sample.
+
+    Example: target digit 7 (red) beside digit 4 (blue) gives ``(("4", "blue"),)`` for ``"colour"``.
+    """
+    return tuple(sorted((o.category, o.attributes.get(attribute, "")) for o in objects if o.index != target))
 
 
 def _parse_fractions(fractions: Sequence[float]) -> np.ndarray:

@@ -146,51 +146,54 @@ def embed_pairs(table: SplitTable, dataset, embedder, samples, kinds=("binding",
                  triples)
 
 
-def _rate(correct: np.ndarray, attributes: list[str], select: np.ndarray) -> dict:
-    per = {}
-    for a in sorted({attributes[i] for i in np.flatnonzero(select)}):
-        rows = select & (np.asarray(attributes, dtype=object) == a)
-        per[a] = {"accuracy": float(correct[rows].mean()), "n": int(rows.sum())}
-    n = int(select.sum())
-    return {"accuracy": float(correct[select].mean()) if n else None,
-            "macro": float(np.mean([v["accuracy"] for v in per.values()])) if per else None,
-            "n": n, "per_attribute": per}
+def _rates(block: dict) -> dict:
+    """The evaluation module's ``{"per_attribute": {a: proportion}, "average": ...}`` as this module's rates."""
+    per = {a: {"accuracy": p["accuracy"], "correct": p["correct"], "n": p["total"], "ci95": p["ci95"]}
+           for a, p in block["per_attribute"].items()}
+    micro = block["average"]["micro"]
+    return {"accuracy": micro["accuracy"], "macro": block["average"]["macro"], "n": micro["total"],
+            "ci95": micro["ci95"], "per_attribute": per}
 
 
-def binding_report(pairs: Pairs, text_transform=None, select_binding: np.ndarray | None = None) -> dict:
+def binding_report(pairs: Pairs, text_transform=None, select_binding: np.ndarray | None = None,
+                   attributes: list[str] | None = None) -> dict:
     """Binding, binding given recognition, recognition and the modality gap of ``pairs``.
 
-    * ``binding``: share of the selected binding negatives with ``cos(image, caption) > cos(image, swap)``
-      (strict; LABCLIP paper's binding accuracy, chance 0.5);
-    * ``binding_given_recognition``: the same, counted only where every recognition negative of that
-      sample for that attribute and those objects is also passed (MADMAN protocol, Gurung et al. Sec. 4);
+    Scored by the evaluation module's protocol core :func:`bindscope.evaluation.madman.score_split` (a negative
+    is passed when ``cos(image, caption) > cos(image, negative)``, strict: a tie is wrong):
+
+    * ``binding``: share of the selected binding negatives passed — the LABCLIP paper's binding accuracy,
+      chance 0.5 (``binding_unconditional`` of the evaluation module);
+    * ``binding_given_recognition``: the same, counted only where that sample passed every recognition
+      negative of the attribute for both objects (MADMAN protocol, Gurung et al.; ``binding`` of the
+      evaluation module);
     * ``recognition``: share of all recognition negatives passed;
     * ``modality_gap``: :func:`~bindscope.alignment.gap.modality_gap` of the images and their (mapped)
       captions, on L2-normalised embeddings.
 
-    ``accuracy`` is micro (pooled), ``macro`` the mean over attributes; ``per_attribute`` gives both counts.
+    Each rate has ``accuracy`` (micro, pooled), ``macro`` (mean over attributes), ``n``, ``ci95`` (Wilson) and
+    ``per_attribute``. ``select_binding`` (bool per negative) restricts the binding negatives counted.
     """
+    from bindscope.dataset.records import Negative
+    from bindscope.evaluation.madman import score_split
+
     texts = pairs.texts if text_transform is None else text_transform(pairs.texts)
     negs = pairs.negatives if text_transform is None or not len(pairs.negatives) \
         else text_transform(pairs.negatives)
-    correct = pair_scores(pairs.images, texts, negs, pairs.owners) if len(negs) else np.zeros(0, bool)
-    kinds = np.asarray(pairs.kinds, dtype=object)
-    binding = kinds == "binding"
-    if select_binding is not None:
-        binding &= select_binding
-    recognition = kinds == "recognition"
-    passed = {}
-    for i in np.flatnonzero(recognition):
-        key = (int(pairs.owners[i]), pairs.attributes[i])
-        passed.setdefault(key, []).append((set(pairs.objects[i]), bool(correct[i])))
-    conditioned = np.zeros(len(kinds), bool)
-    for i in np.flatnonzero(binding):
-        checks = [ok for objs, ok in passed.get((int(pairs.owners[i]), pairs.attributes[i]), [])
-                  if objs <= set(pairs.objects[i])]
-        conditioned[i] = bool(checks) and all(checks)
-    return {"binding": _rate(correct, pairs.attributes, binding),
-            "binding_given_recognition": _rate(correct, pairs.attributes, conditioned),
-            "recognition": _rate(correct, pairs.attributes, recognition),
+    per_sample = [[] for _ in range(len(pairs.samples))]
+    rows = [[] for _ in range(len(pairs.samples))]
+    for i, owner in enumerate(pairs.owners):
+        if pairs.kinds[i] == "binding" and select_binding is not None and not select_binding[i]:
+            continue
+        per_sample[owner].append(Negative(pairs.kinds[i], "", pairs.attributes[i], tuple(pairs.objects[i])))
+        rows[owner].append(i)
+    dim = pairs.images.shape[1]
+    negative_emb = [negs[r] if r else np.zeros((0, dim), np.float32) for r in rows]
+    names = attributes or sorted(set(pairs.attributes))
+    scores = score_split(pairs.images, texts, per_sample, negative_emb, names)
+    return {"binding": _rates(scores["binding_unconditional"]),
+            "binding_given_recognition": _rates(scores["binding"]),
+            "recognition": _rates(scores["recognition"]),
             "modality_gap": modality_gap(pairs.images, texts)}
 
 
@@ -283,11 +286,11 @@ def evaluate_on_dataset(dataset, embedder, labclip: LabclipMap, split: str | Non
     if held_out is not None:
         select = np.array([bool(t & held_out) for t in pairs.triples], bool)
     result["n_eval_samples"] = int(len(eval_rows))
-    result["before"] = binding_report(pairs, None, select)
-    result["after"] = binding_report(pairs, labclip, select)
+    result["before"] = binding_report(pairs, None, select, table.attributes)
+    result["after"] = binding_report(pairs, labclip, select, table.attributes)
     if len(fit_rows):
         fit_pairs = embed_pairs(table, dataset, embedder, fit_rows)
         result["fit_samples"] = {"n_samples": int(len(fit_rows)),
-                                 "before": binding_report(fit_pairs, None),
-                                 "after": binding_report(fit_pairs, labclip)}
+                                 "before": binding_report(fit_pairs, None, None, table.attributes),
+                                 "after": binding_report(fit_pairs, labclip, None, table.attributes)}
     return result

@@ -27,6 +27,7 @@ import json
 import os
 import pickle
 import shutil
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -163,6 +164,32 @@ def _run_task(generator: Generator, shards_dir: Path, task: ShardTask) -> tuple[
 def _shard_job(common: tuple, task: ShardTask) -> tuple[dict, dict]:
     generator, shards_dir = common
     return _run_task(generator, Path(shards_dir), task)
+
+
+def _shard_job_unsampled(common: tuple, task: ShardTask) -> tuple[dict, dict]:
+    """:func:`_shard_job` in a helper thread: the form used on Dask workers.
+
+    A Dask worker's statistical profiler samples the stack of the thread running a task and briefly keeps its
+    frames alive. An h5py dataset object kept alive that way is closed later than usual, and HDF5 allocates a
+    chunked dataset's file space when it is closed, so the shard's layout (not its content) would change with
+    the sampling timing. The profiler only samples task threads, so a helper thread keeps the shard's bytes
+    identical to a local run's.
+    """
+    outcome: list = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, _shard_job(common, task)))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the task thread
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=target, name=f"bindscope-{task.filename}")
+    thread.start()
+    thread.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def part_tasks(tasks: list[ShardTask], num_parts: int, part: int) -> list[ShardTask]:
@@ -313,7 +340,8 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
         desc += f", part {part}/{num_parts}" if num_parts > 1 else ""
         desc += f", {executor.description})" if backend == "dask" else ")"
         with tqdm(total=sum(t.count for t in mine), unit="img", disable=not progress, desc=desc) as bar:
-            for position, result in executor.map(_shard_job, (generator, str(shards_dir)), mine):
+            job = _shard_job_unsampled if backend == "dask" else _shard_job
+            for position, result in executor.map(job, (generator, str(shards_dir)), mine):
                 results[mine[position]] = result
                 bar.update(mine[position].count)
     _remove_temp_files(shards_dir, mine)  # e.g. left by a worker that died mid-shard

@@ -5,8 +5,8 @@ precision, preprocessing) and the sha256 of each input's content (the UTF-8 text
 bytes). :class:`Embedder` wraps an :class:`~bindscope.evaluation.encoder.EncoderAdapter`: within one run each
 unique text and image is encoded once, and with a cache a rerun skips the encoders entirely.
 
-On-disk layout (default root ``$BINDSCOPE_CACHE`` or ``$XDG_CACHE_HOME/bindscope/embeddings``, else
-``~/.cache/bindscope/embeddings``)::
+On-disk layout (default root ``$BINDSCOPE_CACHE/embeddings``, else ``$XDG_CACHE_HOME/bindscope/embeddings``, else
+``~/.cache/bindscope/embeddings``; ``$BINDSCOPE_CACHE`` is bindscope's cache root, shared with other caches)::
 
     <root>/<sha256(cache_key)[:24]>/key.txt           the full cache_key (for people)
     <root>/<sha256(cache_key)[:24]>/<sha256>.npz      a chunk: hashes (N, 32) uint8 digests, embeddings (N, D) float32
@@ -25,14 +25,16 @@ from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from bindscope.evaluation.encoder import EncoderAdapter
 
 
 def default_cache_dir() -> Path:
-    """``$BINDSCOPE_CACHE``, else ``$XDG_CACHE_HOME/bindscope/embeddings``, else ``~/.cache/bindscope/embeddings``."""
+    """``$BINDSCOPE_CACHE/embeddings``, else ``$XDG_CACHE_HOME/bindscope/embeddings``, else
+    ``~/.cache/bindscope/embeddings``."""
     if os.environ.get("BINDSCOPE_CACHE"):
-        return Path(os.environ["BINDSCOPE_CACHE"])
+        return Path(os.environ["BINDSCOPE_CACHE"]) / "embeddings"
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "bindscope" / "embeddings"
 
@@ -119,7 +121,9 @@ class Embedder:
         adapter: the encoder.
         cache: an :class:`EmbeddingCache` for ``adapter.cache_key``, or None for no disk cache (inputs are
             still de-duplicated within the run).
-        chunk: number of images hashed and looked up at a time when streaming images.
+        chunk: number of images hashed and looked up at a time when streaming images, and of texts encoded per
+            progress-bar step.
+        progress: show tqdm bars (stderr) while encoding.
 
     Attributes:
         stats: counters: ``text_hits``/``text_misses``/``image_hits``/``image_misses`` (unique inputs found in the
@@ -127,15 +131,17 @@ class Embedder:
             ``seconds_total`` (time spent inside :meth:`texts` and :meth:`images`).
     """
 
-    def __init__(self, adapter: EncoderAdapter, cache: EmbeddingCache | None = None, chunk: int = 256):
+    def __init__(self, adapter: EncoderAdapter, cache: EmbeddingCache | None = None, chunk: int = 256,
+                 progress: bool = False):
         self.adapter = adapter
         self.cache = cache
         self.chunk = chunk
+        self.progress = progress
         self._memory: dict[bytes, np.ndarray] = {}
         self.stats = {"text_hits": 0, "text_misses": 0, "image_hits": 0, "image_misses": 0,
                       "texts_requested": 0, "images_requested": 0, "seconds_total": 0.0}
 
-    def _lookup(self, key: bytes) -> np.ndarray | None:
+    def _lookup(self, key: bytes) -> tuple[np.ndarray | None, bool]:
         found = self._memory.get(key)
         if found is None and self.cache is not None:
             found = self.cache.get(key)
@@ -153,7 +159,16 @@ class Embedder:
             elif from_disk:
                 self.stats[f"{kind}_hits"] += 1
         if missing:
-            encoded = encode([items[i] for i in missing.values()])
+            todo = [items[i] for i in missing.values()]
+            if self.progress and kind == "text" and len(todo) > self.chunk:
+                parts = []
+                with tqdm(total=len(todo), desc="encoding texts", unit="text", leave=False) as bar:
+                    for start in range(0, len(todo), self.chunk):
+                        parts.append(encode(todo[start:start + self.chunk]))
+                        bar.update(len(parts[-1]))
+                encoded = np.concatenate(parts)
+            else:
+                encoded = encode(todo)
             for key, row in zip(missing, encoded):
                 self._memory[key] = row
                 if self.cache is not None:
@@ -170,25 +185,33 @@ class Embedder:
         self.stats["seconds_total"] += time.perf_counter() - start
         return out
 
-    def images(self, images: Iterable[np.ndarray]) -> np.ndarray:
-        """Embeddings ``(N, D)`` float32 of ``(H, W, 3)`` uint8 images (any iterable, streamed in chunks)."""
+    def images(self, images: Iterable[np.ndarray], total: int | None = None) -> np.ndarray:
+        """Embeddings ``(N, D)`` float32 of ``(H, W, 3)`` uint8 images (any iterable, streamed in chunks).
+
+        ``total`` (optional) sizes the progress bar when ``images`` has no length.
+        """
         start = time.perf_counter()
         parts = []
         batch: list[np.ndarray] = []
+        if total is None and hasattr(images, "__len__"):
+            total = len(images)
+        bar = tqdm(total=total, desc="encoding images", unit="img", leave=False, disable=not self.progress)
 
         def run():
             keys = [image_hash(im) for im in batch]
             parts.append(self._resolve(keys, batch, lambda ims: self.adapter.encode_images(np.stack(ims)),
                                        "image"))
             self.stats["images_requested"] += len(batch)
+            bar.update(len(batch))
             batch.clear()
 
-        for image in images:
-            batch.append(np.asarray(image))
-            if len(batch) >= self.chunk:
+        with bar:
+            for image in images:
+                batch.append(np.asarray(image))
+                if len(batch) >= self.chunk:
+                    run()
+            if batch:
                 run()
-        if batch:
-            run()
         self.stats["seconds_total"] += time.perf_counter() - start
         return np.concatenate(parts) if parts else np.zeros((0, self.adapter.embed_dim), np.float32)
 

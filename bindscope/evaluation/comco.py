@@ -239,7 +239,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
     if check:
         check_shards(ds, splits)
     vocab, vocab_source = _dataset_vocabulary(ds)
-    embedder = embedder or Embedder(adapter, cache)
+    embedder = embedder or Embedder(adapter, cache, progress=progress)
     scenes = ds.split("scenes")
     captions, mentions, by_rank, objects = [], [], [], []
     for sample in tqdm(scenes, total=len(scenes), desc="comco eval: reading scenes", disable=not progress,
@@ -345,7 +345,7 @@ def claim1_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int, fi
 def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", objects: int = 4, n: int = 2000,
                          seed: int = 0, tasks: list[str] | str = ("tor",), text_transform: TextTransform | None = None,
                          cache: EmbeddingCache | None = None, embedder: Embedder | None = None,
-                         vocabulary: list[VocabEntry] | None = None) -> dict:
+                         vocabulary: list[VocabEntry] | None = None, progress: bool = True) -> dict:
     """TOR (and the Claim-1 test) on captions sampled from a vocabulary, without a dataset.
 
     Args:
@@ -355,6 +355,7 @@ def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", object
         tasks: ``tor`` and/or ``claim1``.
         text_transform, cache, embedder: as in :func:`evaluate_comco`.
         vocabulary: explicit categories (for tests and custom sets).
+        progress: tqdm bars while encoding.
 
     Returns:
         A result dict valid against ``eval_result`` (``kind = "comco-eval"``, ``dataset = null``).
@@ -375,7 +376,7 @@ def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", object
     if "claim1" in tasks:
         groups["claim1_large_first"] = claim1_captions(entries, objects, n, seed, "large")
         groups["claim1_small_first"] = claim1_captions(entries, objects, n, seed, "small")
-    embedder = embedder or Embedder(adapter, cache)
+    embedder = embedder or Embedder(adapter, cache, progress=progress)
     metrics: dict = {}
     texts_used = list(names)
     all_captions: list[str] = []

@@ -23,7 +23,7 @@ def _model_options(func):
         click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "bf16", "fp16"])),
         click.option("--batch-size", default=64, show_default=True, type=int, help="Inputs per forward pass."),
         click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
-                     help="Embedding cache folder (default $BINDSCOPE_CACHE or ~/.cache/bindscope/embeddings)."),
+                     help="Embedding cache folder (default $BINDSCOPE_CACHE/embeddings or ~/.cache/bindscope/embeddings)."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk embedding cache."),
         click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
                      help="Result JSON path (default: DATA/eval/<task>-<model>-<pretrained>.json)."),
@@ -72,6 +72,29 @@ def _finish(result: dict, out: Path, overwrite: bool, plot: Path | None) -> None
         click.echo(f"wrote {plot}")
 
 
+_labclip_option = click.option(
+    "--labclip", default=None, type=click.Path(dir_okay=False),
+    help="LABCLIP map from `bindscope labclip fit`: applied to the L2-normalised text embeddings "
+         "(docs/alignment.md).")
+
+
+def _labclip_transform(path: str | None):
+    """``(text_transform, out-file suffix)`` for ``--labclip``; ``(None, "")`` without it. BadInput if unreadable."""
+    if path is None:
+        return None, ""
+    from bindscope.alignment.labclip import load_labclip
+    from bindscope.evaluation.results import short_hash
+
+    return load_labclip(path), f"-labclip-{short_hash(str(Path(path).resolve()))}"
+
+
+def _check_labclip(text_transform, adapter) -> None:
+    if text_transform is not None:
+        from bindscope.alignment.labclip import check_dimension
+
+        check_dimension(text_transform, adapter)
+
+
 def register_madman(group: click.Group) -> None:
     """Add ``madman eval`` to the ``madman`` group."""
 
@@ -80,17 +103,17 @@ def register_madman(group: click.Group) -> None:
     @click.option("--split", "splits", multiple=True,
                   help="Split(s) to evaluate (repeatable). Default: test and ood, those present.")
     @_model_options
+    @_labclip_option
     def madman_eval(data, splits, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out,
-                    overwrite, plot, quiet):
+                    overwrite, plot, quiet, labclip):
         """Recognition and binding accuracy per attribute on a MADMAN dataset DATA.
 
         Binding is counted only where recognition of the attribute succeeded for both digits (Gurung et al.,
         GCPR 2025); in-distribution (test) and OOD splits are reported separately, with counts and Wilson 95%
         intervals. See docs/evaluation.md.
         """
-        from bindscope.evaluation.madman import evaluate_madman
+        from bindscope.evaluation.madman import default_splits, evaluate_madman
         from bindscope.evaluation.report import check_plot_path
-        from bindscope.evaluation.madman import default_splits
         from bindscope.evaluation.results import check_output, check_shards, open_dataset
 
         # Everything a user can get wrong is checked before the model is loaded or a file is written.
@@ -98,14 +121,14 @@ def register_madman(group: click.Group) -> None:
         for name in splits:
             ds.split(name)
         check_shards(ds, list(splits) or default_splits(ds))
-        text_transform = None  # the place where --labclip (bindscope.alignment) plugs in its fitted map
-        suffix = ""
+        text_transform, suffix = _labclip_transform(labclip)  # --labclip: bindscope.alignment's fitted map
         out_path = check_output(out or Path(data) / "eval" / f"madman-{_model_slug(model, pretrained)}{suffix}.json",
                                 overwrite)
         plot_path = check_plot_path(plot)
         from bindscope.evaluation.adapters import load_adapter
 
         adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
+        _check_labclip(text_transform, adapter)
         result = evaluate_madman(ds, adapter, splits=list(splits) or None, text_transform=text_transform,
                                  cache=_cache(cache_dir, no_cache, adapter), progress=not quiet, check=False)
         _finish(result, out_path, overwrite, plot_path)
@@ -127,8 +150,9 @@ def register_comco(group: click.Group) -> None:
     @click.option("--matching-negatives", type=int, default=None,
                   help="Wrong captions per scene and scenario (a seeded sample); default: every absent category.")
     @_model_options
+    @_labclip_option
     def comco_eval(data, tasks, objects, vocab, num, seed, matching_negatives, model, pretrained, device,
-                   precision, batch_size, cache_dir, no_cache, out, overwrite, plot, quiet):
+                   precision, batch_size, cache_dir, no_cache, out, overwrite, plot, quiet, labclip):
         """TOR, IOR, I2TOR and image-text matching on a ComCO/SimCO dataset DATA, or TOR (and the Claim-1
         test) on captions sampled from a vocabulary when DATA is omitted (Abbasi et al., CVPR 2025).
 
@@ -139,8 +163,7 @@ def register_comco(group: click.Group) -> None:
         from bindscope.evaluation.report import check_plot_path
         from bindscope.evaluation.results import check_output, check_shards, open_dataset, slug
 
-        text_transform = None  # the place where --labclip (bindscope.alignment) plugs in its fitted map
-        suffix = ""
+        text_transform, suffix = _labclip_transform(labclip)  # --labclip: bindscope.alignment's fitted map
         if data is not None:
             given = [f for f, v in (("--objects", objects), ("--vocab", vocab), ("-n", num)) if v is not None]
             if given:
@@ -170,6 +193,7 @@ def register_comco(group: click.Group) -> None:
         from bindscope.evaluation.adapters import load_adapter
 
         adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
+        _check_labclip(text_transform, adapter)
         cache = _cache(cache_dir, no_cache, adapter)
         if data is not None:
             from bindscope.evaluation.comco import evaluate_comco
@@ -181,5 +205,5 @@ def register_comco(group: click.Group) -> None:
             from bindscope.evaluation.comco import evaluate_tor_sampled
 
             result = evaluate_tor_sampled(adapter, vocab=vocab, objects=objects, n=num, seed=seed, tasks=task_list,
-                                          text_transform=text_transform, cache=cache)
+                                          text_transform=text_transform, cache=cache, progress=not quiet)
         _finish(result, out_path, overwrite, plot_path)

@@ -140,7 +140,7 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
         ds.split(name)  # raises DatasetError naming the available splits
     if check:
         check_shards(ds, splits)
-    embedder = embedder or Embedder(adapter, cache)
+    embedder = embedder or Embedder(adapter, cache, progress=progress)
     metrics = {"splits": {}}
     all_texts: list[str] = []
     all_captions: list[str] = []

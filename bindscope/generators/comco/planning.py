@@ -59,7 +59,7 @@ DEFAULT_CONFIG: dict = {
                "jitter": {"distance": 0.5, "elevation_deg": 3.0, "azimuth_deg": 5.0}},
     "light": {"elevation_deg": 50.0, "azimuth_deg": -35.0, "strength": 3.0, "ambient": 0.6,
               "jitter": {"elevation_deg": 8.0, "azimuth_deg": 25.0, "strength": 0.5}},
-    "visibility": {"min_pixels": 60, "in_frame": True, "max_tries": 12},
+    "visibility": {"min_pixels": 25, "in_frame": True, "max_tries": 12},
     "caption": {"joiner": " and ", "templates": []},
 }
 """Defaults of every ``comco render`` config key (see bindscope/schemas/comco_config.json and docs/comco.md).

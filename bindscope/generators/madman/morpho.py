@@ -223,7 +223,7 @@ def build_table(images: np.ndarray, amounts: list[float], upsample: int = 4, thr
 
     With ``source_sha256`` and ``use_cache``, the table is read from / written (atomically) to
     ``cache_dir()/madman-morpho-<key>.npz``, so it is computed once per digit source and parameters. It is
-    identical whatever ``jobs``.
+    identical whatever ``jobs``. ``progress`` shows a tqdm bar (digits) on stderr while building.
     """
     amounts = sorted(float(a) for a in set(amounts))
     path = None
@@ -235,15 +235,22 @@ def build_table(images: np.ndarray, amounts: list[float], upsample: int = 4, thr
                     return MorphoTable(amounts, **{k: data[k] for k in MorphoTable.ARRAYS})
             except (OSError, ValueError, KeyError):
                 pass  # unreadable cache: rebuild it
-    chunks = np.array_split(np.arange(len(images)), max(1, min(len(images), jobs * 8)))
+    from tqdm.auto import tqdm
+
+    chunks = np.array_split(np.arange(len(images)), max(1, min(len(images), 50)))
     if jobs == 1:
-        parts = [_records(images[c], amounts, upsample, threshold) for c in chunks]
+        parts = (_records(images[c], amounts, upsample, threshold) for c in chunks)
     else:
         import joblib
 
-        parts = joblib.Parallel(n_jobs=jobs)(
+        parts = joblib.Parallel(n_jobs=jobs, return_as="generator")(
             joblib.delayed(_records)(images[c], amounts, upsample, threshold) for c in chunks)
-    records = [r for part in parts for r in part]
+    records = []
+    with tqdm(total=len(images), unit="digit", desc="morphometry (once per digit source)",
+              disable=not progress) as bar:
+        for part in parts:
+            records.extend(part)
+            bar.update(len(part))
     counts = [len(r.points) for r in records]
     table = MorphoTable(
         amounts=amounts,

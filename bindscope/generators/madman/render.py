@@ -14,10 +14,11 @@ Geometry (canvas pixel ``(i, j)`` is centred at ``(i, j)``; angles counter-clock
   rgb2)``.
 - **mask**: pixel value k where object k's coverage ``c_k >= 0.5`` (object 1 wins a tie), else 0.
 
-Each output pixel is the mean of ``render.supersample`` x ``render.supersample`` (default 2 x 2) bilinear
-samples (:func:`scipy.ndimage.map_coordinates`) of the digit's thickness variant, each at the point found by
-inverting, in this order, placement/rotation/scale and swelling; the fracture factor is evaluated at that
-same source point. Supersampling is a box-filter anti-aliasing: strokes thinner than a pixel stay continuous.
+Each output pixel is the mean of ss x ss bilinear samples (:func:`scipy.ndimage.map_coordinates`) of the
+digit's thickness variant, ss = min(``render.supersample`` (default 2), ceil(1 / s)) so that a minified digit
+is sampled at least once per frame pixel; each sample's source point is found by inverting, in this order,
+placement/rotation/scale and swelling, and the fracture factor is evaluated at that same source point.
+Supersampling is a box-filter anti-aliasing: strokes thinner than a pixel stay continuous.
 """
 
 from __future__ import annotations
@@ -104,12 +105,13 @@ class Renderer:
         alpha = np.zeros((self.size, self.size), np.float32)
         if bottom <= top or right <= left:
             return alpha, {"centre": [py, px], "scale": scale, "box": [py - ey, px - ex, py + ey, px + ex]}
-        ss = self.supersample  # ss x ss samples per pixel, centred at (i + (k + 0.5) / ss - 0.5)
+        # ss x ss samples per pixel at (i + (k + 0.5) / ss - 0.5): enough for >= 1 sample per frame pixel
+        ss = max(1, min(self.supersample, math.ceil(1.0 / scale - 1e-6)))
         sub = (np.arange(ss, dtype=np.float32) + 0.5) / ss - 0.5
-        ys = (np.arange(top, bottom, dtype=np.float32)[:, None] + sub[None, :]).ravel()
-        xs = (np.arange(left, right, dtype=np.float32)[:, None] + sub[None, :]).ravel()
-        vy = ((ys - py) / scale)[:, None]
-        vx = ((xs - px) / scale)[None, :]
+        h, w = bottom - top, right - left
+        # sample grids of shape (ss, ss, h, w): sub-sample offsets first, so averaging adds whole planes
+        vy = ((np.arange(top, bottom, dtype=np.float32)[None, :] + sub[:, None] - py) / scale).reshape(ss, 1, h, 1)
+        vx = ((np.arange(left, right, dtype=np.float32)[None, :] + sub[:, None] - px) / scale).reshape(1, ss, 1, w)
         cos, sin = math.cos(theta), math.sin(theta)
         qx = (cx + vx * cos) - vy * sin
         qy = (cy + vx * sin) + vy * cos
@@ -128,8 +130,8 @@ class Renderer:
                 half = max(1.0, float(halfwidth[i]) + amount * thickness / 2 + 1.0)
                 cuts.append((float(points[i, 0]), float(points[i, 1]), float(tangent[i]), half))
             patch *= fracture_factor(qy, qx, np.array(cuts), float(self.morpho["fracture_width"]), 1.0 / scale)
-        if ss > 1:
-            patch = patch.reshape(bottom - top, ss, right - left, ss).mean(axis=(1, 3))
+        patch = patch.reshape(ss * ss, h, w)
+        patch = patch[0] if ss == 1 else patch.sum(axis=0) * np.float32(1.0 / (ss * ss))
         np.clip(patch, 0.0, 1.0, out=patch)
         alpha[top:bottom, left:right] = patch
         return alpha, {"centre": [py, px], "scale": scale, "box": [py - ey, px - ex, py + ey, px + ex]}

@@ -6,7 +6,7 @@ One :class:`BlenderSession` per process (see :func:`get_session`) renders any nu
    1 m, origin at the base centre, facing -y) and kept in a hidden cache collection; each scene links cheap
    copies (shared mesh data) scaled, yawed and moved as the spec says. Between scenes the copies are deleted
    and ``bpy.data.orphans_purge(do_recursive=True)`` runs, so memory stays flat.
-2. **RGB.** Cycles path tracing, ``render.samples`` samples, optional OpenImageDenoise (fast prefilter), the
+2. **RGB** (rendered last, only for accepted layouts). Cycles path tracing, ``render.samples`` samples, optional OpenImageDenoise (fast prefilter), the
    spec's Cycles seed, a fixed thread count, "Standard" view transform, 8-bit PNG read back with Pillow
    (Render Result pixels are empty in background mode).
 3. **Instance ids (exact).** The same scene rendered once more with a view-layer material override: an
@@ -74,14 +74,16 @@ class ObjectResult:
 
 @dataclass
 class RenderOutput:
-    """One rendered spec: ``image`` (H, W, 3) uint8 RGB, ``mask`` (H, W) uint8 instance ids (0 = background
-    or ground, k = object k), ``objects`` one :class:`ObjectResult` per spec object in spec order, and
-    ``timings`` seconds spent per stage (``build``, ``rgb``, ``ids``, ``solo``)."""
+    """One rendered spec: ``image`` (H, W, 3) uint8 RGB (None when rejected), ``mask`` (H, W) uint8 instance
+    ids (0 = background or ground, k = object k), ``objects`` one :class:`ObjectResult` per spec object in
+    spec order, ``timings`` seconds spent per stage (``build``, ``ids`` (id render + projection), ``solo``,
+    ``rgb``), and ``rejected``: the reason returned by the ``accept`` callback, or None."""
 
-    image: np.ndarray
+    image: np.ndarray | None
     mask: np.ndarray
     objects: list[ObjectResult]
     timings: dict = field(default_factory=dict)
+    rejected: str | None = None
 
 
 def import_bpy():
@@ -98,26 +100,31 @@ def import_bpy():
             return any(parts[i] == "bpy" and parts[i + 2] == "scripts" for i in range(len(parts) - 2)) or \
                 ("blender" in parts and "scripts" in parts)
         sys.path[:] = [p for p in sys.path if not blender_scripts(p)]
-    with quiet_stdout():  # Cycles logs missing CUDA/HIP libraries on import
+    with quiet_stdout((1, 2)):  # Cycles logs missing CUDA/HIP libraries on import
         import bpy
 
     return bpy
 
 
 @contextlib.contextmanager
-def quiet_stdout():
-    """Send file descriptor 1 to /dev/null inside the block: Blender logs every render ("Saved: ...") to
-    stdout, which would garble progress bars and command output. Python's ``sys.stdout`` is flushed first."""
+def quiet_stdout(fds: tuple[int, ...] = (1,)):
+    """Send file descriptors ``fds`` (default stdout) to /dev/null inside the block. Blender logs every render
+    ("Saved: ...") to stdout and missing GPU libraries to stderr, which would garble progress bars and command
+    output. Python's ``sys.stdout``/``sys.stderr`` are flushed first."""
     sys.stdout.flush()
-    saved = os.dup(1)
+    sys.stderr.flush()
+    saved = [os.dup(fd) for fd in fds]
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(devnull, 1)
+        for fd in fds:
+            os.dup2(devnull, fd)
         yield
     finally:
         sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+        sys.stderr.flush()
+        for fd, copy in zip(fds, saved):
+            os.dup2(copy, fd)
+            os.close(copy)
         os.close(devnull)
 
 
@@ -159,7 +166,7 @@ class BlenderSession:
         atexit.register(shutil.rmtree, self.tmp, True)
         self.renders = 0
 
-        with quiet_stdout():
+        with quiet_stdout((1, 2)):
             bpy.ops.wm.read_factory_settings(use_empty=True)
             scene = bpy.context.scene
             self.scene = scene
@@ -337,7 +344,7 @@ class BlenderSession:
 
     def _render_to(self, path: str) -> None:
         self.scene.render.filepath = path
-        with quiet_stdout():
+        with quiet_stdout((1, 2)):
             self.bpy.ops.render.render(write_still=True)
         self.renders += 1
 
@@ -446,12 +453,19 @@ class BlenderSession:
             boxes.append((float(px.min()), float(py.min()), float(px.max()), float(py.max())))
         return boxes
 
-    def render(self, spec: dict, masks: bool = True) -> RenderOutput:
-        """Build and render ``spec``: RGB image, exact instance mask and per-object results.
+    def render(self, spec: dict, masks: bool = True, accept=None) -> RenderOutput:
+        """Build and render ``spec``: exact instance mask, per-object results and the RGB image.
+
+        Order: build, id render, visible areas and projected bboxes, then ``accept`` (if given), then the solo
+        renders for possibly occluded objects, then the (expensive) RGB render, so a rejected layout costs one
+        flat 1-sample render only.
 
         Args:
             spec: a scene or reference spec (``planning.plan_scene`` / ``plan_reference``).
             masks: False renders the RGB image only (mask all zeros, no per-object results; for benchmarks).
+            accept: optional ``accept(spec, objects) -> str | None`` called with the per-object results before
+                occlusion is measured (``unoccluded_area``/``occlusion`` not yet set); a returned reason
+                rejects the scene: the output then has ``image=None`` and ``rejected=reason``.
         """
         import time
 
@@ -459,26 +473,33 @@ class BlenderSession:
         t0 = time.perf_counter()
         self.build(spec)
         t1 = time.perf_counter()
-        image = self.render_rgb()
-        t2 = time.perf_counter()
-        timings.update(build=t1 - t0, rgb=t2 - t1)
-        height, width = image.shape[:2]
+        timings["build"] = t1 - t0
         if not masks:
-            return RenderOutput(image, np.zeros((height, width), np.uint8), [], timings)
+            image = self.render_rgb()
+            timings["rgb"] = time.perf_counter() - t1
+            return RenderOutput(image, np.zeros(image.shape[:2], np.uint8), [], timings)
         mask = self.render_ids()
-        t3 = time.perf_counter()
+        height, width = mask.shape
         boxes = self.projected_bboxes()
         areas = [int(np.count_nonzero(mask == o.pass_index)) for o in self._scene_objects]
-        unoccluded = list(areas)
+        results = [ObjectResult(index=obj.pass_index, area=areas[k], unoccluded_area=areas[k], occlusion=0.0,
+                                projected_bbox=boxes[k],
+                                in_frame=boxes[k][0] >= 0 and boxes[k][1] >= 0 and boxes[k][2] <= width
+                                and boxes[k][3] <= height)
+                   for k, obj in enumerate(self._scene_objects)]
+        t2 = time.perf_counter()
+        timings["ids"] = t2 - t1
+        reason = accept(spec, results) if accept is not None else None
+        if reason is not None:
+            return RenderOutput(None, mask, results, timings, rejected=reason)
         for k, obj in enumerate(self._scene_objects):
-            overlaps = any(_boxes_overlap(boxes[k], boxes[j]) for j in range(len(boxes)) if j != k)
-            if not overlaps:
-                continue
+            if not any(_boxes_overlap(boxes[k], boxes[j]) for j in range(len(boxes)) if j != k):
+                continue  # nothing can hide it: unoccluded area = visible area
             x0, y0, x1, y1 = boxes[k]
             border = (max(0, math.floor(x0) - 1), max(0, math.floor(y0) - 1),
                       min(width, math.ceil(x1) + 1), min(height, math.ceil(y1) + 1))
             if border[0] >= border[2] or border[1] >= border[3]:
-                unoccluded[k] = 0
+                results[k].unoccluded_area = 0
                 continue
             for other in self._scene_objects:
                 other.hide_render = other is not obj
@@ -487,17 +508,13 @@ class BlenderSession:
             finally:
                 for other in self._scene_objects:
                     other.hide_render = False
-            unoccluded[k] = max(int(np.count_nonzero(solo == obj.pass_index)), areas[k])
-        t4 = time.perf_counter()
-        timings.update(ids=t3 - t2, solo=t4 - t3)
-        results = []
-        for k, obj in enumerate(self._scene_objects):
-            x0, y0, x1, y1 = boxes[k]
-            occlusion = 1.0 - areas[k] / unoccluded[k] if unoccluded[k] else 0.0
-            results.append(ObjectResult(index=obj.pass_index, area=areas[k], unoccluded_area=unoccluded[k],
-                                        occlusion=float(min(1.0, max(0.0, occlusion))),
-                                        projected_bbox=boxes[k],
-                                        in_frame=x0 >= 0 and y0 >= 0 and x1 <= width and y1 <= height))
+            unoccluded = max(int(np.count_nonzero(solo == obj.pass_index)), areas[k])
+            results[k].unoccluded_area = unoccluded
+            results[k].occlusion = float(min(1.0, max(0.0, 1.0 - areas[k] / unoccluded))) if unoccluded else 0.0
+        t3 = time.perf_counter()
+        timings["solo"] = t3 - t2
+        image = self.render_rgb()
+        timings["rgb"] = time.perf_counter() - t3
         return RenderOutput(image, mask, results, timings)
 
     def memory_counts(self) -> dict[str, int]:
@@ -522,5 +539,6 @@ def get_session(set_spec: str, threads: int = 1, device: str = "cpu") -> Blender
     key = (set_spec, threads, device)
     if key not in _SESSIONS:
         _SESSIONS.clear()
-        _SESSIONS[key] = BlenderSession(set_spec, threads=threads, device=device)
+        with quiet_stdout((1, 2)):  # Cycles' device probe logs missing GPU libraries during set-up
+            _SESSIONS[key] = BlenderSession(set_spec, threads=threads, device=device)
     return _SESSIONS[key]
