@@ -87,6 +87,10 @@ def main() -> None:
     from bindscope.training.model import ModelConfig
     from bindscope.training.train import TrainConfig, Trainer
 
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     print(f"machine at start: {machine()}", flush=True)
@@ -128,17 +132,26 @@ def main() -> None:
 
     print(f"\nsetting: {tag}, {args.num_train} training images per preset, evaluation on "
           f"{data['eval']} ({args.num_test} images, ideal test split)")
-    print(f"{'attribute':<10} | {'binding ideal':>14} {'realistic':>10} | {'recognition ideal':>18} {'realistic':>10}")
+    print("binding = the paper's measure (conditional on recognition of the attribute for both digits), with n and "
+          "Wilson 95% interval; unconditional = over every binding negative; recognition over every recognition "
+          "negative. Chance is 50% for binding.")
+    header = ["binding ideal", "binding realistic", "uncond. ideal", "uncond. realistic", "recog. ideal",
+              "recog. realistic"]
+    print(f"{'attribute':<10} " + " ".join(f"{h:>26}" for h in header))
     binding = {}
     for attribute in ATTRIBUTES:
         cells = []
-        for kind in ("binding", "recognition"):
+        for kind in ("binding", "binding_unconditional", "recognition"):
             for preset in ("ideal", "realistic"):
                 block = results[preset]["metrics"]["splits"]["test"][kind]["per_attribute"].get(attribute)
                 accuracy = None if block is None else block["accuracy"]
                 binding.setdefault((kind, preset), {})[attribute] = accuracy
-                cells.append("-" if accuracy is None else f"{100 * accuracy:.1f}% (n={block['total']})")
-        print(f"{attribute:<10} | {cells[0]:>14} {cells[1]:>10} | {cells[2]:>18} {cells[3]:>10}")
+                if accuracy is None:
+                    cells.append("-")
+                else:
+                    low, high = block["ci95"]
+                    cells.append(f"{100 * accuracy:.1f}% n={block['total']} [{100 * low:.0f},{100 * high:.0f}]")
+        print(f"{attribute:<10} " + " ".join(f"{c:>26}" for c in cells))
     ideal_ok = sum((binding[("binding", "ideal")][a] or 0) >= 0.85 for a in ATTRIBUTES)
     realistic_max = max((binding[("binding", "realistic")][a] or 0) for a in ATTRIBUTES)
     print(f"\nideal >= 85% binding on {ideal_ok} of 6 attributes (target >= 4); realistic best binding "

@@ -61,26 +61,20 @@ def verify(directory: str, no_masks: bool):
     click.echo(f"{directory}: OK")
 
 
-# Commands of each area (registered here so there is one place that lists every command).
-from bindscope.generators.madman.commands import register as _register_madman  # noqa: E402
+# Commands of each area, registered here so that this is the one place that lists every command.
+from bindscope.alignment import commands as _alignment  # noqa: E402
+from bindscope.dataset import commands as _dataset  # noqa: E402
+from bindscope.evaluation import commands as _evaluation  # noqa: E402
+from bindscope.generators.comco import asset_commands as _comco_assets  # noqa: E402
+from bindscope.generators.comco import commands as _comco  # noqa: E402
+from bindscope.generators.madman import commands as _madman  # noqa: E402
+from bindscope.training import commands as _training  # noqa: E402
 
-_register_madman(madman)
-from bindscope.training.commands import register as _register_training  # noqa: E402
-
-_register_training(madman)
-from bindscope.dataset.commands import register as _register_dataset  # noqa: E402
-
-_register_dataset(bindscope)
-from bindscope.evaluation.commands import register_comco as _register_comco_eval, register_madman as _register_madman_eval  # noqa: E402,E501
-
-_register_madman_eval(madman)
-_register_comco_eval(comco)
-from bindscope.generators.comco.commands import register as _register_comco  # noqa: E402
-
-_register_comco(comco)
-from bindscope.alignment.commands import register as _register_alignment  # noqa: E402
-
-_register_alignment(bindscope)
-from bindscope.generators.comco.asset_commands import register as _register_comco_assets  # noqa: E402
-
-_register_comco_assets(comco)
+_madman.register(madman)          # madman generate, preview
+_evaluation.register_madman(madman)  # madman eval
+_training.register(madman)        # madman train, sweep
+_comco.register(comco)            # comco render, preview
+_comco_assets.register(comco)     # comco assets import|fetch|list
+_evaluation.register_comco(comco)  # comco eval
+_dataset.register(bindscope)      # bindscope release, merge
+_alignment.register(bindscope)    # bindscope probe, labclip

@@ -72,11 +72,11 @@ def test_real_madman_on_dask_equals_local(cluster, tmp_path):
 
 def test_shard_bytes_do_not_depend_on_a_stack_sampling_profiler(tmp_path):
     """Dask's worker profiler samples the task thread's frames and keeps them alive a moment; that delays the
-    closing of h5py datasets and moves HDF5 allocations. The Dask task form makes the shard in an unsampled
-    thread: under an aggressive sampler of the calling thread every shard equals the plain local one."""
+    closing of h5py datasets and could move HDF5 allocations. write_shard flushes each dataset when it creates
+    it: under an aggressive sampler of the calling thread every shard equals the plain local one."""
     import sys
 
-    from bindscope.dataset.build import ShardTask, _shard_job, _shard_job_unsampled
+    from bindscope.dataset.build import ShardTask, _shard_job
 
     generator = SquaresGenerator(splits=SPLITS)
     task = ShardTask("train", 0, 0, 3)
@@ -96,7 +96,7 @@ def test_shard_bytes_do_not_depend_on_a_stack_sampling_profiler(tmp_path):
     try:
         for i in range(25):
             (tmp_path / f"s{i}").mkdir()
-            _shard_job_unsampled((generator, str(tmp_path / f"s{i}")), task)
+            _shard_job((generator, str(tmp_path / f"s{i}")), task)
             assert (tmp_path / f"s{i}" / task.filename).read_bytes() == want, i
     finally:
         stop.set()

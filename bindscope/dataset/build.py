@@ -13,7 +13,7 @@ writes ``parts/part-IIIII-of-KKKKK.json`` (its shard entries and additive counts
 ``parts/part-IIIII-of-KKKKK.generator.pkl`` (the pickled generator, needed to compute the statistics and
 the card); :func:`bindscope.dataset.merge.merge_parts` joins the K parts into the dataset a single run makes.
 
-Folder states handled by :func:`prepare_output`:
+Folder states handled by :func:`check_output`:
 
 - missing or empty: a new run starts;
 - holds an unfinished run of the same generator, config and seed (``.bindscope-run.json``): it resumes;
@@ -27,13 +27,11 @@ import json
 import os
 import pickle
 import shutil
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import h5py
-import joblib
 from tqdm.auto import tqdm
 
 from bindscope.dataset.backends import check_backend, open_executor
@@ -95,10 +93,6 @@ def shard_tasks(splits: dict[str, int], shard_size: int) -> list[ShardTask]:
     return tasks
 
 
-def _is_bindscope_folder(out: Path) -> bool:
-    return (out / MANIFEST).is_file() or (out / RUN_STATE).is_file()
-
-
 def _just_started(out: Path) -> bool:
     """True when ``out`` holds only what a starting run writes before its run state lands: the run state's
     temporary file and empty ``shards``/``parts`` folders (parts of one run starting together in one folder)."""
@@ -114,34 +108,60 @@ def _just_started(out: Path) -> bool:
     return True
 
 
-def prepare_output(out: Path, run_id: str, overwrite: bool) -> bool:
-    """Make ``out`` ready for the run ``run_id``; return True when an unfinished run of it is resumed.
+def _run_id_in(path: Path, key: str) -> str | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def check_output(out: Path, run_id: str, overwrite: bool, resume: bool = False) -> str:
+    """Decide, before anything is written, what a run ``run_id`` does with the folder ``out``.
+
+    Returns:
+        ``"new"`` (missing or empty folder, or parts of this run starting together in it), ``"resume"`` (an
+        unfinished run of the same generator, config and seed), ``"done"`` (``resume`` given and ``out`` holds
+        the finished dataset of this very run) or ``"overwrite"`` (``overwrite`` given and ``out`` holds a
+        bindscope dataset or run).
 
     Raises:
-        BadInput: ``out`` is a file, holds other content without ``overwrite``, or holds foreign files.
+        BadInput: ``out`` is a file; or it is not empty and neither a matching run nor ``--overwrite`` allows
+            using it (the message says what it holds and which flag to pass); or ``--overwrite`` would delete
+            files that are not a bindscope dataset.
     """
     if out.exists() and not out.is_dir():
-        raise BadInput(f"output {str(out)!r} exists and is not a folder")
-    if out.is_dir() and _just_started(out):
-        return False  # another part of a run is starting in this shared folder right now
-    if out.is_dir() and any(out.iterdir()):
-        state_file = out / RUN_STATE
-        if state_file.is_file() and not (out / MANIFEST).is_file():
-            try:
-                same = json.loads(state_file.read_text()).get("run_id") == run_id
-            except json.JSONDecodeError:
-                same = False
-            if same:
-                return True
-        if not overwrite:
-            what = ("a finished dataset" if (out / MANIFEST).is_file() else
-                    "an unfinished run with another config or seed" if state_file.is_file() else "other files")
-            raise BadInput(f"output folder {str(out)!r} is not empty (it holds {what}); "
-                           "pass --overwrite to replace it, or choose another --out")
-        if not _is_bindscope_folder(out):
-            raise BadInput(f"--overwrite refused: {str(out)!r} holds files that are not a bindscope dataset")
+        raise BadInput(f"--out {str(out)!r} exists and is not a folder")
+    if not out.is_dir() or not any(out.iterdir()) or _just_started(out):
+        return "new"
+    manifest, state = out / MANIFEST, out / RUN_STATE
+    if manifest.is_file():
+        if resume and _run_id_in(manifest, "config_sha256") == run_id:
+            return "done"
+        if overwrite:
+            return "overwrite"
+        raise BadInput(f"--out {str(out)!r} is not empty: it holds a finished dataset"
+                       f"{' of another config or seed' if resume else ''}; pass --overwrite to replace it, "
+                       "or choose another --out")
+    if state.is_file():
+        if _run_id_in(state, "run_id") == run_id:
+            return "resume"
+        if overwrite:
+            return "overwrite"
+        raise BadInput(f"--out {str(out)!r} is not empty: it holds an unfinished run with another config or "
+                       "seed; repeat that run's command to resume it, pass --overwrite to replace it, or choose "
+                       "another --out")
+    if overwrite:
+        raise BadInput(f"--overwrite refused: {str(out)!r} holds files that are not a bindscope dataset")
+    raise BadInput(f"--out {str(out)!r} is not empty and holds no bindscope run; choose an empty or new folder")
+
+
+def prepare_output(out: Path, run_id: str, overwrite: bool) -> bool:
+    """Make ``out`` ready for the run ``run_id`` (see :func:`check_output`; a finished dataset of the same run
+    is replaced only with ``overwrite``); return True when an unfinished run of it is resumed."""
+    decision = check_output(out, run_id, overwrite)
+    if decision == "overwrite":
         shutil.rmtree(out)
-    return False
+    return decision == "resume"
 
 
 def _run_task(generator: Generator, shards_dir: Path, task: ShardTask) -> tuple[dict, dict]:
@@ -164,32 +184,6 @@ def _run_task(generator: Generator, shards_dir: Path, task: ShardTask) -> tuple[
 def _shard_job(common: tuple, task: ShardTask) -> tuple[dict, dict]:
     generator, shards_dir = common
     return _run_task(generator, Path(shards_dir), task)
-
-
-def _shard_job_unsampled(common: tuple, task: ShardTask) -> tuple[dict, dict]:
-    """:func:`_shard_job` in a helper thread: the form used on Dask workers.
-
-    A Dask worker's statistical profiler samples the stack of the thread running a task and briefly keeps its
-    frames alive. An h5py dataset object kept alive that way is closed later than usual, and HDF5 allocates a
-    chunked dataset's file space when it is closed, so the shard's layout (not its content) would change with
-    the sampling timing. The profiler only samples task threads, so a helper thread keeps the shard's bytes
-    identical to a local run's.
-    """
-    outcome: list = []
-
-    def target() -> None:
-        try:
-            outcome.append((True, _shard_job(common, task)))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the task thread
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=target, name=f"bindscope-{task.filename}")
-    thread.start()
-    thread.join()
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
 
 
 def part_tasks(tasks: list[ShardTask], num_parts: int, part: int) -> list[ShardTask]:
@@ -340,8 +334,7 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
         desc += f", part {part}/{num_parts}" if num_parts > 1 else ""
         desc += f", {executor.description})" if backend == "dask" else ")"
         with tqdm(total=sum(t.count for t in mine), unit="img", disable=not progress, desc=desc) as bar:
-            job = _shard_job_unsampled if backend == "dask" else _shard_job
-            for position, result in executor.map(job, (generator, str(shards_dir)), mine):
+            for position, result in executor.map(_shard_job, (generator, str(shards_dir)), mine):
                 results[mine[position]] = result
                 bar.update(mine[position].count)
     _remove_temp_files(shards_dir, mine)  # e.g. left by a worker that died mid-shard

@@ -45,7 +45,9 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 
 def _put(group: h5py.Group, name: str, data, dtype=None, **kwargs) -> None:
-    group.create_dataset(name, data=np.asarray(data, dtype=dtype), track_times=False, **kwargs)
+    # Flushing at once fixes where HDF5 places the data: otherwise placement happens when the dataset object is
+    # garbage-collected, which a profiler holding stack frames (e.g. a Dask worker's) can delay, changing the bytes.
+    group.create_dataset(name, data=np.asarray(data, dtype=dtype), track_times=False, **kwargs).flush()
 
 
 def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: list[Sample],

@@ -27,16 +27,14 @@ from typing import Iterable
 import numpy as np
 from tqdm.auto import tqdm
 
+from bindscope.cache import cache_root
 from bindscope.evaluation.encoder import EncoderAdapter
 
 
 def default_cache_dir() -> Path:
     """``$BINDSCOPE_CACHE/embeddings``, else ``$XDG_CACHE_HOME/bindscope/embeddings``, else
     ``~/.cache/bindscope/embeddings``."""
-    if os.environ.get("BINDSCOPE_CACHE"):
-        return Path(os.environ["BINDSCOPE_CACHE"]) / "embeddings"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "bindscope" / "embeddings"
+    return cache_root() / "embeddings"
 
 
 def text_hash(text: str) -> bytes:

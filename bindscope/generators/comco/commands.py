@@ -45,11 +45,12 @@ def resolve_render_config(config_file: str | None, flags: dict) -> dict:
 
 
 def _require_bpy() -> None:
-    try:
-        import bpy  # noqa: F401
-    except ImportError:
+    """BadInput unless the Blender Python module is installed (checked without importing it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("bpy") is None:
         raise BadInput("comco render needs the Blender Python module: pip install 'bindscope[render]' "
-                       "(bpy==5.0.1, Python 3.11)") from None
+                       "(bpy==5.0.1, Python 3.11)")
 
 
 def register(group: click.Group) -> None:

