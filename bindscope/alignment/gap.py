@@ -1,6 +1,6 @@
 """The modality gap (numpy only).
 
-Definition (Liang et al., "Mind the Gap", NeurIPS 2022, Sec. 4; used by Koishigarina et al. for LABCLIP):
+Definition (Liang et al., "Mind the Gap", NeurIPS 2022; used by Koishigarina et al. for LABCLIP):
 the Euclidean distance between the mean image embedding and the mean text embedding, both computed on
 **L2-normalised** embeddings::
 

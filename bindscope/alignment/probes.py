@@ -1,7 +1,7 @@
 """Linear probes on frozen embeddings: is attribute–object binding linearly decodable in one modality?
 
 Protocol (Koishigarina, Uselis, Oh, "CLIP Behaves like a Bag-of-Words Model Cross-modally but not
-Uni-modally", Sec. 4; project choices marked as such in docs/alignment.md):
+Uni-modally"; docs/papers.md section 3; project choices marked as such in docs/alignment.md):
 
 * one probe per (modality, attribute, target object category); samples that contain exactly one object of
   the target category (and, by default, at least two objects in the modality's view); label = that object's

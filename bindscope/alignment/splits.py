@@ -15,7 +15,7 @@ Two kinds of hold-out are used by :mod:`bindscope.alignment` (see docs/alignment
   ``(category, attribute, value)`` triples described in the captions is held out; a sample that describes
   any held-out triple is a held-out (evaluation) sample, every other sample may be used for fitting. No
   held-out triple occurs in a fitting sample (the sense of "object–attribute combinations held out of
-  training" in the MADMAN paper, Gurung et al. 2025, Sec. 3).
+  training" in the MADMAN paper, Gurung et al. 2025; docs/papers.md section 2).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """ComCO / SimCO evaluations: TOR, IOR, I2TOR, image–text matching, and the Claim-1 text test.
 
-Protocols of Abbasi et al., "CLIP Under the Microscope" (CVPR 2025): Sec. 3 (TOR/IOR: text- and image-based
-object retrieval), Sec. 4.1 Claim 1 (large- vs small-first captions), Sec. 5 (image–text matching,
-scenarios 1 and 2). Details and the project's choices are in docs/evaluation.md.
+Protocols of Abbasi et al., "CLIP Under the Microscope" (CVPR 2025), as restated in docs/papers.md section 1: TOR and
+IOR (text- and image-based object retrieval), I2TOR, Claim 1 (large- vs small-first captions), and image–text
+matching scenarios 1 and 2. Details and the project's choices are in docs/evaluation.md.
 
 - **TOR**: each caption's text embedding is compared (cosine, embeddings L2-normalised) with the text embeddings
   of the bare names of every category in the vocabulary; the top-1 name is attributed to its mention position in

@@ -1,6 +1,6 @@
 """A small CLIP trained from scratch, built from open_clip's own model classes (the MADMAN study's model).
 
-The MADMAN paper (Gurung, Hoffmann, Brox, GCPR 2025, section 2 of docs/PAPERS) trains small CLIPs from scratch
+The MADMAN paper (Gurung, Hoffmann, Brox, GCPR 2025, docs/papers.md section 2) trains small CLIPs from scratch
 with embedding sizes 32-256 and batch sizes 16-256. This module builds such a model as an
 ``open_clip.CLIP`` with a small vision tower (a ViT, ``open_clip.transformer.VisionTransformer``, or a CNN,
 ``open_clip.modified_resnet.ModifiedResNet``) and a small causal text transformer, tokenised with open_clip's

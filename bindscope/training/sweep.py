@@ -1,6 +1,6 @@
 """``madman sweep``: one small CLIP per value of a data property, evaluated on one shared set (MADMAN figs. 3-4).
 
-The MADMAN paper (Gurung, Hoffmann, Brox, GCPR 2025; docs/PAPERS.md section 2) varies one data property at a
+The MADMAN paper (Gurung, Hoffmann, Brox, GCPR 2025; docs/papers.md section 2) varies one data property at a
 time — multi-object images, multi-object captions, attribute density, saliency bias — trains a small CLIP from
 scratch per value, and plots recognition and binding accuracy per attribute against the value. Here:
 

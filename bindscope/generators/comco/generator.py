@@ -10,7 +10,7 @@ identical for any ``--jobs``). Two splits:
   the image, or in ``one-large`` mode when the large object does not have the strictly largest visible area.
   After ``visibility.max_tries`` rejected attempts the run stops with :class:`BadInput`.
 - ``"references"``: one single-object reference image per category of the set, in registry order
-  (:func:`planning.plan_reference`), caption = the category name (Abbasi et al., CVPR 2025, sec. 3: IOR
+  (:func:`planning.plan_reference`), caption = the category name (Abbasi et al., CVPR 2025; docs/papers.md section 1: IOR
   retrieves among single-object images). Omitted when ``references`` is false.
 
 Per-object columns (ObjectRecord): ``category`` = registry name, ``category_id`` = registry id,
@@ -239,7 +239,7 @@ class ComcoGenerator:
             f"# ComCO-style dataset ({cfg['set']})", "",
             "Blender-rendered multi-object scenes with exact instance masks, made by `comco render` "
             f"(bindscope {manifest['generator']['version']}), following the ComCO / SimCO design of Abbasi et "
-            "al., \"CLIP Under the Microscope\" (CVPR 2025), sec. 3. Scene layout, camera and light are this "
+            "al., \"CLIP Under the Microscope\" (CVPR 2025), docs/papers.md section 1. Scene layout, camera and light are this "
             "project's choices (docs/comco.md).", "",
             "- splits: " + ", ".join(f"`{k}` ({v['num_samples']})" for k, v in manifest["splits"].items()),
             f"- image size: {manifest['image_size'][0]} x {manifest['image_size'][1]} px; Cycles, "

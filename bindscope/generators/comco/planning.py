@@ -12,7 +12,7 @@ World frame (Blender's): metres, z up, the ground plane is z = 0, the placement 
 at ``camera.distance`` metres from the look-at point ``(0, 0, camera.look_at_z)``, ``camera.elevation_deg``
 above the ground; objects face -y (towards the camera) before their yaw jitter.
 
-Protocol sources: Abbasi et al., "CLIP Under the Microscope" (CVPR 2025), sec. 3 (ComCO/SimCO: 2-5 objects,
+Protocol sources: Abbasi et al., "CLIP Under the Microscope" (CVPR 2025), docs/papers.md section 1 (ComCO/SimCO: 2-5 objects,
 controlled number, position and size; captions = names joined with " and "; one large object and the rest
 small for the image-side experiments). Unpublished values (scales, ground, camera, light) are this project's
 choices, documented in docs/comco.md and exposed as config values. Mention order is sampled uniformly at
@@ -263,7 +263,7 @@ def make_caption(names: list[str], config: dict, rng: np.random.Generator) -> tu
     """Caption of a scene and the 1-based mention position of each object.
 
     The mention order is a uniformly random permutation (seeded); the caption is the names in that order
-    joined with ``caption.joiner`` (default ``" and "``, Abbasi et al. sec. 3), placed into a template drawn
+    joined with ``caption.joiner`` (default ``" and "``, Abbasi et al., CVPR 2025), placed into a template drawn
     uniformly from ``caption.templates`` (each holds ``{objects}``) when any are given.
 
     Returns:
