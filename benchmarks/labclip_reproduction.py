@@ -47,13 +47,13 @@ def main() -> None:
     parser.add_argument("--preset", default="realistic")
     parser.add_argument("--num-train", type=int, default=10000)
     parser.add_argument("--num-test", type=int, default=6000)
-    parser.add_argument("--train-args", default="--steps 2000 --batch-size 128 --embed-dim 64 --image-size 32 "
-                        "--vision-width 64 --vision-layers 2 --text-width 64 --text-layers 2 --lr 2e-3 "
-                        "--checkpoint-every 250",
+    parser.add_argument("--train-args", default="--steps 3500 --batch-size 128 --embed-dim 64 --image-size 32 "
+                        "--patch-size 8 --vision-width 64 --vision-layers 2 --text-width 64 --text-layers 2 "
+                        "--lr 2e-3 --checkpoint-every 500",
                         help="extra `madman train` options (a small CLIP that trains on 2 CPU cores in minutes)")
     parser.add_argument("--holdout", type=float, default=0.1)
-    parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--labclip-lr", type=float, default=1e-3)
+    parser.add_argument("--epochs", type=int, default=100, help="LABCLIP epochs")
+    parser.add_argument("--labclip-lr", type=float, default=1e-2, help="LABCLIP Adam learning rate")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch/OpenMP threads (1: on a shared, busy machine more threads oversubscribe the "

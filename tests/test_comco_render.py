@@ -120,10 +120,95 @@ def test_same_seed_same_specs_and_masks_for_any_jobs(dataset, tmp_path_factory):
         assert a.spec == b.spec and a.caption == b.caption
         assert np.array_equal(a.mask, b.mask)
         assert [vars(o) for o in a.objects] == [vars(o) for o in b.objects]
-        # Cycles with a per-scene seed: the same pixels up to Cycles' own run-to-run jitter, which moves a
-        # handful of pixels by one level (docs/comco.md, "Determinism")
-        diff = np.abs(a.image.astype(int) - b.image)
-        assert diff.max() <= 1 and np.count_nonzero(diff) <= 0.005 * diff.size
+        assert np.array_equal(a.image, b.image)  # Cycles pixels too: bit-identical (docs/comco.md)
+    # hence byte-identical shards and manifest for --jobs 1 --threads 2 vs --jobs 2 --threads 1
+    assert a_manifest == b_manifest
+    shards = [e["file"] for split in a_manifest["splits"].values() for e in split["shards"]]
+    assert len(shards) == 2 + 5  # 8 scenes and 18 references in shards of 4
+    for name in shards:
+        assert (dataset / name).read_bytes() == (other / name).read_bytes()
+
+
+# models whose bmesh construction (create_uvsphere) gives a process-dependent face order without
+# models.canonical_order; the three SimCO shapes and five ComCO models with sphere parts
+SPHERE_MODELS = [("simco18", "sphere"), ("simco18", "pot"), ("simco18", "cap"), ("comco72", "cow"),
+                 ("comco72", "cake"), ("comco72", "clock"), ("comco72", "orange"), ("comco72", "teddy bear")]
+
+
+def _mesh_arrays(mesh) -> dict:
+    arrays = {"co": np.empty(len(mesh.vertices) * 3, np.float32), "corners": np.empty(len(mesh.loops), np.int32),
+              "start": np.empty(len(mesh.polygons), np.int32), "material": np.empty(len(mesh.polygons), np.int32),
+              "smooth": np.empty(len(mesh.polygons), bool)}
+    mesh.vertices.foreach_get("co", arrays["co"])
+    mesh.loops.foreach_get("vertex_index", arrays["corners"])
+    for key, name in (("start", "loop_start"), ("material", "material_index"), ("smooth", "use_smooth")):
+        mesh.polygons.foreach_get(name, arrays[key])
+    return arrays
+
+
+def model_mesh_digests(names) -> dict:
+    """sha256 of each named procedural model's mesh arrays (built with models.build_mesh, then removed)."""
+    import hashlib
+
+    from bindscope.generators.comco.blender.session import import_bpy
+
+    bpy = import_bpy()
+    from bindscope.generators.comco import models
+
+    digests = {}
+    for set_name, name in names:
+        entry = models.model_library()[set_name][name]
+        mesh, _ = models.build_mesh(entry["parts"] if isinstance(entry, dict) else entry, "bindscope-test")
+        digests[f"{set_name}:{name}"] = hashlib.sha256(
+            b"".join(a.tobytes() for a in _mesh_arrays(mesh).values())).hexdigest()
+        bpy.data.meshes.remove(mesh)
+    return digests
+
+
+def test_model_meshes_are_identical_across_processes(dataset):
+    """Same vertex/face/corner order in this process (after rendering the dataset) and in a fresh process that
+    builds the models in the reverse order; without models.canonical_order, create_uvsphere's face order
+    differs between processes and Cycles' pixels did too."""
+    import os
+    import subprocess
+    import sys
+
+    here = model_mesh_digests(SPHERE_MODELS)
+    script = ("import json, sys; sys.path.insert(0, sys.argv[1]); from test_comco_render import *; "
+              "print(json.dumps(model_mesh_digests(SPHERE_MODELS[::-1])))")
+    result = subprocess.run([sys.executable, "-c", script, os.path.dirname(__file__)], capture_output=True,
+                            text=True, check=True)
+    there = json.loads(result.stdout.strip().splitlines()[-1])
+    assert there == here and len(here) == len(SPHERE_MODELS)
+
+
+def test_canonical_order_depends_on_the_geometry_only():
+    from bindscope.generators.comco.blender.session import import_bpy
+
+    bpy = import_bpy()
+    from bindscope.generators.comco import models
+
+    entry = models.model_library()["simco18"]["pot"]
+    mesh, _ = models.build_mesh(entry["parts"] if isinstance(entry, dict) else entry, "bindscope-test")
+    a = _mesh_arrays(mesh)
+    co = a["co"].reshape(-1, 3)
+    faces = np.split(a["corners"], a["start"][1:])
+    rng = np.random.default_rng(0)  # shuffle vertices and faces, start each face at a random corner
+    vperm, fperm = rng.permutation(len(co)), rng.permutation(len(faces))
+    new_index = np.argsort(vperm)
+    shuffled = [np.roll(new_index[faces[f]], -int(rng.integers(len(faces[f])))).tolist() for f in fperm]
+    other = bpy.data.meshes.new("bindscope-test-shuffled")
+    other.from_pydata(co[vperm].tolist(), [], shuffled)
+    other.polygons.foreach_set("material_index", a["material"][fperm])
+    other.polygons.foreach_set("use_smooth", a["smooth"][fperm])
+    assert not np.array_equal(_mesh_arrays(other)["corners"], a["corners"])
+    models.canonical_order(other)
+    b = _mesh_arrays(other)
+    try:
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+    finally:
+        bpy.data.meshes.remove(mesh)
+        bpy.data.meshes.remove(other)
 
 
 def _generator(**overrides) -> ComcoGenerator:
@@ -161,7 +246,7 @@ def test_equal_mode_salient_is_rank_one_and_memory_stays_flat():
     again = gen.make_samples("scenes", 0, 2)
     assert session.memory_counts() == before  # orphan data purged between scenes
     for s, t in zip(first, again):
-        assert np.array_equal(s.mask, t.mask) and s.spec == t.spec
+        assert np.array_equal(s.mask, t.mask) and np.array_equal(s.image, t.image) and s.spec == t.spec
         assert [o.salient for o in s.objects] == [o.size_rank == 1 for o in s.objects]
         assert {o.attributes["size"] for o in s.objects} == {"equal"}
         assert all(o.extras["scale"] == 1.0 for o in s.objects)

@@ -338,11 +338,73 @@ def build_mesh(parts: list[dict], name: str) -> tuple[bpy.types.Mesh, list[str]]
                 for face in _new_faces(verts):
                     face.material_index = index
                     face.smooth = bool(part.get("smooth", part["p"] in ("sphere", "lathe", "torus", "tube")))
-    bmesh.ops.recalc_face_normals(bm, faces=bm.faces[:])
     mesh = bpy.data.meshes.new(name)
     bm.to_mesh(mesh)
     bm.free()
+    canonical_order(mesh)  # recalc_face_normals then sees the same element order in every process
+    bm = bmesh.new()
+    bm.from_mesh(mesh)
+    bmesh.ops.recalc_face_normals(bm, faces=bm.faces[:])
+    bm.to_mesh(mesh)
+    bm.free()
+    canonical_order(mesh)  # flipped faces start at their lowest corner again
     return mesh, keys
+
+
+def canonical_order(mesh: bpy.types.Mesh) -> None:
+    """Renumber ``mesh``'s vertices, faces and each face's corners in an order given by the geometry alone.
+
+    Some bmesh operators (``bmesh.ops.create_uvsphere`` among them, Blender 5.0) emit faces in an order and
+    with a first corner that differ from one process to the next (they walk pointer-keyed hash sets). The
+    shape is the same, but Cycles then receives triangles in a different order and splits quads along the
+    other diagonal, so a few pixels of the RGB render differed between processes (ray-tie breaking and
+    per-pixel sampling paths). After this call the mesh data are a function of the geometry only:
+
+    - each face starts at its corner with the lexicographically smallest (x, y, z) (winding unchanged);
+    - faces are sorted by (corner count, corner positions, material index, smooth flag);
+    - vertices are numbered by first use in that face order; unused (loose) vertices follow, sorted by
+      position. Loose edges are dropped (they do not render); materials are kept.
+
+    Coordinates are not changed (float32, metres in model space).
+    """
+    n_verts, n_faces, n_loops = len(mesh.vertices), len(mesh.polygons), len(mesh.loops)
+    co = np.empty(n_verts * 3, dtype=np.float32)
+    mesh.vertices.foreach_get("co", co)
+    co = co.reshape(-1, 3)
+    start = np.empty(n_faces, dtype=np.int32)
+    total = np.empty(n_faces, dtype=np.int32)
+    corners = np.empty(n_loops, dtype=np.int32)
+    material = np.empty(n_faces, dtype=np.int32)
+    smooth = np.empty(n_faces, dtype=bool)
+    mesh.polygons.foreach_get("loop_start", start)
+    mesh.polygons.foreach_get("loop_total", total)
+    mesh.loops.foreach_get("vertex_index", corners)
+    mesh.polygons.foreach_get("material_index", material)
+    mesh.polygons.foreach_get("use_smooth", smooth)
+    # rank of each vertex's position (equal positions share a rank), lexicographic in (x, y, z)
+    rank = np.unique(co, axis=0, return_inverse=True)[1].reshape(-1).tolist()
+    corners = corners.tolist()
+    faces, keys = [], []
+    for f, (s, t) in enumerate(zip(start.tolist(), total.tolist())):
+        face = corners[s:s + t]
+        ranks = [rank[v] for v in face]
+        k = ranks.index(min(ranks))
+        faces.append(face[k:] + face[:k])
+        keys.append((t, ranks[k:] + ranks[:k], int(material[f]), bool(smooth[f])))
+    order = sorted(range(n_faces), key=keys.__getitem__)
+    renumber: dict[int, int] = {}
+    for f in order:
+        for v in faces[f]:
+            renumber.setdefault(v, len(renumber))
+    for v in sorted(set(range(n_verts)) - set(renumber), key=lambda v: (rank[v], *co[v].tolist())):
+        renumber[v] = len(renumber)
+    old = np.empty(n_verts, dtype=np.int64)
+    old[list(renumber.values())] = list(renumber.keys())
+    mesh.clear_geometry()
+    mesh.from_pydata(co[old].tolist(), [], [[renumber[v] for v in faces[f]] for f in order])
+    mesh.polygons.foreach_set("material_index", material[order])
+    mesh.polygons.foreach_set("use_smooth", smooth[order])
+    mesh.update()
 
 
 def normalise_mesh(mesh: bpy.types.Mesh) -> None:
