@@ -111,7 +111,7 @@ def test_reference_images_show_exactly_one_object(dataset):
         assert abs((x0 + x1) / 2 - 32) <= 6  # centred horizontally (same un-jittered camera for all)
 
 
-def test_same_seed_same_specs_and_masks_for_any_jobs(dataset, tmp_path_factory):
+def test_same_seed_byte_identical_dataset_for_any_jobs(dataset, tmp_path_factory):
     other = _render(tmp_path_factory, "comco-jobs2", "--jobs", "2", "--threads", "1")
     a_scenes, a_refs, a_manifest = _scenes(dataset)
     b_scenes, b_refs, b_manifest = _scenes(other)
@@ -125,7 +125,7 @@ def test_same_seed_same_specs_and_masks_for_any_jobs(dataset, tmp_path_factory):
     assert a_manifest == b_manifest
     shards = [e["file"] for split in a_manifest["splits"].values() for e in split["shards"]]
     assert len(shards) == 2 + 5  # 8 scenes and 18 references in shards of 4
-    for name in shards:
+    for name in [*shards, "manifest.json"]:  # the manifest lists each shard's sha256
         assert (dataset / name).read_bytes() == (other / name).read_bytes()
 
 

@@ -306,7 +306,9 @@ def build_mesh(parts: list[dict], name: str) -> tuple[bpy.types.Mesh, list[str]]
     Parts may give ``at`` as one position or a list of positions; ``mirror`` (``"x"``, ``"y"``, ``"z"`` or a
     combination) adds reflected copies; ``repeat: {n, axis, about}`` makes n copies turned evenly about an
     axis through the point ``about`` (default the origin); ``grid: {n: [nx, ny], step: [dx, dy, dz]}`` makes
-    nx * ny copies (column i, row j moved by (i*dx, j*dy, j*dz)).
+    nx * ny copies (column i, row j moved by (i*dx, j*dy, j*dz)). Face normals point outwards
+    (``bmesh.ops.recalc_face_normals``) and the element order is canonical (:func:`canonical_order`), so the
+    mesh data are the same in every process.
     """
     bm = bmesh.new()
     keys: list[str] = []
@@ -355,10 +357,10 @@ def canonical_order(mesh: bpy.types.Mesh) -> None:
     """Renumber ``mesh``'s vertices, faces and each face's corners in an order given by the geometry alone.
 
     Some bmesh operators (``bmesh.ops.create_uvsphere`` among them, Blender 5.0) emit faces in an order and
-    with a first corner that differ from one process to the next (they walk pointer-keyed hash sets). The
-    shape is the same, but Cycles then receives triangles in a different order and splits quads along the
-    other diagonal, so a few pixels of the RGB render differed between processes (ray-tie breaking and
-    per-pixel sampling paths). After this call the mesh data are a function of the geometry only:
+    corners that differ from one process to the next (measured: same vertex positions, different face and
+    corner order). The shape is the same, but Cycles then receives different triangle data, and a few dozen
+    pixels of a 224 x 224 RGB render differed between processes. After this call the mesh data are a
+    function of the geometry only:
 
     - each face starts at its corner with the lexicographically smallest (x, y, z) (winding unchanged);
     - faces are sorted by (corner count, corner positions, material index, smooth flag);

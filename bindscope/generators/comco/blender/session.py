@@ -20,11 +20,13 @@ One :class:`BlenderSession` per process (see :func:`get_session`) renders any nu
    area equals their visible area without a render. Occlusion = 1 - visible / unoccluded.
 5. **Projected bbox.** The evaluated mesh vertices projected with the camera matrix (pixels, unclipped).
 
-Determinism: the masks and every table value depend on the spec alone (the id render is flat; measured
-identical across --jobs/--threads and runs). RGB pixels depend on the spec and on Cycles' sampling, which is
-seeded per scene, but are not bit-stable: a handful of pixels (measured: up to 11 of 50,176 at 224 x 224)
-differ by 1/255 between runs, thread counts and workers, with or without OpenImageDenoise (docs/comco.md).
-A GPU device renders slightly different pixels.
+Determinism: images, masks and every table value depend on the spec alone: bit-identical across runs,
+processes, ``--jobs`` and ``--threads`` on CPU (measured: 0 of 50,176 pixels differ at 224 x 224, with and
+without OpenImageDenoise; tested in tests/test_comco_render.py). This needs the model meshes to have the same
+vertex, face and corner order in every process, which ``models.canonical_order`` ensures (some bmesh
+operators emit a process-dependent face and corner order; Cycles then got different triangle data and a few
+dozen pixels per image differed). The Cycles seed is set per scene from the spec. A GPU device renders
+slightly different pixels from the CPU.
 """
 
 from __future__ import annotations
