@@ -7,6 +7,8 @@ the command functions, so ``--help`` stays fast); this module only assembles the
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from bindscope import __version__
@@ -14,13 +16,15 @@ from bindscope.errors import BadInput
 
 
 class Group(click.Group):
-    """A click group that reports :class:`BadInput` as ``Error: <message>`` with exit status 2."""
+    """A click group that reports :class:`BadInput` as one ``Error: <message>`` line with exit status 2."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except BadInput as exc:
-            click.echo(f"Error: {exc}", err=True)
+            # One line, always: a message that embeds a library's multi-line text (PyYAML, h5py) is joined.
+            message = re.sub(r"\s*\n\s*", " ", str(exc).strip())
+            click.echo(f"Error: {message}", err=True)
             ctx.exit(2)
 
 
@@ -48,10 +52,14 @@ def bindscope():
 def verify(directory: str, no_masks: bool):
     """Check a dataset DIRECTORY: manifest schema, shard checksums and counts, masks against the object table.
 
-    Exit status 0 when sound, 1 with a list of problems otherwise.
+    Exit status 0 when sound, 1 with a list of problems otherwise, 2 when DIRECTORY does not exist.
     """
+    import os
+
     from bindscope.dataset.verify import verify_dataset
 
+    if not os.path.isdir(directory):  # a wrong path is bad input (2), not a dataset with problems (1)
+        raise BadInput(f"dataset folder {directory!r} does not exist; give the folder of a bindscope dataset")
     problems = verify_dataset(directory, check_masks=not no_masks)
     if problems:
         click.echo(f"{directory}: {len(problems)} problem(s)", err=True)

@@ -27,6 +27,15 @@ def deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
+def yaml_error_line(exc: Exception) -> str:
+    """A PyYAML error as one line: the problem and its 1-based line and column, e.g.
+    ``"expected the node content, but found '<stream end>' at line 2, column 1"``."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return " ".join(f"{problem}{where}".split())
+
+
 def read_yaml(path: str | os.PathLike) -> dict:
     """Read a YAML mapping. Raises BadInput if the file is missing, not YAML, or not a mapping."""
     path = Path(path)
@@ -35,7 +44,9 @@ def read_yaml(path: str | os.PathLike) -> dict:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise BadInput(f"--config {str(path)!r}: not valid YAML ({exc})") from None
+        raise BadInput(f"--config {str(path)!r}: not valid YAML ({yaml_error_line(exc)})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"--config {str(path)!r}: not readable ({exc.__class__.__name__}: {exc})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

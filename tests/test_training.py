@@ -245,6 +245,9 @@ def test_trained_model_loads_through_load_adapter_and_evaluates(ideal_data, unin
     binding = stored["metrics"]["splits"]["test"]["binding"]["per_attribute"]
     assert set(binding) <= {"colour", "size", "thickness", "rotation", "swelling", "fracture"} and binding
     assert uninterrupted["summary"]["steps"] == 8 and uninterrupted["summary"]["steps_per_s"] > 0
+    # The run folder and the resumable checkpoint load too (weights_only: the checkpoint holds no pickled numpy).
+    for path in (out, out / "checkpoint.pt"):
+        np.testing.assert_allclose(load_adapter(str(path), device="cpu").encode_images(images), img, atol=1e-5)
 
 
 def test_madman_eval_cli_takes_the_trained_model(ideal_data, uninterrupted, tmp_path):

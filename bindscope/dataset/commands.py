@@ -14,6 +14,33 @@ import click
 BUILD_OPTION_NAMES = ("backend", "scheduler", "num_parts", "part")
 
 
+def check_output_location(flag: str, path) -> None:
+    """Check that ``path`` (a file or folder a command will create, with any missing parent folders) can be
+    written: its nearest existing ancestor must be a folder, and a writable one.
+
+    Call it before anything is written, for every output path of a command.
+
+    Raises:
+        BadInput: an ancestor of ``path`` is a file (e.g. ``--out notes.txt/run``), or the folder the new
+            path would go into is not writable; the message names the flag, the path and that ancestor.
+    """
+    import os
+    from pathlib import Path
+
+    from bindscope.errors import BadInput
+
+    path = Path(path)
+    ancestor = path.absolute().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise BadInput(f"{flag} {str(path)!r}: {str(ancestor)!r} is a file, not a folder; give a path inside a "
+                       "folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise BadInput(f"{flag} {str(path)!r}: folder {str(ancestor)!r} is not writable; give a path in a "
+                       "writable folder")
+
+
 def build_options(func):
     """Click decorator adding ``--backend``, ``--scheduler``, ``--num-parts`` and ``--part`` to a generator command.
 
@@ -120,6 +147,8 @@ def register(group: click.Group) -> None:
             return
         if out is None:
             raise BadInput("give --out RELEASE_DIR (the release to write, or with --push the one to upload)")
+        if data is not None:
+            check_output_location("--out", out)
         if data is None and push is None:
             raise BadInput("give the dataset to release: bindscope release DATA --out RELEASE_DIR")
         from bindscope.dataset.hub import HubError, connect, push_release
@@ -158,6 +187,8 @@ def register(group: click.Group) -> None:
         """
         from bindscope.dataset.merge import merge_parts
 
+        if out is not None:
+            check_output_location("--out", out)
         target = out or parts[0]
         manifest = merge_parts(list(parts), out)
         total = sum(s["num_samples"] for s in manifest["splits"].values())

@@ -10,6 +10,9 @@ import click
 from bindscope.errors import BadInput
 
 
+MAX_SAMPLED_CAPTIONS = 1_000_000  # comco eval without DATA: -n captions per group
+
+
 def _model_options(func):
     options = [
         click.option("--model", required=True,
@@ -35,6 +38,15 @@ def _model_options(func):
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def _check_locations(out_path, plot_path) -> None:
+    """BadInput unless the result file and the plot can be created (no file in the way, a writable folder)."""
+    from bindscope.dataset.commands import check_output_location
+
+    check_output_location("--out", out_path)
+    if plot_path is not None:
+        check_output_location("--plot", plot_path)
 
 
 def _model_slug(model: str, pretrained: str | None) -> str:
@@ -125,6 +137,7 @@ def register_madman(group: click.Group) -> None:
         out_path = check_output(out or Path(data) / "eval" / f"madman-{_model_slug(model, pretrained)}{suffix}.json",
                                 overwrite)
         plot_path = check_plot_path(plot)
+        _check_locations(out_path, plot_path)
         from bindscope.evaluation.adapters import load_adapter
 
         adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
@@ -145,7 +158,7 @@ def register_comco(group: click.Group) -> None:
     @click.option("--objects", type=int, default=None, help="Without DATA: objects per sampled caption [4].")
     @click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "
                                                 "[comco72].")
-    @click.option("-n", "num", type=int, default=None, help="Without DATA: captions to sample (per group) [2000].")
+    @click.option("-n", "num", type=int, default=None, help="Without DATA: captions to sample (per group), 1..1,000,000 [2000].")
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of caption / negative sampling.")
     @click.option("--matching-negatives", type=int, default=None,
                   help="Wrong captions per scene and scenario (a seeded sample); default: every absent category.")
@@ -163,6 +176,11 @@ def register_comco(group: click.Group) -> None:
         from bindscope.evaluation.report import check_plot_path
         from bindscope.evaluation.results import check_output, check_shards, open_dataset, slug
 
+        if seed < 0:
+            raise BadInput(f"--seed {seed} is not allowed; use an integer >= 0")
+        if matching_negatives is not None and matching_negatives < 1:
+            raise BadInput(f"--matching-negatives {matching_negatives} is not allowed; use an integer >= 1 (or omit "
+                           "it for every absent category)")
         text_transform, suffix = _labclip_transform(labclip)  # --labclip: bindscope.alignment's fitted map
         if data is not None:
             given = [f for f, v in (("--objects", objects), ("--vocab", vocab), ("-n", num)) if v is not None]
@@ -183,13 +201,20 @@ def register_comco(group: click.Group) -> None:
             objects, vocab, num = objects or 4, vocab or "comco72", 2000 if num is None else num
             if objects < 2:
                 raise BadInput(f"--objects must be at least 2 for TOR, got {objects}")
-            if num < 1:
-                raise BadInput(f"-n must be at least 1, got {num}")
-            load_vocabulary(vocab)  # an unknown set fails here, before the model is loaded
+            if not 1 <= num <= MAX_SAMPLED_CAPTIONS:
+                raise BadInput(f"-n {num} is out of range; allowed: 1..{MAX_SAMPLED_CAPTIONS:,} captions")
+            try:  # an unknown set fails here, before the model is loaded
+                categories = load_vocabulary(vocab)
+            except BadInput as exc:  # the registry names its own flag (--set); here the flag is --vocab
+                raise BadInput(str(exc).replace("--set ", "--vocab ", 1)) from None
+            if objects > len(categories):
+                raise BadInput(f"--objects {objects} is more than the {len(categories)} categories of --vocab "
+                               f"{vocab!r}; allowed: 2..{len(categories)}")
             default_out = (Path("results") / f"comco-sampled-{slug(vocab)}-{objects}obj-n{num}-seed{seed}" /
                            f"{'+'.join(task_list)}-{_model_slug(model, pretrained)}{suffix}.json")
         out_path = check_output(out or default_out, overwrite)
         plot_path = check_plot_path(plot)
+        _check_locations(out_path, plot_path)
         from bindscope.evaluation.adapters import load_adapter
 
         adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)

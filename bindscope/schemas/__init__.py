@@ -7,6 +7,7 @@ Schemas: ``manifest`` (dataset directories), ``madman_config`` (``madman generat
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from importlib import resources
 
@@ -27,9 +28,56 @@ def validate(instance: object, name: str, what: str, error: type[Exception] = Ba
 
     Raises ``error`` (default :class:`BadInput`) whose message is ``"<what>: <path>: <reason>"`` for the
     most relevant violation, e.g. ``"config: multi_object_captions: 1.5 is greater than the maximum of 1"``.
+    In the ``*_config`` schemas NaN and infinities are never valid (JSON Schema's ``minimum``/``maximum`` let
+    NaN through, since every comparison with NaN is false): ``"config: saliency_bias: nan is not a finite
+    number; allowed: 0..1"``.
     """
-    validator = jsonschema.Draft202012Validator(load_schema(name))
+    schema = load_schema(name)
+    if name.endswith("_config"):
+        _check_finite(instance, schema, (), what, error)
+    validator = jsonschema.Draft202012Validator(schema)
     best = jsonschema.exceptions.best_match(validator.iter_errors(instance))
     if best is not None:
         where = ".".join(str(p) for p in best.absolute_path) or "(top level)"
         raise error(f"{what}: {where}: {best.message}")
+
+
+def _subschema(schema: dict | None, key) -> dict | None:
+    """The schema that applies to ``instance[key]`` (``properties``, ``additionalProperties`` or ``items``)."""
+    if not isinstance(schema, dict):
+        return None
+    if isinstance(key, int):
+        items = schema.get("items")
+        return items if isinstance(items, dict) else None
+    sub = schema.get("properties", {}).get(key)
+    if sub is None and isinstance(schema.get("additionalProperties"), dict):
+        sub = schema["additionalProperties"]
+    return sub
+
+
+def _allowed_range(schema: dict | None) -> str:
+    if not isinstance(schema, dict):
+        return "a finite number"
+    low = schema.get("minimum", schema.get("exclusiveMinimum"))
+    high = schema.get("maximum", schema.get("exclusiveMaximum"))
+    if low is None and high is None:
+        return "a finite number"
+    if high is None:
+        return f"a finite number {'>' if 'exclusiveMinimum' in schema else '>='} {low}"
+    if low is None:
+        return f"a finite number {'<' if 'exclusiveMaximum' in schema else '<='} {high}"
+    return f"{low}..{high}" + (" (bounds excluded)" if "exclusiveMinimum" in schema or "exclusiveMaximum" in schema
+                               else "")
+
+
+def _check_finite(instance: object, schema: dict | None, path: tuple, what: str, error: type[Exception]) -> None:
+    """Raise ``error`` naming the first NaN or infinite float in ``instance`` and the range its schema allows."""
+    if isinstance(instance, float) and not math.isfinite(instance):
+        where = ".".join(str(p) for p in path) or "(top level)"
+        raise error(f"{what}: {where}: {instance} is not a finite number; allowed: {_allowed_range(schema)}")
+    if isinstance(instance, dict):
+        for key, value in instance.items():
+            _check_finite(value, _subschema(schema, key), path + (key,), what, error)
+    elif isinstance(instance, (list, tuple)):
+        for index, value in enumerate(instance):
+            _check_finite(value, _subschema(schema, index), path + (index,), what, error)

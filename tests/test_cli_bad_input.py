@@ -1,0 +1,204 @@
+"""Adversarial command-line input: each case must end in exit status 2, ONE ``Error:`` line naming the bad value
+and what is allowed, and nothing written on disk (no output folder or file created or changed).
+
+Every case here failed before its fix (a traceback, exit status 1, a multi-line or misleading message, a
+NaN/inf accepted as a config value, or a run started with an absurd number of processes or images).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bindscope.cli import bindscope, comco, madman
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def _snapshot(root: Path) -> dict:
+    """Every path under ``root`` with its size and modification time (to detect anything written)."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def _bad(group, args, root: Path, *needles: str) -> str:
+    """Invoke; assert exit 2, one ``Error:`` line containing every needle, and no change under ``root``."""
+    before = _snapshot(root)
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        result = CliRunner().invoke(group, [str(a) for a in args], catch_exceptions=False)
+    finally:
+        os.chdir(cwd)
+    # click's own usage errors add "Usage: ..." and "Try '... --help'" above the one Error line
+    lines = [line for line in result.output.splitlines()
+             if line.strip() and not line.startswith(("Usage: ", "Try '"))]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert _snapshot(root) == before, "something was written"
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def madman_data(tmp_path_factory) -> Path:
+    """A tiny finished MADMAN dataset (real digits, train 6 / test 5 / ood 3)."""
+    from tiny_madman import tiny_madman
+
+    from bindscope.dataset.build import build_dataset
+
+    path = tmp_path_factory.mktemp("data") / "madman"
+    build_dataset(tiny_madman(), path, jobs=1, progress=False)
+    return path
+
+
+@pytest.fixture()
+def work(tmp_path) -> Path:
+    (tmp_path / "work").mkdir()
+    return tmp_path / "work"
+
+
+# --- config values: NaN / infinity passed JSON Schema's minimum/maximum (every comparison with NaN is false) ---
+
+@pytest.mark.parametrize("flag, key, value, allowed", [
+    ("--saliency-bias", "saliency_bias", "nan", "0..1"),
+    ("--multi-object-images", "multi_object_images", "inf", "0..1"),
+    ("--multi-object-captions", "multi_object_captions", "-inf", "0..1"),
+    ("--attribute-density", "attribute_density", "nan", "0..6"),
+    ("--holdout-fraction", "ood.holdout_fraction", "nan", "0..0.5"),
+])
+def test_madman_generate_non_finite_flag(work, flag, key, value, allowed):
+    _bad(madman, ["generate", "-n", 4, flag, value, "--out", "out", "--no-progress"], work, key, value, allowed)
+
+
+def test_madman_generate_non_finite_in_yaml(work):
+    (work / "c.yaml").write_text("saliency_bias: .nan\n")
+    _bad(madman, ["generate", "-n", 4, "--config", "c.yaml", "--out", "out", "--no-progress"], work,
+         "saliency_bias", "nan", "0..1")
+
+
+def test_comco_render_non_finite_in_yaml(work):
+    (work / "c.yaml").write_text("resolution: .nan\n")
+    _bad(comco, ["render", "-n", 2, "--config", "c.yaml", "--out", "out"], work, "resolution", "nan", "16..4096")
+
+
+# --- malformed YAML: PyYAML's multi-line message became several lines ---
+
+@pytest.mark.parametrize("group, args", [
+    (madman, ["generate", "-n", 4, "--out", "out", "--no-progress"]),
+    (comco, ["render", "-n", 2, "--out", "out"]),
+])
+def test_malformed_yaml_is_one_line(work, group, args):
+    (work / "bad.yaml").write_text("a: [\n")
+    _bad(group, args + ["--config", "bad.yaml"], work, "'bad.yaml'", "not valid YAML", "line 2, column 1")
+
+
+# --- absurd sizes: a huge -n planned for minutes; --jobs 100000 spawned processes until killed ---
+
+def test_madman_generate_huge_num_images(work):
+    _bad(madman, ["generate", "-n", 99999999999, "--out", "out", "--no-progress"], work,
+         "99999999999", "1..10,000,000")
+
+
+@pytest.mark.parametrize("group, args", [
+    (madman, ["generate", "-n", 4, "--out", "out", "--no-progress"]),
+    (comco, ["render", "-n", 2, "--out", "out"]),
+])
+def test_huge_jobs(work, group, args):
+    _bad(group, args + ["--jobs", 100000], work, "--jobs 100000", "1..256")
+
+
+def test_comco_render_huge_threads(work):
+    _bad(comco, ["render", "-n", 2, "--threads", 100000, "--out", "out"], work, "--threads 100000", "1..1024")
+
+
+# --- comco eval: checks that came after the model load, or not at all ---
+
+def test_comco_eval_negative_seed(work):  # was a numpy traceback, exit status 1
+    _bad(comco, ["eval", "-n", 4, "--seed", -1, "--model", MINILM, "--out", "r.json"], work, "--seed -1", ">= 0")
+
+
+def test_comco_eval_too_many_objects(work):
+    _bad(comco, ["eval", "-n", 4, "--objects", 19, "--vocab", "simco18", "--model", MINILM, "--out", "r.json"],
+         work, "--objects 19", "2..18")
+
+
+def test_comco_eval_unknown_vocab_names_the_flag(work):  # said "--set 'nope'" although the flag is --vocab
+    _bad(comco, ["eval", "-n", 4, "--vocab", "nope", "--model", MINILM, "--out", "r.json"], work,
+         "--vocab 'nope'", "comco72, simco18")
+
+
+def test_comco_eval_huge_n(work):
+    _bad(comco, ["eval", "-n", 99999999999, "--model", MINILM, "--out", "r.json"], work, "99999999999",
+         "1..1,000,000")
+
+
+def test_comco_eval_matching_negatives_zero(work, madman_data):
+    _bad(comco, ["eval", str(madman_data), "--matching-negatives", 0, "--model", MINILM, "--out", "r.json"], work,
+         "--matching-negatives 0", ">= 1")
+
+
+# --- bindscope verify: a missing folder was exit status 1 ("1 problem(s)") ---
+
+def test_verify_missing_folder(work):
+    _bad(bindscope, ["verify", "nodir"], work, "'nodir'", "does not exist")
+
+
+# --- madman preview: a ComCO dataset was drawn; a file as DIRECTORY said "does not exist" ---
+
+def test_madman_preview_wrong_generator(work, madman_data):
+    fake = work / "fake"
+    shutil.copytree(madman_data, fake)
+    manifest = json.loads((fake / "manifest.json").read_text())
+    manifest["generator"]["name"] = "comco"
+    (fake / "manifest.json").write_text(json.dumps(manifest))
+    _bad(madman, ["preview", "fake", "--out", "p.png"], work, "'fake'", "'comco'", "madman dataset")
+
+
+def test_madman_preview_file_as_directory(work):
+    (work / "f.yaml").write_text("a: 1\n")
+    _bad(madman, ["preview", "f.yaml", "--out", "p.png"], work, "'f.yaml'", "is a file")
+
+
+# --- an output path under a FILE: was a NotADirectoryError / FileExistsError traceback (exit status 1), and
+# --- `comco eval --plot file/p.png` wrote the result JSON before failing ---
+
+@pytest.mark.parametrize("group, args, flag", [
+    (madman, ["generate", "-n", 4, "--out", "f.txt/out", "--no-progress"], "--out"),
+    (comco, ["render", "-n", 2, "--set", "simco18", "--out", "f.txt/out"], "--out"),
+    (comco, ["eval", "-n", 4, "--model", MINILM, "--out", "f.txt/r.json"], "--out"),
+    (comco, ["eval", "-n", 4, "--model", MINILM, "--out", "r.json", "--plot", "f.txt/p.png"], "--plot"),
+    (comco, ["assets", "fetch", "--out", "f.txt/assets"], "--out"),
+])
+def test_output_under_a_file(work, group, args, flag):
+    (work / "f.txt").write_text("x")
+    _bad(group, args, work, flag, "f.txt", "is a file, not a folder")
+
+
+@pytest.mark.parametrize("command", ["madman-eval", "release", "merge", "assets-import"])
+def test_output_under_a_file_with_data(work, madman_data, command):
+    (work / "f.txt").write_text("x")
+    models = work / "models"
+    models.mkdir()
+    (models / "cat.glb").write_bytes(b"glTF")
+    group, args = {
+        "madman-eval": (madman, ["eval", madman_data, "--model", "ViT-B-32", "--pretrained", "none",
+                                 "--out", "f.txt/r.json"]),
+        "release": (bindscope, ["release", madman_data, "--out", "f.txt/rel"]),
+        "merge": (bindscope, ["merge", madman_data, "--out", "f.txt/merged"]),
+        "assets-import": (comco, ["assets", "import", "models", "--out", "f.txt/assets"]),
+    }[command]
+    _bad(group, args, work, "--out", "f.txt", "is a file, not a folder")
+
+
+def test_multi_line_library_message_is_joined(work):  # PyYAML's message in a BadInput raised outside cli.py
+    models = work / "models"
+    models.mkdir()
+    (models / "cat.glb").write_bytes(b"glTF")
+    (work / "bad.yaml").write_text("a: [\n")
+    _bad(comco, ["assets", "import", "models", "--mapping", "bad.yaml"], work, "'bad.yaml'", "line 2, column 1")
