@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from bindscope.atomic import atomic_open
 from bindscope.errors import BadInput
 
 MODEL_HELP = ("open_clip model name (ViT-B-32, RN50, hf-hub:org/repo), sentence-transformers/<name> (text only), "
@@ -314,16 +315,8 @@ def labclip_apply(embeddings, labclip_path, out, overwrite):
     labclip = load_labclip(labclip_path)
     out_path = _check_out(out, overwrite)
     mapped = labclip(array)
-    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp.npy")
-    try:
-        with open(tmp, "wb") as handle:
-            np.save(handle, mapped)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, out_path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_open(out_path) as handle:
+        np.save(handle, mapped)
     click.echo(f"mapped {mapped.shape[0]} embeddings of dimension {mapped.shape[1]}; wrote {out_path}")
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bindscope.atomic import atomic_open
 from bindscope.errors import BadInput
 
 FORMAT = "bindscope-labclip"
@@ -105,19 +106,11 @@ class LabclipMap:
         import torch
 
         path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         payload = {"format": FORMAT, "format_version": FORMAT_VERSION,
                    "weight": torch.from_numpy(np.ascontiguousarray(self.weight, dtype=np.float32)),
                    "logit_scale": float(self.logit_scale), "meta": self.meta}
-        try:
-            with open(tmp, "wb") as handle:
-                torch.save(payload, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        with atomic_open(path) as handle:
+            torch.save(payload, handle)
 
 
 def load_labclip(path: str | os.PathLike) -> LabclipMap:

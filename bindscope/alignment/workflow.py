@@ -13,7 +13,7 @@ import numpy as np
 
 from bindscope.alignment.data import SplitTable, encode_split_images, encode_texts, load_table
 from bindscope.alignment.gap import modality_gap
-from bindscope.alignment.labclip import LabclipMap, fit_labclip, pair_scores
+from bindscope.alignment.labclip import LabclipMap, fit_labclip
 from bindscope.alignment.probes import MODALITIES, run_probes
 from bindscope.alignment.splits import hold_out_triples
 from bindscope.errors import BadInput

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from bindscope.atomic import write_text_atomic  # noqa: F401 - re-exported for the dataset modules
 from bindscope.errors import DatasetError
 from bindscope.schemas import validate
 
@@ -22,21 +23,6 @@ def config_sha256(generator: str, config: dict, seed: int) -> str:
     """Hex sha256 identifying a run: the generator name, the resolved config and the seed."""
     text = json.dumps({"generator": generator, "config": config, "seed": seed}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` through a temp file in the same folder, fsync, then rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def load_manifest(directory: str | os.PathLike) -> dict:

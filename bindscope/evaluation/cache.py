@@ -27,6 +27,7 @@ from typing import Iterable
 import numpy as np
 from tqdm.auto import tqdm
 
+from bindscope.atomic import atomic_open
 from bindscope.cache import cache_root
 from bindscope.evaluation.encoder import EncoderAdapter
 
@@ -98,16 +99,8 @@ class EmbeddingCache:
         if not key_file.exists():
             key_file.write_text(self.cache_key + "\n", encoding="utf-8")
         final = self.folder / f"{name}.npz"
-        tmp = self.folder / f".{name}.{os.getpid()}.tmp.npz"
-        try:
-            with open(tmp, "wb") as handle:
-                np.savez(handle, hashes=hashes, embeddings=emb)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, final)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        with atomic_open(final) as handle:
+            np.savez(handle, hashes=hashes, embeddings=emb)
         self._load().update(self._pending)
         self._pending = {}
 

@@ -26,7 +26,8 @@ def _model_options(func):
         click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "bf16", "fp16"])),
         click.option("--batch-size", default=64, show_default=True, type=int, help="Inputs per forward pass."),
         click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
-                     help="Embedding cache folder (default $BINDSCOPE_CACHE/embeddings or ~/.cache/bindscope/embeddings)."),
+                     help="Embedding cache folder (default $BINDSCOPE_CACHE/embeddings, else "
+                          "$XDG_CACHE_HOME/bindscope/embeddings, else ~/.cache/bindscope/embeddings)."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk embedding cache."),
         click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
                      help="Result JSON path (default: DATA/eval/<task>-<model>-<pretrained>.json)."),

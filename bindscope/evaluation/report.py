@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bindscope.atomic import save_figure
+
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 
@@ -171,12 +173,4 @@ def plot_result(result: dict, path: str | os.PathLike) -> Path:
     fig.suptitle(f"{result['model']['resolved_name']} ({result['model']['pretrained']})", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    return save_figure(fig, path, dpi=120)

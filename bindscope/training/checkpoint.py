@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bindscope.atomic import atomic_open
 from bindscope.errors import BadInput
 from bindscope.evaluation.encoder import EncoderAdapter
 
@@ -34,17 +35,8 @@ def save_atomic(obj: object, path: str | os.PathLike) -> None:
     """``torch.save(obj)`` to a temp file in ``path``'s folder, fsync, then rename onto ``path``."""
     import torch
 
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            torch.save(obj, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_open(path) as handle:
+        torch.save(obj, handle)
 
 
 def resolve_device(device: str) -> str:

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bindscope.atomic import save_figure
 from bindscope.dataset.manifest import canonical_json, write_text_atomic
 from bindscope.errors import BadInput
 
@@ -287,8 +288,6 @@ def plot_sweep(record: dict, path: str | Path) -> None:
     Points are means over seeds; with several seeds, bars span the seeds' minimum to maximum. A dashed line marks
     chance (50%) for binding. Written atomically as PNG (matplotlib, Agg backend).
     """
-    import os
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -319,12 +318,4 @@ def plot_sweep(record: dict, path: str | Path) -> None:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if tmp.exists():
-            tmp.unlink()
+    save_figure(fig, path, dpi=110)

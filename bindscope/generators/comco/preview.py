@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bindscope.atomic import save_figure
 from bindscope.errors import BadInput
 
 OUTLINE_COLOURS = ["#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#bfef45"]
@@ -74,11 +75,4 @@ def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: st
                     va="bottom", bbox={"facecolor": colour, "alpha": 0.75, "pad": 1, "linewidth": 0})
         ax.set_title(sample.caption, fontsize=7, wrap=True)
     fig.tight_layout()
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp.png")
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, out)
-    finally:
-        plt.close(fig)
-        tmp.unlink(missing_ok=True)
-    return out
+    return save_figure(fig, out, dpi=120)
