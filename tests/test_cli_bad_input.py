@@ -202,3 +202,12 @@ def test_multi_line_library_message_is_joined(work):  # PyYAML's message in a Ba
     (models / "cat.glb").write_bytes(b"glTF")
     (work / "bad.yaml").write_text("a: [\n")
     _bad(comco, ["assets", "import", "models", "--mapping", "bad.yaml"], work, "'bad.yaml'", "line 2, column 1")
+
+
+# --- a render that fails on its first scene (here: objects too small to see at 48 px) left an empty run folder
+# --- (.bindscope-run.json + shards/) behind, and the missing parent folders it had made ---
+
+def test_comco_render_failing_first_scene_leaves_nothing(work):
+    _bad(comco, ["render", "-n", 2, "--resolution", 48, "--samples", 1, "--set", "simco18", "--threads", 1,
+                 "--quiet", "--out", "new/r1"], work, "scene 1", "visibility.min_pixels", "--resolution")
+    assert not (work / "new").exists()

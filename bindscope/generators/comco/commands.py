@@ -48,6 +48,31 @@ def resolve_render_config(config_file: str | None, flags: dict) -> dict:
     return config
 
 
+def _first_missing(out: str):
+    """The outermost missing folder on the way to ``out`` (``out`` itself if only it is missing); None if it exists."""
+    from pathlib import Path
+
+    path = Path(out).absolute()
+    if path.exists():
+        return None
+    while not path.parent.exists():
+        path = path.parent
+    return path
+
+
+def _remove_if_nothing_made(out) -> None:
+    """Delete the folder ``out`` (created by this run) if it holds no file but the run-state record: a run that
+    failed before finishing a shard leaves nothing behind. A folder with any finished shard is kept (it resumes)."""
+    import shutil
+    from pathlib import Path
+
+    from bindscope.dataset.build import RUN_STATE
+
+    root = Path(out)
+    if root.is_dir() and not any(p.is_file() and p.name != RUN_STATE for p in root.rglob("*")):
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def _require_bpy() -> None:
     """BadInput unless the Blender Python module is installed (checked without importing it)."""
     import importlib.util
@@ -116,7 +141,13 @@ def register(group: click.Group) -> None:
         _require_bpy()
         if device == "gpu":  # fail before writing when Blender finds no GPU (the session is reused with --jobs 1)
             generator._session()
-        manifest = build_dataset(generator, out, jobs=jobs, overwrite=overwrite, progress=not quiet, **build)
+        created = _first_missing(out)  # the outermost folder this run creates (None: --out exists)
+        try:
+            manifest = build_dataset(generator, out, jobs=jobs, overwrite=overwrite, progress=not quiet, **build)
+        except BadInput:
+            if created is not None:  # e.g. scene 1 fails the visibility check: leave no empty run folder behind
+                _remove_if_nothing_made(created)
+            raise
         if manifest.get("format") == "bindscope-part":  # --num-parts K: no manifest until `bindscope merge`
             report_build(manifest, out)
             return
