@@ -211,3 +211,29 @@ def test_comco_render_failing_first_scene_leaves_nothing(work):
     _bad(comco, ["render", "-n", 2, "--resolution", 48, "--samples", 1, "--set", "simco18", "--threads", 1,
                  "--quiet", "--out", "new/r1"], work, "scene 1", "visibility.min_pixels", "--resolution")
     assert not (work / "new").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--patch-size", "0"], "--patch-size"),
+    (["--warmup", "-5"], "--warmup must be an integer >= 0"),
+    (["--lr", "nan"], "not a finite number"),
+    (["--out-under-file"], "is a file, not a folder"),
+])
+def test_madman_train_bad_input_exits_2_and_writes_nothing(madman_data, tmp_path, args, message):
+    (tmp_path / "notes.txt").write_text("x")
+    out = tmp_path / "notes.txt" / "run" if args == ["--out-under-file"] else tmp_path / "run"
+    extra = [] if args == ["--out-under-file"] else args
+    result = CliRunner().invoke(madman, ["train", str(madman_data), "--out", str(out), *extra])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command", [["probe"], ["labclip", "fit"]])
+def test_alignment_rejects_nan_learning_rate(madman_data, tmp_path, command):
+    out = tmp_path / "result.pt"
+    result = CliRunner().invoke(bindscope, [*command, str(madman_data), "--model", "ViT-B-32", "--pretrained", "none",
+                                            "--lr", "nan", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "'--lr': nan is not a finite number" in result.output
+    assert not out.exists()

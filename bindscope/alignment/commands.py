@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from bindscope.cli_types import FiniteFloat
 from bindscope.atomic import atomic_open
 from bindscope.errors import BadInput
 
@@ -113,8 +114,8 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @click.option("--min-objects", type=click.IntRange(min=1), default=2, show_default=True,
               help="minimum objects in a modality's view (2: multi-object samples only)")
 @click.option("--steps", type=click.IntRange(min=1), default=300, show_default=True, help="Adam steps per probe")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.01, show_default=True)
-@click.option("--weight-decay", type=click.FloatRange(min=0), default=1e-4, show_default=True)
+@click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=0.01, show_default=True)
+@click.option("--weight-decay", type=FiniteFloat(min=0), default=1e-4, show_default=True)
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--out", default=None, help="result JSON (default DATA/eval/probe-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
@@ -182,12 +183,12 @@ def labclip_group():
 @click.option("--out", required=True, help="where to write the map (e.g. labclip.pt)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--split", default=None, help="split to fit on (default: test, else the first split)")
-@click.option("--holdout", type=float, default=0.1, show_default=True,
+@click.option("--holdout", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True), default=0.1, show_default=True,
               help="share of (object, attribute, value) combinations held out for `labclip eval`")
 @click.option("--epochs", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--fit-batch-size", type=click.IntRange(min=2), default=128, show_default=True,
               help="(image, caption) pairs per LABCLIP batch (their swapped negatives join the batch)")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True,
+@click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=1e-3, show_default=True,
               help="Adam learning rate")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 def labclip_fit(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out, overwrite, split,

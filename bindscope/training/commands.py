@@ -6,31 +6,32 @@ import functools
 
 import click
 
+from bindscope.cli_types import FiniteFloat
 from bindscope.errors import BadInput
 
 
 def training_options(func):
     """The options ``madman train`` and ``madman sweep`` share (model, optimisation, device, bookkeeping)."""
     options = [
-        click.option("--embed-dim", type=int, default=64, show_default=True, help="Joint embedding size D."),
-        click.option("--image-size", type=int, default=None,
+        click.option("--embed-dim", type=click.IntRange(min=1), default=64, show_default=True, help="Joint embedding size D."),
+        click.option("--image-size", type=click.IntRange(min=1), default=None,
                      help="Model input side in pixels [default: the dataset's canvas, rounded down to a multiple "
                           "of the patch size (resnet: of 32)]."),
         click.option("--vision", type=click.Choice(["vit", "resnet"]), default="vit", show_default=True,
                      help="Image tower: open_clip VisionTransformer or ModifiedResNet (CNN)."),
-        click.option("--vision-width", type=int, default=128, show_default=True,
+        click.option("--vision-width", type=click.IntRange(min=1), default=128, show_default=True,
                      help="ViT width (ResNet: base channels)."),
-        click.option("--vision-layers", type=int, default=4, show_default=True,
+        click.option("--vision-layers", type=click.IntRange(min=1), default=4, show_default=True,
                      help="ViT blocks (ResNet: blocks per stage)."),
-        click.option("--patch-size", type=int, default=8, show_default=True, help="ViT patch side in pixels."),
-        click.option("--text-width", type=int, default=128, show_default=True, help="Text transformer width."),
-        click.option("--text-layers", type=int, default=4, show_default=True, help="Text transformer blocks."),
+        click.option("--patch-size", type=click.IntRange(min=1), default=8, show_default=True, help="ViT patch side in pixels."),
+        click.option("--text-width", type=click.IntRange(min=1), default=128, show_default=True, help="Text transformer width."),
+        click.option("--text-layers", type=click.IntRange(min=1), default=4, show_default=True, help="Text transformer blocks."),
         click.option("--context-length", type=int, default=32, show_default=True,
                      help="Text tokens per caption (start/end included); longer captions are truncated and counted."),
         click.option("--batch-size", type=int, default=128, show_default=True, help="Images per step."),
         click.option("--steps", type=int, default=2000, show_default=True, help="Optimiser steps."),
-        click.option("--lr", type=float, default=1e-3, show_default=True, help="Peak learning rate (AdamW)."),
-        click.option("--weight-decay", type=float, default=0.1, show_default=True, help="AdamW weight decay."),
+        click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=1e-3, show_default=True, help="Peak learning rate (AdamW)."),
+        click.option("--weight-decay", type=FiniteFloat(min=0), default=0.1, show_default=True, help="AdamW weight decay."),
         click.option("--warmup", "warmup_steps", type=int, default=100, show_default=True,
                      help="Linear warm-up steps, then cosine decay to 0."),
         click.option("--hard-negatives", is_flag=True,
@@ -135,8 +136,10 @@ def register(group: click.Group) -> None:
         result. The final model is evaluated (recognition and binding per attribute) into OUT/result.json;
         OUT/model.pt loads in `madman eval --model OUT/model.pt`.
         """
+        from bindscope.dataset.commands import check_output_location
         from bindscope.training.train import Trainer
 
+        check_output_location("--out", out)
         config = build_train_config(data, out, eval_data, list(eval_splits) or None, **options)
         trainer = Trainer(config, overwrite=overwrite, progress=not quiet)
         if trainer.resumed:
@@ -182,7 +185,10 @@ def register(group: click.Group) -> None:
         OUT/sweep.json, OUT/sweep.csv and OUT/sweep.png (binding and recognition accuracy per attribute
         against the value: the MADMAN paper's figures 3 and 4). Finished points are skipped on rerun.
         """
+        from bindscope.dataset.commands import check_output_location
         from bindscope.training.sweep import SweepConfig, run_sweep
+
+        check_output_location("--out", out)
 
         sweep = SweepConfig(property=prop, values=values, base_preset=base_preset, out=out, seeds=seeds,
                             num_train=num_train, num_test=num_test, data_seed=data_seed,

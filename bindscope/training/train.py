@@ -40,6 +40,8 @@ RUN = "run.json"
 LOG = "log.jsonl"
 RESULT = "result.json"
 # config keys that change the training trajectory: a resumed run must match them
+# Config fields whose command-line flag is not simply the field name with dashes.
+_FLAGS = {"warmup_steps": "--warmup", "hard_negatives": "--hard-negatives-per-sample"}
 _IDENTITY_KEYS = ("split", "batch_size", "steps", "lr", "weight_decay", "warmup_steps", "hard_negatives", "seed",
                   "precision", "model")
 
@@ -100,7 +102,8 @@ class TrainConfig:
         for name, low in checks:
             value = getattr(self, name)
             if not isinstance(value, int) or value < low:
-                raise BadInput(f"--{name.replace('_', '-')} must be an integer >= {low}, got {value!r}")
+                flag = _FLAGS.get(name, "--" + name.replace("_", "-"))
+                raise BadInput(f"{flag} must be an integer >= {low}, got {value!r}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise BadInput(f"--lr must be a positive number, got {self.lr!r}")
         if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
@@ -218,12 +221,13 @@ class Trainer:
             torch.set_num_threads(config.threads)
         self.device = resolve_device(config.device)
         self._dtype = autocast_dtype(config.precision, self.device)
+        flag = "--eval" if config.eval_data is not None else "DATA"
         if config.eval_data is None:
             config = replace(config, eval_data=config.data)
         eval_manifest = load_manifest(config.eval_data)
         if eval_manifest["generator"]["name"] != "madman":
-            raise BadInput(f"--eval {config.eval_data!r} was made by {eval_manifest['generator']['name']!r}; "
-                           "evaluation needs a madman dataset")
+            raise BadInput(f"{flag} {config.eval_data!r} was made by {eval_manifest['generator']['name']!r}; "
+                           "madman train needs a madman dataset")
         available = list(eval_manifest["splits"])
         if config.eval_splits is None:
             config = replace(config, eval_splits=[s for s in ("test", "ood") if s in available])
