@@ -77,7 +77,7 @@ def test_load_set_rejects_unknown(tmp_path):
 @pytest.mark.blender
 @pytest.mark.parametrize("set_name", ["simco18", "comco72"])
 def test_build_model_is_one_normalised_object(set_name):
-    bpy = pytest.importorskip("bpy")
+    import bpy
     from mathutils import Vector
 
     from bindscope.generators.comco.models import build_model
@@ -105,7 +105,7 @@ def test_build_model_is_one_normalised_object(set_name):
 
 @pytest.mark.blender
 def test_simco_colour_and_material_overrides():
-    bpy = pytest.importorskip("bpy")
+    import bpy
     from bindscope.generators.comco.models import build_model, hex_to_linear
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -153,7 +153,7 @@ def _export_models(folder):
 
 @pytest.mark.blender
 def test_import_gltf_and_obj_then_build(tmp_path):
-    bpy = pytest.importorskip("bpy")
+    import bpy
     from click.testing import CliRunner
 
     from bindscope.cli import comco
@@ -196,7 +196,7 @@ def test_import_gltf_and_obj_then_build(tmp_path):
 @pytest.mark.parametrize("name,content", [("broken.glb", b"this is not a glTF file"),
                                           ("empty.obj", b"v 1 2 3\n# a vertex and no face\n")])
 def test_corrupt_asset_file_exits_2_naming_the_file(tmp_path, name, content):
-    pytest.importorskip("bpy")
+    import bpy  # noqa: F401 - fail, never skip, when bpy is missing
     from click.testing import CliRunner
 
     from bindscope.cli import comco
@@ -244,7 +244,7 @@ def test_category_from_filename_and_orientation():
 
     assert category_from_filename(Path("Traffic_Light.glb")) == "traffic light"
     assert category_from_filename(Path("teddy-bear.obj")) == "teddy bear"
-    bpy = pytest.importorskip("bpy")  # noqa: F841
+    import bpy  # noqa: F401 - bpy is a hard dependency in CI: fail, never skip
     from mathutils import Vector
 
     from bindscope.generators.comco.importer import orientation_matrix
@@ -303,7 +303,7 @@ def test_fetch_rejects_unknown_category_before_network():
 
 @pytest.mark.blender
 def test_import_fbx_and_blend_with_axes(tmp_path):
-    bpy = pytest.importorskip("bpy")
+    import bpy
     import bmesh
     from click.testing import CliRunner
 
@@ -342,7 +342,7 @@ def test_import_fbx_and_blend_with_axes(tmp_path):
 def test_fetch_command_offline_with_a_local_objaverse_standin(tmp_path, monkeypatch):
     """The whole fetch flow (select, download, copy, import, record licences) with a stand-in for the
     network-bound `objaverse` package that serves GLB files exported here."""
-    pytest.importorskip("bpy")
+    import bpy  # noqa: F401 - fail, never skip, when bpy is missing
     import json
     import sys
     import types

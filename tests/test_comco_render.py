@@ -11,9 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-pytest.importorskip("bpy")
-
-from bindscope.cli import comco  # noqa: E402
+from bindscope.cli import comco
 from bindscope.config import resolve_config  # noqa: E402
 from bindscope.dataset.reader import Dataset  # noqa: E402
 from bindscope.dataset.verify import verify_dataset  # noqa: E402
