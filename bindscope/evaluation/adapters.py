@@ -25,13 +25,13 @@ MADMAN and ComCO images are square, so they are only resized.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bindscope.dataset.shard import sha256_file
 from bindscope.errors import BadInput
 from bindscope.evaluation.encoder import EncoderAdapter
 
@@ -58,14 +58,6 @@ def resolve_device(device: str) -> str:
 def _check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise BadInput(f"--precision {precision!r} is not allowed; use one of {', '.join(PRECISIONS)}")
-
-
-def _file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def known_model_names() -> list[str]:
@@ -194,7 +186,7 @@ class OpenCLIPAdapter(EncoderAdapter):
                               f"{self.interpolation},antialias)+normalise(mean,std)")
         weights = tag
         if os.path.isfile(tag):
-            weights = f"file-sha256:{_file_sha256(tag)}"
+            weights = f"file-sha256:{sha256_file(tag)}"
         elif tag == "none":
             weights = f"none(seed={RANDOM_WEIGHTS_SEED},torch=={torch.__version__})"
         self.cache_key = (f"open_clip=={open_clip.__version__}|{self.resolved_name}|{weights}|{precision}|"

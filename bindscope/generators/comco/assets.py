@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from bindscope.dataset.shard import sha256_file
 from bindscope.errors import BadInput
 from bindscope.generators.comco.registry import SIZE_CLASSES, builtin_entries, size_class_for
 
@@ -108,14 +108,6 @@ def read_mapping(path: Path) -> dict:
     return mapping
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def plan_import(folder: str | os.PathLike, mapping_file: str | os.PathLike | None = None,
                 licence: str | None = None) -> list[ImportItem]:
     """Find and check the models of ``folder`` (top level only) without importing anything.
@@ -164,7 +156,7 @@ def plan_import(folder: str | os.PathLike, mapping_file: str | os.PathLike | Non
             size_class=entry.get("size_class", size_class_for(float(entry["nominal_size_m"])) if "nominal_size_m"
                                  in entry else known.get("size_class", "medium")),
             nominal_size_m=float(entry.get("nominal_size_m", known.get("nominal_size_m", 1.0))),
-            sha256=_sha256(path))
+            sha256=sha256_file(path))
     return [items[k] for k in sorted(items)]
 
 
