@@ -34,14 +34,17 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         handle.write(text.encode("utf-8"))
 
 
-def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
-    """Save a matplotlib figure atomically (format from the suffix, e.g. ``.png``), close it, return the path."""
+def save_figure(fig, path: str | os.PathLike, dpi: int = 120, **savefig_kwargs) -> Path:
+    """Save a matplotlib figure atomically (format from the suffix, e.g. ``.png``), close it, return the path.
+
+    ``savefig_kwargs`` (e.g. ``facecolor="#404040"``) go to :meth:`matplotlib.figure.Figure.savefig`.
+    """
     import matplotlib.pyplot as plt
 
     path = Path(path)
     try:
         with atomic_open(path) as handle:
-            fig.savefig(handle, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
+            fig.savefig(handle, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png", **savefig_kwargs)
     finally:
         plt.close(fig)
     return path

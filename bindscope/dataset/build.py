@@ -24,7 +24,6 @@ Folder states handled by :func:`check_output`:
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import shutil
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from typing import Protocol
 import h5py
 from tqdm.auto import tqdm
 
+from bindscope.atomic import atomic_open
 from bindscope.dataset.backends import check_backend, open_executor
 from bindscope.dataset.manifest import MANIFEST, canonical_json, config_sha256, write_text_atomic
 from bindscope.dataset.records import Sample
@@ -256,25 +256,14 @@ def finish_dataset(out: Path, generator: Generator, manifest: dict) -> None:
         shutil.rmtree(out / PARTS_DIR)
 
 
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_part_record(out: Path, generator: Generator, num_parts: int, part: int,
                       results: dict[ShardTask, tuple[dict, dict]]) -> dict:
     """Write ``parts/<stem>.generator.pkl`` then ``parts/<stem>.json`` (atomically); return the record."""
     parts_dir = out / PARTS_DIR
     parts_dir.mkdir(exist_ok=True)
     stem = part_stem(part, num_parts)
-    _write_bytes_atomic(parts_dir / f"{stem}.generator.pkl", pickle.dumps(generator, protocol=4))
+    with atomic_open(parts_dir / f"{stem}.generator.pkl") as handle:
+        pickle.dump(generator, handle, protocol=4)
     record = {
         "format": PART_FORMAT, "format_version": 1,
         "run_id": config_sha256(generator.name, generator.config, generator.seed),

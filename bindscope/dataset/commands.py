@@ -11,9 +11,6 @@ import functools
 
 import click
 
-BUILD_OPTION_NAMES = ("backend", "scheduler", "num_parts", "part")
-
-
 def check_output_location(flag: str, path) -> None:
     """Check that ``path`` (a file or folder a command will create, with any missing parent folders) can be
     written: its nearest existing ancestor must be a folder, and a writable one.
@@ -45,8 +42,8 @@ def build_options(func):
     """Click decorator adding ``--backend``, ``--scheduler``, ``--num-parts`` and ``--part`` to a generator command.
 
     The command receives them as keyword arguments ``backend``, ``scheduler``, ``num_parts``, ``part``; pass
-    them on to :func:`bindscope.dataset.build.build_dataset` unchanged (``**build_kwargs(locals())`` or by
-    name). The cross-checks (``--part`` < ``--num-parts``, ``--scheduler`` needs ``--backend dask``) run before
+    them on to :func:`bindscope.dataset.build.build_dataset` unchanged (collect them with ``**build`` in the
+    command's signature and call ``build_dataset(..., **build)``). The cross-checks (``--part`` < ``--num-parts``, ``--scheduler`` needs ``--backend dask``) run before
     the command body, as :class:`bindscope.errors.BadInput` (exit status 2); ``build_dataset`` repeats them
     and checks ``--num-parts`` against the number of shards, before anything is written.
     """
@@ -77,11 +74,6 @@ def build_options(func):
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
-
-
-def build_kwargs(params: dict) -> dict:
-    """Pick the :func:`build_options` values out of a command's keyword arguments (e.g. ``locals()``)."""
-    return {name: params[name] for name in BUILD_OPTION_NAMES if name in params}
 
 
 def report_build(result: dict, out: str) -> None:

@@ -26,7 +26,8 @@ class ObjectRecord:
             ``(0, 0, 0, 0)`` for an object with no visible pixel.
         area: visible pixel count (number of mask pixels equal to ``index``).
         size_rank: 1 for the largest visible area in the sample, 2 for the next, ... (ties broken by index).
-        salient: True for the sample's salient object (MADMAN: the centred digit; ComCO: the large one).
+        salient: True for the sample's salient object (MADMAN: the centred digit; ComCO: the large one in
+            ``one-large`` mode, else the object of size rank 1).
         mention_position: 1-based position of the object's mention in the caption, 0 if not mentioned.
         extras: generator-specific numeric columns (e.g. ``{"occlusion": 0.1}``), float32 on disk; the
             names are listed in the manifest's ``object_extras``.

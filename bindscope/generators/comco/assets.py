@@ -210,7 +210,8 @@ def select_objaverse(lvis: dict[str, list[str]], annotations: dict[str, dict],
                 candidates.append((-int(annotation.get("likeCount", 0) or 0), uid, lvis_name, spdx, annotation))
         if not candidates:
             continue
-        _, uid, lvis_name, spdx, annotation = min(candidates)
+        # compare (likes, uid, LVIS name, licence) only: a duplicate candidate must not reach the dict
+        _, uid, lvis_name, spdx, annotation = min(candidates, key=lambda c: c[:4])
         author = (annotation.get("user") or {}).get("username", "unknown author")
         url = annotation.get("viewerUrl", f"https://sketchfab.com/3d-models/{uid}")
         title = annotation.get("name", uid)

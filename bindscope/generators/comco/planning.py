@@ -291,6 +291,12 @@ def _world(config: dict) -> dict:
     return {"ground_colour": list(config["ground"]["colour"]), "background": list(config["background"])}
 
 
+def _check_category_count(config: dict, categories: list, count: int) -> None:
+    if count > len(categories):
+        raise BadInput(f"--set {config['set']!r} has {len(categories)} categories, fewer than the {count} "
+                       "distinct objects a scene needs; lower --objects")
+
+
 def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: int = 0) -> dict:
     """The spec of scene ``index`` of split ``"scenes"`` (a pure function of its arguments).
 
@@ -311,9 +317,7 @@ def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: i
         BadInput: the set has fewer categories than the scene needs, or no layout fits (see :func:`place`).
     """
     count = object_count(config, seed, index)
-    if count > len(categories):
-        raise BadInput(f"--set {config['set']!r} has {len(categories)} categories, fewer than the {count} "
-                       "distinct objects a scene needs; lower --objects")
+    _check_category_count(config, categories, count)
     rng = sample_rng(seed, SPLIT_SCENES, index, attempt)
     chosen = [categories[int(i)] for i in rng.choice(len(categories), size=count, replace=False)]
     for draw in range(RANDOM_SCALE_DRAWS if config["size_mode"] == "random" else 1):
@@ -365,9 +369,7 @@ def check_plannable(config: dict, categories: list, seed: int, probe: int = 64) 
     """
     s = config["scale"]
     for count in object_counts(config):
-        if count > len(categories):
-            raise BadInput(f"--set {config['set']!r} has {len(categories)} categories, fewer than the {count} "
-                           "distinct objects a scene needs; lower --objects")
+        _check_category_count(config, categories, count)
         worst = {"one-large": [s["large"]] + [s["small"]] * (count - 1), "equal": [s["equal"]] * count,
                  "random": [s["small"]] * count}[config["size_mode"]]
         check_capacity(config, worst)

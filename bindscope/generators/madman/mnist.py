@@ -39,10 +39,6 @@ class DigitSource:
     eval_pool: list[np.ndarray] = field(default_factory=list)
     sha256: str = ""
 
-    def pool(self, split: str) -> list[np.ndarray]:
-        """The per-class index arrays used by ``split`` (``train`` -> training pool, else evaluation pool)."""
-        return self.train_pool if split == "train" else self.eval_pool
-
 
 def _fingerprint(images: np.ndarray, labels: np.ndarray) -> str:
     digest = hashlib.sha256()

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import ndimage as ndi
 from skimage.morphology import disk, skeletonize
 
+from bindscope.atomic import atomic_open
 from bindscope.cache import cache_root
 
 TABLE_VERSION = 2
@@ -258,9 +258,8 @@ def build_table(images: np.ndarray, amounts: list[float], upsample: int = 4, thr
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-            np.savez(tmp, **{k: getattr(table, k) for k in MorphoTable.ARRAYS})
-            os.replace(tmp, path)
+            with atomic_open(path) as handle:
+                np.savez(handle, **{k: getattr(table, k) for k in MorphoTable.ARRAYS})
         except OSError:
             pass  # a read-only cache folder only costs time
     return table

@@ -84,7 +84,8 @@ class Planner:
     Args:
         config: the resolved config (:func:`bindscope.generators.madman.config.resolve`).
         seed: the run's seed.
-        pool_sizes: per split name ``"train"`` / ``"eval"``, the 10 per-class pool index lists.
+        pools: per pool name ``"train"`` (used by the train split) / ``"eval"`` (test and ood), the 10
+            per-class lists of MNIST indices.
     """
 
     def __init__(self, config: dict, seed: int, pools: dict[str, list[list[int]]]):
@@ -170,8 +171,7 @@ class Planner:
         parts = [(k, digits[k - 1]["digit"], {a: digits[k - 1]["attributes"][a] for a in m["attributes"]})
                  for m in mentions for k in [m["index"]]]
         caption = describe([(d, attrs) for _, d, attrs in parts], self.order)
-        values = {a: self.values[a] for a in ATTRIBUTES}
-        negatives = make_negatives(parts, values, u, self.order)
+        negatives = make_negatives(parts, self.values, u, self.order)
         spec = {"split": split, "index": index, "digits": digits, "layout": layout, "mentions": mentions,
                 "holdout": None if holdout is None else f"{holdout[0]}:{holdout[1]}={holdout[2]}"}
         return spec, caption, negatives

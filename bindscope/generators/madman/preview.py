@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bindscope.atomic import save_figure
 from bindscope.errors import BadInput
 
 OUTLINE_COLOURS = ("white", "cyan")  # object 1 (salient, centred), object 2
@@ -60,12 +61,4 @@ def draw_preview(directory: str | os.PathLike, out: str | os.PathLike, split: st
     fig.suptitle(f"{Path(directory).name} / {split}  (outlines: object 1 = centred, white; object 2 cyan)",
                  fontsize=8)
     fig.tight_layout()
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp.png")
-    try:
-        fig.savefig(tmp, dpi=110, facecolor="#404040")
-        os.replace(tmp, out)
-    finally:
-        plt.close(fig)
-        if tmp.exists():
-            tmp.unlink()
-    return out
+    return save_figure(fig, out, dpi=110, facecolor="#404040")
