@@ -11,27 +11,11 @@ from bindscope.cli_types import FiniteFloat
 from bindscope.atomic import atomic_open
 from bindscope.errors import BadInput
 
-MODEL_HELP = ("open_clip model name (ViT-B-32, RN50, hf-hub:org/repo), sentence-transformers/<name> (text only), "
-              "or a checkpoint written by `madman train`")
-
-
 def _model_options(command):
-    options = [
-        click.option("--model", required=True, help=MODEL_HELP),
-        click.option("--pretrained", default=None,
-                     help="open_clip pretrained tag (openai, laion2b_s34b_b79k, ...), 'none' for random weights, "
-                          "or a local checkpoint; default: the model's default tag"),
-        click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N"),
-        click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True),
-        click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
-                     help="inputs per encoder forward pass"),
-        click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
-                     help="embedding cache folder (default $BINDSCOPE_CACHE or ~/.cache/bindscope/embeddings)"),
-        click.option("--no-cache", is_flag=True, help="do not read or write the on-disk embedding cache"),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+    """The encoder options (``--model`` ... ``--no-cache``), the same as the eval commands'."""
+    from bindscope.evaluation.commands import encoder_options
+
+    return encoder_options(command)
 
 
 def _open(data: str, split: str | None):

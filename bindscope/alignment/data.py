@@ -57,12 +57,10 @@ def _phrase_in(value: str, text: str) -> bool:
     return bool(value) and re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text) is not None
 
 
-def _madman_parser(dataset: Dataset) -> Callable | None:
+def _madman_parser(dataset: Dataset) -> Callable:
     """MADMAN's ``parse_caption`` bound to the dataset's value sets (manifest ``config.attributes``)."""
-    try:
-        from bindscope.generators.madman.captions import parse_caption
-    except ImportError:
-        return None
+    from bindscope.generators.madman.captions import parse_caption
+
     values = dataset.manifest.get("config", {}).get("attributes")
     return lambda caption: parse_caption(caption, values)
 

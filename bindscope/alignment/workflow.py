@@ -123,7 +123,15 @@ class Pairs:
 
 
 def embed_pairs(table: SplitTable, dataset, embedder, samples, kinds=("binding", "recognition")) -> Pairs:
-    """Embed the images, captions and ``kinds`` negatives of ``samples`` of ``table``'s split."""
+    """Embed the images, captions and ``kinds`` negatives of ``samples`` (sample indices) of ``table``'s split.
+
+    Returns:
+        :class:`Pairs` of float32 unit-norm embeddings: images and captions ``(len(samples), D)``, negatives
+        ``(M, D)`` in sample order.
+
+    Raises:
+        BadInput: the model is text-only (images cannot be embedded).
+    """
     samples = np.asarray(samples, np.int64)
     owners, texts, kind_list, attrs, objs, triples = [], [], [], [], [], []
     for row, s in enumerate(samples):

@@ -349,15 +349,9 @@ def load_adapter(model: str, pretrained: str | None = None, device: str = "auto"
         raise BadInput(f"--batch-size must be at least 1, got {batch_size}")
     _check_precision(precision)
     if os.path.isfile(model) or os.path.isdir(model):
-        try:
-            from bindscope.training.checkpoint import load_trained_adapter
-        except ImportError as exc:
-            raise BadInput(f"{model!r} is a file, but loading trained checkpoints needs "
-                           f"bindscope.training.checkpoint ({exc})") from None
-        adapter = load_trained_adapter(model, device=device, precision=precision)
-        if hasattr(adapter, "batch_size"):
-            adapter.batch_size = batch_size
-        return adapter
+        from bindscope.training.checkpoint import load_trained_adapter
+
+        return load_trained_adapter(model, device=device, precision=precision, batch_size=batch_size)
     if model.startswith(SENTENCE_TRANSFORMERS_PREFIX):
         return SentenceTransformerAdapter(model, device=device, precision=precision, batch_size=batch_size)
     if model.endswith((".pt", ".pth", ".bin", ".safetensors")):

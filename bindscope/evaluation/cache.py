@@ -27,7 +27,7 @@ from typing import Iterable
 import numpy as np
 from tqdm.auto import tqdm
 
-from bindscope.atomic import atomic_open
+from bindscope.atomic import atomic_open, write_text_atomic
 from bindscope.cache import cache_root
 from bindscope.evaluation.encoder import EncoderAdapter
 
@@ -97,7 +97,7 @@ class EmbeddingCache:
         self.folder.mkdir(parents=True, exist_ok=True)
         key_file = self.folder / "key.txt"
         if not key_file.exists():
-            key_file.write_text(self.cache_key + "\n", encoding="utf-8")
+            write_text_atomic(key_file, self.cache_key + "\n")
         final = self.folder / f"{name}.npz"
         with atomic_open(final) as handle:
             np.savez(handle, hashes=hashes, embeddings=emb)

@@ -28,10 +28,8 @@ category names joined with " and " (the paper's form); TOR on a dataset uses the
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -80,27 +78,16 @@ def parse_tasks(text: str | list[str], allowed: tuple[str, ...]) -> list[str]:
 
 
 def load_vocabulary(spec: str) -> list[VocabEntry]:
-    """Categories of a set: ``comco72``, ``simco18`` or an imported asset folder.
+    """Categories of a set: ``comco72``, ``simco18`` or an imported asset folder, in registry order.
 
-    Uses :func:`bindscope.generators.comco.registry.load_set`; if that module is not installed, reads
-    ``bindscope/assets/<spec>.json`` (a list of objects with ``name`` and ``size_class``, or ``{"categories": [...]}``).
+    Reads them with :func:`bindscope.generators.comco.registry.load_set` (pure Python, no Blender).
 
     Raises:
-        BadInput: an unknown set.
+        BadInput: an unknown set or a broken asset folder (the message names the registry's ``--set`` flag).
     """
-    try:
-        from bindscope.generators.comco.registry import load_set
-    except ImportError:
-        load_set = None
-    if load_set is not None:
-        return [VocabEntry(c.name, c.size_class) for c in load_set(spec)]
-    try:
-        text = resources.files("bindscope.assets").joinpath(f"{spec}.json").read_text(encoding="utf-8")
-    except (FileNotFoundError, OSError):
-        raise BadInput(f"--vocab {spec!r}: unknown category set; allowed: comco72, simco18, or an asset folder") from None
-    data = json.loads(text)
-    items = data.get("categories", data) if isinstance(data, dict) else data
-    return [VocabEntry(str(c["name"]), str(c.get("size_class", ""))) for c in items]
+    from bindscope.generators.comco.registry import load_set
+
+    return [VocabEntry(c.name, c.size_class) for c in load_set(spec)]
 
 
 def retrieval_shares(query_emb: np.ndarray, candidate_emb: np.ndarray, candidate_names: list[str],
@@ -242,25 +229,32 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
     embedder = embedder or Embedder(adapter, cache, progress=progress)
     scenes = ds.split("scenes")
     captions, mentions, by_rank, objects = [], [], [], []
-    for sample in tqdm(scenes, total=len(scenes), desc="comco eval: reading scenes", disable=not progress,
-                       unit="img"):
-        captions.append(sample.caption)
-        mentioned = sorted((o for o in sample.objects if o.mention_position > 0), key=lambda o: o.mention_position)
-        mentions.append([o.category for o in mentioned])
-        by_rank.append([o.category for o in sorted(sample.objects, key=lambda o: (o.size_rank, o.index))])
-        objects.append(sample.objects)
+
+    def read_scenes():
+        """One pass over the scenes: collect captions and objects, yield each image (read from disk once)."""
+        for sample in tqdm(scenes, total=len(scenes), desc="comco eval: scenes", disable=not progress, unit="img"):
+            captions.append(sample.caption)
+            mentioned = sorted((o for o in sample.objects if o.mention_position > 0),
+                               key=lambda o: o.mention_position)
+            mentions.append([o.category for o in mentioned])
+            by_rank.append([o.category for o in sorted(sample.objects, key=lambda o: (o.size_rank, o.index))])
+            objects.append(sample.objects)
+            yield sample.image
+
     metrics: dict = {}
     texts_used: list[str] = list(vocab)
     try:
+        if needs_images:
+            scene_emb = embedder.images(read_scenes(), total=len(scenes))
+        else:
+            for _ in read_scenes():
+                pass
         name_emb = apply_text_transform(embedder.texts(vocab), text_transform)
         if "tor" in tasks:
             cap_emb = apply_text_transform(embedder.texts(captions), text_transform)
             metrics["tor"] = {"candidates": len(vocab), "ordered_by": "mention position",
                               "by_num_objects": retrieval_shares(cap_emb, name_emb, vocab, mentions)}
             texts_used += captions
-        if needs_images:
-            scene_emb = embedder.images(s.image for s in tqdm(scenes, total=len(scenes), disable=not progress,
-                                                               desc="comco eval: scene images", unit="img"))
         if "ior" in tasks:
             refs = ds.split("references")
             ref_names = [(s.objects[0].category if s.objects else s.caption) for s in refs]

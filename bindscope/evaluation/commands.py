@@ -13,22 +13,36 @@ from bindscope.errors import BadInput
 MAX_SAMPLED_CAPTIONS = 1_000_000  # comco eval without DATA: -n captions per group
 
 
-def _model_options(func):
+def encoder_options(func):
+    """The click options that choose and run an encoder (``--model`` ... ``--no-cache``), shared by ``madman
+    eval``, ``comco eval``, ``bindscope probe`` and ``bindscope labclip``; values go to
+    :func:`bindscope.evaluation.adapters.load_adapter` and :class:`bindscope.evaluation.cache.EmbeddingCache`."""
     options = [
         click.option("--model", required=True,
                      help="open_clip name (ViT-B-32, RN50, ...), hf-hub:<org>/<repo>, "
-                          "sentence-transformers/<name>, or a checkpoint file from `madman train`."),
+                          "sentence-transformers/<name> (text only), or a checkpoint file or run folder from "
+                          "`madman train`."),
         click.option("--pretrained", default=None,
                      help="open_clip tag (openai, laion2b_s34b_b79k, ...), 'none' (random weights), a local "
                           "checkpoint file or hf-hub:<org>/<repo>. Default: 'openai' where listed, else the "
                           "model's first listed tag."),
         click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda (or cuda:N)."),
         click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "bf16", "fp16"])),
-        click.option("--batch-size", default=64, show_default=True, type=int, help="Inputs per forward pass."),
+        click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1),
+                     help="Inputs per forward pass."),
         click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
                      help="Embedding cache folder (default $BINDSCOPE_CACHE/embeddings, else "
                           "$XDG_CACHE_HOME/bindscope/embeddings, else ~/.cache/bindscope/embeddings)."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk embedding cache."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _model_options(func):
+    """:func:`encoder_options` plus the result options of the eval commands (--out, --overwrite, --plot, --quiet)."""
+    options = [
         click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
                      help="Result JSON path (default: DATA/eval/<task>-<model>-<pretrained>.json)."),
         click.option("--overwrite", is_flag=True, help="Replace an existing result file."),
@@ -38,7 +52,7 @@ def _model_options(func):
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    return encoder_options(func)
 
 
 def _check_locations(out_path, plot_path) -> None:

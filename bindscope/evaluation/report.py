@@ -18,6 +18,15 @@ def _ci(ci) -> str:
     return "" if ci is None else f"[{100 * ci[0]:5.1f}, {100 * ci[1]:5.1f}]"
 
 
+def _truncation_warning(result: dict) -> list[str]:
+    """A warning line when the tokenizer cut texts at the context length (the captions are among the texts)."""
+    t = result["counts"]["truncation"]
+    if not t["texts_truncated"]:
+        return []
+    return [f"WARNING: {t['texts_truncated']} of {t['texts']} texts exceed the {t['context_length']}-token "
+            "context and were truncated"]
+
+
 def _model_line(result: dict) -> str:
     m = result["model"]
     data = result["dataset"]["path"] if result["dataset"] else "(sampled captions, no dataset)"
@@ -53,7 +62,7 @@ def format_madman(result: dict) -> str:
     lines.append("")
     lines.append("binding: counted only where recognition of that attribute succeeded for both digits (paper); "
                  "binding (all): every binding negative. Ties count as wrong. CI: Wilson 95%.")
-    return "\n".join(lines)
+    return "\n".join(lines + _truncation_warning(result))
 
 
 def _retrieval_lines(title: str, block: dict, position_word: str) -> list[str]:
@@ -91,22 +100,12 @@ def format_comco(result: dict) -> str:
         lines.append("")
     lines.append("unconditional = share of all queries; conditional = share of queries whose top-1 is one of their "
                  "objects. Ties count as wrong. CI: Wilson 95%.")
-    t = result["counts"]["truncation"]
-    if t["captions_truncated"] or t["texts_truncated"]:
-        lines.append(f"WARNING: {t['texts_truncated']} of {t['texts']} texts exceed the {t['context_length']}-token "
-                     "context and were truncated")
-    return "\n".join(lines)
+    return "\n".join(lines + _truncation_warning(result))
 
 
 def format_result(result: dict) -> str:
     """The terminal table of a result (madman or comco)."""
-    text = format_madman(result) if result["kind"] == "madman-eval" else format_comco(result)
-    if result["kind"] == "madman-eval":
-        t = result["counts"]["truncation"]
-        if t["texts_truncated"]:
-            text += (f"\nWARNING: {t['texts_truncated']} of {t['texts']} texts exceed the {t['context_length']}-token "
-                     "context and were truncated")
-    return text
+    return format_madman(result) if result["kind"] == "madman-eval" else format_comco(result)
 
 
 def check_plot_path(path: str | os.PathLike | None) -> Path | None:

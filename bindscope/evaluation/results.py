@@ -146,6 +146,7 @@ def slug(text: str) -> str:
 
 
 def short_hash(text: str) -> str:
+    """The first 8 hex digits of the sha256 of ``text`` (UTF-8): a short tag that keeps file names apart."""
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 

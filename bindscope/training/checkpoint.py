@@ -22,13 +22,13 @@ import numpy as np
 
 from bindscope.atomic import atomic_open
 from bindscope.errors import BadInput
+from bindscope.evaluation.adapters import PRECISIONS, resolve_device  # one device rule for every encoder
 from bindscope.evaluation.encoder import EncoderAdapter
 
 CHECKPOINT = "checkpoint.pt"
 MODEL = "model.pt"
 CHECKPOINT_FORMAT = "bindscope-train-checkpoint"
 MODEL_FORMAT = "bindscope-small-clip"
-PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def save_atomic(obj: object, path: str | os.PathLike) -> None:
@@ -37,23 +37,6 @@ def save_atomic(obj: object, path: str | os.PathLike) -> None:
 
     with atomic_open(path) as handle:
         torch.save(obj, handle)
-
-
-def resolve_device(device: str) -> str:
-    """``"auto"`` -> ``"cuda"`` when a CUDA GPU is visible, else ``"cpu"``.
-
-    Raises:
-        BadInput: unknown device, or ``"cuda"`` without a visible GPU.
-    """
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise BadInput(f"--device {device!r} is not known; choose auto, cpu, cuda or cuda:N")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise BadInput(f"--device {device!r}: no CUDA GPU is visible on this machine; use --device cpu or auto")
-    return device
 
 
 def autocast_dtype(precision: str, device: str):
@@ -169,14 +152,6 @@ def find_weights_file(path: str | os.PathLike) -> Path:
     if not path.is_file():
         raise BadInput(f"trained model {str(path)!r}: no such file or folder")
     return path
-
-
-def is_trained_model(path: str | os.PathLike) -> bool:
-    """True when ``path`` is a ``madman train`` run folder, ``model.pt`` or ``checkpoint.pt`` (cheap check)."""
-    path = Path(path)
-    if path.is_dir():
-        return (path / MODEL).is_file() or (path / CHECKPOINT).is_file()
-    return path.is_file() and path.suffix == ".pt"
 
 
 def load_weights(path: str | os.PathLike) -> tuple[dict, object, dict]:

@@ -49,6 +49,7 @@ def load_split(path: str | os.PathLike, split: str = "train") -> TrainingData:
 
     Raises:
         DatasetError: the folder is not a finished dataset, lacks the split, or a shard is unreadable.
+        BadInput: the split holds no samples.
     """
     from bindscope.dataset import Dataset
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bindscope.atomic import save_figure
-from bindscope.dataset.manifest import canonical_json, write_text_atomic
+from bindscope.dataset.manifest import canonical_json, load_manifest, write_text_atomic
 from bindscope.errors import BadInput
 
 PROPERTIES = {"multi-object-images": "multi_object_images", "multi-object-captions": "multi_object_captions",
@@ -159,7 +159,7 @@ class Sweep:
     def generate(self, config: dict, out: Path, source, progress: bool) -> dict:
         """Generate (or resume, or keep a finished) dataset; returns its manifest."""
         from bindscope.dataset.build import build_dataset
-        from bindscope.dataset.manifest import config_sha256, load_manifest
+        from bindscope.dataset.manifest import config_sha256
         from bindscope.generators.madman.generator import MadmanGenerator
 
         generator = MadmanGenerator.create(config, self.config.data_seed, source=source, jobs=self.config.jobs)
@@ -213,8 +213,6 @@ class Sweep:
                            "realised": manifest["statistics"]["train"]["realised"].get(self.key),
                            "data": str(self.data_dir(value)), "run": str(self.run_dir(value, seed)),
                            "splits": summary})
-        from bindscope.dataset.manifest import load_manifest
-
         record = {"property": self.key, "values": self.values, "seeds": self.seeds,
                   "attributes": load_manifest(self.eval_dir)["object_attributes"],
                   "base_preset": self.config.base_preset, "data_seed": self.config.data_seed,

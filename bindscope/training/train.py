@@ -39,9 +39,9 @@ from bindscope.training.model import ModelConfig
 RUN = "run.json"
 LOG = "log.jsonl"
 RESULT = "result.json"
-# config keys that change the training trajectory: a resumed run must match them
 # Config fields whose command-line flag is not simply the field name with dashes.
 _FLAGS = {"warmup_steps": "--warmup", "hard_negatives": "--hard-negatives-per-sample"}
+# Config keys that change the training trajectory: a resumed run must match them.
 _IDENTITY_KEYS = ("split", "batch_size", "steps", "lr", "weight_decay", "warmup_steps", "hard_negatives", "seed",
                   "precision", "model")
 
