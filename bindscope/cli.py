@@ -46,29 +46,6 @@ def bindscope():
     """bindscope: dataset tools (verify, release, merge) and alignment (probe, LABCLIP)."""
 
 
-@bindscope.command("verify")
-@click.argument("directory", type=click.Path(file_okay=False, path_type=str))
-@click.option("--no-masks", is_flag=True, help="Skip the per-sample mask/table checks (checksums and counts only).")
-def verify(directory: str, no_masks: bool):
-    """Check a dataset DIRECTORY: manifest schema, shard checksums and counts, masks against the object table.
-
-    Exit status 0 when sound, 1 with a list of problems otherwise, 2 when DIRECTORY does not exist.
-    """
-    import os
-
-    from bindscope.dataset.verify import verify_dataset
-
-    if not os.path.isdir(directory):  # a wrong path is bad input (2), not a dataset with problems (1)
-        raise BadInput(f"dataset folder {directory!r} does not exist; give the folder of a bindscope dataset")
-    problems = verify_dataset(directory, check_masks=not no_masks)
-    if problems:
-        click.echo(f"{directory}: {len(problems)} problem(s)", err=True)
-        for problem in problems:
-            click.echo(f"  - {problem}", err=True)
-        raise SystemExit(1)
-    click.echo(f"{directory}: OK")
-
-
 # Commands of each area, registered here so that this is the one place that lists every command.
 from bindscope.alignment import commands as _alignment  # noqa: E402
 from bindscope.dataset import commands as _dataset  # noqa: E402
@@ -84,5 +61,5 @@ _training.register(madman)        # madman train, sweep
 _comco.register(comco)            # comco render, preview
 _comco_assets.register(comco)     # comco assets import|fetch|list
 _evaluation.register_comco(comco)  # comco eval
-_dataset.register(bindscope)      # bindscope release, merge
+_dataset.register(bindscope)      # bindscope verify, release, merge
 _alignment.register(bindscope)    # bindscope probe, labclip

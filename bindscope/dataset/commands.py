@@ -38,6 +38,15 @@ def check_output_location(flag: str, path) -> None:
                        "writable folder")
 
 
+def exit_with_problems(header: str, problems: list[str]) -> None:
+    """Print ``header`` and one ``  - problem`` line each on stderr, then exit with status 1; no-op if none."""
+    if problems:
+        click.echo(header, err=True)
+        for problem in problems:
+            click.echo(f"  - {problem}", err=True)
+        raise SystemExit(1)
+
+
 def build_options(func):
     """Click decorator adding ``--backend``, ``--scheduler``, ``--num-parts`` and ``--part`` to a generator command.
 
@@ -87,7 +96,27 @@ def report_build(result: dict, out: str) -> None:
 
 
 def register(group: click.Group) -> None:
-    """Add ``release`` and ``merge`` to the ``bindscope`` group."""
+    """Add ``verify``, ``release`` and ``merge`` to the ``bindscope`` group."""
+
+    @group.command("verify")
+    @click.argument("directory", type=click.Path(file_okay=False, path_type=str))
+    @click.option("--no-masks", is_flag=True,
+                  help="Skip the per-sample mask/table checks (checksums and counts only).")
+    def verify(directory: str, no_masks: bool):
+        """Check a dataset DIRECTORY: manifest schema, shard checksums and counts, masks against the object table.
+
+        Exit status 0 when sound, 1 with a list of problems otherwise, 2 when DIRECTORY does not exist.
+        """
+        import os
+
+        from bindscope.dataset.verify import verify_dataset
+        from bindscope.errors import BadInput
+
+        if not os.path.isdir(directory):  # a wrong path is bad input (2), not a dataset with problems (1)
+            raise BadInput(f"dataset folder {directory!r} does not exist; give the folder of a bindscope dataset")
+        problems = verify_dataset(directory, check_masks=not no_masks)
+        exit_with_problems(f"{directory}: {len(problems)} problem(s)", problems)
+        click.echo(f"{directory}: OK")
 
     @group.command("release")
     @click.argument("data", required=False, type=click.Path(file_okay=False, path_type=str))
@@ -130,11 +159,7 @@ def register(group: click.Group) -> None:
             from bindscope.dataset.release import check_release
 
             problems = check_release(check, data)
-            if problems:
-                click.echo(f"{check}: {len(problems)} difference(s) from the source", err=True)
-                for problem in problems:
-                    click.echo(f"  - {problem}", err=True)
-                raise SystemExit(1)
+            exit_with_problems(f"{check}: {len(problems)} difference(s) from the source", problems)
             click.echo(f"{check}: OK, every image, mask, caption, object row and negative equals the source")
             return
         if out is None:

@@ -203,18 +203,10 @@ class OpenCLIPAdapter(EncoderAdapter):
             torch.cuda.synchronize()
 
     def encode_texts(self, texts: list[str]) -> np.ndarray:
-        import torch
-
         out = []
         for start in range(0, len(texts), self.batch_size):
             tokens = self.tokenizer(list(texts[start:start + self.batch_size])).to(self.device)
-            self._sync()
-            t0 = time.perf_counter()
-            with torch.inference_mode():
-                feats = self.model.encode_text(tokens, normalize=True)
-            self._sync()
-            self.forward_seconds += time.perf_counter() - t0
-            out.append(feats.float().cpu().numpy())
+            out.append(self._timed(self.model.encode_text, tokens))
         return self._finish(out)
 
     def encode_images(self, images: np.ndarray) -> np.ndarray:
@@ -237,14 +229,20 @@ class OpenCLIPAdapter(EncoderAdapter):
                 x = F.interpolate(x, size=(self.image_size, self.image_size), mode=self.interpolation,
                                   antialias=self.interpolation in ("bilinear", "bicubic"), align_corners=False)
             x = ((x.clamp_(0.0, 1.0) - self._mean) / self._std).to(self._input_dtype)
-            self._sync()
-            t0 = time.perf_counter()
-            with torch.inference_mode():
-                feats = self.model.encode_image(x, normalize=True)
-            self._sync()
-            self.forward_seconds += time.perf_counter() - t0
-            out.append(feats.float().cpu().numpy())
+            out.append(self._timed(self.model.encode_image, x))
         return self._finish(out)
+
+    def _timed(self, encode, inputs) -> np.ndarray:
+        """One forward pass ``encode(inputs, normalize=True)``, its time added to ``forward_seconds``."""
+        import torch
+
+        self._sync()
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            feats = encode(inputs, normalize=True)
+        self._sync()
+        self.forward_seconds += time.perf_counter() - t0
+        return feats.float().cpu().numpy()
 
     def _finish(self, parts: list[np.ndarray]) -> np.ndarray:
         if not parts:
