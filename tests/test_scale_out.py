@@ -17,7 +17,7 @@ from bindscope.dataset.verify import verify_dataset
 from bindscope.errors import BadInput
 from stall_generator import StallingSquares
 from tiny_madman import tiny_madman
-from toy_generator import SquaresGenerator
+from toy_generator import Squares
 
 SPLITS = {"train": 14, "test": 7}  # shard size 3: 5 + 3 = 8 shards
 
@@ -51,12 +51,12 @@ def cluster():
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     out = tmp_path_factory.mktemp("ref") / "local"
-    build_dataset(SquaresGenerator(splits=SPLITS), out, jobs=1, progress=False)
+    build_dataset(Squares(splits=SPLITS), out, jobs=1, progress=False)
     return _files(out)
 
 
 def test_dask_backend_equals_local(cluster, reference, tmp_path):
-    build_dataset(SquaresGenerator(splits=SPLITS), tmp_path / "d", backend="dask",
+    build_dataset(Squares(splits=SPLITS), tmp_path / "d", backend="dask",
                   scheduler=cluster.scheduler_address, progress=False)
     assert _same_bytes(tmp_path / "d", reference)
     assert verify_dataset(tmp_path / "d") == []
@@ -78,7 +78,7 @@ def test_shard_bytes_do_not_depend_on_a_stack_sampling_profiler(tmp_path):
 
     from bindscope.dataset.build import ShardTask, _shard_job
 
-    generator = SquaresGenerator(splits=SPLITS)
+    generator = Squares(splits=SPLITS)
     task = ShardTask("train", 0, 0, 3)
     (tmp_path / "plain").mkdir()
     _shard_job((generator, str(tmp_path / "plain")), task)
@@ -105,7 +105,7 @@ def test_shard_bytes_do_not_depend_on_a_stack_sampling_profiler(tmp_path):
 
 def test_dask_backend_without_address_starts_a_local_cluster(reference, tmp_path):
     # `madman generate --backend dask --jobs 2` path: a LocalCluster of 2 worker processes, started and closed.
-    build_dataset(SquaresGenerator(splits=SPLITS), tmp_path / "d", backend="dask", jobs=2, progress=False)
+    build_dataset(Squares(splits=SPLITS), tmp_path / "d", backend="dask", jobs=2, progress=False)
     assert _same_bytes(tmp_path / "d", reference)
 
 
@@ -113,7 +113,7 @@ def test_worker_killed_mid_shard_is_redone_elsewhere(cluster, reference, tmp_pat
     marker = tmp_path / "marker"
     marker.mkdir()
     out = tmp_path / "d"
-    generator = StallingSquares(splits=SPLITS, marker_dir=str(marker), out=str(out), stall_start=6)
+    generator = StallingSquares(name="squares", splits=SPLITS, marker_dir=str(marker), out=str(out), stall_start=6)
     outcome = {}
 
     def run():
@@ -151,7 +151,7 @@ def test_parts_in_separate_folders_merge_to_the_single_run(cluster, reference, t
     folders = [tmp_path / f"part{i}" for i in range(3)]
     for part, folder in enumerate(folders):  # part 1 on the Dask cluster, the others local with 2 processes
         backend = {"backend": "dask", "scheduler": cluster.scheduler_address} if part == 1 else {"jobs": 2}
-        record = build_dataset(SquaresGenerator(splits=SPLITS), folder, num_parts=3, part=part, progress=False,
+        record = build_dataset(Squares(splits=SPLITS), folder, num_parts=3, part=part, progress=False,
                                **backend)
         assert [s["entry"]["file"] for s in record["shards"]] == \
                [["shards/train-00000.h5", "shards/train-00003.h5", "shards/test-00001.h5"],
@@ -168,7 +168,7 @@ def test_parts_in_separate_folders_merge_to_the_single_run(cluster, reference, t
 def test_parts_in_one_shared_folder_merge_in_place(reference, tmp_path):
     shared = tmp_path / "shared"
     for part in (2, 0, 1):  # any order, as the jobs of a batch array finish
-        build_dataset(SquaresGenerator(splits=SPLITS), shared, num_parts=3, part=part, progress=False)
+        build_dataset(Squares(splits=SPLITS), shared, num_parts=3, part=part, progress=False)
     assert sorted(p.name for p in (shared / "parts").glob("*.json")) == \
            [f"part-0000{i}-of-00003.json" for i in range(3)]
     code, output = _merge(shared)
@@ -178,7 +178,7 @@ def test_parts_in_one_shared_folder_merge_in_place(reference, tmp_path):
 
 def test_merge_refuses_mismatched_or_incomplete_parts_with_exit_2(tmp_path):
     def part(folder, part, num_parts=2, **kwargs):
-        build_dataset(SquaresGenerator(splits=SPLITS, **kwargs), tmp_path / folder, num_parts=num_parts,
+        build_dataset(Squares(splits=SPLITS, **kwargs), tmp_path / folder, num_parts=num_parts,
                       part=part, progress=False)
 
     part("a0", 0)
@@ -201,7 +201,7 @@ def test_merge_refuses_mismatched_or_incomplete_parts_with_exit_2(tmp_path):
 
 
 def test_bad_scale_out_options_are_refused_before_writing(tmp_path):
-    gen = SquaresGenerator(splits=SPLITS)
+    gen = Squares(splits=SPLITS)
     with pytest.raises(BadInput, match="--part 3 is out of range: with --num-parts 3 it must be 0..2"):
         build_dataset(gen, tmp_path / "d", num_parts=3, part=3, progress=False)
     with pytest.raises(BadInput, match="--num-parts 9 is more than the dataset's 8 shard"):

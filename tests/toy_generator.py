@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bindscope.dataset.records import Negative, ObjectRecord, Sample, mask_bbox_area, size_ranks
+from bindscope.dataset.registry import register_generator
 
 
 @dataclass
@@ -24,6 +25,10 @@ class SquaresGenerator:
     @property
     def config(self) -> dict:
         return {"splits": self.splits, "shard_size": self.shard_size}
+
+    @classmethod
+    def from_config(cls, config: dict, seed: int):
+        return cls(splits=dict(config["splits"]), shard_size=config["shard_size"], seed=seed)
 
     def make_samples(self, split, start, count):
         out = []
@@ -54,3 +59,11 @@ class SquaresGenerator:
 
     def card(self, manifest):
         return "# toy\n"
+
+
+@register_generator
+@dataclass
+class Squares(SquaresGenerator):
+    """The toy generator under its own registered name (``bindscope merge`` rebuilds it by that name)."""
+
+    name: str = "squares"

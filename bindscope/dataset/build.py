@@ -9,9 +9,9 @@ redone.
 
 Parts (``num_parts=K, part=I``, see docs/scale-out.md): the shards, in manifest order, are dealt round-robin
 to K parts (shard j belongs to part ``j % K``). A part run makes only its shards and, instead of the manifest,
-writes ``parts/part-IIIII-of-KKKKK.json`` (its shard entries and additive counts) and
-``parts/part-IIIII-of-KKKKK.generator.pkl`` (the pickled generator, needed to compute the statistics and
-the card); :func:`bindscope.dataset.merge.merge_parts` joins the K parts into the dataset a single run makes.
+writes ``parts/part-IIIII-of-KKKKK.json`` (its shard entries, additive counts, and the generator's name,
+resolved config, in its key order, and seed, from which the merge rebuilds the generator through the registry);
+:func:`bindscope.dataset.merge.merge_parts` joins the K parts into the dataset a single run makes.
 
 Folder states handled by :func:`check_output`:
 
@@ -24,7 +24,6 @@ Folder states handled by :func:`check_output`:
 from __future__ import annotations
 
 import json
-import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,6 @@ from typing import Protocol
 import h5py
 from tqdm.auto import tqdm
 
-from bindscope.atomic import atomic_open
 from bindscope.dataset.backends import check_backend, open_executor
 from bindscope.dataset.manifest import MANIFEST, canonical_json, config_sha256, write_text_atomic
 from bindscope.dataset.records import Sample
@@ -44,6 +42,7 @@ from bindscope.schemas import validate
 RUN_STATE = ".bindscope-run.json"
 PARTS_DIR = "parts"
 PART_FORMAT = "bindscope-part"
+PART_FORMAT_VERSION = 2  # 1 (bindscope <= 0.1.0 before the registry) also wrote a pickled generator
 
 
 class Generator(Protocol):
@@ -258,17 +257,17 @@ def finish_dataset(out: Path, generator: Generator, manifest: dict) -> None:
 
 def write_part_record(out: Path, generator: Generator, num_parts: int, part: int,
                       results: dict[ShardTask, tuple[dict, dict]]) -> dict:
-    """Write ``parts/<stem>.generator.pkl`` then ``parts/<stem>.json`` (atomically); return the record."""
+    """Write ``parts/<stem>.json`` (atomically); return the record."""
     parts_dir = out / PARTS_DIR
     parts_dir.mkdir(exist_ok=True)
     stem = part_stem(part, num_parts)
-    with atomic_open(parts_dir / f"{stem}.generator.pkl") as handle:
-        pickle.dump(generator, handle, protocol=4)
     record = {
-        "format": PART_FORMAT, "format_version": 1,
+        "format": PART_FORMAT, "format_version": PART_FORMAT_VERSION,
         "run_id": config_sha256(generator.name, generator.config, generator.seed),
         "generator": {"name": generator.name, "version": generator.version},
-        "config": generator.config, "seed": generator.seed,
+        # key order matters to generators (e.g. the order of an attribute's values) and the record's keys are
+        # sorted, so the config travels as a JSON string in its own order
+        "config_json": json.dumps(generator.config, ensure_ascii=False), "seed": generator.seed,
         "splits": [[split, n] for split, n in generator.splits.items()], "shard_size": generator.shard_size,
         "num_parts": num_parts, "part": part,
         "shards": [{"split": t.split, "number": t.number, "start": t.start, "count": t.count,

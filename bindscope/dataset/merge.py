@@ -10,21 +10,29 @@ Everything is checked before anything is written: every input holds part records
 same generator, generator version, resolved config and seed (``config_sha256``) and the same K; each part
 0..K-1 is present exactly once; together they hold every shard of the dataset, each present with the sha256
 the part recorded.
+
+Nothing read from a part folder is executed: the generator that computes the merged statistics and card is
+rebuilt from the JSON record's config and seed through the generator registry
+(:func:`bindscope.dataset.registry.rebuild_generator`); shards are only hashed and linked; other files under
+``parts/`` are ignored.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import shutil
 from pathlib import Path
 
-from bindscope.dataset.build import (PART_FORMAT, PARTS_DIR, RUN_STATE, ShardTask, assemble_manifest,
-                                     finish_dataset, part_stem, shard_tasks)
+from bindscope.dataset.build import (PART_FORMAT, PART_FORMAT_VERSION, PARTS_DIR, RUN_STATE, ShardTask,
+                                     assemble_manifest, finish_dataset, shard_tasks)
 from bindscope.dataset.manifest import MANIFEST, config_sha256
+from bindscope.dataset.registry import rebuild_generator
 from bindscope.dataset.shard import sha256_file
 from bindscope.errors import BadInput
+
+
+_RECORD_KEYS = ("run_id", "generator", "config_json", "seed", "splits", "shard_size", "num_parts", "part", "shards")
 
 
 def _load_records(folder: Path) -> list[dict]:
@@ -46,6 +54,12 @@ def _load_records(folder: Path) -> list[dict]:
             raise BadInput(f"{file}: not a valid part record ({exc})") from None
         if not isinstance(record, dict) or record.get("format") != PART_FORMAT:
             raise BadInput(f"{file}: not a bindscope part record")
+        if record.get("format_version") != PART_FORMAT_VERSION:
+            raise BadInput(f"{file}: part record format_version {record.get('format_version')!r} is not "
+                           f"{PART_FORMAT_VERSION} (made by another bindscope version); rerun the parts")
+        missing = [key for key in _RECORD_KEYS if key not in record]
+        if missing:
+            raise BadInput(f"{file}: not a complete part record (lacks {', '.join(missing)})")
         record["_folder"] = folder
         record["_file"] = file
         records.append(record)
@@ -88,14 +102,17 @@ def plan_merge(inputs: list[str | os.PathLike]) -> tuple[object, dict[ShardTask,
     if missing:
         raise BadInput(f"parts {', '.join(map(str, missing))} of {num_parts} (0-based) are missing; "
                        f"found {len(by_part)}: run the missing parts first (same command with --part I)")
-    pkl = first["_file"].with_name(f"{part_stem(first['part'], num_parts)}.generator.pkl")
     try:
-        generator = pickle.loads(pkl.read_bytes())
-    except (OSError, pickle.UnpicklingError, AttributeError, ImportError, EOFError) as exc:
-        raise BadInput(f"{pkl}: cannot load the part's generator ({exc}); merge with the bindscope version "
-                       "that made the parts") from None
+        config = json.loads(first["config_json"])
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{first['_file']}: config_json is not a JSON config ({exc})") from None
+    generator = rebuild_generator(first["generator"]["name"], config, first["seed"])
+    if generator.version != first["generator"]["version"]:
+        raise BadInput(f"{first['_file']}: the parts were made by {first['generator']['name']} "
+                       f"{first['generator']['version']}, this is {generator.version}; merge with the bindscope "
+                       "version that made the parts")
     if config_sha256(generator.name, generator.config, generator.seed) != first["run_id"]:
-        raise BadInput(f"{pkl}: the pickled generator does not match its part record (another config or seed)")
+        raise BadInput(f"{first['_file']}: its config and seed do not match its run id (edited or corrupt record)")
     expected = {t: t for t in shard_tasks(dict(first["splits"]), first["shard_size"])}
     results: dict[ShardTask, tuple[dict, dict]] = {}
     sources: dict[ShardTask, Path] = {}

@@ -97,6 +97,15 @@ class ComcoGenerator:
         res = int(self.config["resolution"])
         self.image_size = (res, res)
 
+    @classmethod
+    def from_config(cls, config: dict, seed: int) -> "ComcoGenerator":
+        """The generator of a recorded resolved config (``manifest["config"]``) and seed (CPU, one thread).
+
+        Raises:
+            BadInput: the config's object set cannot be loaded.
+        """
+        return cls(config, seed)
+
     def check(self, probe: int = 64) -> None:
         """Validate by planning (no rendering, nothing written): BadInput for an impossible layout."""
         planning.check_plannable(self.config, self.categories, self.seed, probe)

