@@ -43,7 +43,7 @@ def comco():
 @click.group(cls=Group)
 @click.version_option(__version__, prog_name="bindscope")
 def bindscope():
-    """bindscope: dataset tools (verify, release, merge) and alignment (probe, LABCLIP)."""
+    """bindscope: dataset tools (verify, release, merge, import), analyses and alignment (probe, LABCLIP)."""
 
 
 # Commands of each area, registered here so that this is the one place that lists every command.
@@ -53,6 +53,7 @@ from bindscope.evaluation import commands as _evaluation  # noqa: E402
 from bindscope.generators.comco import asset_commands as _comco_assets  # noqa: E402
 from bindscope.generators.comco import commands as _comco  # noqa: E402
 from bindscope.generators.madman import commands as _madman  # noqa: E402
+from bindscope.importers import commands as _importers  # noqa: E402
 from bindscope.training import commands as _training  # noqa: E402
 
 _madman.register(madman)          # madman generate, preview
@@ -63,3 +64,4 @@ _comco_assets.register(comco)     # comco assets import|fetch|list
 _evaluation.register_comco(comco)  # comco eval
 _dataset.register(bindscope)      # bindscope verify, release, merge
 _alignment.register(bindscope)    # bindscope probe, labclip
+_importers.register(bindscope)    # bindscope import coco

