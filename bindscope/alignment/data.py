@@ -187,9 +187,8 @@ def load_table(dataset: Dataset, split: str, build_swaps: bool = True, compose="
     table = SplitTable(dataset.generator, split, list(dataset.attribute_names))
     parser = _madman_parser(dataset) if dataset.generator == "madman" else None
     stored = []
-    for number, entry in enumerate(part._entries):
-        reader = part.shard(number)
-        for local in range(entry["count"]):
+    for reader in part.shards():
+        for local in range(reader.count):
             caption, objects = reader.captions[local], reader.objects(local)
             stored.append((caption, objects, reader.negatives(local),
                            described_attributes(caption, objects, table.attributes, parser)))

@@ -6,6 +6,14 @@ Example::
     test = ds.split("test")
     sample = test[0]            # bindscope.dataset.records.Sample
     sample.image.shape          # (H, W, 3) uint8
+    for shard in test.shards():  # ShardReader objects, in index order (whole-column access)
+        shard.captions
+
+    # PyTorch: a map-style torch Dataset of tensors and plain dicts (see bindscope.dataset.torchdata)
+    loader = torch.utils.data.DataLoader(test.as_torch(), batch_size=32, num_workers=2,
+                                         collate_fn=bindscope.dataset.torchdata.collate)
+
+A :class:`Dataset` or :class:`Split` can be pickled (open HDF5 handles are dropped; shards reopen on use).
 """
 
 from __future__ import annotations
@@ -22,7 +30,10 @@ from bindscope.errors import DatasetError
 
 
 class Split:
-    """The samples of one split, indexable 0..len-1 and iterable. Shards are opened on first use."""
+    """The samples of one split, indexable 0..len-1 and iterable. Shards are opened on first use.
+
+    Picklable: open shard handles are not pickled (the copy reopens shards on use).
+    """
 
     def __init__(self, dataset: "Dataset", name: str):
         self.dataset = dataset
@@ -35,6 +46,37 @@ class Split:
 
     def __len__(self) -> int:
         return self._len
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_readers": {}}
+
+    @property
+    def num_shards(self) -> int:
+        return len(self._entries)
+
+    def shards(self) -> Iterator[ShardReader]:
+        """The split's shard readers in index order (each covers samples ``first_index .. first_index+count-1``).
+
+        Raises:
+            DatasetError: a shard file is missing or not a readable bindscope shard.
+        """
+        for number in range(len(self._entries)):
+            yield self.shard(number)
+
+    def as_torch(self, transform=None):
+        """This split as a :class:`torch.utils.data.Dataset` (map-style) of tensors and plain dicts.
+
+        Args:
+            transform: optional callable applied to the image as a :class:`PIL.Image.Image` (e.g. a
+                torchvision or open_clip preprocess); its result becomes ``item["image"]``.
+
+        Returns:
+            A :class:`bindscope.dataset.torchdata.TorchSplit` (picklable; each DataLoader worker opens the
+            shards itself). Batch it with :func:`bindscope.dataset.torchdata.collate`.
+        """
+        from bindscope.dataset.torchdata import TorchSplit
+
+        return TorchSplit(self.dataset.path, self.name, transform)
 
     def shard(self, number: int) -> ShardReader:
         """The reader of this split's ``number``-th shard.
@@ -61,9 +103,8 @@ class Split:
         return self.shard(number).sample(index - self._starts[number])
 
     def __iter__(self) -> Iterator[Sample]:
-        for number, entry in enumerate(self._entries):
-            reader = self.shard(number)
-            for local in range(entry["count"]):
+        for reader in self.shards():
+            for local in range(reader.count):
                 yield reader.sample(local)
 
     def close(self) -> None:

@@ -56,11 +56,10 @@ def load_split(path: str | os.PathLike, split: str = "train") -> TrainingData:
     with Dataset(path) as dataset:
         part = dataset.split(split)
         images, captions, negatives = [], [], []
-        for number, entry in enumerate(part._entries):
-            reader = part.shard(number)
+        for reader in part.shards():
             images.append(reader.images[()])
             captions.extend(reader.captions)
-            for local in range(entry["count"]):
+            for local in range(reader.count):
                 negatives.append([n.caption for n in reader.negatives(local) if n.kind == "binding"])
     if not captions:
         raise BadInput(f"split {split!r} of {str(path)!r} holds no samples")

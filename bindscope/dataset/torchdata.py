@@ -1,0 +1,100 @@
+"""A bindscope split as a PyTorch map-style dataset, and the collate function that batches it.
+
+Example::
+
+    from torch.utils.data import DataLoader
+    from bindscope.dataset import Dataset
+    from bindscope.dataset.torchdata import collate
+
+    split = Dataset("data/madman").split("train")
+    loader = DataLoader(split.as_torch(), batch_size=32, shuffle=True, num_workers=4, collate_fn=collate)
+    for batch in loader:
+        batch["image"]      # (B, 3, H, W) uint8
+        batch["caption"]    # list of B str
+
+The dataset holds only the folder path and split name; each process (each DataLoader worker) opens the
+shards itself on first access, so it pickles and works with any ``num_workers`` and start method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset as _TorchDataset
+from torch.utils.data import default_collate
+
+from bindscope.dataset.records import Sample
+
+
+def sample_dict(sample: Sample, transform=None) -> dict:
+    """``sample`` as tensors and plain Python values (see :class:`TorchSplit` for the keys)."""
+    if transform is None:
+        image = torch.from_numpy(np.ascontiguousarray(sample.image.transpose(2, 0, 1)))
+    else:
+        from PIL import Image
+
+        image = transform(Image.fromarray(np.ascontiguousarray(sample.image)))
+    return {"index": sample.index, "image": image, "mask": torch.from_numpy(np.ascontiguousarray(sample.mask)),
+            "caption": sample.caption, "objects": [dataclasses.asdict(o) for o in sample.objects],
+            "negatives": [dataclasses.asdict(n) for n in sample.negatives], "spec": sample.spec}
+
+
+class TorchSplit(_TorchDataset):
+    """One split of a finished dataset as a :class:`torch.utils.data.Dataset`; made by ``Split.as_torch()``.
+
+    Item ``i`` (the split's sample ``i``) is a dict:
+
+    - ``index``: int, the sample's index in the split;
+    - ``image``: ``(3, H, W)`` uint8 tensor, RGB 0..255 (or whatever ``transform`` returns for the image as a
+      PIL RGB image);
+    - ``mask``: ``(H, W)`` uint8 tensor, 0 background, k = visible pixels of object k;
+    - ``caption``: str;
+    - ``objects``: list of dicts with the fields of :class:`bindscope.dataset.records.ObjectRecord`;
+    - ``negatives``: list of dicts with the fields of :class:`bindscope.dataset.records.Negative`;
+    - ``spec``: dict, the generator's plan of the sample.
+
+    Raises:
+        DatasetError: the folder is not a finished dataset or lacks the split (at construction); a shard is
+            unreadable (on access).
+    """
+
+    def __init__(self, path: str | os.PathLike, split: str, transform=None):
+        from bindscope.dataset.reader import Dataset
+
+        self.path = Path(path)
+        self.split = split
+        self.transform = transform
+        with Dataset(self.path) as dataset:
+            self._len = len(dataset.split(split))
+        self._open: tuple[int, object] | None = None  # (process id, Split) of this process
+
+    def _split(self):
+        if self._open is None or self._open[0] != os.getpid():  # first use in this process (or worker)
+            from bindscope.dataset.reader import Dataset
+
+            self._open = (os.getpid(), Dataset(self.path).split(self.split))
+        return self._open[1]
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_open": None}
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, index: int) -> dict:
+        return sample_dict(self._split()[index], self.transform)
+
+
+def collate(batch: list[dict]) -> dict:
+    """Batch items of :class:`TorchSplit`: ``index`` becomes an int64 tensor ``(B,)``; ``image`` and ``mask``
+    are stacked (``(B, 3, H, W)``, ``(B, H, W)``, or the stacked ``transform`` outputs); ``caption``,
+    ``objects``, ``negatives`` and ``spec`` stay lists of length B (objects and negatives differ in number
+    per sample, which :func:`torch.utils.data.default_collate` rejects)."""
+    out = {key: default_collate([item[key] for item in batch]) for key in ("index", "image", "mask")}
+    for key in ("caption", "objects", "negatives", "spec"):
+        out[key] = [item[key] for item in batch]
+    return out

@@ -1,0 +1,80 @@
+"""The torch-ready reader: ``Split.as_torch()`` in a DataLoader with worker processes, ``Split.shards()``,
+the documented collate, and pickling a split that has been read from (open HDF5 handles)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from bindscope.dataset import Dataset
+from bindscope.dataset.build import build_dataset
+from bindscope.dataset.torchdata import collate
+from tiny_madman import tiny_madman
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A real MADMAN dataset: train 10 samples in 3 shards (4, 4, 2)."""
+    out = tmp_path_factory.mktemp("torch") / "d"
+    build_dataset(tiny_madman(splits={"train": 10, "test": 3, "ood": 2}, shard_size=4), out, progress=False)
+    return out
+
+
+def test_shards_cover_the_split_in_order(data):
+    with Dataset(data) as ds:
+        split = ds.split("train")
+        shards = list(split.shards())
+        assert [(r.first_index, r.count) for r in shards] == [(0, 4), (4, 4), (8, 2)]
+        assert [c for r in shards for c in r.captions] == [s.caption for s in split]
+
+
+def test_dataloader_with_two_workers_yields_the_sequential_samples(data):
+    with Dataset(data) as ds:
+        expected = list(ds.split("train"))
+        torch_split = ds.split("train").as_torch()
+    loader = DataLoader(torch_split, batch_size=3, num_workers=2, collate_fn=collate)
+    batches = list(loader)
+    assert [len(b["caption"]) for b in batches] == [3, 3, 3, 1]
+    assert batches[0]["image"].shape == (3, 3, 64, 64) and batches[0]["image"].dtype == torch.uint8
+    assert batches[0]["mask"].shape == (3, 64, 64) and batches[0]["mask"].dtype == torch.uint8
+    got = [(int(i), img, m, c, o, n, s) for b in batches
+           for i, img, m, c, o, n, s in zip(b["index"], b["image"], b["mask"], b["caption"], b["objects"],
+                                              b["negatives"], b["spec"])]
+    assert [g[0] for g in got] == list(range(10))
+    for (index, image, mask, caption, objects, negatives, spec), sample in zip(got, expected):
+        assert index == sample.index
+        assert np.array_equal(image.permute(1, 2, 0).numpy(), sample.image)
+        assert np.array_equal(mask.numpy(), sample.mask)
+        assert caption == sample.caption and spec == sample.spec
+        assert [(o["index"], o["category"], o["attributes"], tuple(o["bbox"]), o["area"]) for o in objects] == \
+               [(o.index, o.category, o.attributes, o.bbox, o.area) for o in sample.objects]
+        assert [n["caption"] for n in negatives] == [n.caption for n in sample.negatives]
+        assert all(type(o) is dict for o in objects)
+
+
+def test_transform_gets_a_pil_image(data):
+    from PIL import Image
+
+    seen = []
+
+    def transform(image):
+        seen.append(image)
+        return torch.zeros(1)
+
+    item = Dataset(data).split("test").as_torch(transform)[2]
+    assert isinstance(seen[0], Image.Image) and seen[0].size == (64, 64) and seen[0].mode == "RGB"
+    assert item["image"].tolist() == [0.0] and item["index"] == 2
+
+
+def test_a_split_read_from_still_pickles(data):
+    ds = Dataset(data)
+    split = ds.split("train")
+    first = split[5]  # opens shard 1 (an h5py handle)
+    copy = pickle.loads(pickle.dumps(split))
+    assert copy[5].caption == first.caption and np.array_equal(copy[5].image, first.image)
+    ds.close()
+    copy.dataset.close()
