@@ -49,21 +49,24 @@ def test_interrupted_run_resumes_to_identical_bytes(tmp_path):
         build_dataset(SquaresGenerator(fail_at=4), tmp_path / "r", progress=False)
     assert (tmp_path / "r" / RUN_STATE).exists()
     assert not (tmp_path / "r" / "manifest.json").exists()
-    assert sorted(p.name for p in (tmp_path / "r" / "shards").iterdir()) == ["train-00000.h5"]
+    assert sorted(p.name for p in (tmp_path / "r" / "shards").iterdir()) == [".train-00000.h5.done", "train-00000.h5"]
     build_dataset(SquaresGenerator(), tmp_path / "r", progress=False)  # same command: resumes
     build_dataset(SquaresGenerator(), tmp_path / "full", progress=False)
     assert _files(tmp_path / "r") == _files(tmp_path / "full")
 
 
 def test_output_folder_rules(tmp_path):
-    build_dataset(SquaresGenerator(), tmp_path / "d", progress=False)
-    with pytest.raises(BadInput, match="not empty.*finished dataset"):
-        build_dataset(SquaresGenerator(), tmp_path / "d", progress=False)
+    first = build_dataset(SquaresGenerator(), tmp_path / "d", progress=False)
+    before = _files(tmp_path / "d")
+    assert build_dataset(SquaresGenerator(), tmp_path / "d", progress=False) == first  # the same run: done
+    assert _files(tmp_path / "d") == before
+    with pytest.raises(BadInput, match="not empty.*finished dataset of another config or seed"):
+        build_dataset(SquaresGenerator(seed=1), tmp_path / "d", progress=False)
     build_dataset(SquaresGenerator(seed=1), tmp_path / "d", overwrite=True, progress=False)
     assert Dataset(tmp_path / "d").manifest["seed"] == 1
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("mine")
-    with pytest.raises(BadInput, match="not a bindscope dataset"):
+    with pytest.raises(BadInput, match="is not a bindscope dataset"):
         build_dataset(SquaresGenerator(), tmp_path / "foreign", overwrite=True, progress=False)
     assert (tmp_path / "foreign" / "notes.txt").read_text() == "mine"
 

@@ -81,7 +81,7 @@ def test_shard_bytes_do_not_depend_on_a_stack_sampling_profiler(tmp_path):
     generator = Squares(splits=SPLITS)
     task = ShardTask("train", 0, 0, 3)
     (tmp_path / "plain").mkdir()
-    _shard_job((generator, str(tmp_path / "plain")), task)
+    _shard_job((generator, str(tmp_path / "plain"), "run", None), task)
     want = (tmp_path / "plain" / task.filename).read_bytes()
     caller, held, stop = threading.get_ident(), [], threading.Event()
 
@@ -96,7 +96,7 @@ def test_shard_bytes_do_not_depend_on_a_stack_sampling_profiler(tmp_path):
     try:
         for i in range(25):
             (tmp_path / f"s{i}").mkdir()
-            _shard_job((generator, str(tmp_path / f"s{i}")), task)
+            _shard_job((generator, str(tmp_path / f"s{i}"), "run", None), task)
             assert (tmp_path / f"s{i}" / task.filename).read_bytes() == want, i
     finally:
         stop.set()

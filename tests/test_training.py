@@ -268,7 +268,8 @@ def test_cli_train_end_to_end_then_rerun_prints_the_finished_result(ideal_data, 
     first = CliRunner().invoke(madman, args)
     assert first.exit_code == 0, first.output
     assert "binding" in first.output and "steps/s" in first.output
-    assert {p.name for p in out.iterdir()} == {"run.json", "checkpoint.pt", "model.pt", "log.jsonl", "result.json"}
+    assert {p.name for p in out.iterdir()} == {".bindscope.json", "run.json", "checkpoint.pt", "model.pt", "log.jsonl",
+                                               "result.json"}
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["hard_negatives"] == 1 and run["config"]["model"]["embed_dim"] == 16
     again = CliRunner().invoke(madman, args)

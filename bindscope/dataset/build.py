@@ -13,33 +13,40 @@ writes ``parts/part-IIIII-of-KKKKK.json`` (its shard entries, additive counts, a
 resolved config, in its key order, and seed, from which the merge rebuilds the generator through the registry);
 :func:`bindscope.dataset.merge.merge_parts` joins the K parts into the dataset a single run makes.
 
-Folder states handled by :func:`check_output`:
+Folder states handled by :func:`check_output` (the folder is ours only through its marker, see
+:mod:`bindscope.dataset.ownership`, and is locked for the whole run):
 
 - missing or empty: a new run starts;
-- holds an unfinished run of the same generator, config and seed (``.bindscope-run.json``): it resumes;
-- holds a finished dataset, another run, or foreign files: :class:`BadInput` unless ``overwrite`` (which only
-  ever deletes a folder that holds a bindscope dataset or run, never foreign files).
+- holds an unfinished run of the same generator, config and seed (``.bindscope-run.json``): it resumes, and
+  adopts a finished shard only when its ``.done`` record names this run and its sha256 still matches;
+- holds the finished dataset of this very run: nothing to do (leftovers of an interrupted tidy-up are removed);
+- holds another bindscope dataset or run: :class:`BadInput` unless ``overwrite``; foreign files:
+  :class:`BadInput` always, and nothing is deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import h5py
 from tqdm.auto import tqdm
 
 from bindscope.dataset.backends import check_backend, open_executor
-from bindscope.dataset.manifest import MANIFEST, canonical_json, config_sha256, write_text_atomic
+from bindscope.dataset.manifest import MANIFEST, canonical_json, config_sha256, load_manifest, write_text_atomic
+from bindscope.dataset.ownership import (OutputLock, bookkeeping, clear_owned, exit_with_parent, parent_alive,
+                                         read_marker, require_owned, resolve_output, write_marker)
 from bindscope.dataset.records import Sample
 from bindscope.dataset.shard import sha256_file, write_shard
 from bindscope.errors import BadInput
 from bindscope.schemas import validate
 
 RUN_STATE = ".bindscope-run.json"
+KIND = "dataset"  # the ownership marker's kind (see bindscope.dataset.ownership)
 PARTS_DIR = "parts"
 PART_FORMAT = "bindscope-part"
 PART_FORMAT_VERSION = 2  # 1 (bindscope <= 0.1.0 before the registry) also wrote a pickled generator
@@ -93,13 +100,10 @@ def shard_tasks(splits: dict[str, int], shard_size: int) -> list[ShardTask]:
 
 
 def _just_started(out: Path) -> bool:
-    """True when ``out`` holds only what a starting run writes before its run state lands: the run state's
-    temporary file and empty ``shards``/``parts`` folders (parts of one run starting together in one folder)."""
-    entries = list(out.iterdir())
-    if not entries or (out / RUN_STATE).exists() or (out / MANIFEST).exists():
-        return False
-    for entry in entries:
-        if entry.name.startswith(f".{RUN_STATE}.") and entry.name.endswith(".tmp"):
+    """True when ``out`` holds only what a starting run writes before its run state lands: the lock, temporary
+    files and empty ``shards``/``parts`` folders (parts of one run starting together in one folder)."""
+    for entry in out.iterdir():
+        if bookkeeping(entry.name):
             continue
         if entry.name in ("shards", PARTS_DIR) and entry.is_dir() and not any(entry.iterdir()):
             continue
@@ -109,80 +113,129 @@ def _just_started(out: Path) -> bool:
 
 def _run_id_in(path: Path, key: str) -> str | None:
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get(key)
+        value = json.loads(path.read_text(encoding="utf-8")).get(key)
     except (OSError, ValueError, AttributeError):
         return None
+    return value if isinstance(value, str) else None
 
 
-def check_output(out: Path, run_id: str, overwrite: bool, resume: bool = False) -> str:
+def _folder_run_id(out: Path) -> str | None:
+    """The run id of the bindscope run that owns ``out`` (its run state, else its marker); ``None`` if foreign."""
+    state = _run_id_in(out / RUN_STATE, "run_id")
+    if state is not None and len(state) == 64:
+        return state
+    marker = read_marker(out)
+    return marker.get("run_id") if marker is not None and marker.get("kind") == KIND else None
+
+
+def check_output(out: str | Path, run_id: str, overwrite: bool) -> str:
     """Decide, before anything is written, what a run ``run_id`` does with the folder ``out``.
+
+    A folder belongs to a bindscope run only through its marker (see :mod:`bindscope.dataset.ownership`) or
+    its run state; a ``manifest.json`` alone proves nothing. ``out`` is resolved (symlinks followed) first.
 
     Returns:
         ``"new"`` (missing or empty folder, or parts of this run starting together in it), ``"resume"`` (an
-        unfinished run of the same generator, config and seed), ``"done"`` (``resume`` given and ``out`` holds
-        the finished dataset of this very run) or ``"overwrite"`` (``overwrite`` given and ``out`` holds a
-        bindscope dataset or run).
+        unfinished run of the same generator, config and seed), ``"done"`` (the finished dataset of this very
+        run, perhaps interrupted while tidying up) or ``"overwrite"`` (``overwrite`` given and ``out`` holds
+        another bindscope dataset or run).
 
     Raises:
-        BadInput: ``out`` is a file; or it is not empty and neither a matching run nor ``--overwrite`` allows
-            using it (the message says what it holds and which flag to pass); or ``--overwrite`` would delete
-            files that are not a bindscope dataset.
+        BadInput: ``out`` is empty, the current folder or an ancestor of it, or a file; or it is not empty and
+            neither a matching run nor ``--overwrite`` allows using it (the message says what it holds and
+            which flag to pass); or ``--overwrite`` would delete a folder bindscope did not make.
     """
+    out = resolve_output(out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {str(out)!r} exists and is not a folder")
-    if not out.is_dir() or not any(out.iterdir()) or _just_started(out):
+    if not out.is_dir() or _just_started(out):
         return "new"
-    manifest, state = out / MANIFEST, out / RUN_STATE
-    if manifest.is_file():
-        if resume and _run_id_in(manifest, "config_sha256") == run_id:
+    owner = _folder_run_id(out)
+    if owner is None:
+        if overwrite:
+            require_owned(out, KIND, "bindscope dataset")
+        raise BadInput(f"--out {str(out)!r} is not empty and holds no bindscope run; choose an empty or new folder")
+    if (out / MANIFEST).is_file():
+        if _run_id_in(out / MANIFEST, "config_sha256") == run_id == owner:
             return "done"
         if overwrite:
             return "overwrite"
-        raise BadInput(f"--out {str(out)!r} is not empty: it holds a finished dataset"
-                       f"{' of another config or seed' if resume else ''}; pass --overwrite to replace it, "
-                       "or choose another --out")
-    if state.is_file():
-        if _run_id_in(state, "run_id") == run_id:
-            return "resume"
-        if overwrite:
-            return "overwrite"
-        raise BadInput(f"--out {str(out)!r} is not empty: it holds an unfinished run with another config or "
-                       "seed; repeat that run's command to resume it, pass --overwrite to replace it, or choose "
-                       "another --out")
+        raise BadInput(f"--out {str(out)!r} is not empty: it holds a finished dataset of another config or seed; "
+                       "pass --overwrite to replace it, or choose another --out")
+    if owner == run_id:
+        return "resume"
     if overwrite:
-        raise BadInput(f"--overwrite refused: {str(out)!r} holds files that are not a bindscope dataset")
-    raise BadInput(f"--out {str(out)!r} is not empty and holds no bindscope run; choose an empty or new folder")
+        return "overwrite"
+    raise BadInput(f"--out {str(out)!r} is not empty: it holds an unfinished run with another config or "
+                   "seed; repeat that run's command to resume it, pass --overwrite to replace it, or choose "
+                   "another --out")
 
 
-def prepare_output(out: Path, run_id: str, overwrite: bool) -> bool:
-    """Make ``out`` ready for the run ``run_id`` (see :func:`check_output`; a finished dataset of the same run
-    is replaced only with ``overwrite``); return True when an unfinished run of it is resumed."""
-    decision = check_output(out, run_id, overwrite)
-    if decision == "overwrite":
-        shutil.rmtree(out)
-    return decision == "resume"
+def finish_if_done(out: str | Path, run_id: str) -> dict | None:
+    """The manifest of ``out`` when it holds the finished dataset of the run ``run_id`` (after tidying up, under
+    the folder's lock, what a run killed at its finishing moment left), else ``None``. Lets a command say
+    "already complete" before it loads its data."""
+    out = resolve_output(out)
+    if check_output(out, run_id, overwrite=False) != "done":
+        return None
+    with OutputLock(out):
+        tidy_finished(out)
+        return load_manifest(out)
 
 
-def _run_task(generator: Generator, shards_dir: Path, task: ShardTask) -> tuple[dict, dict]:
-    """Generate and write one shard (or read back a finished one); return (manifest entry, counts)."""
-    path = shards_dir / task.filename
-    if path.is_file():  # finished in an earlier, interrupted run (files appear only by atomic rename)
-        with h5py.File(path, "r") as f:
-            counts = json.loads(f.attrs["statistics"])
-            entry = {"file": f"shards/{task.filename}", "first_index": task.start, "count": task.count,
-                     "num_objects": int(f["objects/index"].shape[0])}
-        entry["sha256"] = sha256_file(path)
-        return entry, counts
+def _done_record(shards_dir: Path, task: ShardTask) -> Path:
+    """The record a worker writes beside a finished shard: its manifest entry, counts and run id."""
+    return shards_dir / f".{task.filename}.done"
+
+
+def _adopt(shards_dir: Path, task: ShardTask, run_id: str) -> tuple[dict, dict] | None:
+    """(entry, counts) of a shard finished by an earlier run of ``run_id``, after re-checking its sha256; a
+    shard without a matching record (foreign, corrupt, truncated, or finished just before a kill) is
+    deleted so that it is made again."""
+    path, record = shards_dir / task.filename, _done_record(shards_dir, task)
+    if not path.is_file():
+        record.unlink(missing_ok=True)
+        return None
+    try:
+        done = json.loads(record.read_text(encoding="utf-8"))
+        entry = done["entry"]
+        if (done["run_id"] == run_id and entry["file"] == f"shards/{task.filename}"
+                and entry["first_index"] == task.start and entry["count"] == task.count
+                and sha256_file(path) == entry["sha256"]):
+            return entry, done["counts"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    path.unlink()
+    record.unlink(missing_ok=True)
+    return None
+
+
+def _run_task(generator: Generator, shards_dir: Path, task: ShardTask, run_id: str,
+              parent_pid: int | None = None) -> tuple[dict, dict]:
+    """Generate and write one shard (or adopt a finished one after checking it); return (manifest entry, counts).
+
+    ``parent_pid``: the process running the build; a worker exits when it is gone (see
+    :func:`~bindscope.dataset.ownership.exit_with_parent`), so no shard is written after the run was killed.
+    """
+    if parent_pid is not None:
+        exit_with_parent(parent_pid)
+    adopted = _adopt(shards_dir, task, run_id)
+    if adopted is not None:
+        return adopted
     samples = generator.make_samples(task.split, task.start, task.count)
     counts = generator.shard_statistics(task.split, samples)
-    entry = write_shard(path, task.split, task.start, samples, generator.attribute_names,
-                        generator.extra_names, statistics=counts)
+    if not parent_alive(parent_pid):
+        os._exit(1)
+    entry = write_shard(shards_dir / task.filename, task.split, task.start, samples, generator.attribute_names,
+                        generator.extra_names, statistics=counts, run_id=run_id)
+    write_text_atomic(_done_record(shards_dir, task),
+                      canonical_json({"run_id": run_id, "entry": entry, "counts": counts}))
     return entry, counts
 
 
 def _shard_job(common: tuple, task: ShardTask) -> tuple[dict, dict]:
-    generator, shards_dir = common
-    return _run_task(generator, Path(shards_dir), task)
+    generator, shards_dir, run_id, parent_pid = common
+    return _run_task(generator, Path(shards_dir), task, run_id, parent_pid)
 
 
 def part_tasks(tasks: list[ShardTask], num_parts: int, part: int) -> list[ShardTask]:
@@ -212,7 +265,7 @@ def check_parts(num_parts: int, part: int, num_shards: int | None = None) -> Non
 def _remove_temp_files(shards_dir: Path, tasks: list[ShardTask]) -> None:
     """Delete temporary files left by interrupted writers of ``tasks``' shards (never other parts' files)."""
     for task in tasks:
-        for stale in shards_dir.glob(f".{task.filename}.*.tmp"):
+        for stale in shards_dir.glob(f".*{task.filename}.*tmp"):
             stale.unlink(missing_ok=True)
 
 
@@ -247,10 +300,21 @@ def assemble_manifest(generator: Generator, results: dict[ShardTask, tuple[dict,
 
 
 def finish_dataset(out: Path, generator: Generator, manifest: dict) -> None:
-    """Write the card and (last) the manifest of ``out``; remove the run state and any part records."""
+    """Mark ``out`` as this run's dataset, write the card and (last) the manifest, then tidy up (see
+    :func:`tidy_finished`)."""
+    write_marker(out, KIND, manifest["config_sha256"])
     write_text_atomic(out / "README.md", generator.card(manifest))
     write_text_atomic(out / MANIFEST, canonical_json(manifest))
+    tidy_finished(out)
+
+
+def tidy_finished(out: Path) -> None:
+    """Remove what only an unfinished run needs from the finished dataset ``out``: the run state, the shards'
+    ``.done`` records and any part records. Safe to repeat (a run killed while tidying up is tidied by its
+    repeated command)."""
     (out / RUN_STATE).unlink(missing_ok=True)
+    for record in (out / "shards").glob(".*.done"):
+        record.unlink(missing_ok=True)
     if (out / PARTS_DIR).is_dir():
         shutil.rmtree(out / PARTS_DIR)
 
@@ -301,39 +365,63 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
 
     Raises:
         BadInput: bad ``jobs``, ``backend``, ``scheduler``, ``num_parts`` or ``part``; an unreachable scheduler;
-            an output folder that cannot be used (see :func:`prepare_output`). All checked before writing.
+            an output folder that cannot be used (see :func:`check_output`), or one another run is writing
+            (see :class:`~bindscope.dataset.ownership.OutputLock`). All checked before writing.
+
+    The folder is locked for the whole run (parts of one run share the lock); worker processes on this
+    machine exit when this process dies. A repeated command of a finished run returns its manifest.
     """
     check_backend(backend, scheduler, jobs)
     tasks = shard_tasks(generator.splits, generator.shard_size)
     check_parts(num_parts, part, len(tasks))
     mine = part_tasks(tasks, num_parts, part)
-    out = Path(out).absolute()
     run_id = config_sha256(generator.name, generator.config, generator.seed)
-    with open_executor(backend, scheduler, jobs) as executor:  # connect first: a bad address writes nothing
-        resumed = prepare_output(out, run_id, overwrite)
-        out.mkdir(parents=True, exist_ok=True)
-        if not resumed:  # the run state first: it is what marks the folder as this run's
+    decision = check_output(out, run_id, overwrite)  # before connecting, locking or writing anything
+    out = resolve_output(out)
+    shared = num_parts > 1 and decision != "overwrite"
+    # Workers on this machine watch this process (a remote Dask worker cannot see it).
+    parent_pid = os.getpid() if scheduler is None else None
+    with open_executor(backend, scheduler, jobs) as executor, OutputLock(out, shared=shared), \
+            _part_lock(out, num_parts, part):
+        decision = check_output(out, run_id, overwrite)  # again, now that no other writer can change it
+        if decision == "done":
+            tidy_finished(out)
+            return load_manifest(out)
+        if decision == "overwrite":
+            if shared:
+                raise BadInput(f"--out {str(out)!r} changed while this run started; repeat the command")
+            clear_owned(out, KIND, "bindscope dataset")
+        write_marker(out, KIND, run_id)
+        if decision != "resume":
             write_text_atomic(out / RUN_STATE, canonical_json({"run_id": run_id, "generator": generator.name}))
         shards_dir = out / "shards"
         shards_dir.mkdir(exist_ok=True)
         _remove_temp_files(shards_dir, mine)
         results: dict[ShardTask, tuple[dict, dict]] = {}
-        desc = f"{generator.name} ({'resuming' if resumed else 'new'}"
+        desc = f"{generator.name} ({'resuming' if decision == 'resume' else 'new'}"
         desc += f", part {part}/{num_parts}" if num_parts > 1 else ""
         desc += f", {executor.description})" if backend == "dask" else ")"
         with tqdm(total=sum(t.count for t in mine), unit="img", disable=not progress, desc=desc) as bar:
-            for position, result in executor.map(_shard_job, (generator, str(shards_dir)), mine):
+            for position, result in executor.map(_shard_job, (generator, str(shards_dir), run_id, parent_pid),
+                                                 mine):
                 results[mine[position]] = result
                 bar.update(mine[position].count)
-    _remove_temp_files(shards_dir, mine)  # e.g. left by a worker that died mid-shard
-    missing = [t.filename for t in mine if not (shards_dir / t.filename).is_file()]
-    if missing:
-        raise BadInput(f"the workers wrote shards this machine cannot see in {str(shards_dir)!r} "
-                       f"(e.g. {missing[0]}): with a remote Dask cluster, --out must be on a file system shared "
-                       "by every worker and this machine, at the same path")
-    results = {t: results[t] for t in mine}  # manifest order
-    if num_parts > 1:
-        return write_part_record(out, generator, num_parts, part, results)
-    manifest = assemble_manifest(generator, results)
-    finish_dataset(out, generator, manifest)
-    return manifest
+        _remove_temp_files(shards_dir, mine)  # e.g. left by a worker that died mid-shard
+        missing = [t.filename for t in mine if not (shards_dir / t.filename).is_file()]
+        if missing:
+            raise BadInput(f"the workers wrote shards this machine cannot see in {str(shards_dir)!r} "
+                           f"(e.g. {missing[0]}): with a remote Dask cluster, --out must be on a file system "
+                           "shared by every worker and this machine, at the same path")
+        results = {t: results[t] for t in mine}  # manifest order
+        if num_parts > 1:
+            return write_part_record(out, generator, num_parts, part, results)
+        manifest = assemble_manifest(generator, results)
+        finish_dataset(out, generator, manifest)
+        return manifest
+
+
+def _part_lock(out: Path, num_parts: int, part: int):
+    """The exclusive lock of one part (parts share the folder's lock), or nothing for a whole run."""
+    if num_parts == 1:
+        return contextlib.nullcontext()
+    return OutputLock(out, name=f".bindscope-{part_stem(part, num_parts)}.lock")

@@ -18,14 +18,18 @@ def check_output_location(flag: str, path) -> None:
     Call it before anything is written, for every output path of a command.
 
     Raises:
-        BadInput: an ancestor of ``path`` is a file (e.g. ``--out notes.txt/run``), or the folder the new
-            path would go into is not writable; the message names the flag, the path and that ancestor.
+        BadInput: ``path`` is empty, the current folder or an ancestor of it (see
+            :func:`bindscope.dataset.ownership.resolve_output`); an ancestor of ``path`` is a file (e.g.
+            ``--out notes.txt/run``), or the folder the new path would go into is not writable; the message
+            names the flag, the path and that ancestor.
     """
     import os
     from pathlib import Path
 
+    from bindscope.dataset.ownership import resolve_output
     from bindscope.errors import BadInput
 
+    resolve_output(path, flag)
     path = Path(path)
     ancestor = path.absolute().parent
     while not ancestor.exists() and ancestor != ancestor.parent:

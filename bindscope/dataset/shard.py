@@ -2,7 +2,8 @@
 
 Layout of a shard (format version 1), N samples and M objects in total::
 
-    attrs: format_version=1, split, first_index, count
+    attrs: format_version=1, split, first_index, count, run_id (the dataset's config_sha256),
+           object_attributes, object_extras (JSON lists: the column order), statistics (JSON)
     images            (N, H, W, 3) uint8, gzip level 1, one chunk per image
     masks             (N, H, W)    uint8, gzip level 1: 0 background, k = object k
     captions          (N,) UTF-8 strings
@@ -51,7 +52,8 @@ def _put(group: h5py.Group, name: str, data, dtype=None, **kwargs) -> None:
 
 
 def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: list[Sample],
-                attribute_names: list[str], extra_names: list[str], statistics: dict | None = None) -> dict:
+                attribute_names: list[str], extra_names: list[str], statistics: dict | None = None,
+                run_id: str = "") -> dict:
     """Write ``samples`` to the shard file ``path`` atomically (temp file, fsync, rename).
 
     Args:
@@ -63,6 +65,8 @@ def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: 
         extra_names: the numeric per-object extra columns (missing values are stored as NaN).
         statistics: the generator's additive counts for these samples, kept (as JSON) so a resumed run can
             rebuild the manifest's statistics without regenerating the shard.
+        run_id: the dataset's ``config_sha256`` (generator, config and seed), kept so that ``bindscope verify``
+            can tell a shard of another run from one of this run.
 
     Returns:
         ``{"file": "shards/<name>", "first_index", "count", "num_objects", "sha256"}`` for the manifest.
@@ -86,6 +90,9 @@ def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: 
             f.attrs["first_index"] = first_index
             f.attrs["count"] = len(samples)
             f.attrs["statistics"] = json.dumps(statistics or {}, sort_keys=True)
+            f.attrs["run_id"] = run_id
+            f.attrs["object_attributes"] = json.dumps(list(attribute_names))
+            f.attrs["object_extras"] = json.dumps(list(extra_names))
             _put(f, "images", np.stack([s.image for s in samples]), np.uint8,
                  chunks=(1, height, width, 3), compression="gzip", compression_opts=1)
             _put(f, "masks", np.stack([s.mask for s in samples]), np.uint8,

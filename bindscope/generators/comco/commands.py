@@ -67,9 +67,10 @@ def _remove_if_nothing_made(out) -> None:
     from pathlib import Path
 
     from bindscope.dataset.build import RUN_STATE
+    from bindscope.dataset.ownership import MARKER
 
     root = Path(out)
-    if root.is_dir() and not any(p.is_file() and p.name != RUN_STATE for p in root.rglob("*")):
+    if root.is_dir() and not any(p.is_file() and p.name not in (RUN_STATE, MARKER) for p in root.rglob("*")):
         shutil.rmtree(root, ignore_errors=True)
 
 

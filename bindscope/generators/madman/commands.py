@@ -27,7 +27,7 @@ _PROPERTY_FLAGS = {
 def _generate(out, preset, config_file, seed, jobs, num_images, image_size, holdout, holdout_fraction, mnist_root,
               mnist_download, overwrite, resume, progress, properties, build=None):
     from bindscope.config import read_yaml
-    from bindscope.dataset.build import build_dataset, check_output
+    from bindscope.dataset.build import build_dataset, check_output, finish_if_done
     from bindscope.dataset.manifest import config_sha256
     from bindscope.generators.madman import config as madman_config
     from bindscope.generators.madman.generator import MadmanGenerator, load_source
@@ -58,8 +58,9 @@ def _generate(out, preset, config_file, seed, jobs, num_images, image_size, hold
     config["digits"]["source"] = source.name
     config["digits"]["sha256"] = source.sha256
     out = Path(out)
-    state = check_output(out, config_sha256("madman", config, seed), overwrite, resume)
-    if state == "done":
+    run_id = config_sha256("madman", config, seed)
+    state = check_output(out, run_id, overwrite)
+    if state == "done" and finish_if_done(out, run_id) is not None:
         click.echo(f"{out}: already complete (same config and seed); nothing to do")
         return
     generator = MadmanGenerator.create(config, seed, source=source, jobs=jobs, progress=progress)

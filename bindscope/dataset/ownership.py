@@ -1,0 +1,224 @@
+"""Output folders bindscope may write into and delete: ownership marker, exclusive lock, worker lifetime.
+
+Every folder a bindscope run creates (a dataset, a ``madman train`` run, a sweep, a release) holds the marker
+``.bindscope.json``::
+
+    {"format": "bindscope-output", "kind": "dataset", "run_id": "<hex sha256 of the run>"}
+
+A folder is *ours* only if it holds that marker with the expected ``kind``; a stranger's ``manifest.json`` or
+``run.json`` does not make it ours. ``--overwrite`` clears only folders that are ours (:func:`clear_owned`),
+refuses anything else with :class:`~bindscope.errors.BadInput` (exit status 2) and deletes nothing then.
+
+A run holds :class:`OutputLock` on its folder from its first write to its last (``fcntl.flock`` on
+``.bindscope.lock``, an advisory lock released by the kernel when the process dies, so a ``kill -9`` leaves no
+stale lock). A second writer fails at once with ``BadInput`` naming the holder (pid, host, command). Parts of
+one run that share a folder take the lock shared, so they run together, while a single run or an
+``--overwrite`` needs it exclusive.
+
+Paths are resolved (symlinks followed) before any check, and :func:`resolve_output` refuses an empty path and
+the current folder or one of its ancestors: a run never writes into or clears the folder it was started from.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from bindscope.atomic import write_text_atomic
+from bindscope.errors import BadInput
+
+MARKER = ".bindscope.json"
+LOCK = ".bindscope.lock"
+MARKER_FORMAT = "bindscope-output"
+
+
+def resolve_output(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """The absolute, symlink-free form of an output folder path, after refusing paths no run may use.
+
+    Raises:
+        BadInput: ``path`` is empty (it would mean the current folder), or it resolves to the current folder,
+            one of its ancestors or the file-system root; the message names ``flag`` and the path.
+    """
+    if str(path).strip() == "":
+        raise BadInput(f"{flag} is empty; give the path of a new or empty folder")
+    resolved = Path(path).expanduser().resolve()
+    cwd = Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        what = "the current folder" if resolved == cwd else "an ancestor of the current folder"
+        raise BadInput(f"{flag} {str(path)!r} is {what} ({str(resolved)!r}); give a new or empty folder "
+                       f"below it, e.g. {flag} out")
+    return resolved
+
+
+def read_marker(folder: Path) -> dict | None:
+    """The folder's ownership marker, or ``None`` when it has none (or an unreadable one)."""
+    try:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("format") != MARKER_FORMAT:
+        return None
+    return marker
+
+
+def is_owned(folder: Path, kind: str) -> bool:
+    """True when ``folder`` holds bindscope's marker of ``kind`` (e.g. ``"dataset"``, ``"train-run"``)."""
+    marker = read_marker(folder)
+    return marker is not None and marker.get("kind") == kind
+
+
+def write_marker(folder: Path, kind: str, run_id: str) -> None:
+    """Mark ``folder`` (which must exist) as bindscope's output of ``kind`` for the run ``run_id``."""
+    write_text_atomic(folder / MARKER, json.dumps({"format": MARKER_FORMAT, "kind": kind, "run_id": run_id},
+                                                  sort_keys=True, indent=2) + "\n")
+
+
+def bookkeeping(name: str) -> bool:
+    """True for the entries a starting run writes before its marker: lock files and temporary files."""
+    return (name.startswith(".bindscope") and name.endswith(".lock")) or (name.startswith(".") and name.endswith(".tmp"))
+
+
+def require_owned(folder: Path, kind: str, what: str, flag: str = "--out") -> None:
+    """Raise :class:`BadInput` (nothing deleted) unless ``folder`` is bindscope's output of ``kind``.
+
+    ``what`` names the kind for the message, e.g. ``"bindscope dataset"``.
+    """
+    if is_owned(folder, kind):
+        return
+    foreign = sorted(p.name for p in folder.iterdir() if not bookkeeping(p.name))
+    example = f" (e.g. {foreign[0]!r})" if foreign else ""
+    raise BadInput(f"{flag} {str(folder)!r} is not a {what} (it holds no {MARKER} marker of one){example}; "
+                   f"--overwrite only replaces folders bindscope made: delete it yourself or choose another {flag}")
+
+
+def clear_owned(folder: Path, kind: str, what: str, flag: str = "--out") -> None:
+    """Delete everything inside ``folder`` (not the folder itself) after :func:`require_owned`; the lock file
+    is kept (the caller holds it)."""
+    require_owned(folder, kind, what, flag)
+    for entry in folder.iterdir():
+        if bookkeeping(entry.name) and entry.name.endswith(".lock"):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _holder_text() -> str:
+    command = " ".join([Path(sys.argv[0]).name] + sys.argv[1:]) if sys.argv and sys.argv[0] else "python"
+    return f"pid {os.getpid()} on {socket.gethostname()}: {command[:300]}"
+
+
+class OutputLock:
+    """An advisory lock on ``folder/.bindscope.lock`` (or ``name``), held from ``__enter__`` to ``__exit__``.
+
+    Args:
+        folder: the output folder; created (with parents) if missing.
+        shared: take the lock shared (parts of one run in one folder) instead of exclusive.
+        flag: the option named in the error message.
+        name: lock file name inside ``folder``.
+
+    Raises:
+        BadInput: another process holds the lock (the message names it: pid, host, command).
+
+    The lock file is removed when the last holder leaves; a holder that dies (even by ``kill -9``) releases
+    the lock with its process.
+    """
+
+    def __init__(self, folder: str | os.PathLike, shared: bool = False, flag: str = "--out", name: str = LOCK):
+        self.folder = Path(folder)
+        self.path = self.folder / name
+        self.shared = shared
+        self.flag = flag
+        self._fd: int | None = None
+
+    def __enter__(self) -> "OutputLock":
+        self.folder.mkdir(parents=True, exist_ok=True)
+        mode = fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise
+                try:
+                    holder = self.path.read_text(encoding="utf-8", errors="replace").strip() or "unknown"
+                except OSError:
+                    holder = "unknown"
+                raise BadInput(f"{self.flag} {str(self.folder)!r} is in use by another bindscope run ({holder}); "
+                               "wait until it ends, or choose another folder") from None
+            try:  # the file we locked must still be the one under the name (a leaving holder may remove it)
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (_holder_text() + "\n").encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:  # remove the file only when no other holder shares it (upgrade fails while one does)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.path.unlink(missing_ok=True)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+_watched: dict[int, bool] = {}  # parent pid -> whether this process is its direct child
+
+
+def exit_with_parent(parent_pid: int, interval: float = 0.2) -> None:
+    """In a worker process: exit at once (``os._exit``) when the process ``parent_pid`` is gone.
+
+    Starts one daemon thread per worker process that polls every ``interval`` seconds; call it at the start of
+    every task (later calls are free). Workers of a killed run thus stop within ``interval`` instead of
+    finishing their tasks and writing shards into a folder nobody holds. Call :func:`parent_alive` right before
+    making a result visible (e.g. renaming a finished shard) to close the remaining window.
+    """
+    if parent_pid == os.getpid() or parent_pid in _watched:
+        return
+    _watched[parent_pid] = os.getppid() == parent_pid
+
+    def watch() -> None:
+        while parent_alive(parent_pid):
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="bindscope-parent-watch", daemon=True).start()
+
+
+def parent_alive(parent_pid: int | None) -> bool:
+    """False when the process ``parent_pid`` (on this machine) is gone; True for ``None`` or this process.
+
+    A direct child sees its parent go when it is re-parented (a killed parent may linger as a zombie, which
+    still answers signals); other workers (e.g. a Dask nanny's) test the pid itself.
+    """
+    if parent_pid is None or parent_pid == os.getpid():
+        return True
+    if _watched.get(parent_pid):
+        return os.getppid() == parent_pid
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
