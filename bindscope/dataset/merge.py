@@ -27,6 +27,7 @@ from pathlib import Path
 from bindscope.dataset.build import (PART_FORMAT, PART_FORMAT_VERSION, PARTS_DIR, RUN_STATE, ShardTask,
                                      assemble_manifest, finish_dataset, shard_tasks)
 from bindscope.dataset.manifest import MANIFEST, config_sha256
+from bindscope.dataset.ownership import OutputLock, bookkeeping, resolve_output
 from bindscope.dataset.registry import rebuild_generator
 from bindscope.dataset.shard import sha256_file
 from bindscope.errors import BadInput
@@ -167,18 +168,19 @@ def merge_parts(inputs: list[str | os.PathLike], out: str | os.PathLike | None =
             raise BadInput("merging several part folders needs --out (the merged dataset's folder)")
         out_path = folders[0]
     else:
-        out_path = Path(out).absolute()
+        out_path = resolve_output(out)
     generator, results, sources = plan_merge(folders)
     if out_path.exists() and out_path not in folders:
         if not out_path.is_dir():
             raise BadInput(f"--out {str(out_path)!r} exists and is not a folder")
-        if any(out_path.iterdir()):
+        if any(not bookkeeping(p.name) for p in out_path.iterdir()):
             raise BadInput(f"--out {str(out_path)!r} is not empty; choose a new folder or one of the part folders")
     manifest = assemble_manifest(generator, results)
-    (out_path / "shards").mkdir(parents=True, exist_ok=True)
-    for task, source in sources.items():
-        target = out_path / "shards" / task.filename
-        if source != target:
-            _link_or_copy(source, target)
-    finish_dataset(out_path, generator, manifest)
+    with OutputLock(out_path):  # refused while a part (or another merge) still writes there
+        (out_path / "shards").mkdir(parents=True, exist_ok=True)
+        for task, source in sources.items():
+            target = out_path / "shards" / task.filename
+            if source != target:
+                _link_or_copy(source, target)
+        finish_dataset(out_path, generator, manifest)
     return manifest
