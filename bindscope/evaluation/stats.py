@@ -65,3 +65,50 @@ def strict_top1(scores: np.ndarray) -> np.ndarray:
     top = scores[np.arange(len(scores)), best]
     tied = (scores == top[:, None]).sum(axis=1) > 1
     return np.where(tied, -1, best)
+
+
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def cluster_bootstrap(numerators, denominators, clusters, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
+                      confidence: float = CONFIDENCE) -> list[float] | None:
+    """Percentile interval of a ratio ``sum(numerators) / sum(denominators)`` under a cluster bootstrap.
+
+    Use it when several observations come from one sampling unit (several negatives of one image, several
+    objects of one scene): whole clusters are resampled with replacement, so the interval reflects the number of
+    independent units, not the number of comparisons (Davison & Hinkley, *Bootstrap Methods*, 1997, section 3.8).
+    For a proportion, numerators are successes (0/1) and denominators 1; for a mean, numerators are the values.
+
+    Args:
+        numerators, denominators: (M,) float arrays, one entry per observation.
+        clusters: (M,) cluster labels (any hashable numpy dtype), e.g. the image index of each comparison.
+        resamples: bootstrap replicates (>= 1). seed: numpy seed (the interval is deterministic).
+        confidence: in (0, 1).
+
+    Returns:
+        ``[low, high]`` (the (1 - confidence)/2 and (1 + confidence)/2 percentiles of the replicated ratio, same
+        unit as the ratio), or None when there are no observations or the denominators sum to 0.
+    """
+    num = np.asarray(numerators, dtype=np.float64)
+    den = np.asarray(denominators, dtype=np.float64)
+    labels = np.asarray(clusters)
+    if not (num.shape == den.shape == labels.shape) or num.ndim != 1:
+        raise ValueError(f"numerators, denominators and clusters need one equal length, got {num.shape}, "
+                         f"{den.shape}, {labels.shape}")
+    if num.size == 0 or den.sum() == 0:
+        return None
+    _, inverse = np.unique(labels, return_inverse=True)
+    k = int(inverse.max()) + 1
+    num_c = np.bincount(inverse, weights=num, minlength=k)
+    den_c = np.bincount(inverse, weights=den, minlength=k)
+    rng = np.random.default_rng(seed)
+    stats = []
+    for start in range(0, resamples, 250):
+        counts = rng.multinomial(k, np.full(k, 1.0 / k), size=min(250, resamples - start))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            stats.append((counts @ num_c) / (counts @ den_c))
+    values = np.concatenate(stats)
+    values = values[~np.isnan(values)]
+    alpha = (1.0 - confidence) / 2
+    low, high = np.quantile(values, [alpha, 1.0 - alpha])
+    return [float(low), float(high)]
