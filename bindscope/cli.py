@@ -65,3 +65,4 @@ _evaluation.register_comco(comco)  # comco eval
 _dataset.register(bindscope)      # bindscope verify, release, merge
 _alignment.register(bindscope)    # bindscope probe, labclip
 _importers.register(bindscope)    # bindscope import coco
+_evaluation.register_bindscope(bindscope)  # bindscope caption-bias, bench

@@ -247,3 +247,38 @@ def register_comco(group: click.Group) -> None:
             result = evaluate_tor_sampled(adapter, vocab=vocab, objects=objects, n=num, seed=seed, tasks=task_list,
                                           text_transform=text_transform, cache=cache, progress=not quiet)
         _finish(result, out_path, overwrite, plot_path)
+
+
+def register_bindscope(group: click.Group) -> None:
+    """Add ``caption-bias`` and ``bench`` to the ``bindscope`` group."""
+
+    @group.command("caption-bias")
+    @click.argument("data", type=click.Path(file_okay=False))
+    @click.option("--split", "splits", multiple=True, help="Split(s) to read (repeatable). Default: all but "
+                                                           "'references'.")
+    @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+                  help="Result JSON path (default: DATA/eval/caption-bias.json).")
+    @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
+    @click.option("--plot", is_flag=True, help="Also write a bar plot beside the JSON (same name, .png).")
+    @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
+    def caption_bias_command(data, splits, out, overwrite, plot, seed):
+        """Where captions mention the image's largest object (ComCO Claim 2): share of captions naming it first,
+        second, ..., or not at all, overall and by number of objects mentioned, with image-clustered intervals.
+
+        Works on any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
+        """
+        from bindscope.dataset.manifest import canonical_json, write_text_atomic
+        from bindscope.evaluation.caption_bias import caption_bias, format_caption_bias, plot_caption_bias
+        from bindscope.evaluation.results import check_output
+
+        out_path = check_output(out or Path(data) / "eval" / "caption-bias.json", overwrite)
+        plot_path = out_path.with_suffix(".png") if plot else None
+        _check_locations(out_path, plot_path)
+        result = caption_bias(data, splits=list(splits) or None, seed=seed)
+        click.echo(format_caption_bias(result))
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out_path, canonical_json(result))
+        click.echo(f"\nwrote {out_path}")
+        if plot_path is not None:
+            plot_caption_bias(result, plot_path)
+            click.echo(f"wrote {plot_path}")
