@@ -186,7 +186,7 @@ def test_comco_errors(tmp_path):
     with pytest.raises(BadInput, match="unknown task 'tors'; allowed here: tor, ior, i2tor, matching"):
         evaluate_comco(path, enc, "tor,tors", progress=False)
     madman_path, _ = madman_fixture(tmp_path)
-    with pytest.raises(DatasetError, match="needs a comco dataset.*made by 'madman'"):
+    with pytest.raises(DatasetError, match="needs a comco or coco dataset.*made by 'madman'"):
         evaluate_comco(madman_path, enc, "tor", progress=False)
     enc.supports_images = False
     with pytest.raises(BadInput, match="need an image encoder"):

@@ -38,6 +38,7 @@ from bindscope.dataset.reader import Dataset
 from bindscope.errors import BadInput
 from bindscope.evaluation.cache import EmbeddingCache, Embedder
 from bindscope.evaluation.encoder import EncoderAdapter
+from bindscope.evaluation.references import ReferenceSet
 from bindscope.evaluation.results import (TextTransform, apply_text_transform, check_shards, dataset_info,
                                           encoder_counts, envelope, open_dataset, transform_name,
                                           truncation_counts)
@@ -171,7 +172,50 @@ def matching_captions(objects: list, absent: list[str]) -> dict[str, tuple[str, 
                            [JOIN.join([large.category] + names[:-1] + [a]) for a in absent])}
 
 
-def _dataset_vocabulary(ds: Dataset) -> tuple[list[str], str]:
+def distinct_by_rank(objects: list) -> list:
+    """One object per category, the largest instance (lowest size rank), in size-rank order.
+
+    COCO images often hold several instances of a category; retrieval and matching compare category names, so
+    each category counts once, by its largest instance. (ComCO scenes hold distinct categories: no change.)
+    """
+    out, seen = [], set()
+    for o in sorted(objects, key=lambda o: (o.size_rank, o.index)):
+        if o.category not in seen:
+            seen.add(o.category)
+            out.append(o)
+    return out
+
+
+def caption_mentions(sample) -> list[tuple[str, list[str]]]:
+    """``[(caption, category names in mention order), ...]`` for TOR: every caption of a COCO import
+    (``spec["captions"]``), else the sample's caption with its ``mention_position`` column."""
+    captions = sample.spec.get("captions") if isinstance(sample.spec, dict) else None
+    if isinstance(captions, list):
+        return [(c["text"], sorted(c["mentions"], key=c["mentions"].get)) for c in captions]
+    mentioned = sorted((o for o in sample.objects if o.mention_position > 0), key=lambda o: o.mention_position)
+    return [(sample.caption, [o.category for o in mentioned])]
+
+
+def scene_split(ds: Dataset, split: str | None = None) -> str:
+    """The split holding the scenes: ``split`` if given, ``scenes`` for ComCO, else the dataset's only split.
+
+    Raises:
+        DatasetError: ``split`` does not exist. BadInput: several splits and none chosen.
+    """
+    if split is not None:
+        ds.split(split)
+        return split
+    if "scenes" in ds.split_names:
+        return "scenes"
+    if len(ds.split_names) == 1:
+        return ds.split_names[0]
+    raise BadInput(f"dataset {str(ds.path)!r} has several splits ({', '.join(ds.split_names)}); choose one with "
+                   "--split")
+
+
+def dataset_vocabulary(ds: Dataset, scenes: str) -> tuple[list[str], str]:
+    """``(category names, where they come from)``: the ``references`` split's categories (ComCO) if present,
+    else the categories of the split ``scenes`` ordered by category id."""
     if "references" in ds.split_names:
         names = []
         for sample in ds.split("references"):
@@ -180,7 +224,7 @@ def _dataset_vocabulary(ds: Dataset) -> tuple[list[str], str]:
                 names.append(name)
         return names, "references split"
     seen = {}
-    for sample in ds.split("scenes"):
+    for sample in ds.split(scenes):
         for o in sample.objects:
             seen.setdefault(o.category, o.category_id)
     return sorted(seen, key=lambda n: (seen[n], n)), "categories present in the scenes"
@@ -189,11 +233,13 @@ def _dataset_vocabulary(ds: Dataset) -> tuple[list[str], str]:
 def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, tasks: list[str] | str = TASKS,
                    text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
                    embedder: Embedder | None = None, matching_negatives: int | None = None, seed: int = 0,
-                   progress: bool = True, check: bool = True) -> dict:
-    """TOR, IOR, I2TOR and matching on a ComCO/SimCO dataset (see the module docstring).
+                   progress: bool = True, check: bool = True, split: str | None = None,
+                   references: ReferenceSet | None = None) -> dict:
+    """TOR, IOR, I2TOR and matching on a ComCO/SimCO dataset or a COCO import (see the module docstring).
 
     Args:
-        dataset: a ComCO dataset folder (splits ``scenes`` and ``references``) or an open :class:`Dataset`.
+        dataset: a ComCO dataset folder (splits ``scenes`` and ``references``), a COCO import
+            (``bindscope import coco``; one split), or an open :class:`Dataset`.
         adapter: the encoder (IOR, I2TOR and matching need an image tower).
         tasks: a subset of ``tor, ior, i2tor, matching`` (list or comma-separated string).
         text_transform: optional callable on L2-normalised text embeddings (N, D) -> (N, D'), applied wherever
@@ -203,42 +249,48 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             K = a seeded sample of K absent categories per scene.
         seed: seed of that sample.
         progress: tqdm bars. check: verify shard sha256 first.
+        split: the scenes' split (default: :func:`scene_split`).
+        references: external single-object references for IOR (:func:`load_references`, e.g. DomainNet);
+            default: the dataset's ``references`` split (ComCO).
 
     Returns:
         A result dict valid against ``eval_result`` (``kind = "comco-eval"``).
 
     Raises:
-        BadInput: unknown task, text-only adapter for an image task, bad ``matching_negatives``.
-        DatasetError: not a ComCO dataset, missing ``scenes``/``references`` split, corrupt shard.
+        BadInput: unknown task, text-only adapter for an image task, bad ``matching_negatives``, IOR on a dataset
+            without a ``references`` split and no ``references``.
+        DatasetError: not a ComCO/COCO dataset, missing split, corrupt shard.
     """
     tasks = parse_tasks(tasks, TASKS)
-    ds = open_dataset(dataset, ("comco",), "comco eval")
+    ds = open_dataset(dataset, ("comco", "coco"), "comco eval")
     needs_images = [t for t in tasks if t in IMAGE_TASKS]
     if needs_images and not adapter.supports_images:
         raise BadInput(f"task(s) {', '.join(needs_images)} need an image encoder; {adapter.name!r} is text-only "
                        "(use --tasks tor)")
     if matching_negatives is not None and matching_negatives < 1:
         raise BadInput(f"--matching-negatives must be at least 1, got {matching_negatives}")
-    ds.split("scenes")
-    if "ior" in tasks:
-        ds.split("references")  # raises DatasetError naming the splits the dataset has
-    splits = [s for s in ("scenes", "references") if s in ds.split_names]
+    scene_name = scene_split(ds, split)
+    if "ior" in tasks and references is None:
+        if "references" not in ds.split_names:
+            raise BadInput(f"ior needs single-object reference images: dataset {str(ds.path)!r} has no 'references' "
+                           "split; give an external reference folder (--references DIR, the DomainNet layout)")
+    splits = [scene_name] + (["references"] if "references" in ds.split_names and references is None else [])
     if check:
         check_shards(ds, splits)
-    vocab, vocab_source = _dataset_vocabulary(ds)
+    vocab, vocab_source = dataset_vocabulary(ds, scene_name)
     embedder = embedder or Embedder(adapter, cache, progress=progress)
-    scenes = ds.split("scenes")
+    scenes = ds.split(scene_name)
     captions, mentions, by_rank, objects = [], [], [], []
 
     def read_scenes():
         """One pass over the scenes: collect captions and objects, yield each image (read from disk once)."""
         for sample in tqdm(scenes, total=len(scenes), desc="comco eval: scenes", disable=not progress, unit="img"):
-            captions.append(sample.caption)
-            mentioned = sorted((o for o in sample.objects if o.mention_position > 0),
-                               key=lambda o: o.mention_position)
-            mentions.append([o.category for o in mentioned])
-            by_rank.append([o.category for o in sorted(sample.objects, key=lambda o: (o.size_rank, o.index))])
-            objects.append(sample.objects)
+            for caption, mentioned in caption_mentions(sample):
+                captions.append(caption)
+                mentions.append(mentioned)
+            distinct = distinct_by_rank(sample.objects)
+            by_rank.append([o.category for o in distinct])
+            objects.append(distinct)
             yield sample.image
 
     metrics: dict = {}
@@ -256,9 +308,12 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                               "by_num_objects": retrieval_shares(cap_emb, name_emb, vocab, mentions)}
             texts_used += captions
         if "ior" in tasks:
-            refs = ds.split("references")
-            ref_names = [(s.objects[0].category if s.objects else s.caption) for s in refs]
-            ref_emb = embedder.images(s.image for s in refs)
+            if references is None:
+                refs = ds.split("references")
+                ref_names = [(s.objects[0].category if s.objects else s.caption) for s in refs]
+                ref_emb = embedder.images(s.image for s in refs)
+            else:
+                ref_names, ref_emb = references.prototypes(embedder)
             metrics["ior"] = {"candidates": len(ref_names), "ordered_by": "size rank (1 = largest visible area)",
                               "by_num_objects": retrieval_shares(scene_emb, ref_emb, ref_names, by_rank)}
         if "i2tor" in tasks:
@@ -291,6 +346,8 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
     counts = encoder_counts(embedder)
     counts["truncation"] = truncation_counts(adapter, texts_used, captions if "tor" in tasks else [])
     settings = {"task": "comco", "tasks": tasks, "vocabulary": {"source": vocab_source, "size": len(vocab)},
+                "scenes": scene_name, "references": None if references is None else references.describe(),
+                "objects": "one per category (its largest instance)",
                 "text_transform": transform_name(text_transform), "matching_negatives": matching_negatives,
                 "seed": seed, "comparison": "strict > (ties count as wrong)", "interval": "Wilson score, 95%",
                 "caption_form": "dataset captions for TOR; category names joined with ' and ' for matching"}

@@ -177,17 +177,30 @@ def register_comco(group: click.Group) -> None:
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of caption / negative sampling.")
     @click.option("--matching-negatives", type=int, default=None,
                   help="Wrong captions per scene and scenario (a seeded sample); default: every absent category.")
+    @click.option("--split", default=None, help="With DATA: the split of scenes (default: 'scenes', or the "
+                                                "dataset's only split, e.g. val2017 of a COCO import).")
+    @click.option("--references", default=None, type=click.Path(),
+                  help="With DATA: external single-object reference images for IOR, one subfolder per category "
+                       "(the DomainNet layout); default: the dataset's 'references' split.")
+    @click.option("--category-map", default=None, type=click.Path(),
+                  help="With --references: JSON/YAML file mapping category names to subfolder names.")
+    @click.option("--references-per-category", type=int, default=10, show_default=True,
+                  help="With --references: images per category (first by file name), averaged into one candidate.")
     @_model_options
     @_labclip_option
-    def comco_eval(data, tasks, objects, vocab, num, seed, matching_negatives, model, pretrained, device,
-                   precision, batch_size, cache_dir, no_cache, out, overwrite, plot, quiet, labclip):
-        """TOR, IOR, I2TOR and image-text matching on a ComCO/SimCO dataset DATA, or TOR (and the Claim-1
-        test) on captions sampled from a vocabulary when DATA is omitted (Abbasi et al., CVPR 2025).
+    def comco_eval(data, tasks, objects, vocab, num, seed, matching_negatives, split, references, category_map,
+                   references_per_category, model, pretrained, device, precision, batch_size, cache_dir, no_cache,
+                   out, overwrite, plot, quiet, labclip):
+        """TOR, IOR, I2TOR and image-text matching on a ComCO/SimCO dataset or a COCO import DATA, or TOR (and
+        the Claim-1 test) on captions sampled from a vocabulary when DATA is omitted (Abbasi et al., CVPR 2025).
 
         Shares are reported unconditionally and conditional on the top-1 being one of the query's objects.
-        See docs/evaluation.md.
+        IOR on COCO compares with external reference images (--references, e.g. DomainNet). See
+        docs/evaluation.md and docs/real-data.md.
         """
-        from bindscope.evaluation.comco import SAMPLED_TASKS, TASKS, load_vocabulary, parse_tasks
+        from bindscope.evaluation.comco import (SAMPLED_TASKS, TASKS, dataset_vocabulary, load_vocabulary,
+                                                parse_tasks, scene_split)
+        from bindscope.evaluation.references import load_references
         from bindscope.evaluation.report import check_plot_path
         from bindscope.evaluation.results import check_output, check_shards, open_dataset, slug
 
@@ -202,15 +215,31 @@ def register_comco(group: click.Group) -> None:
             if given:
                 raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
                                "dataset's scenes are used")
-            task_list = parse_tasks(tasks or ",".join(TASKS), TASKS)
-            ds = open_dataset(data, ("comco",), "comco eval")
-            ds.split("scenes")
-            if "ior" in task_list:
-                ds.split("references")
-            check_shards(ds, [s for s in ("scenes", "references") if s in ds.split_names])
+            ds = open_dataset(data, ("comco", "coco"), "comco eval")
+            default_tasks = [t for t in TASKS if t != "ior" or references or "references" in ds.split_names]
+            task_list = parse_tasks(tasks or ",".join(default_tasks), TASKS)
+            scenes = scene_split(ds, split)
+            reference_set = None
+            if references is not None:
+                reference_set = load_references(references, dataset_vocabulary(ds, scenes)[0],
+                                                ds.manifest["image_size"][0], category_map, references_per_category)
+            elif category_map is not None:
+                raise BadInput("--category-map needs --references")
+            elif "ior" in task_list and "references" not in ds.split_names:
+                raise BadInput(f"ior needs single-object reference images: {data!r} has no 'references' split; give "
+                               "--references DIR (one subfolder of images per category, the DomainNet layout)")
+            check_shards(ds, [scenes] + (["references"] if "references" in ds.split_names else []))
+            if references is not None:
+                from bindscope.evaluation.results import short_hash
+
+                suffix += f"-refs-{short_hash(str(Path(references).resolve()))}"
             default_out = Path(data) / "eval" / f"comco-{'+'.join(task_list)}-{_model_slug(model, pretrained)}{suffix}.json"
         else:
             task_list = parse_tasks(tasks or "tor", SAMPLED_TASKS)
+            given = [f for f, v in (("--split", split), ("--references", references),
+                                    ("--category-map", category_map)) if v is not None]
+            if given:
+                raise BadInput(f"{', '.join(given)} need DATA (a ComCO dataset or a COCO import)")
             if matching_negatives is not None:
                 raise BadInput("--matching-negatives needs DATA (matching uses the dataset's images)")
             objects, vocab, num = objects or 4, vocab or "comco72", 2000 if num is None else num
@@ -240,7 +269,7 @@ def register_comco(group: click.Group) -> None:
 
             result = evaluate_comco(ds, adapter, task_list, text_transform=text_transform, cache=cache,
                                     matching_negatives=matching_negatives, seed=seed, progress=not quiet,
-                                    check=False)
+                                    check=False, split=scenes, references=reference_set)
         else:
             from bindscope.evaluation.comco import evaluate_tor_sampled
 

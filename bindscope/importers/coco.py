@@ -293,6 +293,25 @@ def letterbox(width: int, height: int, size: int) -> tuple[int, int, int, int]:
     return new_w, new_h, (size - new_w) // 2, (size - new_h) // 2
 
 
+def letterbox_image(path: str | os.PathLike, size: int) -> np.ndarray:
+    """The image file ``path`` as ``(size, size, 3)`` uint8 RGB: scaled (bicubic) so that its longer side is
+    ``size`` pixels and centred on black padding (:func:`letterbox`).
+
+    Raises:
+        OSError / PIL.UnidentifiedImageError: the file is not a readable image.
+    """
+    from PIL import Image
+
+    with Image.open(path) as handle:
+        rgb = handle.convert("RGB")
+    new_w, new_h, ox, oy = letterbox(rgb.width, rgb.height, size)
+    if (new_w, new_h) != rgb.size:
+        rgb = rgb.resize((new_w, new_h), Image.BICUBIC)
+    out = np.zeros((size, size, 3), np.uint8)
+    out[oy:oy + new_h, ox:ox + new_w] = np.asarray(rgb)
+    return out
+
+
 def instance_mask(segmentation, width: int, height: int, size: int) -> np.ndarray:
     """Rasterise one COCO segmentation into the letterboxed ``(size, size)`` frame (uint8 0/1, pycocotools).
 
@@ -353,19 +372,6 @@ class CocoImporter:
         self.splits = {split: len(plan["images"])}
         self._finder = MentionFinder([c["name"] for c in plan["categories"].values()])
 
-    def _image(self, info: dict) -> np.ndarray:
-        from PIL import Image
-
-        size = self.image_size[0]
-        new_w, new_h, ox, oy = letterbox(info["width"], info["height"], size)
-        with Image.open(Path(self.images_dir) / info["file_name"]) as handle:
-            rgb = handle.convert("RGB")
-        if (new_w, new_h) != rgb.size:
-            rgb = rgb.resize((new_w, new_h), Image.BICUBIC)
-        out = np.zeros((size, size, 3), np.uint8)
-        out[oy:oy + new_h, ox:ox + new_w] = np.asarray(rgb)
-        return out
-
     def _sample(self, index: int, info: dict) -> Sample:
         size = self.image_size[0]
         categories = self.plan["categories"]
@@ -405,7 +411,7 @@ class CocoImporter:
                 "original_size": [info["height"], info["width"]],
                 "scale": [new_w / info["width"], new_h / info["height"]], "offset": [ox, oy],
                 "captions": captions, "crowd": crowd}
-        return Sample(index=index, image=self._image(info), mask=mask,
+        return Sample(index=index, image=letterbox_image(Path(self.images_dir) / info["file_name"], size), mask=mask,
                       caption=captions[0]["text"] if captions else "", objects=objects, spec=spec)
 
     def make_samples(self, split: str, start: int, count: int) -> list[Sample]:
