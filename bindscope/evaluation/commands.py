@@ -311,3 +311,46 @@ def register_bindscope(group: click.Group) -> None:
         if plot_path is not None:
             plot_caption_bias(result, plot_path)
             click.echo(f"wrote {plot_path}")
+
+    @group.command("bench")
+    @click.argument("benchmark", type=click.Choice(["aro", "sugarcrepe"]))
+    @click.option("--data", required=True, type=click.Path(file_okay=False),
+                  help="Folder of the benchmark's JSON files (ARO: also images/ for VG-Relation/Attribution).")
+    @click.option("--images", default=None, type=click.Path(file_okay=False),
+                  help="SugarCrepe: the COCO val2017 image folder. ARO coco_order: the COCO root of the karpathy "
+                       "image paths (default --data).")
+    @click.option("--flickr-images", default=None, type=click.Path(file_okay=False),
+                  help="ARO flickr_order: the Flickr30k root of the image paths (default --data).")
+    @click.option("--subsets", default=None, help="Comma-separated subsets (default: every subset whose file is in "
+                                                  "--data).")
+    @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+                  help="Seed of ARO's order perturbations.")
+    @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+                  help="Result JSON path (default: results/bench/<benchmark>-<model>-<pretrained>.json).")
+    @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
+    @click.option("--quiet", is_flag=True, help="No progress bars.")
+    @encoder_options
+    @_labclip_option
+    def bench(benchmark, data, images, flickr_images, subsets, seed, out, overwrite, quiet, model, pretrained,
+              device, precision, batch_size, cache_dir, no_cache, labclip):
+        """ARO or SugarCrepe from their published files in local folders: accuracy per subset (Wilson 95%
+        intervals), macro and micro averages; --labclip applies a fitted LABCLIP map. See docs/real-data.md."""
+        from bindscope.evaluation.bench import evaluate_bench, format_bench, read_bench
+        from bindscope.evaluation.results import check_output, write_result
+
+        chosen = [s.strip() for s in subsets.split(",") if s.strip()] if subsets else None
+        items = read_bench(benchmark, data, images, flickr_images, chosen, seed=seed)
+        text_transform, suffix = _labclip_transform(labclip)
+        out_path = check_output(out or Path("results") / "bench" /
+                                f"{benchmark}-{_model_slug(model, pretrained)}{suffix}.json", overwrite)
+        _check_locations(out_path, None)
+        from bindscope.evaluation.adapters import load_adapter
+
+        adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
+        _check_labclip(text_transform, adapter)
+        result = evaluate_bench(benchmark, items, adapter, text_transform=text_transform,
+                                cache=_cache(cache_dir, no_cache, adapter), data=str(Path(data).resolve()),
+                                seed=seed, progress=not quiet)
+        click.echo(format_bench(result))
+        write_result(out_path, result, overwrite=overwrite)
+        click.echo(f"\nwrote {out_path}")

@@ -1,0 +1,354 @@
+"""External compositionality benchmarks read from their published file layouts: ARO and SugarCrepe.
+
+Every item is one image and several captions, one of them correct; the model is right when the correct caption's
+cosine similarity with the image is strictly higher than every wrong caption's (a tie counts as wrong, as
+everywhere in bindscope). Accuracy per subset with a Wilson 95 % interval (one item = one trial); averages over
+subsets both macro (unweighted mean of subset accuracies) and micro (pooled items), labelled. ``--labclip`` applies
+a fitted LABCLIP map to the L2-normalised text embeddings (:mod:`bindscope.alignment.labclip`).
+
+Layouts (facts from the benchmarks' releases; see docs/real-data.md for downloads):
+
+- **SugarCrepe** (Hsieh et al., NeurIPS 2023 Datasets and Benchmarks): ``DATA/<subset>.json`` for the seven
+  subsets ``add_att add_obj replace_att replace_obj replace_rel swap_att swap_obj``; each file is an object keyed by
+  (non-contiguous) string ids, each value ``{"filename", "caption", "negative_caption"}``; images are COCO val2017
+  (``--images`` = the ``val2017`` folder). Options: [caption, negative_caption].
+- **ARO** (Yuksekgonul et al., ICLR 2023):
+  ``vg_relation``: ``DATA/visual_genome_relation.json``, a list of ``{"image_path", "bbox_x", "bbox_y", "bbox_w",
+  "bbox_h", "true_caption", "false_caption", "relation_name"}``, images under ``DATA/images/``; the image is cropped
+  to the box. Per-relation accuracies are reported too (``groups``), with their macro average.
+  ``vg_attribution``: ``DATA/visual_genome_attribution.json``, the same with ``"attributes": [a, b]`` (groups
+  ``a_b``). ``coco_order``: ``DATA/coco_karpathy_test.json``, a list of ``{"image": <path under --images>,
+  "caption": [...]}``; ``flickr_order``: ``DATA/flickr30k_test.json``, the same with paths under
+  ``--flickr-images``. Each caption is one item: the caption (lower-cased, punctuation removed, at most 30 words)
+  against four perturbations of it: nouns and adjectives shuffled among themselves; every other word shuffled
+  among themselves; words shuffled within each trigram; trigrams shuffled. Nouns and adjectives come from a
+  part-of-speech tagger (default spaCy ``en_core_web_sm``, which must be installed). Perturbations are seeded by
+  (seed, subset, item, kind); one that cannot differ from the caption (e.g. a single noun) is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from bindscope.errors import BadInput
+from bindscope.evaluation.cache import EmbeddingCache, Embedder
+from bindscope.evaluation.encoder import EncoderAdapter
+from bindscope.evaluation.results import (TextTransform, apply_text_transform, encoder_counts, envelope,
+                                          transform_name, truncation_counts)
+from bindscope.evaluation.stats import averages, proportion
+
+SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+ARO_SUBSETS = ("vg_relation", "vg_attribution", "coco_order", "flickr_order")
+BENCHMARKS = {"sugarcrepe": SUGARCREPE_SUBSETS, "aro": ARO_SUBSETS}
+ARO_FILES = {"vg_relation": "visual_genome_relation.json", "vg_attribution": "visual_genome_attribution.json",
+             "coco_order": "coco_karpathy_test.json", "flickr_order": "flickr30k_test.json"}
+ORDER_WORDS = 30  # ARO truncates order captions to 30 words
+ORDER_PERTURBATIONS = ("shuffle_nouns_and_adjectives", "shuffle_all_but_nouns_and_adjectives",
+                       "shuffle_within_trigrams", "shuffle_trigrams")
+Tagger = Callable[[list[str]], list[bool]]  # words -> is each a noun or an adjective
+
+
+@dataclass(frozen=True)
+class BenchItem:
+    """One benchmark item: an image (optionally a crop ``(x, y, w, h)`` in pixels), its captions and which is right."""
+
+    image: str
+    captions: tuple[str, ...]
+    correct: int = 0
+    crop: tuple[float, float, float, float] | None = None
+    group: str = ""
+
+
+def _load(path: Path, what: str):
+    if not path.is_file():
+        raise BadInput(f"{what}: {str(path)!r} is missing")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{what}: {str(path)!r} is not valid JSON ({exc})") from None
+
+
+def _image_path(root: Path, name, where: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise BadInput(f"{where}: the image path must be a non-empty string, got {name!r}")
+    path = (root / name).resolve()
+    if root.resolve() not in path.parents:
+        raise BadInput(f"{where}: image {name!r} points outside {str(root)!r}")
+    if not path.is_file():
+        raise BadInput(f"{where}: image {name!r} is missing from {str(root)!r}")
+    return str(path)
+
+
+def _read_sugarcrepe(data: Path, subset: str, images: Path) -> list[BenchItem]:
+    entries = _load(data / f"{subset}.json", f"sugarcrepe {subset}")
+    if not isinstance(entries, dict):
+        raise BadInput(f"sugarcrepe {subset}: {subset}.json must be an object keyed by item id")
+    items = []
+    for key, entry in entries.items():
+        where = f"sugarcrepe {subset}.json item {key!r}"
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("caption", "negative_caption")):
+            raise BadInput(f"{where}: needs 'filename', 'caption' and 'negative_caption' strings")
+        items.append(BenchItem(_image_path(images, entry.get("filename"), where),
+                               (entry["caption"], entry["negative_caption"])))
+    return items
+
+
+def _read_vg(data: Path, subset: str) -> list[BenchItem]:
+    entries = _load(data / ARO_FILES[subset], f"aro {subset}")
+    if not isinstance(entries, list):
+        raise BadInput(f"aro {subset}: {ARO_FILES[subset]} must be a list of items")
+    items = []
+    for k, entry in enumerate(entries):
+        where = f"aro {ARO_FILES[subset]} item {k}"
+        box = [entry.get(f"bbox_{c}") for c in "xywh"] if isinstance(entry, dict) else []
+        if (not isinstance(entry, dict) or not all(isinstance(entry.get(c), str) for c in ("true_caption", "false_caption"))
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in box)
+                or box[2] <= 0 or box[3] <= 0):
+            raise BadInput(f"{where}: needs 'image_path', 'true_caption', 'false_caption' and a box 'bbox_x', 'bbox_y', "
+                           "'bbox_w' > 0, 'bbox_h' > 0")
+        if subset == "vg_relation":
+            group = str(entry.get("relation_name", ""))
+        else:
+            attributes = entry.get("attributes")
+            group = "_".join(map(str, attributes)) if isinstance(attributes, list) else ""
+        items.append(BenchItem(_image_path(data / "images", entry.get("image_path"), where),
+                               (entry["true_caption"], entry["false_caption"]), crop=tuple(box), group=group))
+    return items
+
+
+def order_words(caption: str) -> list[str]:
+    """ARO's caption normalisation for the order subsets: lower case, punctuation removed, at most 30 words."""
+    return re.sub(r"[^\w\s']", " ", caption.lower()).split()[:ORDER_WORDS]
+
+
+def perturb(words: list[str], kind: str, rng: np.random.Generator, tagger: Tagger | None) -> list[str]:
+    """One ARO order perturbation of ``words`` (see :data:`ORDER_PERTURBATIONS` and the module docstring)."""
+    out = list(words)
+    if kind in ORDER_PERTURBATIONS[:2]:
+        flags = tagger(words)
+        want = kind == ORDER_PERTURBATIONS[0]
+        slots = [i for i, flag in enumerate(flags) if bool(flag) == want]
+        for i, j in zip(slots, rng.permutation(slots)):
+            out[i] = words[j]
+        return out
+    chunks = [words[i:i + 3] for i in range(0, len(words), 3)]
+    if kind == "shuffle_trigrams":
+        return [w for k in rng.permutation(len(chunks)) for w in chunks[k]]
+    return [w for chunk in chunks for w in (chunk[k] for k in rng.permutation(len(chunk)))]
+
+
+def spacy_tagger() -> Tagger:
+    """The default noun/adjective tagger: spaCy's ``en_core_web_sm`` (coarse tags NOUN, PROPN, ADJ).
+
+    Raises:
+        BadInput: spaCy or the model is not installed (the message says how to install them).
+    """
+    try:
+        import spacy
+
+        nlp = spacy.load("en_core_web_sm", disable=["parser", "ner", "lemmatizer"])
+    except (ImportError, OSError):
+        raise BadInput("aro coco_order/flickr_order need a part-of-speech tagger: pip install spacy && python -m "
+                       "spacy download en_core_web_sm (or choose --subsets vg_relation,vg_attribution)") from None
+    from spacy.tokens import Doc
+
+    def tag(words: list[str]) -> list[bool]:
+        doc = nlp(Doc(nlp.vocab, words=words))
+        return [t.pos_ in ("NOUN", "PROPN", "ADJ") for t in doc]
+
+    return tag
+
+
+def _read_order(data: Path, subset: str, images: Path, tagger: Tagger, seed: int) -> list[BenchItem]:
+    entries = _load(data / ARO_FILES[subset], f"aro {subset}")
+    if not isinstance(entries, list):
+        raise BadInput(f"aro {subset}: {ARO_FILES[subset]} must be a list of images")
+    items = []
+    number = ARO_SUBSETS.index(subset)
+    for k, entry in enumerate(entries):
+        where = f"aro {ARO_FILES[subset]} item {k}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("caption"), list):
+            raise BadInput(f"{where}: needs 'image' and a 'caption' list")
+        image = _image_path(images, entry.get("image"), where)
+        for caption in entry["caption"]:
+            if not isinstance(caption, str):
+                raise BadInput(f"{where}: captions must be strings, got {caption!r}")
+            words = order_words(caption)
+            options = [" ".join(words)]
+            for p, kind in enumerate(ORDER_PERTURBATIONS):
+                rng = np.random.default_rng([seed, number, len(items), p])
+                for _ in range(10):  # redraw a permutation that left the caption unchanged
+                    text = " ".join(perturb(words, kind, rng, tagger))
+                    if text != options[0]:
+                        options.append(text)
+                        break
+            items.append(BenchItem(image, tuple(options)))
+    return items
+
+
+def read_bench(benchmark: str, data: str | os.PathLike, images: str | os.PathLike | None = None,
+               flickr_images: str | os.PathLike | None = None, subsets: list[str] | None = None,
+               tagger: Tagger | None = None, seed: int = 0) -> dict[str, list[BenchItem]]:
+    """Read and check a benchmark's files (every image must exist) before any model is loaded.
+
+    Args:
+        benchmark: ``aro`` or ``sugarcrepe``.
+        data: the folder with the benchmark's JSON files (and, for ARO's VG subsets, ``images/``).
+        images: SugarCrepe: the COCO val2017 image folder (required). ARO coco_order: the COCO root the karpathy
+            paths are relative to (default ``data``).
+        flickr_images: ARO flickr_order: the Flickr30k root (default ``data``).
+        subsets: the subsets to read; None = every subset whose file is in ``data`` (at least one).
+        tagger: noun/adjective tagger for the order subsets (default :func:`spacy_tagger`).
+        seed: seed of the order perturbations.
+
+    Returns:
+        subset -> items, in the benchmark's subset order.
+
+    Raises:
+        BadInput: unknown benchmark or subset, missing folder/file/image, malformed entry (named).
+    """
+    if benchmark not in BENCHMARKS:
+        raise BadInput(f"unknown benchmark {benchmark!r}; allowed: {', '.join(BENCHMARKS)}")
+    data = Path(data)
+    if not data.is_dir():
+        raise BadInput(f"--data {str(data)!r} is not a folder")
+    names = BENCHMARKS[benchmark]
+    file_of = (lambda s: f"{s}.json") if benchmark == "sugarcrepe" else ARO_FILES.get
+    if subsets:
+        for subset in subsets:
+            if subset not in names:
+                raise BadInput(f"unknown {benchmark} subset {subset!r}; allowed: {', '.join(names)}")
+        chosen = [s for s in names if s in subsets]
+    else:
+        chosen = [s for s in names if (data / file_of(s)).is_file()]
+        if not chosen:
+            raise BadInput(f"--data {str(data)!r} holds none of the {benchmark} files "
+                           f"({', '.join(file_of(s) for s in names)})")
+    if benchmark == "sugarcrepe":
+        if images is None or not Path(images).is_dir():
+            raise BadInput("sugarcrepe needs --images: the COCO val2017 image folder"
+                           + (f" ({str(images)!r} is not a folder)" if images is not None else ""))
+        return {s: _read_sugarcrepe(data, s, Path(images)) for s in chosen}
+    out = {}
+    for subset in chosen:
+        if subset.startswith("vg_"):
+            out[subset] = _read_vg(data, subset)
+            continue
+        root = Path((images if subset == "coco_order" else flickr_images) or data)
+        if not root.is_dir():
+            raise BadInput(f"aro {subset}: image folder {str(root)!r} is not a folder")
+        tagger = tagger or spacy_tagger()
+        out[subset] = _read_order(data, subset, root, tagger, seed)
+    return out
+
+
+def _read_image(item: BenchItem, size: int) -> np.ndarray:
+    from PIL import Image, UnidentifiedImageError
+
+    from bindscope.importers.coco import letterbox
+
+    try:
+        with Image.open(item.image) as handle:
+            rgb = handle.convert("RGB")
+    except (OSError, UnidentifiedImageError) as exc:
+        raise BadInput(f"image {item.image!r} is not a readable image ({exc})") from None
+    if item.crop is not None:
+        x, y, w, h = item.crop
+        rgb = rgb.crop((x, y, x + w, y + h))
+    new_w, new_h, ox, oy = letterbox(rgb.width, rgb.height, size)
+    out = np.zeros((size, size, 3), np.uint8)
+    out[oy:oy + new_h, ox:ox + new_w] = np.asarray(rgb.resize((new_w, new_h), Image.BICUBIC))
+    return out
+
+
+def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: EncoderAdapter,
+                   text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
+                   embedder: Embedder | None = None, image_size: int | None = None, data: str | None = None,
+                   seed: int = 0, progress: bool = True) -> dict:
+    """Accuracy per subset (and per group for ARO's VG subsets) on items from :func:`read_bench`.
+
+    Args:
+        benchmark: ``aro`` or ``sugarcrepe`` (recorded). items: subset -> items.
+        adapter: an encoder with an image tower. text_transform: e.g. a LABCLIP map (applied to L2-normalised
+            text embeddings, rows re-normalised). cache / embedder: embedding cache / front end.
+        image_size: side the images (after any crop) are letterboxed to before the adapter's own preprocessing;
+            default the adapter's input size, else 224 pixels.
+        data: the data folder (recorded). seed: the order perturbations' seed (recorded).
+
+    Returns:
+        A result valid against ``eval_result`` (``kind = "bench"``): ``metrics.subsets[<subset>]`` =
+        ``{"accuracy": proportion, "options": k, "groups": {group: proportion}, "group_average": average or
+        None}``, ``metrics.average`` = macro and micro over subsets.
+
+    Raises:
+        BadInput: a text-only adapter, an unreadable image.
+    """
+    if not adapter.supports_images:
+        raise BadInput(f"bench needs an image encoder; {adapter.name!r} is text-only")
+    size = int(image_size or getattr(adapter, "image_size", 0) or 224)
+    embedder = embedder or Embedder(adapter, cache, progress=progress)
+    subsets, texts_used = {}, []
+    try:
+        for subset, rows in items.items():
+            unique = sorted({r.image + repr(r.crop) for r in rows})
+            slot = {key: k for k, key in enumerate(unique)}
+            firsts = {}
+            for r in rows:
+                firsts.setdefault(r.image + repr(r.crop), r)
+            image_emb = embedder.images((_read_image(firsts[key], size) for key in unique), total=len(unique))
+            captions = [c for r in rows for c in r.captions]
+            text_emb = apply_text_transform(embedder.texts(captions), text_transform)
+            texts_used += captions
+            right, groups = [], {}
+            start = 0
+            for r in tqdm(rows, desc=f"{benchmark} {subset}", disable=not progress, leave=False):
+                scores = text_emb[start:start + len(r.captions)] @ image_emb[slot[r.image + repr(r.crop)]]
+                start += len(r.captions)
+                wrong = np.delete(scores, r.correct)
+                ok = bool(wrong.size == 0 or scores[r.correct] > wrong.max())
+                right.append(ok)
+                if r.group:
+                    groups.setdefault(r.group, []).append(ok)
+            per_group = {g: proportion(sum(v), len(v)) for g, v in sorted(groups.items())}
+            subsets[subset] = {"accuracy": proportion(sum(right), len(right)),
+                               "options": max((len(r.captions) for r in rows), default=0),
+                               "groups": per_group, "group_average": averages(per_group) if per_group else None}
+    finally:
+        embedder.flush()
+    metrics = {"benchmark": benchmark, "subsets": subsets,
+               "average": averages({s: b["accuracy"] for s, b in subsets.items()})}
+    counts = encoder_counts(embedder)
+    counts["truncation"] = truncation_counts(adapter, texts_used, texts_used)
+    settings = {"task": "bench", "benchmark": benchmark, "data": data, "subsets": list(items), "seed": seed,
+                "text_transform": transform_name(text_transform), "comparison": "strict > (ties count as wrong)",
+                "interval": "Wilson score, 95%, one item = one trial",
+                "average": "macro = unweighted mean of the subset accuracies; micro = items pooled over subsets",
+                "image_preprocessing": f"crop (ARO VG subsets), letterbox to {size}x{size} px, then the model's"}
+    return envelope("bench", adapter, None, settings, metrics, counts)
+
+
+def format_bench(result: dict) -> str:
+    """A terminal table of a bench result: accuracy and Wilson interval per subset, then macro and micro."""
+    metrics = result["metrics"]
+    lines = [f"{metrics['benchmark']} - {result['model']['name']} ({result['model']['pretrained']})"
+             + (f", text transform {result['settings']['text_transform']}" if result["settings"]["text_transform"]
+                else ""), "", f"{'subset':<16}{'items':>7}{'accuracy':>10}  95% CI (Wilson)"]
+    for subset, block in metrics["subsets"].items():
+        acc = block["accuracy"]
+        ci = acc["ci95"] or [float("nan")] * 2
+        lines.append(f"{subset:<16}{acc['total']:>7}{acc['accuracy'] or 0:>10.1%}  {ci[0]:.1%}..{ci[1]:.1%}")
+        if block["group_average"] is not None:
+            lines.append(f"{'  macro over ' + str(len(block['groups'])) + ' groups':<33}"
+                         f"{block['group_average']['macro']:.1%}")
+    average = metrics["average"]
+    lines += ["", f"macro (mean of subset accuracies): {average['macro']:.1%}",
+              f"micro (items pooled): {average['micro']['accuracy']:.1%} of {average['micro']['total']} items"]
+    return "\n".join(lines)
