@@ -11,6 +11,7 @@ from pycocotools.coco import COCO
 
 from bindscope.cli import bindscope
 from bindscope.dataset.reader import Dataset
+from bindscope.dataset.release import COCO_LICENCE, default_name, source_licences
 from bindscope.dataset.verify import verify_dataset
 from bindscope.errors import BadInput
 from bindscope.importers.coco import SUBSETS, import_coco, read_coco
@@ -27,6 +28,7 @@ def test_import_masks_objects_mentions(tmp_path, coco_files):
     images, instances, captions = coco_files
     manifest = import_coco(images, instances, captions, tmp_path / "out", image_size=40, progress=False)
     assert manifest["generator"]["name"] == "coco"
+    assert source_licences(manifest) == [COCO_LICENCE] and default_name(manifest) == "COCO val2017 (bindscope import)"
     assert verify_dataset(tmp_path / "out") == []
     stats = manifest["statistics"]["splits"]["val2017"]
     assert stats == {"images": 3, "objects": 7, "crowd_regions": 1, "captions": 7, "captions_without_mention": 1,
@@ -104,6 +106,12 @@ def test_cli_import_and_verify(tmp_path, coco_files):
     assert "2 samples" in result.output and "1 unmatched" in result.output
     assert CliRunner().invoke(bindscope, ["verify", str(out)]).exit_code == 0
     assert json.loads((out / "manifest.json").read_text())["config"]["subset"]["largest_ratio"] == 2.0
+
+
+def test_out_under_a_file_is_bad_input(tmp_path, coco_files):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(BadInput, match="is a file, not a folder"):
+        import_coco(*coco_files, tmp_path / "file" / "out", image_size=40, progress=False)
 
 
 def _broken(tmp_path, **kwargs):

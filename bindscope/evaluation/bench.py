@@ -250,23 +250,15 @@ def read_bench(benchmark: str, data: str | os.PathLike, images: str | os.PathLik
     return out
 
 
-def _read_image(item: BenchItem, size: int) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
+def _read_image(key: tuple[str, tuple | None], size: int) -> np.ndarray:
+    from PIL import UnidentifiedImageError
 
-    from bindscope.importers.coco import letterbox
+    from bindscope.importers.coco import letterbox_image
 
     try:
-        with Image.open(item.image) as handle:
-            rgb = handle.convert("RGB")
+        return letterbox_image(key[0], size, key[1])
     except (OSError, UnidentifiedImageError) as exc:
-        raise BadInput(f"image {item.image!r} is not a readable image ({exc})") from None
-    if item.crop is not None:
-        x, y, w, h = item.crop
-        rgb = rgb.crop((x, y, x + w, y + h))
-    new_w, new_h, ox, oy = letterbox(rgb.width, rgb.height, size)
-    out = np.zeros((size, size, 3), np.uint8)
-    out[oy:oy + new_h, ox:ox + new_w] = np.asarray(rgb.resize((new_w, new_h), Image.BICUBIC))
-    return out
+        raise BadInput(f"image {key[0]!r} is not a readable image ({exc})") from None
 
 
 def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: EncoderAdapter,
@@ -298,19 +290,16 @@ def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: E
     subsets, texts_used = {}, []
     try:
         for subset, rows in items.items():
-            unique = sorted({r.image + repr(r.crop) for r in rows})
-            slot = {key: k for k, key in enumerate(unique)}
-            firsts = {}
-            for r in rows:
-                firsts.setdefault(r.image + repr(r.crop), r)
-            image_emb = embedder.images((_read_image(firsts[key], size) for key in unique), total=len(unique))
+            keys = list(dict.fromkeys((r.image, r.crop) for r in rows))  # each image (crop) read once
+            slot = {key: k for k, key in enumerate(keys)}
+            image_emb = embedder.images((_read_image(key, size) for key in keys), total=len(keys))
             captions = [c for r in rows for c in r.captions]
             text_emb = apply_text_transform(embedder.texts(captions), text_transform)
             texts_used += captions
             right, groups = [], {}
             start = 0
             for r in tqdm(rows, desc=f"{benchmark} {subset}", disable=not progress, leave=False):
-                scores = text_emb[start:start + len(r.captions)] @ image_emb[slot[r.image + repr(r.crop)]]
+                scores = text_emb[start:start + len(r.captions)] @ image_emb[slot[(r.image, r.crop)]]
                 start += len(r.captions)
                 wrong = np.delete(scores, r.correct)
                 ok = bool(wrong.size == 0 or scores[r.correct] > wrong.max())

@@ -168,7 +168,8 @@ def register_comco(group: click.Group) -> None:
     @group.command("eval")
     @click.argument("data", required=False, type=click.Path(file_okay=False))
     @click.option("--tasks", default=None,
-                  help="Comma-separated. With DATA: tor,ior,i2tor,matching (default: all). Without DATA: tor "
+                  help="Comma-separated. With DATA: tor,ior,i2tor,matching (default: all; ior only with a "
+                       "references split or --references). Without DATA: tor "
                        "and/or claim1 on sampled captions (default: tor).")
     @click.option("--objects", type=int, default=None, help="Without DATA: objects per sampled caption [4].")
     @click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "

@@ -293,9 +293,11 @@ def letterbox(width: int, height: int, size: int) -> tuple[int, int, int, int]:
     return new_w, new_h, (size - new_w) // 2, (size - new_h) // 2
 
 
-def letterbox_image(path: str | os.PathLike, size: int) -> np.ndarray:
-    """The image file ``path`` as ``(size, size, 3)`` uint8 RGB: scaled (bicubic) so that its longer side is
-    ``size`` pixels and centred on black padding (:func:`letterbox`).
+def letterbox_image(path: str | os.PathLike, size: int,
+                    crop: tuple[float, float, float, float] | None = None) -> np.ndarray:
+    """The image file ``path`` as ``(size, size, 3)`` uint8 RGB: optionally cropped to ``crop = (x, y, w, h)``
+    (pixels), then scaled (bicubic) so that its longer side is ``size`` pixels and centred on black padding
+    (:func:`letterbox`).
 
     Raises:
         OSError / PIL.UnidentifiedImageError: the file is not a readable image.
@@ -304,6 +306,9 @@ def letterbox_image(path: str | os.PathLike, size: int) -> np.ndarray:
 
     with Image.open(path) as handle:
         rgb = handle.convert("RGB")
+    if crop is not None:
+        x, y, w, h = crop
+        rgb = rgb.crop((x, y, x + w, y + h))
     new_w, new_h, ox, oy = letterbox(rgb.width, rgb.height, size)
     if (new_w, new_h) != rgb.size:
         rgb = rgb.resize((new_w, new_h), Image.BICUBIC)
@@ -491,6 +496,9 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
         raise BadInput(f"--image-size {image_size} is not allowed; use 32..2048 pixels")
     if shard_size < 1:
         raise BadInput(f"--shard-size {shard_size} is not allowed; use an integer >= 1")
+    from bindscope.dataset.commands import check_output_location
+
+    check_output_location("--out", out)
     plan = read_coco(images, instances, captions, subset, limit)
     config = {"source": "coco", "split": split, "image_size": image_size, "subset": asdict(subset),
               "limit": limit, "shard_size": shard_size, "instances": Path(instances).name,
