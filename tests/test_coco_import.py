@@ -32,7 +32,7 @@ def test_import_masks_objects_mentions(tmp_path, coco_files):
     assert verify_dataset(tmp_path / "out") == []
     stats = manifest["statistics"]["splits"]["val2017"]
     assert stats == {"images": 3, "objects": 7, "crowd_regions": 1, "captions": 7, "captions_without_mention": 1,
-                     "mentions": 12, "unmatched_mentions": 1}
+                     "mentions": 12, "unmatched_mentions": 1, "degenerate_polygons": 0}
     api = COCO(str(instances))
     with Dataset(tmp_path / "out") as ds:
         first, second, third = list(ds.split("val2017"))
@@ -68,15 +68,18 @@ def test_import_masks_objects_mentions(tmp_path, coco_files):
 
 def test_mention_carried_by_largest_instance(tmp_path):
     # Two people: the caption's person mention goes to the larger (visible) one; positions stay 1..m.
-    anns = [{"id": 1, "image_id": 7, "category_id": 1, "segmentation": [rect(0, 0, 5, 5)], "area": 25},
+    # The first person also has a 2-point polygon (no area; pycocotools would read 4 numbers as a box): left out.
+    anns = [{"id": 1, "image_id": 7, "category_id": 1, "segmentation": [rect(0, 0, 5, 5), [30, 0, 39, 9]],
+             "area": 25},
             {"id": 2, "image_id": 7, "category_id": 1, "segmentation": [rect(10, 10, 30, 30)], "area": 400},
             {"id": 3, "image_id": 7, "category_id": 18, "segmentation": [rect(0, 30, 10, 40)], "area": 100}]
     caps = [{"id": 5, "image_id": 7, "caption": "Two men walking a puppy"}]
     files = write_coco(tmp_path / "src", images=IMAGES[:1], annotations=anns, captions=caps)
-    import_coco(*files, tmp_path / "out", image_size=40, progress=False)
+    manifest = import_coco(*files, tmp_path / "out", image_size=40, progress=False)
     with Dataset(tmp_path / "out") as ds:
         sample = ds.split("val2017")[0]
     assert [(o.size_rank, o.mention_position) for o in sample.objects] == [(3, 0), (1, 1), (2, 2)]
+    assert sample.objects[0].area == 25 and manifest["statistics"]["splits"]["val2017"]["degenerate_polygons"] == 1
 
 
 def test_mention_table_longest_phrase_first():

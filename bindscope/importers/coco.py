@@ -18,7 +18,8 @@ What one sample holds (one per image):
 - the object table: category name and COCO id, ``attributes["supercategory"]``, visible bbox and area (pixels of
   the mask), size rank by visible area (1 = largest), ``salient`` = size rank 1, and extras ``annotation_id``,
   ``coco_area`` (the annotation's ``area``, original pixels) and ``full_area`` (the instance's own rasterised
-  pixels before overlap, stored resolution).
+  pixels before overlap, stored resolution). Polygons of fewer than 3 points (no area; a few exist in COCO) are
+  left out of the rasterisation and counted (``degenerate_polygons``).
 - crowd regions (``iscrowd = 1``) are kept apart: not objects and not in the mask, but listed in
   ``spec["crowd"]`` with category and a pycocotools compressed RLE at the stored resolution.
 - ``caption``: the image's first caption (lowest caption id); ``mention_position`` of the objects refers to it.
@@ -140,9 +141,9 @@ def _check_segmentation(ann: dict, image: dict, where: str) -> None:
     if not isinstance(seg, list) or not seg:
         raise BadInput(f"{where}: segmentation must be a non-empty list of polygons or an RLE dict")
     for polygon in seg:
-        if (not isinstance(polygon, list) or len(polygon) < 6 or len(polygon) % 2
+        if (not isinstance(polygon, list) or not polygon or len(polygon) % 2
                 or not all(_is_num(v) for v in polygon)):
-            raise BadInput(f"{where}: a polygon must be a flat list of at least 3 (x, y) number pairs")
+            raise BadInput(f"{where}: a polygon must be a flat list of (x, y) number pairs")
         xs, ys = polygon[0::2], polygon[1::2]
         if (min(xs) < -POLYGON_TOLERANCE or max(xs) > width + POLYGON_TOLERANCE or min(ys) < -POLYGON_TOLERANCE
                 or max(ys) > height + POLYGON_TOLERANCE):
@@ -330,7 +331,12 @@ def instance_mask(segmentation, width: int, height: int, size: int) -> np.ndarra
     new_w, new_h, ox, oy = letterbox(width, height, size)
     if isinstance(segmentation, list):
         sx, sy = new_w / width, new_h / height
-        polygons = [[v * sx + ox if k % 2 == 0 else v * sy + oy for k, v in enumerate(p)] for p in segmentation]
+        # A polygon of fewer than 3 points covers no area (a few exist in COCO); pycocotools would read a
+        # 4-number one as a box, so such polygons are left out (counted as degenerate_polygons).
+        polygons = [[v * sx + ox if k % 2 == 0 else v * sy + oy for k, v in enumerate(p)]
+                    for p in segmentation if len(p) >= 6]
+        if not polygons:
+            return np.zeros((size, size), np.uint8)
         rle = mask_utils.merge(mask_utils.frPyObjects(polygons, size, size))
         return mask_utils.decode(rle).astype(np.uint8)
     rle = segmentation
@@ -415,7 +421,9 @@ class CocoImporter:
         spec = {"coco_image_id": info["id"], "file_name": info["file_name"],
                 "original_size": [info["height"], info["width"]],
                 "scale": [new_w / info["width"], new_h / info["height"]], "offset": [ox, oy],
-                "captions": captions, "crowd": crowd}
+                "captions": captions, "crowd": crowd,
+                "degenerate_polygons": sum(len(p) < 6 for a in info["objects"] + info["crowd"]
+                                           if isinstance(a["segmentation"], list) for p in a["segmentation"])}
         return Sample(index=index, image=letterbox_image(Path(self.images_dir) / info["file_name"], size), mask=mask,
                       caption=captions[0]["text"] if captions else "", objects=objects, spec=spec)
 
@@ -423,11 +431,12 @@ class CocoImporter:
         return [self._sample(i, self.plan["images"][i]) for i in range(start, start + count)]
 
     def shard_statistics(self, split: str, samples: list[Sample]) -> dict[str, float]:
-        counts = {"images": len(samples), "objects": 0, "crowd_regions": 0, "captions": 0,
+        counts = {"images": len(samples), "objects": 0, "crowd_regions": 0, "captions": 0, "degenerate_polygons": 0,
                   "captions_without_mention": 0, "mentions": 0, "unmatched_mentions": 0}
         for s in samples:
             counts["objects"] += len(s.objects)
             counts["crowd_regions"] += len(s.spec["crowd"])
+            counts["degenerate_polygons"] += s.spec["degenerate_polygons"]
             for cap in s.spec["captions"]:
                 counts["captions"] += 1
                 counts["mentions"] += len(cap["mentions"])
