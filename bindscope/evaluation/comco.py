@@ -22,6 +22,11 @@ matching scenarios 1 and 2. Details and the project's choices are in docs/evalua
   **Claim 1**: group ``large_first`` = a Large category first, then ``objects - 1`` Medium ones; group
   ``small_first`` = a Small category first, then Medium ones; TOR per position for each group.
 
+On a COCO import (``bindscope import coco``, docs/real-data.md) the same protocols run on natural images: TOR over
+every caption (its objects = the annotated categories it mentions, in mention order), each category counted once by
+its largest instance for IOR, I2TOR and matching, and IOR against an external reference folder
+(:mod:`bindscope.evaluation.references`, e.g. DomainNet).
+
 Ties (several candidates share the top score, or equal scores in matching) count as wrong. Captions are
 category names joined with " and " (the paper's form); TOR on a dataset uses the dataset's own captions.
 """
