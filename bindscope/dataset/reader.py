@@ -29,6 +29,25 @@ from bindscope.dataset.shard import ShardReader
 from bindscope.errors import DatasetError
 
 
+def shard_mismatch(reader: ShardReader, entry: dict, split: str, manifest: dict) -> str | None:
+    """What in an opened shard contradicts its manifest entry (count, first index, object count) or the
+    manifest (split, image size); ``None`` when they agree."""
+    attrs = reader.attrs
+    if attrs.get("split") not in (None, split):
+        return f"attribute split is {attrs.get('split')!r}, the manifest lists it under {split!r}"
+    if reader.count != entry["count"]:
+        return f"holds {reader.count} samples, the manifest says {entry['count']}"
+    if reader.first_index != entry["first_index"]:
+        return f"starts at sample {reader.first_index}, the manifest says {entry['first_index']}"
+    if reader.num_objects != entry["num_objects"]:
+        return f"holds {reader.num_objects} objects, the manifest says {entry['num_objects']}"
+    size = list(reader.images.shape[1:3])
+    if size != list(manifest["image_size"]):
+        return f"images: {size[0]}x{size[1]} pixels, the manifest says {manifest['image_size'][0]}x" \
+               f"{manifest['image_size'][1]}"
+    return None
+
+
 class Split:
     """The samples of one split, indexable 0..len-1 and iterable. Shards are opened on first use.
 
@@ -87,11 +106,14 @@ class Split:
         if number not in self._readers:
             entry = self._entries[number]
             path = self.dataset.path / entry["file"]
-            try:
-                self._readers[number] = ShardReader(path, self.dataset.attribute_names,
-                                                    self.dataset.extra_names)
-            except (OSError, KeyError) as exc:
-                raise DatasetError(f"corrupt or missing shard {str(path)!r}: {exc}") from None
+            if not path.is_file():
+                raise DatasetError(f"{path}: shard missing")
+            reader = ShardReader(path, self.dataset.attribute_names, self.dataset.extra_names)
+            problem = shard_mismatch(reader, entry, self.name, self.dataset.manifest)
+            if problem:
+                reader.close()
+                raise DatasetError(f"{path}: {problem}")
+            self._readers[number] = reader
         return self._readers[number]
 
     def __getitem__(self, index: int) -> Sample:

@@ -28,6 +28,7 @@ import h5py
 import numpy as np
 
 from bindscope.dataset.records import Negative, ObjectRecord, Sample
+from bindscope.errors import DatasetError
 
 FORMAT_VERSION = 1
 _STR = h5py.string_dtype("utf-8")
@@ -133,33 +134,112 @@ def _strings(dataset: h5py.Dataset) -> list[str]:
 
 
 class ShardReader:
-    """Read one shard. Tables are loaded on open; images and masks are read per sample on demand.
+    """Read one shard. Tables are loaded and checked on open; images and masks are read per sample on demand.
+
+    On open every dataset the layout above names is checked for presence, shape and dtype against the shard's
+    own ``count`` and its offset tables (``object_offsets`` and ``negative_offsets`` start at 0, never
+    decrease and end at the table length), so a reader never indexes past a table or returns a wrongly typed
+    array. Images and masks must be (N, H, W, 3) and (N, H, W) uint8.
 
     Raises:
-        OSError: the file is not a readable HDF5 file.
-        KeyError: an expected HDF5 dataset is missing.
+        DatasetError: the file is not a readable HDF5 file, or a dataset is missing, unreadable (e.g. a
+            corrupt chunk), or of the wrong shape or dtype; the message names the file and the dataset
+            (e.g. ``.../train-00000.h5: objects/area: ...``). Reading an image or mask later raises it too.
     """
 
     def __init__(self, path: str | os.PathLike, attribute_names: list[str], extra_names: list[str]):
         self.path = Path(path)
-        self._file = h5py.File(self.path, "r")
+        try:
+            self._file = h5py.File(self.path, "r")
+        except (OSError, ValueError) as exc:
+            raise DatasetError(f"{self.path}: not a readable HDF5 shard ({_reason(exc)})") from None
+        try:
+            self._load(attribute_names, extra_names)
+        except BaseException:
+            self._file.close()
+            raise
+
+    def _fail(self, name: str, problem: str) -> DatasetError:
+        return DatasetError(f"{self.path}: {name}: {problem}")
+
+    def _dataset(self, name: str, dtype_kind: str, shape: tuple) -> h5py.Dataset:
+        """The dataset ``name`` after checking its dtype kind (numpy ``kind`` letters, ``"S"`` = strings) and
+        shape (``None`` entries match any length)."""
+        try:
+            dataset = self._file[name]
+        except (KeyError, OSError, ValueError):
+            raise self._fail(name, "missing") from None
+        if not isinstance(dataset, h5py.Dataset):
+            raise self._fail(name, "is a group, not a dataset")
+        kind = "S" if h5py.check_string_dtype(dataset.dtype) is not None else dataset.dtype.kind
+        if kind not in dtype_kind:
+            raise self._fail(name, f"has dtype {dataset.dtype}, expected {_KIND_NAMES[dtype_kind]}")
+        if len(dataset.shape) != len(shape) or any(e is not None and e != g for e, g in zip(shape, dataset.shape)):
+            expected = "(" + ", ".join("any" if e is None else str(e) for e in shape) + ")"
+            raise self._fail(name, f"has shape {dataset.shape}, expected {expected}")
+        return dataset
+
+    def _read(self, name: str, dtype_kind: str, shape: tuple):
+        dataset = self._dataset(name, dtype_kind, shape)
+        try:
+            return _strings(dataset) if dtype_kind == "S" else dataset[()]
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise self._fail(name, f"cannot be read ({_reason(exc)})") from None
+
+    def _offsets(self, name: str, count: int, rows_name: str) -> tuple[np.ndarray, int]:
+        offsets = self._read(name, "iu", (count + 1,)).astype(np.int64)
+        if offsets[0] != 0 or np.any(np.diff(offsets) < 0):
+            raise self._fail(name, "must start at 0 and never decrease")
+        return offsets, int(offsets[-1])
+
+    def _load(self, attribute_names: list[str], extra_names: list[str]) -> None:
         f = self._file
-        self.count = int(f.attrs["count"])
-        self.first_index = int(f.attrs["first_index"])
-        self.images = f["images"]
-        self.masks = f["masks"]
-        self.captions = _strings(f["captions"])
-        self._specs = _strings(f["specs"])
-        self.object_offsets = f["object_offsets"][()]
-        g = f["objects"]
-        self._objects = {name: g[name][()] for name in _OBJECT_INT_COLUMNS}
-        self._objects["bbox"] = g["bbox"][()]
-        self._objects["salient"] = g["salient"][()]
-        self._objects["category"] = _strings(g["category"])
-        self._attributes = {name: _strings(g["attributes"][name]) for name in attribute_names}
-        self._extras = {name: g["extras"][name][()] for name in extra_names}
-        self.negative_offsets = f["negative_offsets"][()]
-        self._negatives = {name: _strings(f["negatives"][name]) for name in _NEGATIVE_STR_COLUMNS}
+        try:
+            self.count = int(f.attrs["count"])
+            self.first_index = int(f.attrs["first_index"])
+            self.attrs = {key: (value.decode() if isinstance(value, bytes) else value)
+                          for key, value in f.attrs.items()}
+        except (KeyError, OSError, ValueError, TypeError) as exc:
+            raise self._fail("attributes", f"count/first_index missing or not integers ({_reason(exc)})") from None
+        if self.count < 1 or self.first_index < 0:
+            raise self._fail("attributes", f"count {self.count} / first_index {self.first_index} out of range")
+        n = self.count
+        self.images = self._dataset("images", "u", (n, None, None, 3))
+        height, width = self.images.shape[1:3]
+        self.masks = self._dataset("masks", "u", (n, height, width))
+        if self.images.dtype != np.uint8 or self.masks.dtype != np.uint8:
+            raise self._fail("images" if self.images.dtype != np.uint8 else "masks", "must be uint8")
+        self.captions = self._read("captions", "S", (n,))
+        self._specs = self._read("specs", "S", (n,))
+        self.object_offsets, m = self._offsets("object_offsets", n, "objects")
+        self._objects = {name: self._read(f"objects/{name}", "iu", (m,)) for name in _OBJECT_INT_COLUMNS}
+        self._objects["bbox"] = self._read("objects/bbox", "iu", (m, 4))
+        self._objects["salient"] = self._read("objects/salient", "b", (m,))
+        self._objects["category"] = self._read("objects/category", "S", (m,))
+        self._attributes = {name: self._read(f"objects/attributes/{name}", "S", (m,)) for name in attribute_names}
+        self._extras = {name: self._read(f"objects/extras/{name}", "f", (m,)) for name in extra_names}
+        self.negative_offsets, k = self._offsets("negative_offsets", n, "negatives")
+        self._negatives = {name: self._read(f"negatives/{name}", "S", (k,)) for name in _NEGATIVE_STR_COLUMNS}
+        self.num_objects, self.num_negatives = m, k
+
+    def image(self, local: int) -> np.ndarray:
+        """The ``local``-th image, (H, W, 3) uint8. Raises DatasetError naming the file for an unreadable chunk."""
+        return self._chunk(self.images, "images", local)
+
+    def mask(self, local: int) -> np.ndarray:
+        """The ``local``-th instance mask, (H, W) uint8. Raises DatasetError for an unreadable chunk."""
+        return self._chunk(self.masks, "masks", local)
+
+    def all_images(self) -> np.ndarray:
+        """Every image of the shard, (N, H, W, 3) uint8. Raises DatasetError for an unreadable chunk."""
+        return self._chunk(self.images, "images", slice(None))
+
+    def _chunk(self, dataset: h5py.Dataset, name: str, index):
+        try:
+            return dataset[index]
+        except (OSError, ValueError) as exc:
+            where = "" if isinstance(index, slice) else f"sample {index}: "
+            raise self._fail(name, f"{where}cannot be read ({_reason(exc)})") from None
 
     def close(self) -> None:
         self._file.close()
@@ -186,6 +266,18 @@ class ShardReader:
 
     def sample(self, local: int) -> Sample:
         """The shard's ``local``-th sample (0 <= local < count)."""
-        return Sample(index=self.first_index + local, image=self.images[local], mask=self.masks[local],
+        try:
+            spec = json.loads(self._specs[local])
+        except ValueError as exc:
+            raise self._fail("specs", f"sample {local} is not JSON ({exc})") from None
+        return Sample(index=self.first_index + local, image=self.image(local), mask=self.mask(local),
                       caption=self.captions[local], objects=self.objects(local),
-                      negatives=self.negatives(local), spec=json.loads(self._specs[local]))
+                      negatives=self.negatives(local), spec=spec)
+
+
+_KIND_NAMES = {"u": "unsigned integers", "iu": "integers", "b": "booleans", "f": "floats", "S": "UTF-8 strings"}
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as one short line (h5py messages can span lines)."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]

@@ -1,65 +1,137 @@
-"""``bindscope verify``: check a dataset directory against its manifest, checksums and masks."""
+"""``bindscope verify``: check a dataset directory against its manifest, checksums, the shards' own records and
+the masks; every problem becomes one line naming the file (and the HDF5 dataset inside it), never a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import numpy as np
 
+from bindscope.dataset.manifest import MANIFEST, canonical_json, load_manifest, manifest_problems
+from bindscope.dataset.ownership import MARKER, bookkeeping
+from bindscope.dataset.reader import shard_mismatch
 from bindscope.dataset.records import mask_bbox_area, size_ranks
-from bindscope.dataset.reader import Dataset
-from bindscope.dataset.shard import sha256_file
-from bindscope.errors import DatasetError
+from bindscope.dataset.shard import ShardReader, sha256_file
+from bindscope.errors import BadInput, DatasetError
 
 
 def verify_dataset(path: str | os.PathLike, check_masks: bool = True) -> list[str]:
-    """Return a list of problems found in the dataset at ``path`` (empty when it is sound).
+    """Return a list of problems found in the dataset at ``path`` (empty when it is sound), one line each.
 
-    Checks: manifest schema; every shard exists with the recorded sha256, sample count, first index and
-    object count; and, if ``check_masks``, for every sample: the mask only holds 0 and object indices, each
-    object's ``area`` and ``bbox`` equal those of its mask pixels, size ranks follow the areas, mention
-    positions are a permutation of 1..m over the mentioned objects, and no negative equals the caption.
+    Checks:
+
+    - the manifest: schema; its ``config_sha256`` against the hash of its own generator, config and seed;
+      consecutive shard ranges summing to each split's ``num_samples`` (see
+      :func:`bindscope.dataset.manifest.manifest_problems`); its ``statistics`` against those the generator
+      (from the registry) computes from the shards' own counts;
+    - the files: ``shards/`` holds exactly the shards the manifest lists (no extra or leftover files), each
+      with the recorded sha256; no unfinished-run state is left;
+    - each shard: readable, every dataset present with the right shape and dtype (see
+      :class:`bindscope.dataset.shard.ShardReader`); its own attributes (split, first index, count, object
+      count, image size, attribute column order and the run id = ``config_sha256``, which covers generator,
+      config and seed) against the manifest;
+    - with ``check_masks``, every image and mask chunk is read, and per sample: the mask only holds 0 and
+      object indices, each object's ``area`` and ``bbox`` equal those of its mask pixels, size ranks follow
+      the areas, mention positions are 1..m over the mentioned objects, and no negative equals the caption.
     """
+    root = Path(path)
     try:
-        ds = Dataset(path)
+        manifest = load_manifest(root, consistent=False)
     except DatasetError as exc:
         return [str(exc)]
-    problems: list[str] = []
-    root = Path(path)
-    with ds:
-        for split_name in ds.split_names:
-            split = ds.split(split_name)
-            expected_start = 0
-            for number, entry in enumerate(ds.manifest["splits"][split_name]["shards"]):
-                file = root / entry["file"]
-                where = entry["file"]
-                if not file.is_file():
-                    problems.append(f"{where}: missing")
-                    continue
-                if sha256_file(file) != entry["sha256"]:
-                    problems.append(f"{where}: sha256 differs from the manifest (file changed or corrupt)")
-                if entry["first_index"] != expected_start:
-                    problems.append(f"{where}: first_index {entry['first_index']} != {expected_start}")
-                expected_start += entry["count"]
-                try:
-                    reader = split.shard(number)
-                except DatasetError as exc:
-                    problems.append(str(exc))
-                    continue
-                if reader.count != entry["count"] or len(reader.images) != entry["count"]:
-                    problems.append(f"{where}: holds {len(reader.images)} samples, manifest says {entry['count']}")
-                    continue
-                if int(reader.object_offsets[-1]) != entry["num_objects"]:
-                    problems.append(f"{where}: holds {int(reader.object_offsets[-1])} objects, "
-                                    f"manifest says {entry['num_objects']}")
-                if check_masks:
-                    for local in range(reader.count):
-                        problems += _check_sample(reader.sample(local), f"{where}[{local}]")
-            if expected_start != ds.manifest["splits"][split_name]["num_samples"]:
-                problems.append(f"split {split_name}: shards hold {expected_start} samples, "
-                                f"num_samples says {ds.manifest['splits'][split_name]['num_samples']}")
+    problems = [f"{MANIFEST}: {p}" for p in manifest_problems(manifest)]
+    problems += _file_problems(root, manifest)
+    counts: dict[str, dict[str, float]] = {}
+    complete = True  # every shard's own counts were read (else the statistics cannot be recomputed)
+    for split, info in manifest["splits"].items():
+        counts[split] = {}
+        for entry in info["shards"]:
+            found, shard_counts = _shard_problems(root, entry, split, manifest, check_masks)
+            problems += found
+            complete = complete and isinstance(shard_counts, dict)
+            for key, value in (shard_counts or {}).items():
+                counts[split][key] = counts[split].get(key, 0) + value
+    if complete:
+        problems += _statistics_problems(manifest, counts)
     return problems
+
+
+def _file_problems(root: Path, manifest: dict) -> list[str]:
+    problems = []
+    listed = {Path(e["file"]).name for info in manifest["splits"].values() for e in info["shards"]}
+    shards = root / "shards"
+    present = {p.name for p in shards.iterdir()} if shards.is_dir() else set()
+    for name in sorted(present - listed):
+        problems.append(f"shards/{name}: unexpected file (not in the manifest)")
+    for name in sorted(listed - present):
+        problems.append(f"shards/{name}: missing")
+    for name in sorted(p.name for p in root.iterdir() if p.name.startswith(".bindscope")):
+        if name != MARKER and not bookkeeping(name):
+            problems.append(f"{name}: an unfinished run's state is left: repeat the command that made the dataset")
+    return problems
+
+
+def _shard_problems(root: Path, entry: dict, split: str, manifest: dict,
+                    check_masks: bool) -> tuple[list[str], dict | None]:
+    """The problems of one shard, and its own additive counts (``None`` when they cannot be read)."""
+    where = entry["file"]
+    file = root / where
+    if not file.is_file():
+        return [], None  # reported by _file_problems
+    problems = []
+    if sha256_file(file) != entry["sha256"]:
+        problems.append(f"{where}: sha256 differs from the manifest (file changed or corrupt)")
+    try:
+        reader = ShardReader(file, manifest["object_attributes"], manifest["object_extras"])
+    except DatasetError as exc:
+        return problems + [str(exc).replace(str(file), where, 1)], None
+    try:
+        mismatch = shard_mismatch(reader, entry, split, manifest)
+        if mismatch:
+            problems.append(f"{where}: {mismatch}")
+        attrs = reader.attrs
+        if attrs.get("run_id") != manifest["config_sha256"]:
+            problems.append(f"{where}: made by another run (its run id {str(attrs.get('run_id'))[:12]}.. is not the "
+                            f"manifest's config_sha256 {manifest['config_sha256'][:12]}..: another config or seed)")
+        for key in ("object_attributes", "object_extras"):
+            if key in attrs and _json(attrs[key]) != manifest[key]:
+                problems.append(f"{where}: column order {key} {attrs[key]} differs from the manifest's {manifest[key]}")
+        shard_counts = _json(attrs.get("statistics", "{}"))
+        if check_masks and not mismatch:
+            for local in range(reader.count):
+                try:
+                    sample = reader.sample(local)
+                except DatasetError as exc:
+                    problems.append(str(exc).replace(str(file), where, 1))
+                    continue
+                problems += _check_sample(sample, f"{where}[{local}]")
+    finally:
+        reader.close()
+    return problems, shard_counts
+
+
+def _json(text):
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _statistics_problems(manifest: dict, counts: dict) -> list[str]:
+    """The manifest's statistics against those its generator computes from the shards' own counts (skipped for a
+    generator this installation does not know)."""
+    from bindscope.dataset.registry import rebuild_generator
+
+    try:
+        generator = rebuild_generator(manifest["generator"]["name"], manifest["config"], manifest["seed"])
+        expected = json.loads(canonical_json(generator.statistics(counts)))
+    except (BadInput, KeyError, TypeError, ValueError, ZeroDivisionError):
+        return []
+    if expected != manifest["statistics"]:
+        return [f"{MANIFEST}: statistics differ from those of the shards' own counts (the manifest was edited)"]
+    return []
 
 
 def _check_sample(sample, where: str) -> list[str]:

@@ -57,7 +57,7 @@ def load_split(path: str | os.PathLike, split: str = "train") -> TrainingData:
         part = dataset.split(split)
         images, captions, negatives = [], [], []
         for reader in part.shards():
-            images.append(reader.images[()])
+            images.append(reader.all_images())
             captions.extend(reader.captions)
             for local in range(reader.count):
                 negatives.append([n.caption for n in reader.negatives(local) if n.kind == "binding"])
