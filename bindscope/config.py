@@ -36,21 +36,93 @@ def yaml_error_line(exc: Exception) -> str:
     return " ".join(f"{problem}{where}".split())
 
 
-def read_yaml(path: str | os.PathLike) -> dict:
-    """Read a YAML mapping. Raises BadInput if the file is missing, not YAML, or not a mapping."""
-    path = Path(path)
-    if not path.is_file():
-        raise BadInput(f"--config {str(path)!r}: no such file")
+MAX_YAML_BYTES = 1 << 20   # a config file is a few kB; 1 MiB leaves room and refuses a blown-up file early
+MAX_YAML_NODES = 100_000   # scalars + collections after expanding every alias (a billion-laughs file has 10^9)
+MAX_YAML_DEPTH = 64        # nesting of mappings/sequences (configs use fewer than 6 levels)
+
+
+class _LimitedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (no Python tags) that refuses nesting deeper than :data:`MAX_YAML_DEPTH`."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.YAMLError(f"nested more than {MAX_YAML_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _expanded_size(node, sizes: dict[int, int | None]) -> int:
+    """Nodes of ``node`` once every alias is expanded (memoised: shared nodes are counted per use, computed
+    once); raises YAMLError past :data:`MAX_YAML_NODES` or for an alias inside its own anchor."""
+    key = id(node)
+    if key in sizes:
+        if sizes[key] is None:
+            raise yaml.YAMLError("an alias refers to the collection that contains it (a recursive anchor)")
+        return sizes[key]
+    sizes[key] = None
+    if isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(item, sizes) for item in node.value)
+    else:
+        size = 1
+    if size > MAX_YAML_NODES:
+        raise yaml.YAMLError(f"expands to more than {MAX_YAML_NODES:,} values (aliases of anchors multiply "
+                             "them); write the config out without such aliases")
+    sizes[key] = size
+    return size
+
+
+def load_yaml(text: str, where: str):
+    """Parse YAML ``text`` safely and within bounds: PyYAML's safe loader (``!!python`` tags refused), at most
+    :data:`MAX_YAML_BYTES` bytes, :data:`MAX_YAML_DEPTH` levels and :data:`MAX_YAML_NODES` values after alias
+    expansion (a "billion laughs" file is refused at once instead of expanding without end).
+
+    Raises:
+        BadInput: ``"<where>: not valid YAML (<problem> at line L, column C)"`` or the bound exceeded.
+    """
+    if len(text.encode("utf-8", errors="replace")) > MAX_YAML_BYTES:
+        raise BadInput(f"{where}: larger than {MAX_YAML_BYTES >> 20} MiB; a config is a few kB")
+    loader = _LimitedLoader(text)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, {})
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise BadInput(f"--config {str(path)!r}: not valid YAML ({yaml_error_line(exc)})") from None
+        raise BadInput(f"{where}: not valid YAML ({yaml_error_line(exc)})") from None
+    except RecursionError:
+        raise BadInput(f"{where}: not valid YAML (nested too deeply)") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: str | os.PathLike, flag: str = "--config") -> dict:
+    """Read a YAML mapping with :func:`load_yaml`'s bounds.
+
+    Raises:
+        BadInput: the file is missing, unreadable, too large, not YAML, beyond the bounds, or not a mapping.
+    """
+    path = Path(path)
+    where = f"{flag} {str(path)!r}"
+    if not path.is_file():
+        raise BadInput(f"{where}: no such file")
+    try:
+        if path.stat().st_size > MAX_YAML_BYTES:
+            raise BadInput(f"{where}: larger than {MAX_YAML_BYTES >> 20} MiB; a config is a few kB")
+        data = load_yaml(path.read_text(encoding="utf-8"), where)
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"--config {str(path)!r}: not readable ({exc.__class__.__name__}: {exc})") from None
+        raise BadInput(f"{where}: not readable ({exc.__class__.__name__}: {exc})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise BadInput(f"--config {str(path)!r}: must hold a mapping of config keys, got {type(data).__name__}")
+        raise BadInput(f"{where}: must hold a mapping of config keys, got {type(data).__name__}")
     return data
 
 

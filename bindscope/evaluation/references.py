@@ -80,22 +80,23 @@ class ReferenceSet:
 
 
 def read_category_map(path: str | os.PathLike | None) -> dict[str, str]:
-    """The category map file (JSON, or YAML read with ``yaml.safe_load``): dataset category -> folder name.
+    """The category map file (JSON, or YAML read with :func:`bindscope.config.load_yaml`): dataset category ->
+    folder name.
 
     Raises:
         BadInput: unreadable file, not a mapping of strings to strings (the bad entry is named).
     """
     if path is None:
         return {}
-    import yaml
+    from bindscope.config import load_yaml
 
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"--category-map {str(path)!r} does not exist or is not a file")
     try:
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
+        data = json.loads(text) if path.suffix.lower() == ".json" else load_yaml(text, f"--category-map {str(path)!r}")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInput(f"--category-map {str(path)!r} is not valid JSON/YAML ({exc})") from None
     if not isinstance(data, dict):
         raise BadInput(f"--category-map {str(path)!r} must map category names to folder names")

@@ -30,16 +30,57 @@ def validate(instance: object, name: str, what: str, error: type[Exception] = Ba
     most relevant violation, e.g. ``"config: multi_object_captions: 1.5 is greater than the maximum of 1"``.
     In the ``*_config`` schemas NaN and infinities are never valid (JSON Schema's ``minimum``/``maximum`` let
     NaN through, since every comparison with NaN is false): ``"config: saliency_bias: nan is not a finite
-    number; allowed: 0..1"``.
+    number; allowed: 0..1"``. There, a whole number written as a float (``3.0``, as YAML reads ``3.0`` or
+    ``3e0``) where the schema wants an integer is turned into the ``int`` *in place*, so code downstream never
+    meets ``range(3.0)``.
     """
     schema = load_schema(name)
     if name.endswith("_config"):
         _check_finite(instance, schema, (), what, error)
+        _whole_floats_to_int(instance, schema, schema)
     validator = jsonschema.Draft202012Validator(schema)
     best = jsonschema.exceptions.best_match(validator.iter_errors(instance))
     if best is not None:
         where = ".".join(str(p) for p in best.absolute_path) or "(top level)"
         raise error(f"{what}: {where}: {best.message}")
+
+
+def _resolve_ref(schema: dict | None, root: dict) -> dict | None:
+    """Follow a local ``$ref`` (``#/$defs/name``) to its schema."""
+    while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#/"):
+        target = root
+        for part in schema["$ref"][2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        schema = target
+    return schema
+
+
+def _wants_integer(schema: dict | None) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return "integer" in kinds and "number" not in kinds
+
+
+def _whole_floats_to_int(instance: object, schema: dict | None, root: dict) -> None:
+    """Replace, inside ``instance`` (dicts and lists, in place), every float with a whole value whose schema
+    wants an integer by the ``int``; ``anyOf``/``oneOf`` branches count when they all want an integer."""
+    schema = _resolve_ref(schema, root)
+    if not isinstance(schema, dict) or not isinstance(instance, (dict, list)):
+        return
+    keys = instance.keys() if isinstance(instance, dict) else range(len(instance))
+    for key in keys:
+        sub = _resolve_ref(_subschema(schema, key), root)
+        branches = [_resolve_ref(b, root) for b in (sub or {}).get("anyOf", (sub or {}).get("oneOf", []))]
+        value = instance[key]
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer() and (
+                _wants_integer(sub) or (branches and all(_wants_integer(b) for b in branches
+                                                         if b.get("type") != "null"))):
+            instance[key] = int(value)
+        else:
+            for branch in [sub] + [b for b in branches if isinstance(value, (dict, list))]:
+                _whole_floats_to_int(value, branch, root)
 
 
 def _subschema(schema: dict | None, key) -> dict | None:

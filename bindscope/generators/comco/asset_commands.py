@@ -89,9 +89,7 @@ def register(group: click.Group) -> None:
         only licences 'by' (CC-BY-4.0) and 'cc0' (CC0-1.0) are kept; the most-liked one wins (ties by uid).
         The licence text with title, author and URL goes to the registry.
         """
-        import yaml
-
-        from bindscope.config import yaml_error_line
+        from bindscope.config import read_yaml
         from bindscope.dataset.commands import check_output_location
         from bindscope.generators.comco.assets import candidate_uids, lvis_mapping as default_mapping, select_objaverse
         from bindscope.generators.comco.registry import load_set
@@ -101,11 +99,10 @@ def register(group: click.Group) -> None:
         wanted = [c.strip() for c in categories.split(",")] if categories else names
         if lvis_mapping:
             try:
-                mapping = yaml.safe_load(Path(lvis_mapping).read_text(encoding="utf-8"))["comco72"]
-            except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
-                reason = yaml_error_line(exc) if isinstance(exc, yaml.YAMLError) else f"{type(exc).__name__}: {exc}"
+                mapping = read_yaml(lvis_mapping, "--lvis-mapping")["comco72"]
+            except (KeyError, TypeError) as exc:
                 raise BadInput(f"--lvis-mapping {lvis_mapping!r}: expected a YAML file with a 'comco72' mapping "
-                               f"({reason})") from None
+                               f"({type(exc).__name__}: {exc})") from None
         else:
             mapping = default_mapping()
         unknown = [c for c in wanted if c not in mapping]

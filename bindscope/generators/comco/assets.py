@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from bindscope.config import load_yaml
 from bindscope.dataset.shard import sha256_file
 from bindscope.errors import BadInput
 from bindscope.generators.comco.registry import SIZE_CLASSES, builtin_entries, size_class_for
@@ -76,8 +77,8 @@ def read_mapping(path: Path) -> dict:
     size_class, nominal_size_m}}``. Raises BadInput naming the file for unreadable or malformed content."""
     try:
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
+        data = json.loads(text) if path.suffix == ".json" else load_yaml(text, f"mapping file {str(path)!r}")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInput(f"mapping file {str(path)!r}: cannot be read ({exc})") from None
     if data is None:
         return {}
