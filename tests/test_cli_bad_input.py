@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from bindscope.cli import bindscope, comco, madman
+from bindscope.dataset.manifest import config_sha256
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -155,7 +156,8 @@ def test_madman_preview_wrong_generator(work, madman_data):
     fake = work / "fake"
     shutil.copytree(madman_data, fake)
     manifest = json.loads((fake / "manifest.json").read_text())
-    manifest["generator"]["name"] = "comco"
+    manifest["generator"]["name"] = "comco"  # a consistent manifest: its config_sha256 follows the name
+    manifest["config_sha256"] = config_sha256("comco", manifest["config"], manifest["seed"])
     (fake / "manifest.json").write_text(json.dumps(manifest))
     _bad(madman, ["preview", "fake", "--out", "p.png"], work, "'fake'", "'comco'", "madman dataset")
 
