@@ -182,3 +182,35 @@ def test_open_clip_pads_non_square_images_and_counts_truncated_captions(vit):
     # 77 tokens include start and end: 75 BPE tokens fit, 76 do not ("cube" and "and" are one token each)
     assert vit.truncated(["cube" + " and cube" * 37, "cube" + " and cube" * 37 + " and", "cube"]) == [False, True,
                                                                                                       False]
+
+
+def test_comco_attention_random_vit_end_to_end(comco_data, vit, tmp_path):
+    """`comco attention` on rendered SimCO scenes: the figures equal a direct recomputation from the hooks."""
+    import torch
+
+    from bindscope.evaluation.attention import object_attention, patch_coverage, record_attention
+
+    out, plot = tmp_path / "att.json", tmp_path / "att.png"
+    r = run(comco, ["attention", str(comco_data), "--model", "ViT-B-32", "--pretrained", "none", "--device", "cpu",
+                    "--layer", "all", "--rollout", "--out", str(out), "--plot", str(plot), "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert "CLS attention, block 11" in r.output and "WARNING" not in r.output
+    result = json.loads(out.read_text())
+    validate(result, "eval_result", "result")
+    m = result["metrics"]
+    assert m["grid"] == [7, 7] and m["blocks"] == 12 and sorted(m["layers"], key=int) == [str(i) for i in range(12)]
+    assert plot.stat().st_size > 1000
+    with Dataset(comco_data) as ds:
+        scenes = list(ds.split("scenes"))
+    with torch.inference_mode(), record_attention(vit.model.visual) as records:
+        vit.model.encode_image(vit.preprocess_images(np.stack([s.image for s in scenes])))
+    cls = records[-1].mean(dim=1)[:, 0, 1:].numpy().astype(np.float64)
+    largest = [object_attention(cls[i], patch_coverage(s.mask, len(s.objects), (7, 7)), 10)["mass"]
+               [next(o.index for o in s.objects if o.size_rank == 1) - 1] for i, s in enumerate(scenes)]
+    rank1 = m["layers"]["11"]["all"][0]
+    assert rank1["size_rank"] == 1 and rank1["objects"] == len(scenes)
+    assert rank1["mass"]["mean"] == pytest.approx(np.mean(largest), rel=1e-4)
+    assert sum(r["objects"] for r in m["layers"]["11"]["all"]) == sum(len(s.objects) for s in scenes)
+    r = run(comco, ["attention", str(comco_data), "--model", "sentence-transformers/all-MiniLM-L6-v2",
+                    "--out", str(tmp_path / "x.json")])
+    assert r.exit_code == 2 and "no ViT image tower" in r.output and not (tmp_path / "x.json").exists()

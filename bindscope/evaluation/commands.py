@@ -13,11 +13,16 @@ from bindscope.errors import BadInput
 MAX_SAMPLED_CAPTIONS = 1_000_000  # comco eval without DATA: -n captions per group
 
 
-def encoder_options(func):
-    """The click options that choose and run an encoder (``--model`` ... ``--no-cache``), shared by ``madman
-    eval``, ``comco eval``, ``bindscope probe`` and ``bindscope labclip``; values go to
-    :func:`bindscope.evaluation.adapters.load_adapter` and :class:`bindscope.evaluation.cache.EmbeddingCache`."""
-    options = [
+def _apply(func, options):
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _model_choice_options():
+    """``--model`` ... ``--batch-size``: which encoder and how it runs (values go to
+    :func:`bindscope.evaluation.adapters.load_adapter`)."""
+    return [
         click.option("--model", required=True,
                      help="open_clip name (ViT-B-32, RN50, ...), hf-hub:<org>/<repo>, "
                           "sentence-transformers/<name> (text only), or a checkpoint file or run folder from "
@@ -30,19 +35,23 @@ def encoder_options(func):
         click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "bf16", "fp16"])),
         click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1),
                      help="Inputs per forward pass."),
+    ]
+
+
+def encoder_options(func):
+    """The click options that choose and run an encoder (``--model`` ... ``--no-cache``), shared by ``madman
+    eval``, ``comco eval``, ``bindscope probe`` and ``bindscope labclip``; values go to
+    :func:`bindscope.evaluation.adapters.load_adapter` and :class:`bindscope.evaluation.cache.EmbeddingCache`."""
+    return _apply(func, _model_choice_options() + [
         click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
                      help="Embedding cache folder (default $BINDSCOPE_CACHE/embeddings, else "
                           "$XDG_CACHE_HOME/bindscope/embeddings, else ~/.cache/bindscope/embeddings)."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk embedding cache."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    ])
 
 
-def _model_options(func):
-    """:func:`encoder_options` plus the result options of the eval commands (--out, --overwrite, --plot, --quiet)."""
-    options = [
+def _result_options():
+    return [
         click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
                      help="Result JSON path (default: DATA/eval/<task>-<model>-<pretrained>.json)."),
         click.option("--overwrite", is_flag=True, help="Replace an existing result file."),
@@ -50,9 +59,16 @@ def _model_options(func):
                      help="Also write a bar plot (.png, .pdf or .svg)."),
         click.option("--quiet", is_flag=True, help="No progress bars."),
     ]
-    for option in reversed(options):
-        func = option(func)
-    return encoder_options(func)
+
+
+def _apply_options(options):
+    """Decorator form of :func:`_apply`."""
+    return lambda func: _apply(func, options)
+
+
+def _model_options(func):
+    """:func:`encoder_options` plus the result options of the eval commands (--out, --overwrite, --plot, --quiet)."""
+    return encoder_options(_apply(func, _result_options()))
 
 
 def _check_locations(out_path, plot_path) -> None:
@@ -163,7 +179,46 @@ def register_madman(group: click.Group) -> None:
 
 
 def register_comco(group: click.Group) -> None:
-    """Add ``comco eval`` to the ``comco`` group."""
+    """Add ``comco eval`` and ``comco attention`` to the ``comco`` group."""
+
+    @group.command("attention")
+    @click.argument("data", type=click.Path(file_okay=False))
+    @click.option("--layer", "layers", default="last", show_default=True, type=click.Choice(["last", "all"]),
+                  help="The final block only, or every block.")
+    @click.option("--rollout", "use_rollout", is_flag=True, help="Also report attention rollout over the blocks.")
+    @click.option("--top-k", default=10, show_default=True, type=click.IntRange(min=1),
+                  help="Most-attended patches counted per object.")
+    @click.option("--split", default="scenes", show_default=True, help="Split to read.")
+    @click.option("--limit", default=None, type=click.IntRange(min=1), help="Use only the first N samples.")
+    @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
+    @_apply_options(_model_choice_options() + _result_options())
+    def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model, pretrained, device, precision,
+                        batch_size, out, overwrite, plot, quiet):
+        """CLS-to-patch attention by object size rank on DATA's scenes (Abbasi et al., CVPR 2025, Figure 3).
+
+        Attention is recomputed from each ViT block's q/k projections with a forward hook (open_clip exposes no
+        attention weights); each object's instance mask is mapped onto the patch grid. Reports, per size rank,
+        the share of CLS attention on the object, per patch of the object, its area in patches and how many of
+        the top-k attended patches it holds, with bootstrap intervals over scenes. See docs/evaluation.md.
+        """
+        from bindscope.evaluation.attention import cls_attention_by_size
+        from bindscope.evaluation.report import check_plot_path
+        from bindscope.evaluation.results import check_output, check_shards, open_dataset
+
+        ds = open_dataset(data, ("comco", "coco"), "comco attention")
+        ds.split(split)
+        check_shards(ds, [split])
+        out_path = check_output(out or Path(data) / "eval" / f"attention-{layers}{'-rollout' if use_rollout else ''}-"
+                                f"{_model_slug(model, pretrained)}.json", overwrite)
+        plot_path = check_plot_path(plot)
+        _check_locations(out_path, plot_path)
+        from bindscope.evaluation.adapters import load_adapter
+
+        adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
+        result = cls_attention_by_size(ds, adapter, layers=layers, use_rollout=use_rollout, top_k=top_k, split=split,
+                                       limit=limit, batch_size=batch_size, seed=seed, progress=not quiet,
+                                       check=False)
+        _finish(result, out_path, overwrite, plot_path)
 
     @group.command("eval")
     @click.argument("data", required=False, type=click.Path(file_okay=False))

@@ -54,3 +54,17 @@ class EncoderAdapter(ABC):
         The default says False for every text; adapters with a fixed context length override it.
         """
         return [False] * len(texts)
+
+
+def check_images(images) -> np.ndarray:
+    """``images`` as an ``(N, H, W, 3)`` uint8 array.
+
+    Raises:
+        BadInput: any other shape or dtype.
+    """
+    from bindscope.errors import BadInput
+
+    images = np.asarray(images)
+    if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
+        raise BadInput(f"images must be (N, H, W, 3) uint8, got {images.shape} {images.dtype}")
+    return images

@@ -103,9 +103,41 @@ def format_comco(result: dict) -> str:
     return "\n".join(lines + _truncation_warning(result))
 
 
+def _attention_blocks(result: dict) -> list[tuple[str, dict]]:
+    """``(title, block)`` for each reported block of an attention result (layers by index, then rollout)."""
+    metrics = result["metrics"]
+    blocks = [(f"block {k}", b) for k, b in metrics["layers"].items()]
+    if "rollout" in metrics:
+        blocks.append(("rollout", metrics["rollout"]))
+    return blocks
+
+
+def format_attention(result: dict) -> str:
+    """CLS attention per size rank: mean attention mass (%, bootstrap CI), mass per patch, area, top-k patches."""
+    m = result["metrics"]
+    lines = [_model_line(result),
+             f"patch grid {m['grid'][0]}x{m['grid'][1]}, {m['blocks']} blocks, top-k = {m['top_k']}", ""]
+    for title, block in _attention_blocks(result):
+        lines.append(f"CLS attention, {title} (all scenes)")
+        lines.append(f"  {'size rank':<10} {'objects':>7} {'mass %':>8} {'95% CI':>14} {'mass/patch %':>12} "
+                     f"{'area (patches)':>14} {'top-k patches':>13}")
+        for r in block["all"]:
+            lines.append(f"  {r['size_rank']:<10} {r['objects']:>7} {_pct(r['mass']['mean']):>8} "
+                         f"{_ci(r['mass']['ci95']):>14} {_pct(r['mass_per_patch']['mean']):>12} "
+                         f"{r['patch_area']['mean']:>14.2f} {r['top_k_patches']['mean']:>13.2f}")
+        lines.append("")
+    lines.append("mass = share of the CLS attention on the object's pixels; size rank 1 = largest visible area. "
+                 "CI: 95% percentile bootstrap over scenes.")
+    return "\n".join(lines)
+
+
 def format_result(result: dict) -> str:
-    """The terminal table of a result (madman or comco)."""
-    return format_madman(result) if result["kind"] == "madman-eval" else format_comco(result)
+    """The terminal table of a result (madman eval, comco eval or comco attention)."""
+    if result["kind"] == "madman-eval":
+        return format_madman(result)
+    if result["kind"] == "comco-attention":
+        return format_attention(result)
+    return format_comco(result)
 
 
 def check_plot_path(path: str | os.PathLike | None) -> Path | None:
@@ -140,6 +172,18 @@ def plot_result(result: dict, path: str | os.PathLike) -> Path:
             series = {"recognition": [split["recognition"]["per_attribute"][a]["accuracy"] for a in attrs],
                       "binding": [split["binding"]["per_attribute"].get(a, {}).get("accuracy") for a in attrs]}
             panels.append((f"{name} ({split['role'].split(' (')[0]})", attrs, series, "accuracy", 0.5))
+    elif result["kind"] == "comco-attention":
+        top_k = result["metrics"]["top_k"]
+        for title, block in _attention_blocks(result)[-2:]:
+            width = max((len(g) for g in block["by_num_objects"].values()), default=1)
+            labels = [str(k) for k in range(1, width + 1)]
+            mass, top = {}, {}
+            for n, ranks in block["by_num_objects"].items():
+                pad = [None] * (width - len(ranks))
+                mass[f"{n} objects"] = [r["mass"]["mean"] for r in ranks] + pad
+                top[f"{n} objects"] = [r["top_k_patches"]["mean"] / top_k for r in ranks] + pad
+            panels.append((f"CLS attention mass, {title}", labels, mass, "share of CLS attention by size rank", None))
+            panels.append((f"top-{top_k} patches, {title}", labels, top, "share of top-k patches by size rank", None))
     else:
         metrics = result["metrics"]
         blocks = [(k.upper(), metrics[k]) for k in ("tor", "ior", "i2tor") if k in metrics]

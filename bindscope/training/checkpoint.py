@@ -23,7 +23,7 @@ import numpy as np
 from bindscope.atomic import atomic_open
 from bindscope.errors import BadInput
 from bindscope.evaluation.adapters import PRECISIONS, resolve_device  # one device rule for every encoder
-from bindscope.evaluation.encoder import EncoderAdapter
+from bindscope.evaluation.encoder import EncoderAdapter, check_images
 
 CHECKPOINT = "checkpoint.pt"
 MODEL = "model.pt"
@@ -128,13 +128,14 @@ class TrainedClipAdapter(EncoderAdapter):
         return self._run(lambda chunk: self.tokenizer(list(chunk)), self.model.encode_text, list(texts))
 
     def encode_images(self, images: np.ndarray) -> np.ndarray:
+        return self._run(self.preprocess_images, self.model.encode_image, check_images(images))
+
+    def preprocess_images(self, images: np.ndarray):
+        """``(N, H, W, 3)`` uint8 RGB -> ``(N, 3, S, S)`` float32 model input (see
+        :func:`bindscope.training.model.preprocess_images`), on the CPU."""
         from bindscope.training.model import preprocess_images
 
-        images = np.asarray(images)
-        if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
-            raise BadInput(f"images must be (N, H, W, 3) uint8, got {images.shape} {images.dtype}")
-        size = self.model_config.image_size
-        return self._run(lambda chunk: preprocess_images(chunk, size), self.model.encode_image, images)
+        return preprocess_images(check_images(images), self.model_config.image_size)
 
 
 def find_weights_file(path: str | os.PathLike) -> Path:
