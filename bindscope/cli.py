@@ -61,8 +61,8 @@ _evaluation.register_madman(madman)  # madman eval
 _training.register(madman)        # madman train, sweep
 _comco.register(comco)            # comco render, preview
 _comco_assets.register(comco)     # comco assets import|fetch|list
-_evaluation.register_comco(comco)  # comco eval
+_evaluation.register_comco(comco)  # comco eval, attention
 _dataset.register(bindscope)      # bindscope verify, release, merge
 _alignment.register(bindscope)    # bindscope probe, labclip
 _importers.register(bindscope)    # bindscope import coco
-_evaluation.register_bindscope(bindscope)  # bindscope caption-bias, bench
+_evaluation.register_bindscope(bindscope)  # bindscope caption-bias, bench, collect

@@ -194,7 +194,7 @@ def test_comco_attention_random_vit_end_to_end(comco_data, vit, tmp_path):
     r = run(comco, ["attention", str(comco_data), "--model", "ViT-B-32", "--pretrained", "none", "--device", "cpu",
                     "--layer", "all", "--rollout", "--out", str(out), "--plot", str(plot), "--quiet"])
     assert r.exit_code == 0, r.output
-    assert "CLS attention, block 11" in r.output and "WARNING" not in r.output
+    assert "CLS attention, block 11" in r.output and "not a neutral baseline" in r.output
     result = json.loads(out.read_text())
     validate(result, "eval_result", "result")
     m = result["metrics"]

@@ -57,7 +57,8 @@ def test_madman_recognition_and_binding_by_hand(tmp_path):
     bind = test["binding"]
     assert (bind["per_attribute"]["colour"]["correct"], bind["per_attribute"]["colour"]["total"]) == (2, 3)
     assert bind["per_attribute"]["colour"]["ci95"] == pytest.approx(wilson_by_hand(2, 3))
-    assert bind["per_attribute"]["size"] == {"correct": 0, "total": 0, "accuracy": None, "ci95": None}
+    assert bind["per_attribute"]["size"] == {"correct": 0, "total": 0, "accuracy": None, "ci95": None,
+                                             "ci95_cluster": None, "clusters": 0}
     assert bind["excluded"] == {"colour": 0, "size": 2}
     assert bind["average"]["macro"] == pytest.approx(2 / 3)
     assert bind["average"]["macro_over"] == ["colour"]

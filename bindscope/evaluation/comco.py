@@ -47,12 +47,14 @@ from bindscope.evaluation.references import ReferenceSet
 from bindscope.evaluation.results import (TextTransform, apply_text_transform, check_shards, dataset_info,
                                           encoder_counts, envelope, open_dataset, transform_name,
                                           truncation_counts)
-from bindscope.evaluation.stats import proportion, share, strict_top1
+from bindscope.evaluation.stats import clustered_proportion, share, strict_top1
 
 TASKS = ("tor", "ior", "i2tor", "matching")
 SAMPLED_TASKS = ("tor", "claim1")
 IMAGE_TASKS = ("ior", "i2tor", "matching")
 JOIN = " and "
+MATCHING_INTERVALS = ("ci95 = Wilson score 95% per (image, wrong caption) pair; ci95_cluster = 95% percentile "
+                      "bootstrap over images (an image's wrong captions resampled together)")
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,8 @@ def load_vocabulary(spec: str) -> list[VocabEntry]:
 
 
 def retrieval_shares(query_emb: np.ndarray, candidate_emb: np.ndarray, candidate_names: list[str],
-                     ordered: list[list[str]]) -> dict:
+                     ordered: list[list[str]], rows: list | None = None, task: str = "",
+                     sample_ids: list[int] | None = None) -> dict:
     """Top-1 retrieval attributed to positions (pure numpy; the core of TOR, IOR and I2TOR).
 
     Args:
@@ -106,14 +109,31 @@ def retrieval_shares(query_emb: np.ndarray, candidate_emb: np.ndarray, candidate
         candidate_names: the C category names.
         ordered: per query, the category names of its objects in position order (mention order for TOR, size
             rank for IOR/I2TOR).
+        rows: when a list is given, one dict per query is appended: ``{"task", "sample", "objects" (names in
+            position order), "top1" (name, None on a tie), "top1_position" (1-based, 0 = not in the query, None on
+            a tie), "ranks" (per position, the 1-based rank of that object's name among the candidates; ties
+            share the better rank), "similarities" (per candidate name, the cosine)}``.
+        task, sample_ids: the ``task`` and per-query ``sample`` written into the rows (default 0..N-1).
 
     Returns:
         ``{"<n>": block}`` per number of objects n, where block = ``{"num_queries", "top1_in_query",
         "top1_not_in_query", "ties", "positions": [{"position": k, "unconditional": share,
         "conditional": share}, ...]}``; unconditional = count / num_queries, conditional = count / top1_in_query.
     """
-    top = strict_top1(query_emb @ candidate_emb.T) if len(query_emb) else np.zeros(0, int)
+    sims = query_emb @ candidate_emb.T if len(query_emb) else np.zeros((0, len(candidate_names)))
+    top = strict_top1(sims) if len(query_emb) else np.zeros(0, int)
     groups: dict[int, dict] = {}
+    if rows is not None:
+        index = {name: j for j, name in enumerate(candidate_names)}
+        for q, (names, best) in enumerate(zip(ordered, top)):
+            row = sims[q]
+            top_name = candidate_names[best] if best >= 0 else None
+            rows.append({"task": task, "sample": int(sample_ids[q]) if sample_ids is not None else q,
+                         "objects": list(names), "top1": top_name,
+                         "top1_position": None if top_name is None else
+                         (names.index(top_name) + 1 if top_name in names else 0),
+                         "ranks": [int((row > row[index[n]]).sum()) + 1 if n in index else None for n in names],
+                         "similarities": {n: float(v) for n, v in zip(candidate_names, row)}})
     for names, best in zip(ordered, top):
         n = len(names)
         g = groups.setdefault(n, {"num_queries": 0, "ties": 0, "not_in": 0, "hits": [0] * n})
@@ -136,24 +156,36 @@ def retrieval_shares(query_emb: np.ndarray, candidate_emb: np.ndarray, candidate
 
 
 def matching_accuracy(image_emb: np.ndarray, correct_emb: np.ndarray, wrong_emb: list[np.ndarray],
-                      groups: list[int]) -> dict:
+                      groups: list[int], sample_ids: list[int] | None = None, rows: list | None = None,
+                      seed: int = 0) -> dict:
     """Share of (image, wrong caption) pairs with cos(image, correct) > cos(image, wrong) (strict).
 
     Args:
         image_emb: (N, D); correct_emb: (N, D); wrong_emb: per image (K_i, D); groups: per image its object count.
+        sample_ids: per image its index in the split (default 0..N-1), the cluster of its pairs.
+        rows: when a list is given, one ``{"sample", "correct_similarity", "wrong_similarity", "passed",
+            "wrong"}`` dict per pair is appended (``wrong`` = index of the wrong caption within the image).
+        seed: seed of the cluster bootstrap.
 
     Returns:
-        ``{"all": proportion, "by_num_objects": {"<n>": proportion}}``.
+        ``{"all": proportion, "by_num_objects": {"<n>": proportion}}``; each proportion has the per-pair Wilson
+        ``ci95`` and ``ci95_cluster``, a bootstrap over images (one image's wrong captions are not independent).
     """
-    tally: dict[int, list[int]] = {}
-    for img, good, bad, n in zip(image_emb, correct_emb, wrong_emb, groups):
+    sample_ids = list(range(len(image_emb))) if sample_ids is None else list(sample_ids)
+    outcomes: dict[int, list[tuple[int, bool]]] = {}
+    for img, good, bad, n, sid in zip(image_emb, correct_emb, wrong_emb, groups, sample_ids):
         positive = float(img @ good)
-        wins = int(sum(positive > float(s) for s in bad @ img))
-        t = tally.setdefault(n, [0, 0])
-        t[0] += wins
-        t[1] += len(bad)
-    return {"all": proportion(sum(t[0] for t in tally.values()), sum(t[1] for t in tally.values())),
-            "by_num_objects": {str(n): proportion(*tally[n]) for n in sorted(tally)}}
+        for k, score in enumerate(float(v) for v in bad @ img):
+            outcomes.setdefault(n, []).append((sid, positive > score))
+            if rows is not None:
+                rows.append({"sample": int(sid), "wrong": k, "correct_similarity": positive,
+                             "wrong_similarity": score, "passed": positive > score})
+
+    def clustered(pairs):
+        return clustered_proportion([ok for _, ok in pairs], [sid for sid, _ in pairs], seed=seed)
+
+    return {"all": clustered([p for n in sorted(outcomes) for p in outcomes[n]]),
+            "by_num_objects": {str(n): clustered(outcomes[n]) for n in sorted(outcomes)}}
 
 
 def matching_captions(objects: list, absent: list[str]) -> dict[str, tuple[str, list[str]]]:
@@ -239,7 +271,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                    text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
                    embedder: Embedder | None = None, matching_negatives: int | None = None, seed: int = 0,
                    progress: bool = True, check: bool = True, split: str | None = None,
-                   references: ReferenceSet | None = None) -> dict:
+                   references: ReferenceSet | None = None, rows: list | None = None) -> dict:
     """TOR, IOR, I2TOR and matching on a ComCO/SimCO dataset or a COCO import (see the module docstring).
 
     Args:
@@ -252,11 +284,15 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
         cache / embedder: as in :func:`bindscope.evaluation.madman.evaluate_madman`.
         matching_negatives: wrong captions per scene and scenario: None = every absent category (the protocol);
             K = a seeded sample of K absent categories per scene.
-        seed: seed of that sample.
+        seed: seed of that sample and of the cluster bootstrap over images.
         progress: tqdm bars. check: verify shard sha256 first.
         split: the scenes' split (default: :func:`scene_split`).
         references: external single-object references for IOR (:func:`load_references`, e.g. DomainNet);
             default: the dataset's ``references`` split (ComCO).
+        rows: when a list is given, the per-sample output is appended: one row per caption for ``tor`` and per
+            scene for ``ior`` and ``i2tor`` (see :func:`retrieval_shares`), and one per (scene, scenario, wrong
+            caption) for ``matching`` (``{"task": "matching", "scenario", "sample", "correct", "wrong_caption",
+            "correct_similarity", "wrong_similarity", "passed", ...}``); ``sample`` is the scene's index.
 
     Returns:
         A result dict valid against ``eval_result`` (``kind = "comco-eval"``).
@@ -285,7 +321,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
     vocab, vocab_source = dataset_vocabulary(ds, scene_name)
     embedder = embedder or Embedder(adapter, cache, progress=progress)
     scenes = ds.split(scene_name)
-    captions, mentions, by_rank, objects = [], [], [], []
+    captions, mentions, by_rank, objects, ids, caption_ids = [], [], [], [], [], []
 
     def read_scenes():
         """One pass over the scenes: collect captions and objects, yield each image (read from disk once)."""
@@ -293,9 +329,11 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             for caption, mentioned in caption_mentions(sample):
                 captions.append(caption)
                 mentions.append(mentioned)
+                caption_ids.append(sample.index)
             distinct = distinct_by_rank(sample.objects)
             by_rank.append([o.category for o in distinct])
             objects.append(distinct)
+            ids.append(sample.index)
             yield sample.image
 
     metrics: dict = {}
@@ -310,7 +348,8 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
         if "tor" in tasks:
             cap_emb = apply_text_transform(embedder.texts(captions), text_transform)
             metrics["tor"] = {"candidates": len(vocab), "ordered_by": "mention position",
-                              "by_num_objects": retrieval_shares(cap_emb, name_emb, vocab, mentions)}
+                              "by_num_objects": retrieval_shares(cap_emb, name_emb, vocab, mentions, rows, "tor",
+                                                                 caption_ids)}
             texts_used += captions
         if "ior" in tasks:
             if references is None:
@@ -320,10 +359,12 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             else:
                 ref_names, ref_emb = references.prototypes(embedder)
             metrics["ior"] = {"candidates": len(ref_names), "ordered_by": "size rank (1 = largest visible area)",
-                              "by_num_objects": retrieval_shares(scene_emb, ref_emb, ref_names, by_rank)}
+                              "by_num_objects": retrieval_shares(scene_emb, ref_emb, ref_names, by_rank, rows,
+                                                                 "ior", ids)}
         if "i2tor" in tasks:
             metrics["i2tor"] = {"candidates": len(vocab), "ordered_by": "size rank (1 = largest visible area)",
-                                "by_num_objects": retrieval_shares(scene_emb, name_emb, vocab, by_rank)}
+                                "by_num_objects": retrieval_shares(scene_emb, name_emb, vocab, by_rank, rows,
+                                                                   "i2tor", ids)}
         if "matching" in tasks:
             metrics["matching"] = {}
             plans = []
@@ -343,8 +384,15 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                 emb = apply_text_transform(embedder.texts(correct + flat), text_transform)
                 bounds = np.cumsum([len(correct)] + [len(ws) for ws in wrong])
                 wrong_emb = [emb[bounds[k]:bounds[k + 1]] for k in range(len(wrong))]
+                pair_rows = [] if rows is not None else None
                 metrics["matching"][scenario] = matching_accuracy(
-                    scene_emb[usable], emb[:len(correct)], wrong_emb, [len(objects[i]) for i in usable])
+                    scene_emb[usable], emb[:len(correct)], wrong_emb, [len(objects[i]) for i in usable],
+                    [ids[i] for i in usable], pair_rows, seed)
+                position = {ids[i]: j for j, i in enumerate(usable)}
+                for row in pair_rows or []:
+                    j = position[row["sample"]]
+                    rows.append({"task": "matching", "scenario": scenario, "correct": correct[j],
+                                 "wrong_caption": wrong[j][row["wrong"]], **row})
                 texts_used += correct + flat
     finally:
         embedder.flush()
@@ -354,7 +402,8 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                 "scenes": scene_name, "references": None if references is None else references.describe(),
                 "objects": "one per category (its largest instance)",
                 "text_transform": transform_name(text_transform), "matching_negatives": matching_negatives,
-                "seed": seed, "comparison": "strict > (ties count as wrong)", "interval": "Wilson score, 95%",
+                "seed": seed, "comparison": "strict > (ties count as wrong)",
+                "interval": "shares: Wilson score 95% (one query per scene); matching: " + MATCHING_INTERVALS,
                 "caption_form": "dataset captions for TOR; category names joined with ' and ' for matching"}
     return envelope("comco-eval", adapter, dataset_info(ds, splits), settings, metrics, counts)
 
@@ -401,7 +450,8 @@ def claim1_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int, fi
 def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", objects: int = 4, n: int = 2000,
                          seed: int = 0, tasks: list[str] | str = ("tor",), text_transform: TextTransform | None = None,
                          cache: EmbeddingCache | None = None, embedder: Embedder | None = None,
-                         vocabulary: list[VocabEntry] | None = None, progress: bool = True) -> dict:
+                         vocabulary: list[VocabEntry] | None = None, progress: bool = True,
+                         rows: list | None = None) -> dict:
     """TOR (and the Claim-1 test) on captions sampled from a vocabulary, without a dataset.
 
     Args:
@@ -412,6 +462,8 @@ def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", object
         text_transform, cache, embedder: as in :func:`evaluate_comco`.
         vocabulary: explicit categories (for tests and custom sets).
         progress: tqdm bars while encoding.
+        rows: when a list is given, one row per sampled caption is appended (see :func:`retrieval_shares`;
+            ``task`` is ``tor``, ``claim1_large_first`` or ``claim1_small_first``, ``sample`` the caption's index).
 
     Returns:
         A result dict valid against ``eval_result`` (``kind = "comco-eval"``, ``dataset = null``).
@@ -442,7 +494,7 @@ def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", object
             captions = [JOIN.join(c) for c in lists]
             emb = apply_text_transform(embedder.texts(captions), text_transform)
             block = {"candidates": len(names), "ordered_by": "mention position",
-                     "by_num_objects": retrieval_shares(emb, name_emb, names, lists)}
+                     "by_num_objects": retrieval_shares(emb, name_emb, names, lists, rows, key)}
             if key == "tor":
                 metrics["tor"] = block
             else:

@@ -85,14 +85,48 @@ def _model_slug(model: str, pretrained: str | None) -> str:
     from bindscope.evaluation.adapters import SENTENCE_TRANSFORMERS_PREFIX, resolve_open_clip
     from bindscope.evaluation.results import short_hash, slug
 
-    if os.path.isfile(model) or os.path.isdir(model):
-        return f"{slug(Path(model).resolve().stem)}-{short_hash(str(Path(model).resolve()))}"
-    if model.startswith(SENTENCE_TRANSFORMERS_PREFIX):
+    from bindscope.evaluation.hf_text import HF_PREFIX
+
+    local = model[len(HF_PREFIX):] if model.startswith(HF_PREFIX) else model
+    if os.path.isfile(local) or os.path.isdir(local):
+        return f"{slug(Path(local).resolve().stem)}-{short_hash(str(Path(local).resolve()))}"
+    if model.startswith((SENTENCE_TRANSFORMERS_PREFIX, HF_PREFIX)):
         return slug(model)
     resolved, tag = resolve_open_clip(model, pretrained)
     if os.path.isfile(tag):
         tag = f"{Path(tag).stem}-{short_hash(tag)}"
     return f"{slug(resolved)}-{slug(tag)}"
+
+
+def _plan_outputs(model: str, pretrained: str | None, out: str | None, plot: str | None, overwrite: bool,
+                  default_out) -> list[tuple[str, str | None, Path, Path | None]]:
+    """``(model, pretrained, result path, plot path)`` per model named by ``--model``/``--pretrained``, checked
+    before any model is loaded (:func:`bindscope.evaluation.model_list.expand_models`).
+
+    One model: ``--out`` is the result file. Several: ``--out`` is a folder holding one ``<default name>`` per
+    model, and ``--plot P.png`` becomes ``P-<model>.png`` per model. ``default_out(slug)`` gives the default
+    result path of a model. Raises BadInput for any bad name, tag or output path.
+    """
+    from bindscope.evaluation.model_list import expand_models
+    from bindscope.evaluation.report import check_plot_path
+    from bindscope.evaluation.results import check_output
+
+    pairs = expand_models(model, pretrained)
+    planned = []
+    for name, tag in pairs:
+        model_slug = _model_slug(name, tag)
+        path = default_out(model_slug)
+        if out is not None:
+            path = Path(out) / path.name if len(pairs) > 1 else Path(out)
+        plot_path = check_plot_path(plot)
+        if plot_path is not None and len(pairs) > 1:
+            plot_path = plot_path.with_name(f"{plot_path.stem}-{model_slug}{plot_path.suffix}")
+        out_path = check_output(path, overwrite)
+        _check_locations(out_path, plot_path)
+        planned.append((name, tag, out_path, plot_path))
+    if len({p[2] for p in planned}) < len(planned):
+        raise BadInput(f"--model {model!r}: two models would write the same result file; name them apart")
+    return planned
 
 
 def _cache(cache_dir: str | None, no_cache: bool, adapter):
@@ -103,13 +137,13 @@ def _cache(cache_dir: str | None, no_cache: bool, adapter):
     return EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key)
 
 
-def _finish(result: dict, out: Path, overwrite: bool, plot: Path | None) -> None:
+def _finish(result: dict, out: Path, overwrite: bool, plot: Path | None, rows: list | None = None) -> None:
     from bindscope.evaluation.report import format_result, plot_result
-    from bindscope.evaluation.results import write_result
+    from bindscope.evaluation.results import samples_path, write_result
 
     click.echo(format_result(result))
-    write_result(out, result, overwrite=overwrite)
-    click.echo(f"\nwrote {out}")
+    write_result(out, result, overwrite=overwrite, rows=rows)
+    click.echo(f"\nwrote {out}" + (f" and its per-sample rows {samples_path(out)}" if rows is not None else ""))
     if plot is not None:
         plot_result(result, plot)
         click.echo(f"wrote {plot}")
@@ -155,27 +189,26 @@ def register_madman(group: click.Group) -> None:
         GCPR 2025); in-distribution (test) and OOD splits are reported separately, with counts and Wilson 95%
         intervals. See docs/evaluation.md.
         """
+        from bindscope.evaluation.adapters import load_adapter
         from bindscope.evaluation.madman import default_splits, evaluate_madman
-        from bindscope.evaluation.report import check_plot_path
-        from bindscope.evaluation.results import check_output, check_shards, open_dataset
+        from bindscope.evaluation.results import check_shards, open_dataset
 
-        # Everything a user can get wrong is checked before the model is loaded or a file is written.
+        # Everything a user can get wrong is checked before a model is loaded or a file is written.
         ds = open_dataset(data, ("madman",), "madman eval")
         for name in splits:
             ds.split(name)
         check_shards(ds, list(splits) or default_splits(ds))
         text_transform, suffix = _labclip_transform(labclip)  # --labclip: bindscope.alignment's fitted map
-        out_path = check_output(out or Path(data) / "eval" / f"madman-{_model_slug(model, pretrained)}{suffix}.json",
-                                overwrite)
-        plot_path = check_plot_path(plot)
-        _check_locations(out_path, plot_path)
-        from bindscope.evaluation.adapters import load_adapter
-
-        adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
-        _check_labclip(text_transform, adapter)
-        result = evaluate_madman(ds, adapter, splits=list(splits) or None, text_transform=text_transform,
-                                 cache=_cache(cache_dir, no_cache, adapter), progress=not quiet, check=False)
-        _finish(result, out_path, overwrite, plot_path)
+        planned = _plan_outputs(model, pretrained, out, plot, overwrite,
+                                lambda model_slug: Path(data) / "eval" / f"madman-{model_slug}{suffix}.json")
+        for name, tag, out_path, plot_path in planned:
+            adapter = load_adapter(name, tag, device=device, precision=precision, batch_size=batch_size)
+            _check_labclip(text_transform, adapter)
+            rows: list = []
+            result = evaluate_madman(ds, adapter, splits=list(splits) or None, text_transform=text_transform,
+                                     cache=_cache(cache_dir, no_cache, adapter), progress=not quiet, check=False,
+                                     rows=rows)
+            _finish(result, out_path, overwrite, plot_path, rows)
 
 
 def register_comco(group: click.Group) -> None:
@@ -201,24 +234,22 @@ def register_comco(group: click.Group) -> None:
         the share of CLS attention on the object, per patch of the object, its area in patches and how many of
         the top-k attended patches it holds, with bootstrap intervals over scenes. See docs/evaluation.md.
         """
+        from bindscope.evaluation.adapters import load_adapter
         from bindscope.evaluation.attention import cls_attention_by_size
-        from bindscope.evaluation.report import check_plot_path
-        from bindscope.evaluation.results import check_output, check_shards, open_dataset
+        from bindscope.evaluation.results import check_shards, open_dataset
 
         ds = open_dataset(data, ("comco", "coco"), "comco attention")
         ds.split(split)
         check_shards(ds, [split])
-        out_path = check_output(out or Path(data) / "eval" / f"attention-{layers}{'-rollout' if use_rollout else ''}-"
-                                f"{_model_slug(model, pretrained)}.json", overwrite)
-        plot_path = check_plot_path(plot)
-        _check_locations(out_path, plot_path)
-        from bindscope.evaluation.adapters import load_adapter
-
-        adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
-        result = cls_attention_by_size(ds, adapter, layers=layers, use_rollout=use_rollout, top_k=top_k, split=split,
-                                       limit=limit, batch_size=batch_size, seed=seed, progress=not quiet,
-                                       check=False)
-        _finish(result, out_path, overwrite, plot_path)
+        name = f"attention-{layers}{'-rollout' if use_rollout else ''}"
+        planned = _plan_outputs(model, pretrained, out, plot, overwrite,
+                                lambda model_slug: Path(data) / "eval" / f"{name}-{model_slug}.json")
+        for model_name, tag, out_path, plot_path in planned:
+            adapter = load_adapter(model_name, tag, device=device, precision=precision, batch_size=batch_size)
+            result = cls_attention_by_size(ds, adapter, layers=layers, use_rollout=use_rollout, top_k=top_k,
+                                           split=split, limit=limit, batch_size=batch_size, seed=seed,
+                                           progress=not quiet, check=False)
+            _finish(result, out_path, overwrite, plot_path)
 
     @group.command("eval")
     @click.argument("data", required=False, type=click.Path(file_okay=False))
@@ -242,11 +273,13 @@ def register_comco(group: click.Group) -> None:
                   help="With --references: JSON/YAML file mapping category names to subfolder names.")
     @click.option("--references-per-category", type=int, default=10, show_default=True,
                   help="With --references: images per category (first by file name), averaged into one candidate.")
+    @click.option("--pooling", default="cls", show_default=True, type=click.Choice(["cls", "mean"]),
+                  help="Pooling of hf:<model> text encoders (SimCSE: cls; sentence-transformers-style: mean).")
     @_model_options
     @_labclip_option
     def comco_eval(data, tasks, objects, vocab, num, seed, matching_negatives, split, references, category_map,
-                   references_per_category, model, pretrained, device, precision, batch_size, cache_dir, no_cache,
-                   out, overwrite, plot, quiet, labclip):
+                   references_per_category, pooling, model, pretrained, device, precision, batch_size, cache_dir,
+                   no_cache, out, overwrite, plot, quiet, labclip):
         """TOR, IOR, I2TOR and image-text matching on a ComCO/SimCO dataset or a COCO import DATA, or TOR (and
         the Claim-1 test) on captions sampled from a vocabulary when DATA is omitted (Abbasi et al., CVPR 2025).
 
@@ -257,8 +290,7 @@ def register_comco(group: click.Group) -> None:
         from bindscope.evaluation.comco import (SAMPLED_TASKS, TASKS, dataset_vocabulary, load_vocabulary,
                                                 parse_tasks, scene_split)
         from bindscope.evaluation.references import load_references
-        from bindscope.evaluation.report import check_plot_path
-        from bindscope.evaluation.results import check_output, check_shards, open_dataset, slug
+        from bindscope.evaluation.results import check_shards, open_dataset, slug
 
         if seed < 0:
             raise BadInput(f"--seed {seed} is not allowed; use an integer >= 0")
@@ -289,7 +321,9 @@ def register_comco(group: click.Group) -> None:
                 from bindscope.evaluation.results import short_hash
 
                 suffix += f"-refs-{short_hash(str(Path(references).resolve()))}"
-            default_out = Path(data) / "eval" / f"comco-{'+'.join(task_list)}-{_model_slug(model, pretrained)}{suffix}.json"
+
+            def default_out(model_slug):
+                return Path(data) / "eval" / f"comco-{'+'.join(task_list)}-{model_slug}{suffix}.json"
         else:
             task_list = parse_tasks(tasks or "tor", SAMPLED_TASKS)
             given = [f for f, v in (("--split", split), ("--references", references),
@@ -310,32 +344,35 @@ def register_comco(group: click.Group) -> None:
             if objects > len(categories):
                 raise BadInput(f"--objects {objects} is more than the {len(categories)} categories of --vocab "
                                f"{vocab!r}; allowed: 2..{len(categories)}")
-            default_out = (Path("results") / f"comco-sampled-{slug(vocab)}-{objects}obj-n{num}-seed{seed}" /
-                           f"{'+'.join(task_list)}-{_model_slug(model, pretrained)}{suffix}.json")
-        out_path = check_output(out or default_out, overwrite)
-        plot_path = check_plot_path(plot)
-        _check_locations(out_path, plot_path)
+
+            def default_out(model_slug):
+                return (Path("results") / f"comco-sampled-{slug(vocab)}-{objects}obj-n{num}-seed{seed}" /
+                        f"{'+'.join(task_list)}-{model_slug}{suffix}.json")
         from bindscope.evaluation.adapters import load_adapter
 
-        adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
-        _check_labclip(text_transform, adapter)
-        cache = _cache(cache_dir, no_cache, adapter)
-        if data is not None:
-            from bindscope.evaluation.comco import evaluate_comco
+        for name, tag, out_path, plot_path in _plan_outputs(model, pretrained, out, plot, overwrite, default_out):
+            adapter = load_adapter(name, tag, device=device, precision=precision, batch_size=batch_size,
+                                   pooling=pooling)
+            _check_labclip(text_transform, adapter)
+            cache = _cache(cache_dir, no_cache, adapter)
+            rows: list = []
+            if data is not None:
+                from bindscope.evaluation.comco import evaluate_comco
 
-            result = evaluate_comco(ds, adapter, task_list, text_transform=text_transform, cache=cache,
-                                    matching_negatives=matching_negatives, seed=seed, progress=not quiet,
-                                    check=False, split=scenes, references=reference_set)
-        else:
-            from bindscope.evaluation.comco import evaluate_tor_sampled
+                result = evaluate_comco(ds, adapter, task_list, text_transform=text_transform, cache=cache,
+                                        matching_negatives=matching_negatives, seed=seed, progress=not quiet,
+                                        check=False, split=scenes, references=reference_set, rows=rows)
+            else:
+                from bindscope.evaluation.comco import evaluate_tor_sampled
 
-            result = evaluate_tor_sampled(adapter, vocab=vocab, objects=objects, n=num, seed=seed, tasks=task_list,
-                                          text_transform=text_transform, cache=cache, progress=not quiet)
-        _finish(result, out_path, overwrite, plot_path)
+                result = evaluate_tor_sampled(adapter, vocab=vocab, objects=objects, n=num, seed=seed,
+                                              tasks=task_list, text_transform=text_transform, cache=cache,
+                                              progress=not quiet, rows=rows)
+            _finish(result, out_path, overwrite, plot_path, rows)
 
 
 def register_bindscope(group: click.Group) -> None:
-    """Add ``caption-bias`` and ``bench`` to the ``bindscope`` group."""
+    """Add ``caption-bias``, ``bench`` and ``collect`` to the ``bindscope`` group."""
 
     @group.command("caption-bias")
     @click.argument("data", type=click.Path(file_okay=False))
@@ -392,21 +429,66 @@ def register_bindscope(group: click.Group) -> None:
         """ARO or SugarCrepe from their published files in local folders: accuracy per subset (Wilson 95%
         intervals), macro and micro averages; --labclip applies a fitted LABCLIP map. See docs/real-data.md."""
         from bindscope.evaluation.bench import evaluate_bench, format_bench, read_bench
-        from bindscope.evaluation.results import check_output, write_result
+        from bindscope.evaluation.results import write_result
 
         chosen = [s.strip() for s in subsets.split(",") if s.strip()] if subsets else None
         items = read_bench(benchmark, data, images, flickr_images, chosen, seed=seed)
         text_transform, suffix = _labclip_transform(labclip)
-        out_path = check_output(out or Path("results") / "bench" /
-                                f"{benchmark}-{_model_slug(model, pretrained)}{suffix}.json", overwrite)
-        _check_locations(out_path, None)
+        planned = _plan_outputs(model, pretrained, out, None, overwrite,
+                                lambda model_slug: Path("results") / "bench" / f"{benchmark}-{model_slug}{suffix}.json")
         from bindscope.evaluation.adapters import load_adapter
 
-        adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
-        _check_labclip(text_transform, adapter)
-        result = evaluate_bench(benchmark, items, adapter, text_transform=text_transform,
-                                cache=_cache(cache_dir, no_cache, adapter), data=str(Path(data).resolve()),
-                                seed=seed, progress=not quiet)
-        click.echo(format_bench(result))
-        write_result(out_path, result, overwrite=overwrite)
-        click.echo(f"\nwrote {out_path}")
+        for name, tag, out_path, _ in planned:
+            adapter = load_adapter(name, tag, device=device, precision=precision, batch_size=batch_size)
+            _check_labclip(text_transform, adapter)
+            result = evaluate_bench(benchmark, items, adapter, text_transform=text_transform,
+                                    cache=_cache(cache_dir, no_cache, adapter), data=str(Path(data).resolve()),
+                                    seed=seed, progress=not quiet)
+            click.echo(format_bench(result))
+            write_result(out_path, result, overwrite=overwrite)
+            click.echo(f"\nwrote {out_path}")
+
+    @group.command("collect")
+    @click.argument("results", nargs=-1, type=click.Path())
+    @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+                  help="Table file: .csv (value/low/high columns) or .md (Markdown).")
+    @click.option("--plot", default=None, type=click.Path(dir_okay=False),
+                  help="Also draw the table (.png, .pdf or .svg): curves over training steps for checkpoints, "
+                       "else grouped bars.")
+    @click.option("--columns", default=None,
+                  help="Comma-separated columns to plot (default: binding and recognition micro averages, else the "
+                       "first 8).")
+    @click.option("--overwrite", is_flag=True, help="Replace an existing table or plot.")
+    def collect_command(results, out, plot, columns, overwrite):
+        """Paper-style table from result JSONs (RESULTS: files or folders of `madman eval`, `comco eval`,
+        `comco attention` results): rows are models or checkpoints, columns positions / attributes / size ranks,
+        each figure in percent with its 95% interval. See docs/evaluation.md."""
+        from bindscope.atomic import write_text_atomic
+        from bindscope.evaluation.collect import TABLE_SUFFIXES, collect, format_table, plot_table
+        from bindscope.evaluation.report import check_plot_path
+
+        out_path = Path(out)
+        if out_path.suffix.lower() not in TABLE_SUFFIXES:
+            raise BadInput(f"--out {out!r}: the file name must end in one of {', '.join(TABLE_SUFFIXES)}")
+        plot_path = check_plot_path(plot)
+        for flag, path in (("--out", out_path), ("--plot", plot_path)):
+            if path is not None and path.exists() and not overwrite:
+                raise BadInput(f"{flag} {str(path)!r} already exists; pass --overwrite to replace it")
+        _check_locations(out_path, plot_path)
+        table = collect(list(results))
+        chosen = None
+        if columns is not None:
+            chosen = [c.strip() for c in columns.split(",") if c.strip()]
+            unknown = [c for c in chosen if c not in table["columns"]]
+            if unknown or not chosen:
+                raise BadInput(f"--columns {columns!r}: unknown column(s) {', '.join(unknown) or '(none given)'}; "
+                               f"the table has: {', '.join(table['columns'][:20])}"
+                               f"{' ...' if len(table['columns']) > 20 else ''}")
+        text = format_table(table, out_path.suffix.lower().lstrip("."))
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out_path, text)
+        click.echo(format_table(table, "md") if out_path.suffix.lower() == ".csv" else text)
+        click.echo(f"wrote {out_path} ({len(table['rows'])} results, {len(table['columns'])} columns)")
+        if plot_path is not None:
+            plot_table(table, plot_path, chosen)
+            click.echo(f"wrote {plot_path}")

@@ -16,7 +16,8 @@ A negative is passed when ``cos(image, caption) > cos(image, negative)`` (strict
   negative, for reference.
 - Each split is reported on its own: ``test`` (in-distribution) and ``ood`` (object–attribute combinations held
   out of training). Averages: ``macro`` = mean of the per-attribute accuracies; ``micro`` = pooled counts.
-- 95% intervals are Wilson score intervals (:mod:`bindscope.evaluation.stats`).
+- 95% intervals: ``ci95`` is the Wilson score interval per comparison; ``ci95_cluster`` a bootstrap over images,
+  because one image contributes several negatives that are not independent (:mod:`bindscope.evaluation.stats`).
 """
 
 from __future__ import annotations
@@ -34,14 +35,17 @@ from bindscope.evaluation.encoder import EncoderAdapter
 from bindscope.evaluation.results import (TextTransform, apply_text_transform, check_shards, dataset_info,
                                           encoder_counts, envelope, open_dataset, transform_name,
                                           truncation_counts)
-from bindscope.evaluation.stats import averages, proportion
+from bindscope.evaluation.stats import averages, clustered_proportion
 
 EVAL_SPLITS = ("test", "ood")
+INTERVALS = ("ci95: Wilson score 95% per comparison (treats comparisons as independent); ci95_cluster: 95% "
+             "percentile bootstrap over images, all comparisons of one image resampled together (2,000 resamples)")
 SPLIT_ROLES = {"test": "in-distribution", "ood": "out-of-distribution (held-out object-attribute combinations)"}
 
 
 def score_split(image_emb: np.ndarray, caption_emb: np.ndarray, negatives: list[list], negative_emb: list[np.ndarray],
-                attributes: list[str]) -> dict:
+                attributes: list[str], sample_ids: list[int] | None = None, rows: list | None = None,
+                seed: int = 0) -> dict:
     """Recognition and binding counts for one split from embeddings (pure numpy; the protocol's core).
 
     Args:
@@ -50,51 +54,62 @@ def score_split(image_emb: np.ndarray, caption_emb: np.ndarray, negatives: list[
         negatives: per sample, its :class:`~bindscope.dataset.records.Negative` records.
         negative_emb: per sample, (K_i, D) embeddings of its negatives (same order).
         attributes: attribute names in report order (the manifest's ``object_attributes``).
+        sample_ids: per sample its index in the split (default 0..N-1): the cluster of its comparisons and the
+            ``sample`` field of the rows.
+        rows: when a list is given, one dict per comparison is appended (see :func:`evaluate_madman`).
+        seed: seed of the cluster bootstrap.
 
     Returns:
         ``{"recognition", "binding", "binding_unconditional"}``, each ``{"per_attribute": {a: proportion},
-        "average": {"macro", "micro", "macro_over"}}``; ``binding`` also has ``excluded`` per attribute.
+        "average": {"macro", "micro", "macro_over"}}``; ``binding`` also has ``excluded`` per attribute. Every
+        proportion carries the per-comparison Wilson ``ci95`` and ``ci95_cluster``, a bootstrap over images (all
+        comparisons of one image resampled together), with ``clusters`` = the number of images.
     """
-    rec = defaultdict(lambda: [0, 0])
-    bind = defaultdict(lambda: [0, 0])
-    bind_all = defaultdict(lambda: [0, 0])
+    sample_ids = list(range(len(negatives))) if sample_ids is None else list(sample_ids)
+    rec, bind, bind_all = defaultdict(list), defaultdict(list), defaultdict(list)  # attribute -> [(image, ok)]
     excluded = defaultdict(int)
     for i, negs in enumerate(negatives):
         if not negs:
             continue
+        sid = sample_ids[i]
         positive = float(image_emb[i] @ caption_emb[i])
-        scores = negative_emb[i] @ image_emb[i]
-        passed = [positive > float(s) for s in scores]
+        scores = [float(v) for v in negative_emb[i] @ image_emb[i]]
+        passed = [positive > v for v in scores]
         rec_ok: dict[tuple[str, int], list[bool]] = defaultdict(list)
         for neg, ok in zip(negs, passed):
             if neg.kind == "recognition":
-                rec[neg.attribute][0] += ok
-                rec[neg.attribute][1] += 1
+                rec[neg.attribute].append((sid, ok))
                 for obj in neg.objects:
                     rec_ok[(neg.attribute, obj)].append(ok)
-        for neg, ok in zip(negs, passed):
-            if neg.kind != "binding":
-                continue
-            bind_all[neg.attribute][0] += ok
-            bind_all[neg.attribute][1] += 1
-            recognised = all(rec_ok.get((neg.attribute, obj)) and all(rec_ok[(neg.attribute, obj)])
-                             for obj in neg.objects)
-            if recognised:
-                bind[neg.attribute][0] += ok
-                bind[neg.attribute][1] += 1
-            else:
-                excluded[neg.attribute] += 1
+        for neg, ok, score in zip(negs, passed, scores):
+            counted = None
+            if neg.kind == "binding":
+                bind_all[neg.attribute].append((sid, ok))
+                counted = all(rec_ok.get((neg.attribute, obj)) and all(rec_ok[(neg.attribute, obj)])
+                              for obj in neg.objects)
+                if counted:
+                    bind[neg.attribute].append((sid, ok))
+                else:
+                    excluded[neg.attribute] += 1
+            if rows is not None:
+                rows.append({"sample": sid, "task": neg.kind, "attribute": neg.attribute,
+                             "objects": list(neg.objects), "negative": neg.caption,
+                             "caption_similarity": positive, "negative_similarity": score, "passed": ok,
+                             "counted_in_binding": counted})
 
-    def block(counts):
-        names = [a for a in attributes if a in counts] + sorted(set(counts) - set(attributes))
-        per = {a: proportion(*counts[a]) for a in names}
-        return {"per_attribute": per, "average": averages(per)}
+    def clustered(pairs):
+        return clustered_proportion([ok for _, ok in pairs], [sid for sid, _ in pairs], seed=seed)
+
+    def block(outcomes):
+        names = [a for a in attributes if a in outcomes] + sorted(set(outcomes) - set(attributes))
+        per = {a: clustered(outcomes[a]) for a in names}
+        return {"per_attribute": per, "average": averages(per, clustered([p for a in names for p in outcomes[a]]))}
 
     binding = block(bind)
     names = [a for a in attributes if a in bind_all] + sorted(set(bind_all) - set(attributes))
     binding["excluded"] = {a: int(excluded.get(a, 0)) for a in names}
     for a in names:  # an attribute whose binding negatives were all excluded still appears, with total 0
-        binding["per_attribute"].setdefault(a, proportion(0, 0))
+        binding["per_attribute"].setdefault(a, clustered([]))
     return {"recognition": block(rec), "binding": binding, "binding_unconditional": block(bind_all)}
 
 
@@ -109,7 +124,8 @@ def default_splits(ds: Dataset) -> list[str]:
 
 def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, splits: list[str] | None = None,
                     text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
-                    embedder: Embedder | None = None, progress: bool = True, check: bool = True) -> dict:
+                    embedder: Embedder | None = None, progress: bool = True, check: bool = True,
+                    rows: list | None = None, seed: int = 0) -> dict:
     """Recognition and binding accuracy of ``adapter`` on a MADMAN dataset (see the module docstring).
 
     Args:
@@ -122,6 +138,11 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
         embedder: an :class:`Embedder` to reuse (shares de-duplication and counters across calls).
         progress: show a tqdm bar per split.
         check: verify the shards' sha256 against the manifest first.
+        rows: when a list is given, one dict per comparison is appended (the per-sample output, see
+            docs/evaluation.md): ``{"split", "sample", "task": "recognition" | "binding", "attribute", "objects",
+            "negative", "caption_similarity", "negative_similarity", "passed", "counted_in_binding"}``
+            (similarities are cosines; ``counted_in_binding`` is None for recognition rows).
+        seed: seed of the cluster bootstrap over images.
 
     Returns:
         A result dict valid against ``eval_result`` (``kind = "madman-eval"``); ``metrics["splits"][name]``
@@ -147,7 +168,7 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
     try:
         for name in splits:
             split = ds.split(name)
-            captions, negatives, images = [], [], []
+            captions, negatives, images, ids = [], [], [], []
             for sample in tqdm(split, total=len(split), desc=f"madman eval {name}", disable=not progress,
                                unit="img"):
                 if not sample.negatives:
@@ -155,13 +176,18 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
                 captions.append(sample.caption)
                 negatives.append(sample.negatives)
                 images.append(sample.image)
+                ids.append(sample.index)
             neg_texts = [n.caption for negs in negatives for n in negs]
             image_emb = embedder.images(images)
             text_emb = apply_text_transform(embedder.texts(captions + neg_texts), text_transform)
             caption_emb, flat_neg = text_emb[:len(captions)], text_emb[len(captions):]
             bounds = np.cumsum([0] + [len(n) for n in negatives])
             negative_emb = [flat_neg[bounds[i]:bounds[i + 1]] for i in range(len(negatives))]
-            scored = score_split(image_emb, caption_emb, negatives, negative_emb, ds.attribute_names)
+            split_rows = [] if rows is not None else None
+            scored = score_split(image_emb, caption_emb, negatives, negative_emb, ds.attribute_names, ids,
+                                 split_rows, seed)
+            if rows is not None:
+                rows.extend({"split": name, **row} for row in split_rows)
             metrics["splits"][name] = {"role": SPLIT_ROLES.get(name, "evaluation"), "num_samples": len(split),
                                        "num_scored": len(captions), **scored}
             all_texts += neg_texts
@@ -171,6 +197,7 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
     counts = encoder_counts(embedder)
     counts["truncation"] = truncation_counts(adapter, all_texts, all_captions)
     settings = {"task": "madman", "splits": list(splits), "text_transform": transform_name(text_transform),
-                "comparison": "strict > (ties count as wrong)", "interval": "Wilson score, 95%",
+                "comparison": "strict > (ties count as wrong)", "seed": seed,
+                "interval": INTERVALS,
                 "binding": "conditional on recognition of the attribute for both digits (paper)"}
     return envelope("madman-eval", adapter, dataset_info(ds, splits), settings, metrics, counts)

@@ -27,6 +27,15 @@ def _truncation_warning(result: dict) -> list[str]:
             "context and were truncated"]
 
 
+def _random_weights_warning(result: dict) -> list[str]:
+    """A warning when the model has random weights: they are not a neutral baseline (docs/evaluation.md)."""
+    if result["model"]["pretrained"] != "none":
+        return []
+    return ["WARNING: random weights (--pretrained none) are not a neutral baseline: an untrained text tower "
+            "already favours the first-mentioned object in TOR (docs/evaluation.md); use them to test the "
+            "pipeline, not as chance level"]
+
+
 def _model_line(result: dict) -> str:
     m = result["model"]
     data = result["dataset"]["path"] if result["dataset"] else "(sampled captions, no dataset)"
@@ -43,7 +52,7 @@ def format_madman(result: dict) -> str:
         lines.append(f"split {name} ({split['role']}): {split['num_scored']} of {split['num_samples']} samples "
                      "scored")
         lines.append(f"  {'attribute':<12} {'recognition %':>13} {'95% CI':>14} {'n':>6}   {'binding %':>9} "
-                     f"{'95% CI':>14} {'n':>6} {'excl.':>6}   {'binding (all) %':>15}")
+                     f"{'95% CI':>14} {'CI (images)':>14} {'n':>6} {'excl.':>6}   {'binding (all) %':>15}")
         rec, bind, allb = split["recognition"], split["binding"], split["binding_unconditional"]
         names = list(dict.fromkeys(list(rec["per_attribute"]) + list(bind["per_attribute"])))
         for a in names:
@@ -51,18 +60,19 @@ def format_madman(result: dict) -> str:
             b = bind["per_attribute"].get(a, {"accuracy": None, "ci95": None, "total": 0})
             u = allb["per_attribute"].get(a, {"accuracy": None})
             lines.append(f"  {a:<12} {_pct(r['accuracy']):>13} {_ci(r['ci95']):>14} {r['total']:>6}   "
-                         f"{_pct(b['accuracy']):>9} {_ci(b['ci95']):>14} {b['total']:>6} "
-                         f"{bind['excluded'].get(a, 0):>6}   {_pct(u['accuracy']):>15}")
+                         f"{_pct(b['accuracy']):>9} {_ci(b['ci95']):>14} {_ci(b.get('ci95_cluster')):>14} "
+                         f"{b['total']:>6} {bind['excluded'].get(a, 0):>6}   {_pct(u['accuracy']):>15}")
         for label, key in (("macro avg", "macro"), ("micro avg", "micro")):
             rv = rec["average"][key] if key == "macro" else rec["average"]["micro"]["accuracy"]
             bv = bind["average"][key] if key == "macro" else bind["average"]["micro"]["accuracy"]
             uv = allb["average"][key] if key == "macro" else allb["average"]["micro"]["accuracy"]
-            lines.append(f"  {label:<12} {_pct(rv):>13} {'':>14} {'':>6}   {_pct(bv):>9} {'':>14} {'':>6} "
-                         f"{'':>6}   {_pct(uv):>15}")
+            lines.append(f"  {label:<12} {_pct(rv):>13} {'':>14} {'':>6}   {_pct(bv):>9} {'':>14} {'':>14} "
+                         f"{'':>6} {'':>6}   {_pct(uv):>15}")
     lines.append("")
     lines.append("binding: counted only where recognition of that attribute succeeded for both digits (paper); "
-                 "binding (all): every binding negative. Ties count as wrong. CI: Wilson 95%.")
-    return "\n".join(lines + _truncation_warning(result))
+                 "binding (all): every binding negative. Ties count as wrong. 95% CI: Wilson per comparison; "
+                 "CI (images): bootstrap over images (an image's negatives are not independent).")
+    return "\n".join(lines + _truncation_warning(result) + _random_weights_warning(result))
 
 
 def _retrieval_lines(title: str, block: dict, position_word: str) -> list[str]:
@@ -95,12 +105,13 @@ def format_comco(result: dict) -> str:
         lines.append("image-text matching (share of (image, wrong caption) pairs with correct > wrong)")
         for scenario, block in metrics["matching"].items():
             a = block["all"]
-            lines.append(f"  {scenario.replace('_', ' ')}: {_pct(a['accuracy'])} % {_ci(a['ci95'])} "
-                         f"({a['correct']}/{a['total']})")
+            lines.append(f"  {scenario.replace('_', ' ')}: {_pct(a['accuracy'])} %  Wilson {_ci(a['ci95'])}  "
+                         f"bootstrap over images {_ci(a.get('ci95_cluster'))}  ({a['correct']}/{a['total']} pairs "
+                         f"from {a.get('clusters', '?')} images)")
         lines.append("")
     lines.append("unconditional = share of all queries; conditional = share of queries whose top-1 is one of their "
-                 "objects. Ties count as wrong. CI: Wilson 95%.")
-    return "\n".join(lines + _truncation_warning(result))
+                 "objects. Ties count as wrong. CI: Wilson 95%; matching also bootstrap over images.")
+    return "\n".join(lines + _truncation_warning(result) + _random_weights_warning(result))
 
 
 def _attention_blocks(result: dict) -> list[tuple[str, dict]]:
@@ -128,7 +139,7 @@ def format_attention(result: dict) -> str:
         lines.append("")
     lines.append("mass = share of the CLS attention on the object's pixels; size rank 1 = largest visible area. "
                  "CI: 95% percentile bootstrap over scenes.")
-    return "\n".join(lines)
+    return "\n".join(lines + _random_weights_warning(result))
 
 
 def format_result(result: dict) -> str:

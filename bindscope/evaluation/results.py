@@ -12,6 +12,7 @@ Results hold no timestamps, so the same model, data and settings give the same b
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import re
@@ -98,7 +99,8 @@ def model_info(adapter: EncoderAdapter) -> dict:
             "cache_key": adapter.cache_key, "supports_images": bool(adapter.supports_images),
             "device": str(getattr(adapter, "device", "")), "precision": str(getattr(adapter, "precision", "")),
             "context_length": getattr(adapter, "context_length", None),
-            "image_preprocessing": str(getattr(adapter, "preprocessing", "") or "")}
+            "image_preprocessing": str(getattr(adapter, "preprocessing", "") or ""),
+            "step": getattr(adapter, "step", None)}
 
 
 def versions() -> dict:
@@ -150,21 +152,61 @@ def short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
+def samples_path(path: str | os.PathLike) -> Path:
+    """Where the per-sample rows of the result file ``path`` go: ``<stem>.samples.jsonl`` beside it."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.samples.jsonl")
+
+
 def check_output(path: str | os.PathLike, overwrite: bool) -> Path:
-    """Refuse an existing result file unless ``overwrite``; refuse a path that is a folder. Returns the Path."""
+    """Refuse an existing result file (or its per-sample file) unless ``overwrite``; refuse a folder path.
+
+    Returns the Path. Raises BadInput naming the file.
+    """
     path = Path(path)
     if path.is_dir():
         raise BadInput(f"--out {str(path)!r} is a folder; give a .json file path")
-    if path.exists() and not overwrite:
-        raise BadInput(f"result file {str(path)!r} already exists; pass --overwrite to replace it, or choose "
-                       "another --out")
+    for existing in (path, samples_path(path)):
+        if existing.exists() and not overwrite:
+            raise BadInput(f"result file {str(existing)!r} already exists; pass --overwrite to replace it, or "
+                           "choose another --out")
     return path
 
 
-def write_result(path: str | os.PathLike, result: dict, overwrite: bool = False) -> Path:
-    """Write ``result`` as canonical JSON, atomically, after validating it. Refuses to overwrite silently."""
+def write_result(path: str | os.PathLike, result: dict, overwrite: bool = False, rows: list | None = None) -> Path:
+    """Write ``result`` as canonical JSON, atomically, after validating it. Refuses to overwrite silently.
+
+    With ``rows`` (the per-sample output of an evaluation), they are written first, one canonical JSON object a
+    line, to :func:`samples_path` (also atomically), so a result file never exists without its rows.
+    """
     path = check_output(path, overwrite)
     validate(result, "eval_result", "evaluation result (internal error)", error=RuntimeError)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if rows is not None:
+        write_text_atomic(samples_path(path), "".join(json.dumps(r, sort_keys=True, ensure_ascii=False,
+                                                                 separators=(",", ":")) + "\n" for r in rows))
     write_text_atomic(path, canonical_json(result))
     return path
+
+
+def read_rows(path: str | os.PathLike) -> list[dict]:
+    """The per-sample rows written beside a result file (``path`` is the result JSON or the ``.jsonl`` itself).
+
+    Raises:
+        BadInput: the file is missing or a line is not a JSON object (the file and line are named).
+    """
+    path = Path(path)
+    if path.suffix == ".json":
+        path = samples_path(path)
+    if not path.is_file():
+        raise BadInput(f"per-sample file {str(path)!r} does not exist")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise BadInput(f"{str(path)!r} line {number} is not JSON: {exc}") from None
+        if not isinstance(row, dict):
+            raise BadInput(f"{str(path)!r} line {number} is not a JSON object")
+        rows.append(row)
+    return rows

@@ -36,22 +36,45 @@ def proportion(successes: int, total: int) -> dict:
             "ci95": wilson_interval(successes, total)}
 
 
+def clustered_proportion(outcomes, clusters, seed: int = 0) -> dict:
+    """:func:`proportion` of boolean ``outcomes`` plus a cluster-bootstrap interval over their ``clusters``.
+
+    Several comparisons from one image (its recognition or matching negatives) are not independent; the Wilson
+    ``ci95`` treats them as if they were, ``ci95_cluster`` (:func:`cluster_bootstrap`, resampling whole clusters,
+    seeded) does not. ``clusters`` counts the distinct units.
+
+    Args:
+        outcomes: (M,) bool, one per comparison. clusters: (M,) the unit (e.g. image index) of each comparison.
+        seed: bootstrap seed.
+
+    Returns:
+        ``{"correct", "total", "accuracy", "ci95", "ci95_cluster", "clusters"}`` (intervals None when M = 0).
+    """
+    outcomes = np.asarray(outcomes, dtype=bool)
+    clusters = np.asarray(clusters)
+    out = proportion(int(outcomes.sum()), int(outcomes.size))
+    out["ci95_cluster"] = cluster_bootstrap(outcomes.astype(np.float64), np.ones(outcomes.size), clusters, seed=seed)
+    out["clusters"] = int(np.unique(clusters).size)
+    return out
+
+
 def share(count: int, total: int) -> dict:
     """``{"count", "of", "share", "ci95"}``: the share ``count / of`` with its Wilson interval (None when of = 0)."""
     return {"count": int(count), "of": int(total), "share": (count / total) if total else None,
             "ci95": wilson_interval(count, total)}
 
 
-def averages(per_key: dict[str, dict]) -> dict:
+def averages(per_key: dict[str, dict], micro: dict | None = None) -> dict:
     """Macro and micro averages over :func:`proportion` dicts.
 
     ``macro`` is the unweighted mean of the per-key accuracies (keys with total 0 are skipped); ``micro`` pools
-    the counts (total correct / total trials) and carries a Wilson interval.
+    the counts (total correct / total trials) and carries a Wilson interval, or is ``micro`` when given (e.g. a
+    :func:`clustered_proportion` of the pooled outcomes).
     """
     accs = [p["accuracy"] for p in per_key.values() if p["total"]]
-    correct = sum(p["correct"] for p in per_key.values())
-    total = sum(p["total"] for p in per_key.values())
-    return {"macro": float(np.mean(accs)) if accs else None, "micro": proportion(correct, total),
+    if micro is None:
+        micro = proportion(sum(p["correct"] for p in per_key.values()), sum(p["total"] for p in per_key.values()))
+    return {"macro": float(np.mean(accs)) if accs else None, "micro": micro,
             "macro_over": [k for k, p in per_key.items() if p["total"]]}
 
 

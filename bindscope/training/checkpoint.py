@@ -197,5 +197,7 @@ def load_trained_adapter(path: str | os.PathLike, device: str = "auto", precisio
 
     model = build_model(config)
     model.load_state_dict(state_dict)
-    return TrainedClipAdapter(model, config, name=str(path), pretrained=info["file"], device=device,
-                              precision=precision, batch_size=batch_size)
+    adapter = TrainedClipAdapter(model, config, name=str(path), pretrained=info["file"], device=device,
+                                 precision=precision, batch_size=batch_size)
+    adapter.step = None if info["step"] is None else int(info["step"])  # recorded in results (bindscope collect)
+    return adapter

@@ -53,6 +53,9 @@ def training_options(func):
         click.option("--log-every", type=int, default=10, show_default=True, help="Steps between log lines."),
         click.option("--eval-every", type=int, default=0, show_default=True,
                      help="Steps between evaluations logged to log.jsonl (0 = final model only)."),
+        click.option("--keep-checkpoints", is_flag=True,
+                     help="With --eval-every: also keep each evaluated model as OUT/checkpoints/step-<step>.pt "
+                          "(for `madman eval --model 'OUT/checkpoints/*.pt'` and `bindscope collect`)."),
         click.option("--quiet", is_flag=True, help="No progress bar."),
     ]
     return functools.reduce(lambda f, option: option(f), reversed(options), func)
@@ -92,7 +95,7 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         seed=options["seed"], precision=options["precision"], device=options["device"],
         workers=options["workers"], threads=options["threads"], checkpoint_every=options["checkpoint_every"],
         log_every=options["log_every"],
-        eval_every=options["eval_every"])
+        eval_every=options["eval_every"], keep_checkpoints=options["keep_checkpoints"])
     config.validate()
     return config
 

@@ -42,6 +42,7 @@ RUN = "run.json"
 RUN_KIND = "train-run"  # the ownership marker's kind (see bindscope.dataset.ownership)
 LOG = "log.jsonl"
 RESULT = "result.json"
+KEPT = "checkpoints"  # OUT/checkpoints/step-<step>.pt, written with keep_checkpoints
 # Config fields whose command-line flag is not simply the field name with dashes.
 _FLAGS = {"warmup_steps": "--warmup", "hard_negatives": "--hard-negatives-per-sample"}
 # Config keys that change the training trajectory: a resumed run must match them.
@@ -72,6 +73,9 @@ class TrainConfig:
             meaning, but float sums may round differently, so resume with the same value for exact equality).
         checkpoint_every / log_every / eval_every: steps between checkpoints, log lines and evaluations
             (``eval_every`` 0 = evaluate only the final model).
+        keep_checkpoints: also save the weights evaluated every ``eval_every`` steps as
+            ``OUT/checkpoints/step-<step>.pt`` (model files, loadable by ``madman eval --model``; their results
+            record the step, so ``bindscope collect`` draws binding over training) [--keep-checkpoints].
         eval_batch_size: images or texts per forward pass during evaluation.
     """
 
@@ -95,6 +99,7 @@ class TrainConfig:
     checkpoint_every: int = 500
     log_every: int = 10
     eval_every: int = 0
+    keep_checkpoints: bool = False
     eval_batch_size: int = 256
 
     def validate(self) -> None:
@@ -444,6 +449,8 @@ class Trainer:
                 if self.step % config.checkpoint_every == 0 or self.step == config.steps:
                     self.save_checkpoint()
                 if config.eval_every and self.step % config.eval_every == 0 and self.step < config.steps:
+                    if config.keep_checkpoints:
+                        self.save_model(self.out / KEPT / f"step-{self.step:07d}.pt")
                     self._log({"step": self.step, "eval": binding_summary(self._evaluate())})
                 if callback is not None:
                     callback(self, last_loss)
@@ -462,11 +469,15 @@ class Trainer:
         finally:
             self.model.train()
 
+    def save_model(self, path: Path) -> None:
+        """Write the current weights as a model file (format ``MODEL_FORMAT``, with the step), atomically."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_atomic({"format": MODEL_FORMAT, "version": 1, "step": self.step, "model": self.model.state_dict(),
+                     "model_config": self.config.model.to_dict(), "train_config": self._config_dict()}, path)
+
     def _finish(self, start: int, train_seconds: float, last_loss: float, truncated: int) -> dict:
         config = self.config
-        save_atomic({"format": MODEL_FORMAT, "version": 1, "step": self.step, "model": self.model.state_dict(),
-                     "model_config": config.model.to_dict(), "train_config": self._config_dict()},
-                    self.out / MODEL)
+        self.save_model(self.out / MODEL)
         result_path = self.out / RESULT
         if result_path.is_file():
             result = json.loads(result_path.read_text())
