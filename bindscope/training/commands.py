@@ -95,7 +95,7 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         seed=options["seed"], precision=options["precision"], device=options["device"],
         workers=options["workers"], threads=options["threads"], checkpoint_every=options["checkpoint_every"],
         log_every=options["log_every"],
-        eval_every=options["eval_every"], keep_checkpoints=options["keep_checkpoints"])
+        eval_every=options["eval_every"], keep_checkpoints=options.get("keep_checkpoints", False))
     config.validate()
     return config
 
