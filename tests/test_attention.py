@@ -132,7 +132,8 @@ def _dataset(tmp_path, masks):
         ranks = {k: r for r, k in enumerate(sorted(labels, key=lambda k: (-areas[k], k)), start=1)}
         objects = [obj(k, f"c{k}", {}, ranks[k], k, areas[k]) for k in labels]
         samples.append(Sample(i, np.zeros((16, 16, 3), np.uint8), mask, "x", objects, [], {}))
-    return build(tmp_path, "scenes", SpecGenerator({"scenes": samples}, name="comco", attribute_names=[]))
+    return build(tmp_path, "scenes", SpecGenerator({"scenes": samples}, name="comco", attribute_names=[],
+                                                   image_size=(16, 16)))
 
 
 def test_hand_set_attention_lands_on_the_target_object(tmp_path):
