@@ -74,6 +74,8 @@ def test_sugarcrepe_accuracy_per_subset_macro_micro(tmp_path):
     assert [(subsets[s]["accuracy"]["correct"], subsets[s]["accuracy"]["total"]) for s in subsets] == [(1, 3), (2, 2)]
     from bindscope.evaluation.stats import wilson_interval
     assert subsets["add_att"]["accuracy"]["ci95"] == pytest.approx(wilson_interval(1, 3))
+    # add_att's three items show two images (image 1 twice): the bootstrap resamples 2 clusters.
+    assert subsets["add_att"]["accuracy"]["clusters"] == 2
     average = result["metrics"]["average"]
     assert average["macro"] == pytest.approx((1 / 3 + 1) / 2)
     assert (average["micro"]["correct"], average["micro"]["total"]) == (3, 5)
@@ -128,7 +130,8 @@ def test_aro_vg_subsets_crop_and_groups(tmp_path):
     assert {g: (p["correct"], p["total"]) for g, p in relation["groups"].items()} == {"on": (1, 2), "under": (1, 1)}
     assert relation["group_average"]["macro"] == pytest.approx(0.75)
     assert result["metrics"]["subsets"]["vg_attribution"]["groups"] == {
-        "red_blue": {"correct": 2, "total": 2, "accuracy": 1.0, "ci95": pytest.approx([0.3424, 1.0], abs=1e-4)}}
+        "red_blue": {"correct": 2, "total": 2, "accuracy": 1.0, "ci95": pytest.approx([0.3424, 1.0], abs=1e-4),
+                     "ci95_cluster": [1.0, 1.0], "clusters": 2}}
     assert result["metrics"]["average"]["macro"] == pytest.approx((2 / 3 + 1) / 2)
 
 
@@ -180,6 +183,9 @@ def test_coco_and_flickr_order(tmp_path):
     result = evaluate_bench("aro", items, fake(originals, rule), image_size=40, progress=False)
     subsets = result["metrics"]["subsets"]
     assert (subsets["coco_order"]["accuracy"]["correct"], subsets["coco_order"]["accuracy"]["total"]) == (1, 2)
+    # Both captions share one image: one cluster, so the bootstrap cannot vary (interval = the point estimate).
+    assert subsets["coco_order"]["accuracy"]["clusters"] == 1
+    assert subsets["coco_order"]["accuracy"]["ci95_cluster"] == [0.5, 0.5]
     assert subsets["flickr_order"]["accuracy"]["accuracy"] == 1.0 and subsets["flickr_order"]["options"] == 5
     assert result["metrics"]["average"]["macro"] == pytest.approx(0.75)
     assert result["metrics"]["average"]["micro"]["accuracy"] == pytest.approx(2 / 3)

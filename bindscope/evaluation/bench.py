@@ -2,8 +2,10 @@
 
 Every item is one image and several captions, one of them correct; the model is right when the correct caption's
 cosine similarity with the image is strictly higher than every wrong caption's (a tie counts as wrong, as
-everywhere in bindscope). Accuracy per subset with a Wilson 95 % interval (one item = one trial); averages over
-subsets both macro (unweighted mean of subset accuracies) and micro (pooled items), labelled. ``--labclip`` applies
+everywhere in bindscope). Accuracy per subset with a Wilson 95 % interval (``ci95``, one item = one trial) and an
+image-cluster bootstrap interval (``ci95_cluster``: items sharing an image, such as the five captions of an image in
+ARO's order subsets, are not independent); averages over subsets both macro (unweighted mean of subset accuracies)
+and micro (pooled items), labelled. ``--labclip`` applies
 a fitted LABCLIP map to the L2-normalised text embeddings (:mod:`bindscope.alignment.labclip`).
 
 Layouts (facts from the benchmarks' releases; see docs/real-data.md for downloads):
@@ -43,7 +45,7 @@ from bindscope.evaluation.cache import EmbeddingCache, Embedder
 from bindscope.evaluation.encoder import EncoderAdapter
 from bindscope.evaluation.results import (TextTransform, apply_text_transform, encoder_counts, envelope,
                                           transform_name, truncation_counts)
-from bindscope.evaluation.stats import averages, proportion
+from bindscope.evaluation.stats import averages, clustered_proportion
 
 SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
 ARO_SUBSETS = ("vg_relation", "vg_attribution", "coco_order", "flickr_order")
@@ -278,7 +280,8 @@ def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: E
     Returns:
         A result valid against ``eval_result`` (``kind = "bench"``): ``metrics.subsets[<subset>]`` =
         ``{"accuracy": proportion, "options": k, "groups": {group: proportion}, "group_average": average or
-        None}``, ``metrics.average`` = macro and micro over subsets.
+        None}`` (proportions with ``ci95`` and ``ci95_cluster`` over images), ``metrics.average`` = macro and micro
+        over subsets.
 
     Raises:
         BadInput: a text-only adapter, an unreadable image.
@@ -287,7 +290,7 @@ def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: E
         raise BadInput(f"bench needs an image encoder; {adapter.name!r} is text-only")
     size = int(image_size or getattr(adapter, "image_size", 0) or 224)
     embedder = embedder or Embedder(adapter, cache, progress=progress)
-    subsets, texts_used = {}, []
+    subsets, texts_used, outcomes, images = {}, [], [], []
     try:
         for subset, rows in items.items():
             keys = list(dict.fromkeys((r.image, r.crop) for r in rows))  # each image (crop) read once
@@ -296,7 +299,7 @@ def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: E
             captions = [c for r in rows for c in r.captions]
             text_emb = apply_text_transform(embedder.texts(captions), text_transform)
             texts_used += captions
-            right, groups = [], {}
+            right, groups, clusters = [], {}, []
             start = 0
             for r in tqdm(rows, desc=f"{benchmark} {subset}", disable=not progress, leave=False):
                 scores = text_emb[start:start + len(r.captions)] @ image_emb[slot[(r.image, r.crop)]]
@@ -304,36 +307,44 @@ def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: E
                 wrong = np.delete(scores, r.correct)
                 ok = bool(wrong.size == 0 or scores[r.correct] > wrong.max())
                 right.append(ok)
+                clusters.append(r.image)
                 if r.group:
-                    groups.setdefault(r.group, []).append(ok)
-            per_group = {g: proportion(sum(v), len(v)) for g, v in sorted(groups.items())}
-            subsets[subset] = {"accuracy": proportion(sum(right), len(right)),
+                    groups.setdefault(r.group, []).append((ok, r.image))
+            per_group = {g: clustered_proportion([ok for ok, _ in v], [im for _, im in v], seed=seed)
+                         for g, v in sorted(groups.items())}
+            outcomes += right
+            images += clusters
+            subsets[subset] = {"accuracy": clustered_proportion(right, clusters, seed=seed),
                                "options": max((len(r.captions) for r in rows), default=0),
                                "groups": per_group, "group_average": averages(per_group) if per_group else None}
     finally:
         embedder.flush()
     metrics = {"benchmark": benchmark, "subsets": subsets,
-               "average": averages({s: b["accuracy"] for s, b in subsets.items()})}
+               "average": averages({s: b["accuracy"] for s, b in subsets.items()},
+                                   micro=clustered_proportion(outcomes, images, seed=seed))}
     counts = encoder_counts(embedder)
     counts["truncation"] = truncation_counts(adapter, texts_used, texts_used)
     settings = {"task": "bench", "benchmark": benchmark, "data": data, "subsets": list(items), "seed": seed,
                 "text_transform": transform_name(text_transform), "comparison": "strict > (ties count as wrong)",
-                "interval": "Wilson score, 95%, one item = one trial",
+                "interval": "ci95 = Wilson score 95%, one item = one trial; ci95_cluster = 95% percentile bootstrap "
+                            "over images (ARO's order subsets have 5 captions per image, VG images recur)",
                 "average": "macro = unweighted mean of the subset accuracies; micro = items pooled over subsets",
                 "image_preprocessing": f"crop (ARO VG subsets), letterbox to {size}x{size} px, then the model's"}
     return envelope("bench", adapter, None, settings, metrics, counts)
 
 
 def format_bench(result: dict) -> str:
-    """A terminal table of a bench result: accuracy and Wilson interval per subset, then macro and micro."""
+    """A terminal table of a bench result: accuracy and both intervals per subset, then macro and micro."""
     metrics = result["metrics"]
     lines = [f"{metrics['benchmark']} - {result['model']['name']} ({result['model']['pretrained']})"
              + (f", text transform {result['settings']['text_transform']}" if result["settings"]["text_transform"]
-                else ""), "", f"{'subset':<16}{'items':>7}{'accuracy':>10}  95% CI (Wilson)"]
+                else ""), "",
+             f"{'subset':<16}{'items':>7}{'images':>7}{'accuracy':>10}  {'95% CI (images)':<17}95% CI (Wilson, items)"]
     for subset, block in metrics["subsets"].items():
         acc = block["accuracy"]
-        ci = acc["ci95"] or [float("nan")] * 2
-        lines.append(f"{subset:<16}{acc['total']:>7}{acc['accuracy'] or 0:>10.1%}  {ci[0]:.1%}..{ci[1]:.1%}")
+        wilson, cluster = acc["ci95"] or [float("nan")] * 2, acc["ci95_cluster"] or [float("nan")] * 2
+        lines.append(f"{subset:<16}{acc['total']:>7}{acc['clusters']:>7}{acc['accuracy'] or 0:>10.1%}  "
+                     + f"{cluster[0]:.1%}..{cluster[1]:.1%}".ljust(17) + f"{wilson[0]:.1%}..{wilson[1]:.1%}")
         if block["group_average"] is not None:
             lines.append(f"{'  macro over ' + str(len(block['groups'])) + ' groups':<33}"
                          f"{block['group_average']['macro']:.1%}")
