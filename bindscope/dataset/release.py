@@ -46,6 +46,7 @@ import yaml
 
 from bindscope import __version__
 from bindscope.dataset.manifest import MANIFEST, canonical_json
+from bindscope.dataset.ownership import OutputLock, resolve_output
 from bindscope.dataset.reader import Dataset
 from bindscope.dataset.records import Sample
 from bindscope.dataset.shard import sha256_file
@@ -374,8 +375,8 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
         raise BadInput(f"--license {licence!r} is not a Hub licence id (lower case, like cc-by-4.0, mit, other)")
     if jobs < 1:
         raise BadInput(f"--jobs must be at least 1, got {jobs}")
-    source = Path(source).absolute()
-    out = Path(out).absolute()
+    source = Path(source).resolve()  # symbolic links followed first: a link cannot hide --out inside the source
+    out = resolve_output(out)
     if out == source or source in out.parents:
         raise BadInput(f"--out {str(out)!r} must not be the source dataset or lie inside it")
     manifest = check_source(source)
@@ -391,47 +392,49 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
     features = release_features(manifest["object_attributes"], manifest["object_extras"])
     pretty_name = pretty_name or default_name(manifest)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; a release folder is an ordinary folder
-    files: list[str] = []
-    rows: dict[str, int] = {}
-    try:
-        for config, splits in layout.items():
-            (staging / config).mkdir()
-            for split in splits:
-                # datasets' Arrow copy of this split, next to --out (same file system, usually more room than
-                # /tmp), deleted once the split's Parquet files are written.
-                with tempfile.TemporaryDirectory(prefix=f".{out.name}.cache-", dir=out.parent) as cache:
-                    num_shards = len(manifest["splits"][split]["shards"])
-                    table = datasets.Dataset.from_generator(
-                        _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
-                        gen_kwargs={"source": str(source), "split": split, "shards": list(range(num_shards))},
-                        num_proc=min(jobs, num_shards) if jobs > 1 else None)
-                    rows[split] = len(table)
-                    num_files = max(1, math.ceil(table.data.nbytes / max_bytes))
-                    for i in range(num_files):
-                        name = f"{config}/{split}-{i:05d}-of-{num_files:05d}.parquet"
-                        table.shard(num_files, i, contiguous=True).to_parquet(str(staging / name))
-                        files.append(name)
-                    del table
-        source_card = (source / "README.md").read_text(encoding="utf-8") if (source / "README.md").is_file() else ""
-        card = release_card(manifest, layout, rows, licence, pretty_name, source_card, repo_id)
-        (staging / "README.md").write_text(card, encoding="utf-8")
-        (staging / SOURCE_FILE).write_text(canonical_json({
-            "source": str(source), "source_manifest_sha256": sha256_file(source / MANIFEST),
-            "config_sha256": manifest.get("config_sha256"), "configs": layout, "rows": rows}), encoding="utf-8")
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-            os.replace(staging, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(staging, out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
+    # one release writer per --out (the lock file lies beside it and goes when the release is done)
+    with OutputLock(out.parent, name=f".bindscope-release-{out.name}.lock"):
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; a release folder is an ordinary folder
+        files: list[str] = []
+        rows: dict[str, int] = {}
+        try:
+            for config, splits in layout.items():
+                (staging / config).mkdir()
+                for split in splits:
+                    # datasets' Arrow copy of this split, next to --out (same file system, usually more room than
+                    # /tmp), deleted once the split's Parquet files are written.
+                    with tempfile.TemporaryDirectory(prefix=f".{out.name}.cache-", dir=out.parent) as cache:
+                        num_shards = len(manifest["splits"][split]["shards"])
+                        table = datasets.Dataset.from_generator(
+                            _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
+                            gen_kwargs={"source": str(source), "split": split, "shards": list(range(num_shards))},
+                            num_proc=min(jobs, num_shards) if jobs > 1 else None)
+                        rows[split] = len(table)
+                        num_files = max(1, math.ceil(table.data.nbytes / max_bytes))
+                        for i in range(num_files):
+                            name = f"{config}/{split}-{i:05d}-of-{num_files:05d}.parquet"
+                            table.shard(num_files, i, contiguous=True).to_parquet(str(staging / name))
+                            files.append(name)
+                        del table
+            source_card = (source / "README.md").read_text(encoding="utf-8") if (source / "README.md").is_file() else ""
+            card = release_card(manifest, layout, rows, licence, pretty_name, source_card, repo_id)
+            (staging / "README.md").write_text(card, encoding="utf-8")
+            (staging / SOURCE_FILE).write_text(canonical_json({
+                "source": str(source), "source_manifest_sha256": sha256_file(source / MANIFEST),
+                "config_sha256": manifest.get("config_sha256"), "configs": layout, "rows": rows}), encoding="utf-8")
+            if out.exists():
+                old = out.with_name(f".{out.name}.old-{os.getpid()}")
+                os.replace(out, old)
+                os.replace(staging, out)
+                shutil.rmtree(old)
+            else:
+                os.replace(staging, out)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging)
     return {"configs": layout, "rows": rows, "files": ["README.md"] + files}
 
 

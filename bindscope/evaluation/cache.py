@@ -12,7 +12,9 @@ On-disk layout (default root ``$BINDSCOPE_CACHE/embeddings``, else ``$XDG_CACHE_
     <root>/<sha256(cache_key)[:24]>/<sha256>.npz      a chunk: hashes (N, 32) uint8 digests, embeddings (N, D) float32
 
 Chunks are written atomically (temp file, fsync, rename) and never modified, so several processes may share a
-cache; a chunk's name is the hash of its own content.
+cache; a chunk's name is the sha256 of its own content (hash bytes, then float32 embedding bytes). A chunk is
+used only when that checksum matches, the arrays have the shapes and dtypes above (D = the encoder's embedding
+size when known) and every value is finite; any other chunk is deleted and its entries are encoded again.
 """
 
 from __future__ import annotations
@@ -56,11 +58,17 @@ class EmbeddingCache:
     Args:
         root: cache root folder (created on the first write).
         cache_key: the adapter's ``cache_key``.
+        dim: the embedding size D, when known (chunks of another size are rejected).
+
+    Attributes:
+        rejected: chunk files found corrupt, of the wrong shape or dtype, or holding NaN/inf (deleted).
     """
 
-    def __init__(self, root: str | os.PathLike, cache_key: str):
+    def __init__(self, root: str | os.PathLike, cache_key: str, dim: int | None = None):
         self.folder = Path(root) / hashlib.sha256(cache_key.encode()).hexdigest()[:24]
         self.cache_key = cache_key
+        self.dim = dim
+        self.rejected = 0
         self._table: dict[bytes, np.ndarray] | None = None
         self._pending: dict[bytes, np.ndarray] = {}
 
@@ -69,13 +77,27 @@ class EmbeddingCache:
             self._table = {}
             if self.folder.is_dir():
                 for chunk in sorted(self.folder.glob("*.npz")):
-                    try:
-                        with np.load(chunk) as data:
-                            for key, row in zip(data["hashes"], data["embeddings"]):
-                                self._table[key.tobytes()] = row
-                    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-                        continue  # an unreadable chunk is only a cache miss
+                    arrays = self._read_chunk(chunk)
+                    if arrays is None:  # only a cache miss: its entries are encoded again
+                        self.rejected += 1
+                        chunk.unlink(missing_ok=True)
+                        continue
+                    for key, row in zip(*arrays):
+                        self._table[key.tobytes()] = row
         return self._table
+
+    def _read_chunk(self, chunk: Path) -> tuple[np.ndarray, np.ndarray] | None:
+        """(hashes, embeddings) of a sound chunk file, else None."""
+        try:
+            with np.load(chunk, allow_pickle=False) as data:
+                hashes, emb = data["hashes"], data["embeddings"]
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return None
+        sound = (hashes.dtype == np.uint8 and hashes.ndim == 2 and hashes.shape[1] == 32
+                 and emb.dtype == np.float32 and emb.ndim == 2 and len(emb) == len(hashes)
+                 and (self.dim is None or emb.shape[1] == self.dim) and bool(np.isfinite(emb).all())
+                 and hashlib.sha256(hashes.tobytes() + emb.tobytes()).hexdigest() == chunk.stem)
+        return (hashes, emb) if sound else None
 
     def get(self, key: bytes) -> np.ndarray | None:
         """The stored embedding (D,) float32 for a content hash, or None."""

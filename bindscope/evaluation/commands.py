@@ -134,7 +134,7 @@ def _cache(cache_dir: str | None, no_cache: bool, adapter):
 
     if no_cache:
         return None
-    return EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key)
+    return EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim)
 
 
 def _finish(result: dict, out: Path, overwrite: bool, plot: Path | None, rows: list | None = None) -> None:

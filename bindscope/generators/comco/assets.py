@@ -12,8 +12,11 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import struct
+from urllib.parse import unquote
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -109,6 +112,86 @@ def read_mapping(path: Path) -> dict:
     return mapping
 
 
+def slug(name: str) -> str:
+    """File-system name of a category: lower case, runs of other characters become ``_``."""
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "model"
+
+
+# .mtl statements whose last word names a texture file (Wavefront MTL; Blender's OBJ importer reads them all).
+_MTL_FILE_KEYS = {"map_ka", "map_kd", "map_ks", "map_ke", "map_ns", "map_d", "map_bump", "bump", "disp", "decal",
+                  "refl", "norm", "map_pr", "map_pm", "map_ps", "map_refl"}
+
+
+def _gltf_json(path: Path) -> dict:
+    """The JSON part of a .gltf file or of a .glb container (glTF 2.0 binary: 12-byte header, then chunks)."""
+    data = path.read_bytes()
+    if path.suffix.lower() == ".glb":
+        if len(data) < 20 or data[:4] != b"glTF":
+            raise ValueError("not a GLB container")
+        length, kind = struct.unpack_from("<I4s", data, 12)
+        if kind != b"JSON":
+            raise ValueError("the first GLB chunk is not JSON")
+        data = data[20:20 + length]
+    document = json.loads(data.decode("utf-8"))
+    if not isinstance(document, dict):
+        raise ValueError("not a glTF JSON object")
+    return document
+
+
+def referenced_files(path: Path, kind: str) -> list[str]:
+    """The external files a model file refers to, as written in it: for OBJ its ``mtllib`` files and, in those,
+    every texture statement (``map_Kd``, ``map_Bump``, ``bump``, ...); for glTF/GLB the ``uri`` of every image and
+    buffer that is not embedded (``data:`` URIs are). FBX and .blend files are not inspected.
+
+    Raises:
+        BadInput: a glTF/GLB file whose JSON cannot be read (the message names the file).
+    """
+    refs: list[str] = []
+    if kind == "obj":
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            words = line.split()
+            if words and words[0] == "mtllib":
+                for name in words[1:]:
+                    refs.append(name)
+                    mtl = path.parent / name
+                    if mtl.is_file() and _inside(mtl, path.parent):
+                        for mline in mtl.read_text(encoding="utf-8", errors="replace").splitlines():
+                            mwords = mline.split()
+                            if len(mwords) >= 2 and mwords[0].lower() in _MTL_FILE_KEYS:
+                                refs.append(mwords[-1])
+    elif kind == "gltf":
+        try:
+            document = _gltf_json(path)
+        except (OSError, ValueError, struct.error, UnicodeDecodeError) as exc:
+            raise BadInput(f"{path}: broken glTF file ({type(exc).__name__}: {exc})") from None
+        for key in ("images", "buffers"):
+            for entry in document.get(key) or []:
+                uri = entry.get("uri") if isinstance(entry, dict) else None
+                if isinstance(uri, str) and not uri.startswith("data:"):
+                    refs.append(unquote(uri))
+    return refs
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def check_references(path: Path, kind: str) -> None:
+    """Refuse a model file that refers to a file outside its folder (``../``, an absolute path, a URL, or a
+    symbolic link leading out) or to a file that is missing: Blender would pack such a file into the asset.
+
+    Raises:
+        BadInput: naming the model file and the reference.
+    """
+    folder = path.parent
+    for ref in referenced_files(path, kind):
+        if "://" in ref or os.path.isabs(ref) or not _inside(folder / ref, folder):
+            raise BadInput(f"{path}: refers to {ref!r}, outside the model folder {str(folder)!r}; copy the file "
+                           "into the folder and refer to it by a relative name")
+        if not (folder / ref).is_file():
+            raise BadInput(f"{path}: refers to {ref!r}, which is not in {str(folder)!r}")
+
+
 def plan_import(folder: str | os.PathLike, mapping_file: str | os.PathLike | None = None,
                 licence: str | None = None) -> list[ImportItem]:
     """Find and check the models of ``folder`` (top level only) without importing anything.
@@ -122,7 +205,9 @@ def plan_import(folder: str | os.PathLike, mapping_file: str | os.PathLike | Non
 
     Raises:
         BadInput: the folder is missing or holds no model file; the mapping names a file that is not there;
-            two files give the same category; the mapping file is malformed.
+            two files give the same category, or categories that share a file name (:func:`slug`); a
+            nominal size that is not a positive finite number; a model that refers to a file outside the
+            folder or to a missing one (:func:`check_references`); the mapping file is malformed.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -142,12 +227,23 @@ def plan_import(folder: str | os.PathLike, mapping_file: str | os.PathLike | Non
                        f"{', '.join(sorted(MODEL_SUFFIXES))}")
     comco = {e["name"]: e for e in builtin_entries("comco72")}
     items: dict[str, ImportItem] = {}
+    slugs: dict[str, str] = {}
     for path in files:
         entry = mapping.get(path.name) or mapping.get(path.stem) or {}
         category = entry.get("category", category_from_filename(path)).strip()
         if category in items:
             raise BadInput(f"category {category!r} comes from two files: {items[category].path.name!r} and "
                            f"{path.name!r}; keep one or map one to another category")
+        if slug(category) in slugs:
+            raise BadInput(f"categories {slugs[slug(category)]!r} and {category!r} would both be saved as "
+                           f"models/{slug(category)}.blend; rename one in the mapping")
+        slugs[slug(category)] = category
+        if "nominal_size_m" in entry:
+            size = entry["nominal_size_m"]
+            if isinstance(size, bool) or not isinstance(size, (int, float)) or not math.isfinite(size) or size <= 0:
+                raise BadInput(f"mapping entry {path.name!r}: nominal_size_m {size!r} must be a positive finite "
+                               "number of metres")
+        check_references(path, MODEL_SUFFIXES[path.suffix.lower()])
         known = comco.get(category, {})
         items[category] = ImportItem(
             path=path, kind=MODEL_SUFFIXES[path.suffix.lower()], category=category,

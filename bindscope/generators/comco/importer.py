@@ -18,7 +18,6 @@ import contextlib
 import io
 import math
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -28,16 +27,11 @@ from mathutils import Matrix, Vector
 
 from bindscope.dataset.manifest import canonical_json, write_text_atomic
 from bindscope.errors import BadInput
-from bindscope.generators.comco.assets import ImportItem
+from bindscope.generators.comco.assets import ImportItem, slug
 from bindscope.generators.comco.models import normalise_mesh
 from bindscope.generators.comco.registry import ASSET_FORMAT, ASSET_FORMAT_VERSION, REGISTRY_FILE
 
 _AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
-
-
-def slug(name: str) -> str:
-    """File-system name of a category: lower case, runs of other characters become ``_``."""
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "model"
 
 
 def _run_importer(item: ImportItem) -> None:
