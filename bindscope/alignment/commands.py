@@ -29,6 +29,9 @@ def _open(data: str, split: str | None):
 
 
 def _check_out(path: str, overwrite: bool, explicit: bool = True) -> Path:
+    from bindscope.dataset.commands import check_output_location
+
+    check_output_location("--out", path)
     out = Path(path)
     if out.is_dir():
         raise BadInput(f"--out {path!r} is a folder; give a file path")
@@ -291,14 +294,17 @@ def labclip_apply(embeddings, labclip_path, out, overwrite):
 
     from bindscope.alignment.labclip import load_labclip
 
+    out_path = _check_out(out, overwrite)
     if not os.path.isfile(embeddings):
         raise BadInput(f"embeddings file {embeddings!r}: no such file")
     try:
         array = np.load(embeddings, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise BadInput(f"embeddings file {embeddings!r}: not a .npy array ({exc})") from None
+    if array.dtype.kind not in "fiu" or not np.isfinite(array).all():
+        raise BadInput(f"embeddings file {embeddings!r}: must hold finite numbers (found dtype {array.dtype}"
+                       f"{'' if array.dtype.kind not in 'fiu' else ' with NaN or infinite values'})")
     labclip = load_labclip(labclip_path)
-    out_path = _check_out(out, overwrite)
     mapped = labclip(array)
     with atomic_open(out_path) as handle:
         np.save(handle, mapped)

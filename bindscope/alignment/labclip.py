@@ -130,9 +130,13 @@ def load_labclip(path: str | os.PathLike) -> LabclipMap:
         raise BadInput(f"LABCLIP map {str(path)!r}: not readable ({type(exc).__name__}: {exc})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise BadInput(f"{str(path)!r} is not a LABCLIP map written by `bindscope labclip fit`")
+    if not isinstance(payload.get("weight"), torch.Tensor) or not isinstance(payload.get("logit_scale"), float):
+        raise BadInput(f"LABCLIP map {str(path)!r}: weight (a tensor) or logit_scale (a float) missing")
     weight = payload["weight"].detach().cpu().numpy().astype(np.float32)
     if weight.ndim != 2 or weight.shape[0] != weight.shape[1]:
         raise BadInput(f"LABCLIP map {str(path)!r}: weight has shape {weight.shape}, expected (D, D)")
+    if not np.isfinite(weight).all():
+        raise BadInput(f"LABCLIP map {str(path)!r}: weight holds NaN or infinite values")
     meta = dict(payload.get("meta", {}))
     meta["path"] = str(path)
     return LabclipMap(weight, float(payload["logit_scale"]), meta)

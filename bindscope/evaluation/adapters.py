@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import pickle
 import time
 from pathlib import Path
 
@@ -166,8 +167,10 @@ class OpenCLIPAdapter(EncoderAdapter):
             else:
                 net = open_clip.create_model(self.resolved_name, pretrained=tag, precision=precision,
                                              device=self.device)
-        except (OSError, RuntimeError) as exc:
-            raise BadInput(f"could not load open_clip {self.resolved_name!r} with pretrained {tag!r}: {exc} "
+        except (OSError, RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
+            # a garbage checkpoint: torch.load(weights_only=True) refuses it with an UnpicklingError
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise BadInput(f"could not load open_clip {self.resolved_name!r} with pretrained {tag!r}: {reason} "
                            "(weights are downloaded on first use; offline, use --pretrained none or a local "
                            "checkpoint file)") from None
         net.eval()

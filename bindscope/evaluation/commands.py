@@ -305,7 +305,7 @@ def register_comco(group: click.Group) -> None:
                                "dataset's scenes are used")
             ds = open_dataset(data, ("comco", "coco"), "comco eval")
             default_tasks = [t for t in TASKS if t != "ior" or references or "references" in ds.split_names]
-            task_list = parse_tasks(tasks or ",".join(default_tasks), TASKS)
+            task_list = parse_tasks(",".join(default_tasks) if tasks is None else tasks, TASKS)
             scenes = scene_split(ds, split)
             reference_set = None
             if references is not None:
@@ -325,7 +325,7 @@ def register_comco(group: click.Group) -> None:
             def default_out(model_slug):
                 return Path(data) / "eval" / f"comco-{'+'.join(task_list)}-{model_slug}{suffix}.json"
         else:
-            task_list = parse_tasks(tasks or "tor", SAMPLED_TASKS)
+            task_list = parse_tasks("tor" if tasks is None else tasks, SAMPLED_TASKS)
             given = [f for f, v in (("--split", split), ("--references", references),
                                     ("--category-map", category_map)) if v is not None]
             if given:

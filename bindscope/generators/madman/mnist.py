@@ -97,13 +97,15 @@ def load_torchvision(root: str | Path, download: bool = False) -> DigitSource:
     for train in (True, False):
         try:
             ds = MNIST(str(root), train=train, download=download)
-        except (RuntimeError, OSError, ValueError, IndexError) as exc:
+        except (RuntimeError, OSError, ValueError, IndexError, AssertionError, KeyError, TypeError) as exc:
+            # torchvision asserts on a wrong idx magic number
             raise BadInput(f"--mnist-root {str(root)!r}: no readable torchvision MNIST "
                            f"({'train' if train else 'test'} split): {exc}. Expected "
                            f"{str(root / 'MNIST' / 'raw')}/(train|t10k)-(images-idx3|labels-idx1)-ubyte") from None
         images = ds.data.numpy().astype(np.uint8)
         labels = ds.targets.numpy().astype(np.int64)
-        if images.ndim != 3 or images.shape[1:] != (28, 28) or len(images) != len(labels):
+        if (images.ndim != 3 or images.shape[1:] != (28, 28) or len(images) != len(labels)
+                or (len(labels) and (labels.min() < 0 or labels.max() > 9))):
             raise BadInput(f"--mnist-root {str(root)!r}: malformed MNIST arrays {images.shape} / {labels.shape}")
         parts.append((images, labels))
     (tr_x, tr_y), (te_x, te_y) = parts

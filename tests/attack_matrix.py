@@ -1,0 +1,500 @@
+"""The attack matrix of issue 17: bad and crafted inputs for every command, and what counts as handled.
+
+A case runs one CLI command (in this process, through click's test runner) in a fresh work folder that holds
+the fixtures (a tiny finished MADMAN dataset ``d``, a tiny trained model ``model.pt``, a few files) after a
+``prepare`` step has crafted the bad input. It is *handled* when:
+
+- the exit status is the expected one (2 = bad input; 1 for ``bindscope verify``, whose job is to list problems);
+- for exit 2, the output is exactly one ``Error:`` line (besides click's usage lines) that contains the needle
+  (the bad value or file); for exit 1, every problem line names a file and the needle appears;
+- no traceback was printed and nothing under the work folder was written or deleted (paths, sizes,
+  modification times and, for files, sha256 compared before and after).
+
+``tests/test_attack_matrix.py`` runs the fast cases; ``benchmarks/attack_matrix.py`` runs all of them and prints
+how many were tried and handled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import h5py
+import numpy as np
+
+from bindscope.dataset.manifest import canonical_json, config_sha256
+from bindscope.dataset.shard import sha256_file
+
+SHARD = "shards/test-00000.h5"  # the shard the crafted-shard cases change
+
+
+@dataclass
+class Case:
+    id: str
+    command: str                   # "madman", "comco" or "bindscope"
+    args: list[str]
+    needle: str                    # must appear in the Error line (exit 2) or the problem list (exit 1)
+    prepare: Callable[[Path], None] | None = None
+    expect: int = 2
+    fast: bool = False
+    needs: tuple[str, ...] = ()    # fixtures: "data", "model"
+    ignore: tuple[str, ...] = field(default_factory=tuple)  # paths allowed to change (none so far)
+
+
+# ----------------------------------------------------------------------------------------------- fixtures
+
+
+def build_fixtures(root: Path) -> Path:
+    """Write the shared fixtures into ``root`` (``d``: tiny MADMAN dataset; ``model.pt``: tiny trained CLIP)."""
+    from click.testing import CliRunner
+
+    from bindscope.cli import madman
+    from bindscope.dataset.build import build_dataset
+    from tiny_madman import tiny_madman
+
+    root.mkdir(parents=True, exist_ok=True)
+    build_dataset(tiny_madman(splits={"train": 16, "test": 5}, shard_size=8), root / "d", progress=False)
+    result = CliRunner().invoke(madman, [
+        "train", str(root / "d"), "--out", str(root / "run"), "--embed-dim", "16", "--image-size", "32",
+        "--vision-width", "32", "--vision-layers", "1", "--text-width", "32", "--text-layers", "1",
+        "--batch-size", "16", "--steps", "2", "--warmup", "1", "--device", "cpu", "--quiet"])
+    assert result.exit_code == 0, result.output
+    shutil.copy(root / "run" / "model.pt", root / "model.pt")
+    shutil.rmtree(root / "run")
+    shutil.rmtree(root / "d" / "eval", ignore_errors=True)
+    return root
+
+
+# ----------------------------------------------------------------------------------------------- crafting
+
+
+def _rewrite_manifest(d: Path, change: Callable[[dict], None], rehash: bool = False) -> None:
+    manifest = json.loads((d / "manifest.json").read_text())
+    change(manifest)
+    if rehash:
+        manifest["config_sha256"] = config_sha256(manifest["generator"]["name"], manifest["config"], manifest["seed"])
+    (d / "manifest.json").write_text(canonical_json(manifest))
+
+
+def _update_sha(d: Path) -> None:
+    """Make the manifest's sha256 of the crafted shard match, so only structural checks can catch it."""
+    sha = sha256_file(d / SHARD)
+
+    def change(m):
+        for info in m["splits"].values():
+            for entry in info["shards"]:
+                if entry["file"] == SHARD:
+                    entry["sha256"] = sha
+    _rewrite_manifest(d, change)
+
+
+def _replace(f: h5py.File, name: str, data) -> None:
+    del f[name]
+    f.create_dataset(name, data=data)
+
+
+def craft(change: Callable[[h5py.File], None], keep_sha: bool = False) -> Callable[[Path], None]:
+    """A prepare step that edits the test shard of ``d`` with h5py, then (unless ``keep_sha``) fixes its
+    manifest sha256."""
+    def prepare(work: Path) -> None:
+        with h5py.File(work / "d" / SHARD, "r+") as f:
+            change(f)
+        if not keep_sha:
+            _update_sha(work / "d")
+    return prepare
+
+
+def flip_byte(dataset: str) -> Callable[[Path], None]:
+    """Flip one byte in the middle of the first chunk (or the contiguous storage) of ``dataset``."""
+    def prepare(work: Path) -> None:
+        shard = work / "d" / SHARD
+        with h5py.File(shard, "r") as f:
+            ds = f[dataset]
+            if ds.chunks:
+                info = ds.id.get_chunk_info(0)
+                offset, size = info.byte_offset, info.size
+            else:
+                offset, size = ds.id.get_offset(), ds.id.get_storage_size()
+        data = bytearray(shard.read_bytes())
+        data[offset + size // 2] ^= 0xFF
+        shard.write_bytes(bytes(data))
+    return prepare
+
+
+def _del(name):
+    return lambda f: f.__delitem__(name)
+
+
+def _astype(name, dtype):
+    return lambda f: _replace(f, name, f[name][()].astype(dtype))
+
+
+def _set_attr(key, value):
+    return lambda f: f.attrs.__setitem__(key, value)
+
+
+SHARD_CRAFTS: dict[str, Callable[[h5py.File], None]] = {
+    "images-float32": _astype("images", np.float32),
+    "images-no-channel": lambda f: _replace(f, "images", f["images"][()][..., 0]),
+    "images-fewer-rows": lambda f: _replace(f, "images", f["images"][()][:-1]),
+    "images-group": lambda f: (f.__delitem__("images"), f.create_group("images")),
+    "masks-missing": _del("masks"),
+    "masks-int64": _astype("masks", np.int64),
+    "masks-other-size": lambda f: _replace(f, "masks", f["masks"][()][:, :-1, :]),
+    "captions-missing": _del("captions"),
+    "captions-numbers": lambda f: _replace(f, "captions", np.arange(f.attrs["count"])),
+    "captions-fewer-rows": lambda f: _replace(f, "captions", f["captions"][()][:-1]),
+    "specs-not-json": lambda f: _replace(f, "specs", np.array([b"{not json"] * int(f.attrs["count"]), dtype=object)
+                                         .astype(h5py.string_dtype())),
+    "object-offsets-decreasing": lambda f: _replace(f, "object_offsets", f["object_offsets"][()][::-1]),
+    "object-offsets-past-table": lambda f: _replace(f, "object_offsets", f["object_offsets"][()] * 3),
+    "object-offsets-short": lambda f: _replace(f, "object_offsets", f["object_offsets"][()][:-1]),
+    "objects-area-missing": _del("objects/area"),
+    "objects-area-float": _astype("objects/area", np.float64),
+    "objects-bbox-3-columns": lambda f: _replace(f, "objects/bbox", f["objects/bbox"][()][:, :3]),
+    "objects-category-missing": _del("objects/category"),
+    "objects-salient-int": _astype("objects/salient", np.int8),
+    "attribute-column-missing": _del("objects/attributes/colour"),
+    "extras-column-strings": lambda f: _replace(
+        f, "objects/extras/" + sorted(f["objects/extras"])[0],
+        np.array([b"x"] * len(f["objects/index"]), dtype=object).astype(h5py.string_dtype())),
+    "negative-offsets-past-table": lambda f: _replace(f, "negative_offsets", f["negative_offsets"][()] + 99),
+    "negatives-caption-missing": _del("negatives/caption"),
+    "attr-count-wrong": _set_attr("count", 99),
+    "attr-count-missing": lambda f: f.attrs.__delitem__("count"),
+    "attr-first-index-wrong": _set_attr("first_index", 3),
+    "attr-split-wrong": _set_attr("split", "train"),
+}
+
+
+def _truncate(work: Path) -> None:
+    shard = work / "d" / SHARD
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    _update_sha(work / "d")
+
+
+def _garbage(work: Path) -> None:
+    (work / "d" / SHARD).write_bytes(b"this is not an HDF5 file\n" * 50)
+    _update_sha(work / "d")
+
+
+def _manifest_edit(change: Callable[[dict], None], rehash: bool = False) -> Callable[[Path], None]:
+    return lambda work: _rewrite_manifest(work / "d", change, rehash)
+
+
+def _set_entry(key: str, delta: int):
+    def change(m):
+        m["splits"]["test"]["shards"][0][key] += delta
+    return change
+
+
+def _foreign_shard(work: Path) -> None:
+    """A shard of the same config with another seed, its checksum updated in the manifest."""
+    from bindscope.dataset.build import build_dataset
+    from tiny_madman import tiny_madman
+
+    other = work / "other-seed"
+    build_dataset(tiny_madman(splits={"train": 16, "test": 5}, shard_size=8, seed=1), other, progress=False)
+    shutil.copy(other / SHARD, work / "d" / SHARD)
+    shutil.rmtree(other)
+    _update_sha(work / "d")
+
+
+# ----------------------------------------------------------------------------------------------- the cases
+
+
+def reader_commands(data: str = "d") -> dict[str, tuple[str, list[str]]]:
+    """Every command that reads a dataset, with arguments that write nothing but an output file."""
+    return {
+        "preview": ("madman", ["preview", data, "--out", "p.png"]),
+        "eval": ("madman", ["eval", data, "--model", "model.pt", "--device", "cpu", "--no-cache", "--quiet",
+                            "--out", "r.json"]),
+        "release": ("bindscope", ["release", data, "--out", "rel"]),
+        "train": ("madman", ["train", data, "--out", "run", "--embed-dim", "16", "--image-size", "32",
+                             "--vision-width", "32", "--vision-layers", "1", "--text-width", "32",
+                             "--text-layers", "1", "--batch-size", "16", "--steps", "1", "--device", "cpu",
+                             "--quiet"]),
+        "probe": ("bindscope", ["probe", data, "--model", "model.pt", "--device", "cpu", "--no-cache",
+                                "--steps", "1", "--out", "probe.json"]),
+    }
+
+
+def _write(name: str, text: str) -> Callable[[Path], None]:
+    def prepare(work: Path) -> None:
+        path = work / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return prepare
+
+
+def _steps(*steps: Callable[[Path], None]) -> Callable[[Path], None]:
+    def prepare(work: Path) -> None:
+        for step in steps:
+            step(work)
+    return prepare
+
+
+LAUGHS = "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9) if p else ', '.join(['lol'] * 9)}]\n"
+                 for p, c in zip(" abcdefgh", "abcdefghi"))
+
+
+def _glb(uri: str) -> bytes:
+    """A GLB container whose JSON refers to an image at ``uri``."""
+    body = json.dumps({"asset": {"version": "2.0"}, "images": [{"uri": uri}]}).encode()
+    body += b" " * (-len(body) % 4)
+    return b"glTF" + struct.pack("<II", 2, 12 + 8 + len(body)) + struct.pack("<I4s", len(body), b"JSON") + body
+
+
+def _obj_with_texture(texture: str) -> Callable[[Path], None]:
+    def prepare(work: Path) -> None:
+        models = work / "models"
+        models.mkdir()
+        (models / "cup.obj").write_text("mtllib cup.mtl\nv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+        (models / "cup.mtl").write_text(f"newmtl m\nKd 1 1 1\nmap_Kd {texture}\n")
+        (work / "secret.png").write_bytes(b"\x89PNG outside")
+    return prepare
+
+
+def _labclip_map(work: Path) -> None:
+    from bindscope.alignment.labclip import LabclipMap
+
+    LabclipMap.identity(16).save(work / "m.pt")
+
+
+def cases() -> list[Case]:
+    """Every case of the matrix (``fast`` marks the subset the test suite runs)."""
+    out: list[Case] = []
+    readers = reader_commands()
+    fast_readers = ("preview",)
+    # 1. crafted shards (checksum updated): every reader exits 2 naming the file; verify lists the problem.
+    crafted = dict(SHARD_CRAFTS)
+    for name, change in crafted.items():
+        for reader, (group, args) in readers.items():
+            out.append(Case(f"shard:{name}:{reader}", group, args, "test-00000.h5", craft(change),
+                            fast=reader in fast_readers, needs=("data", "model")))
+        out.append(Case(f"shard:{name}:verify", "bindscope", ["verify", "d"], "test-00000.h5", craft(change),
+                        expect=1, fast=True, needs=("data",)))
+    for name, prepare in {"truncated": _truncate, "not-hdf5": _garbage}.items():
+        for reader, (group, args) in readers.items():
+            out.append(Case(f"shard:{name}:{reader}", group, args, "test-00000.h5", prepare,
+                            fast=reader in fast_readers, needs=("data", "model")))
+        out.append(Case(f"shard:{name}:verify", "bindscope", ["verify", "d"], "test-00000.h5", prepare, expect=1,
+                        fast=True, needs=("data",)))
+    # 2. one flipped byte in a chunk (checksum NOT updated): verify (also --no-masks) and every reader
+    for dataset in ("images", "masks", "captions"):
+        prepare = flip_byte(dataset)
+        for extra in ([], ["--no-masks"]):
+            out.append(Case(f"flip:{dataset}:verify{''.join(extra)}", "bindscope", ["verify", "d", *extra],
+                            "test-00000.h5", prepare, expect=1, fast=True, needs=("data",)))
+        for reader, (group, args) in readers.items():
+            out.append(Case(f"flip:{dataset}:{reader}", group, args, "test-00000.h5", prepare,
+                            fast=reader in ("preview", "eval", "release"), needs=("data", "model")))
+    # 3. manifest edits: verify finds each; readers refuse the self-contradicting ones
+    edits = {
+        "config": (_manifest_edit(lambda m: m["config"].__setitem__("saliency_bias", 0.123)), "config_sha256", True),
+        "seed": (_manifest_edit(lambda m: m.__setitem__("seed", 7)), "config_sha256", True),
+        "config-sha256": (_manifest_edit(lambda m: m.__setitem__("config_sha256", "0" * 64)), "config_sha256", True),
+        "generator-name": (_manifest_edit(lambda m: m["generator"].__setitem__("name", "comco")), "config_sha256",
+                           True),
+        "num-samples": (_manifest_edit(lambda m: m["splits"]["test"].__setitem__("num_samples", 9)), "num_samples",
+                        True),
+        "shard-count": (_manifest_edit(_set_entry("count", 1)), "test", True),
+        "first-index": (_manifest_edit(_set_entry("first_index", 1)), "test", True),
+        "num-objects": (_manifest_edit(_set_entry("num_objects", 1)), "test-00000.h5", True),
+        "image-size": (_manifest_edit(lambda m: m.__setitem__("image_size", [32, 32])), "test-00000.h5", True),
+        "statistics": (_manifest_edit(lambda m: m["statistics"]["test"]["realised"].__setitem__(
+            "saliency_bias", 0.5)), "statistics", False),
+        "attribute-order": (_manifest_edit(lambda m: m["object_attributes"].reverse()), "object_attributes", False),
+        "foreign-seed-shard": (_foreign_shard, "another run", False),
+        "extra-shard-file": (_write("d/shards/extra-00000.h5", "x"), "extra-00000.h5", False),
+        "rehashed-generator": (_manifest_edit(lambda m: m["generator"].__setitem__("name", "comco"), rehash=True),
+                               "another run", False),
+    }
+    for name, (prepare, needle, readers_refuse) in edits.items():
+        out.append(Case(f"manifest:{name}:verify", "bindscope", ["verify", "d"], needle, prepare, expect=1,
+                        fast=True, needs=("data",)))
+        if readers_refuse:
+            for reader, (group, args) in readers.items():
+                out.append(Case(f"manifest:{name}:{reader}", group, args, "d", prepare,
+                                fast=reader == "preview", needs=("data", "model")))
+    # 4. output folders: never delete or write what is not ours
+    foreign = _steps(_write("proj/manifest.json", "{}"), _write("proj/src/app.js", "x"))
+    out += [
+        Case("out:foreign-manifest-overwrite", "madman", ["generate", "--out", "proj", "-n", "4", "--overwrite"],
+             "proj", foreign, fast=True),
+        Case("out:empty", "madman", ["generate", "--out", "", "-n", "4", "--overwrite"], "--out is empty",
+             fast=True),
+        Case("out:current-folder", "madman", ["generate", "--out", ".", "-n", "4", "--overwrite"],
+             "current folder", _write("keep.txt", "x"), fast=True),
+        Case("out:parent-folder", "madman", ["generate", "--out", "..", "-n", "4"], "ancestor", fast=True),
+        Case("out:symlink-to-foreign", "madman", ["generate", "--out", "link", "-n", "4", "--overwrite"], "proj",
+             _steps(foreign, lambda w: (w / "link").symlink_to(w / "proj")), fast=True),
+        Case("out:train-foreign-run-json", "madman", readers["train"][1][:3] + ["proj", *readers["train"][1][4:],
+                                                                            "--overwrite"],
+             "proj", _steps(_write("proj/run.json", "{}"), _write("proj/src/app.js", "x")), fast=True,
+             needs=("data",)),
+        Case("out:train-empty", "madman", readers["train"][1][:3] + ["", *readers["train"][1][4:]], "--out is empty",
+             needs=("data",)),
+        Case("out:release-symlink-into-source", "bindscope", ["release", "d", "--out", "inside"], "inside",
+             lambda w: (w / "inside").symlink_to(w / "d" / "shards"), fast=True, needs=("data",)),
+        Case("out:sweep-under-file", "madman", ["sweep", "--property", "multi-object-images", "--values", "0.5",
+                                                "--out", "f.txt/sweep"], "f.txt", _write("f.txt", "x"), fast=True),
+        Case("out:probe-under-file", "bindscope", ["probe", "d", "--model", "model.pt", "--device", "cpu",
+                                                   "--out", "f.txt/p.json"], "f.txt", _write("f.txt", "x"),
+             needs=("data", "model")),
+        Case("out:labclip-apply-under-file", "bindscope", ["labclip", "apply", "e.npy", "--labclip", "m.pt",
+                                                           "--out", "f.txt/o.npy"], "f.txt",
+             _steps(_write("f.txt", "x"), lambda w: np.save(w / "e.npy", np.ones((2, 16), np.float32)),
+                    _labclip_map), fast=True),
+    ]
+    # 5. configs: bounded parsing, schema types, bounded counts
+    deep = "a: " + "[" * 5000 + "]" * 5000 + "\n"
+    for command, args in (("madman", ["generate", "--out", "o", "-n", "2"]), ("comco", ["render", "--out", "o"])):
+        out += [
+            Case(f"config:{command}:billion-laughs", command, [*args, "--config", "c.yaml"], "c.yaml",
+                 _write("c.yaml", LAUGHS), fast=True),
+            Case(f"config:{command}:nested-5000", command, [*args, "--config", "c.yaml"], "nested",
+                 _write("c.yaml", deep), fast=True),
+            Case(f"config:{command}:recursive-anchor", command, [*args, "--config", "c.yaml"], "c.yaml",
+                 _write("c.yaml", "a: &a [*a]\n")),
+            Case(f"config:{command}:python-tag", command, [*args, "--config", "c.yaml"], "c.yaml",
+                 _write("c.yaml", "a: !!python/object/apply:os.system ['echo hi']\n"), fast=True),
+            Case(f"config:{command}:not-a-mapping", command, [*args, "--config", "c.yaml"], "c.yaml",
+                 _write("c.yaml", "- 1\n- 2\n")),
+        ]
+    out += [
+        Case("config:madman:laughs-under-holdout", "madman", ["generate", "--out", "o", "--config", "c.yaml"],
+             "c.yaml", _write("c.yaml", LAUGHS.replace("i: &i", "ood:\n  holdout: &i")), fast=True),
+        Case("config:comco:laughs-under-templates", "comco", ["render", "--out", "o", "--config", "c.yaml"],
+             "c.yaml", _write("c.yaml", LAUGHS.replace("i: &i", "caption:\n  templates: &i"))),
+        Case("config:madman:half-integer", "madman", ["generate", "--out", "o", "--config", "c.yaml"], "2.5",
+             _write("c.yaml", "splits: {train: 2.5}\n"), fast=True),
+        Case("config:comco:n-huge", "comco", ["render", "--out", "o", "-n", "99999999999"], "99999999999",
+             fast=True),
+        Case("config:madman:n-huge", "madman", ["generate", "--out", "o", "-n", "99999999999"], "99999999999"),
+        Case("config:comco:objects-float", "comco", ["render", "--out", "o", "--config", "c.yaml"], "2.5",
+             _write("c.yaml", "objects: {min: 2.5, max: 3}\n")),
+        Case("input:mnist-root-garbage", "madman", ["generate", "--out", "o", "-n", "2", "--mnist-root", "mn"],
+             "mn", _steps(*[_write(f"mn/MNIST/raw/{n}", "garbage") for n in (
+                 "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                 "t10k-labels-idx1-ubyte")]), fast=True),
+        Case("input:pretrained-garbage", "madman", ["eval", "d", "--model", "ViT-B-32", "--pretrained",
+                                                    "./garbage.pt", "--device", "cpu", "--no-cache", "--out",
+                                                    "r.json"], "garbage.pt", _write("garbage.pt", "garbage"),
+             needs=("data",)),
+        Case("input:model-garbage", "madman", ["eval", "d", "--model", "bad.pt", "--device", "cpu", "--no-cache",
+                                               "--out", "r.json"], "bad.pt", _write("bad.pt", "garbage"),
+             fast=True, needs=("data",)),
+        Case("input:sweep-data-seed-negative", "madman", ["sweep", "--property", "multi-object-images", "--values",
+                                                          "0.5", "--out", "s", "--data-seed", "-1"], "-1", fast=True),
+        Case("input:comco-eval-tasks-empty", "comco", ["eval", "--model", "model.pt", "--tasks", "",
+                                                       "--device", "cpu", "--out", "r.json"], "task",
+             fast=True, needs=("model",)),
+        Case("input:patch-size-not-dividing", "madman", [*readers["train"][1][:15], "--patch-size", "100",
+                                                         *readers["train"][1][15:]], "--patch-size",
+             fast=True, needs=("data",)),
+        Case("input:labclip-apply-nan", "bindscope", ["labclip", "apply", "e.npy", "--labclip", "m.pt", "--out",
+                                                      "o.npy"], "e.npy",
+             _steps(lambda w: np.save(w / "e.npy", np.full((2, 16), np.nan, np.float32)), _labclip_map),
+             fast=True),
+        Case("input:labclip-map-garbage", "bindscope", ["labclip", "apply", "e.npy", "--labclip", "m.pt", "--out",
+                                                        "o.npy"], "m.pt",
+             _steps(lambda w: np.save(w / "e.npy", np.ones((2, 16), np.float32)), _write("m.pt", "garbage"))),
+        Case("assets:two-names-one-file", "comco", ["assets", "import", "models", "--out", "assets"],
+             "teddy_bear", _steps(lambda w: (w / "models").mkdir(),
+                                  lambda w: (w / "models" / "Teddy Bear.glb").write_bytes(_glb("t.png")),
+                                  lambda w: (w / "models" / "teddy_bear.glb").write_bytes(_glb("t.png")),
+                                  _write("models/t.png", "png")), fast=True),
+        Case("assets:nominal-size-nan", "comco", ["assets", "import", "models", "--out", "assets"],
+             "nominal_size_m", _steps(lambda w: (w / "models").mkdir(),
+                                      lambda w: (w / "models" / "cup.glb").write_bytes(_glb("t.png")),
+                                      _write("models/t.png", "png"),
+                                      _write("models/mapping.yaml", "cup.glb: {category: cup, nominal_size_m: .nan}\n")),
+             fast=True),
+        Case("assets:mtl-map-kd-outside", "comco", ["assets", "import", "models", "--out", "assets"],
+             "../secret.png", _obj_with_texture("../secret.png"), fast=True),
+        Case("assets:mtl-map-bump-absolute", "comco", ["assets", "import", "models", "--out", "assets"],
+             "/etc/hostname", _obj_with_texture("/etc/hostname")),
+        Case("assets:gltf-uri-outside", "comco", ["assets", "import", "models", "--out", "assets"],
+             "../secret.png", _steps(lambda w: (w / "models").mkdir(), _write("secret.png", "png"),
+                                     lambda w: (w / "models" / "cup.glb").write_bytes(_glb("../secret.png"))),
+             fast=True),
+        Case("assets:gltf-uri-symlink-out", "comco", ["assets", "import", "models", "--out", "assets"],
+             "t.png", _steps(lambda w: (w / "models").mkdir(), _write("secret.png", "png"),
+                             lambda w: (w / "models" / "t.png").symlink_to(w / "secret.png"),
+                             lambda w: (w / "models" / "cup.glb").write_bytes(_glb("t.png")))),
+    ]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- running
+
+
+def snapshot(root: Path) -> dict:
+    """Every path under ``root`` (links not followed) with size, mtime and, for files, the sha256."""
+    state = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() and not path.is_symlink() else ""
+        state[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, digest)
+    return state
+
+
+@dataclass
+class Outcome:
+    case: Case
+    handled: bool
+    exit_code: int
+    output: str
+    reason: str = ""
+
+
+def run_case(case: Case, fixtures: Path, work: Path) -> Outcome:
+    """Run ``case`` in the fresh folder ``work`` (fixtures copied in) and judge it (see the module docstring)."""
+    from click.testing import CliRunner
+
+    from bindscope.cli import bindscope, comco, madman
+
+    work.mkdir(parents=True)
+    if "data" in case.needs:
+        shutil.copytree(fixtures / "d", work / "d", symlinks=True)
+    if "model" in case.needs:
+        shutil.copy(fixtures / "model.pt", work / "model.pt")
+    if case.prepare is not None:
+        case.prepare(work)
+    before = snapshot(work)
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        result = CliRunner().invoke({"madman": madman, "comco": comco, "bindscope": bindscope}[case.command],
+                                    case.args)
+    finally:
+        os.chdir(cwd)
+    output = result.output
+    lines = [line for line in output.splitlines() if line.strip() and not line.startswith(("Usage: ", "Try '"))]
+    reason = ""
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        reason = f"traceback: {type(result.exception).__name__}: {result.exception}"
+    elif "Traceback (most recent call last)" in output:
+        reason = "a traceback was printed"
+    elif result.exit_code != case.expect:
+        reason = f"exit {result.exit_code}, expected {case.expect}"
+    elif case.expect == 2 and not (len(lines) == 1 and lines[0].startswith("Error: ")):
+        reason = "not exactly one Error: line"
+    elif case.needle not in output:
+        reason = f"the message does not name {case.needle!r}"
+    elif case.expect == 1 and not all(("h5" in p or ".json" in p or "/" in p) for p in lines[1:]):
+        reason = "a problem line names no file"
+    else:
+        after = snapshot(work)
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k)
+                         and not k.startswith(case.ignore or ("\0",)))
+        if changed:
+            reason = f"changed on disk: {', '.join(changed[:3])}"
+    return Outcome(case, not reason, result.exit_code, output, reason)

@@ -1,0 +1,130 @@
+"""Crash and concurrency runs shared by tests/test_attack_matrix.py and benchmarks/attack_matrix.py.
+
+Every run is a real process (``tests/slow_build.py``) killed with SIGKILL, never a simulated interruption.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCRIPT = Path(__file__).with_name("slow_build.py")
+SHARDS = 12  # of tests/slow_build.py's dataset
+
+
+def start(out: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPT.parents[1]), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, str(SCRIPT), str(out), *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def build(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    process = start(out, *extra)
+    stdout, stderr = process.communicate(timeout=300)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes (hidden files too)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux /proc)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_for(predicate, timeout: float = 60.0, step: float = 0.02) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+def shards_done(out: Path) -> int:
+    return len(list((out / "shards").glob("*.h5"))) if (out / "shards").is_dir() else 0
+
+
+def kill_and_repeat(root: Path, runs: int, delay: float = 0.15, jobs: int = 1) -> tuple[int, int, list[str]]:
+    """Kill a build with SIGKILL at ``runs`` moments (after 0..all shards, and at three moments of the finish:
+    after the card, after the manifest, half-way through the tidy-up), repeat the same command, and compare the
+    folder with an uninterrupted build. Returns (identical, runs, the moments)."""
+    root.mkdir(parents=True, exist_ok=True)
+    reference = root / "reference"
+    assert build(reference, "--delay", "0").returncode == 0
+    expected = tree(reference)
+    moments = ["card", "manifest", "tidy"]
+    timed = max(0, runs - len(moments))
+    moments = [f"after {round(k * SHARDS / max(1, timed - 1))} shards" for k in range(timed)] + moments
+    identical = 0
+    for number, moment in enumerate(moments[:runs]):
+        out = root / f"run-{number}"
+        common = ["--delay", str(delay), "--jobs", str(jobs)]
+        if moment.startswith("after"):
+            target = int(moment.split()[1])
+            process = start(out, *common)
+            wait_for(lambda: shards_done(out) >= target or process.poll() is not None)
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+        else:
+            killed = build(out, *common, "--die-at", moment)
+            assert killed.returncode == -signal.SIGKILL, killed.stderr
+        repeated = build(out, *common)
+        identical += repeated.returncode == 0 and tree(out) == expected
+    return identical, min(runs, len(moments)), moments[:runs]
+
+
+def two_writers(root: Path, tries: int = 2) -> tuple[int, int]:
+    """Start a build, then a second one on the same folder while the first writes (the same command, and another
+    seed with ``--overwrite``). Returns (second refused with exit 2 naming the holder, tries); the first must
+    finish with the dataset an undisturbed run makes."""
+    root.mkdir(parents=True, exist_ok=True)
+    reference = root / "reference"
+    assert build(reference).returncode == 0
+    refused = 0
+    for number in range(tries):
+        out = root / f"run-{number}"
+        first = start(out, "--delay", "0.3")
+        wait_for(lambda: shards_done(out) >= 1 or first.poll() is not None)
+        extra = ["--seed", "1", "--overwrite"] if number % 2 else []
+        second = build(out, *extra)
+        first_out, first_err = first.communicate(timeout=300)
+        refused += (second.returncode == 2 and "in use by another bindscope run" in second.stderr
+                    and f"pid {first.pid}" in second.stderr and first.returncode == 0
+                    and tree(out) == tree(reference))
+    return refused, tries
+
+
+def workers_die_with_parent(root: Path) -> tuple[bool, int]:
+    """Start a 2-process build, kill the parent with SIGKILL after its first shard, and check that its worker
+    processes exit within 3 s and write no shard afterwards. Returns (all workers gone, shards written after)."""
+    out = root / "orphans"
+    process = start(out, "--delay", "0.5", "--jobs", "2")
+    wait_for(lambda: shards_done(out) >= 1 and len(children(process.pid)) >= 2)
+    workers = [pid for pid in children(process.pid)]
+    before = shards_done(out)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    gone = wait_for(lambda: not any(alive(pid) for pid in workers), timeout=3.0)
+    time.sleep(1.0)
+    return gone, shards_done(out) - before

@@ -1,0 +1,80 @@
+"""Build a toy dataset slowly in its own process, for the kill -9 and concurrency tests (tests/crash_runs.py).
+
+    python tests/slow_build.py OUT [--seed S] [--jobs J] [--delay SECONDS] [--overwrite] [--die-at STEP]
+
+The generator is :class:`toy_generator.SquaresGenerator` (12 shards of 3 samples) sleeping ``--delay`` seconds
+per shard. ``--die-at`` makes the process kill itself with SIGKILL at a moment of the finish, e.g. right after
+the manifest is written (``manifest``) or the card (``card``). Bad input prints one ``Error:`` line and exits 2,
+as the CLI does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from toy_generator import SquaresGenerator  # noqa: E402
+
+
+@dataclass
+class SlowSquares(SquaresGenerator):
+    delay: float = 0.0
+
+    @property
+    def config(self) -> dict:  # the delay is not part of the config: it changes timing only
+        return {"splits": self.splits, "shard_size": self.shard_size}
+
+    def make_samples(self, split, start, count):
+        time.sleep(self.delay)
+        return super().make_samples(split, start, count)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--die-at", choices=["card", "manifest", "tidy"], default=None)
+    args = parser.parse_args()
+    from bindscope.dataset import build
+    from bindscope.errors import BadInput
+
+    if args.die_at:
+        original = build.write_text_atomic
+
+        def write_then_die(path, text):
+            original(path, text)
+            name = Path(path).name
+            if (args.die_at, name) in (("card", "README.md"), ("manifest", "manifest.json")):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        build.write_text_atomic = write_then_die
+        if args.die_at == "tidy":
+            original_tidy = build.tidy_finished
+
+            def tidy_then_die(out):
+                (out / build.RUN_STATE).unlink(missing_ok=True)  # half of the tidy-up, then the kill
+                os.kill(os.getpid(), signal.SIGKILL)
+                original_tidy(out)
+
+            build.tidy_finished = tidy_then_die
+    generator = SlowSquares(splits={"train": 24, "test": 12}, shard_size=3, seed=args.seed, delay=args.delay)
+    try:
+        build.build_dataset(generator, args.out, jobs=args.jobs, overwrite=args.overwrite, progress=False)
+    except BadInput as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        raise SystemExit(2)
+    print("done")
+
+
+if __name__ == "__main__":
+    main()
