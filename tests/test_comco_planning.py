@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -67,20 +68,21 @@ def test_one_large_scales_and_distinct_categories(comco72):
         assert len({o["category"] for o in objs}) == 5
         large = [o for o in objs if o["large"]]
         assert len(large) == 1 and large[0]["scale"] == 1.5
-        assert all(o["scale"] == 0.75 for o in objs if not o["large"])
+        assert all(o["scale"] == 0.7 for o in objs if not o["large"])
         large_slots[large[0]["index"]] += 1
     assert set(large_slots) == {1, 2, 3, 4, 5}  # the large object is not always the same slot
     equal = config(size_mode="equal", scale={"equal": 1.2})
     assert {o["scale"] for o in planning.plan_scene(equal, comco72, 0, 0)["objects"]} == {1.2}
     rnd = config(size_mode="random")
     scales = [o["scale"] for i in range(30) for o in planning.plan_scene(rnd, comco72, 0, i)["objects"]]
-    assert min(scales) >= 0.75 and max(scales) <= 1.5 and len(set(scales)) == len(scales)
+    assert min(scales) >= 0.7 and max(scales) <= 1.5 and len(set(scales)) == len(scales)
 
 
 @pytest.mark.parametrize("mode", ["random", "grid"])
 def test_footprints_disjoint_with_gap_and_inside_ground(comco72, mode):
-    cfg = config(objects={"min": 4, "max": 5}, placement={"mode": mode, "min_gap": 0.3, "grid": [3, 2]},
-                 size_mode="equal", ground={"size": [6.0, 4.0]})
+    cfg = config(objects={"min": 4, "max": 5},
+                 size_mode="equal", ground={"size": [6.0, 4.0]}, placement={"mode": mode, "min_gap": 0.3, "grid": [3, 2],
+                 "yaw_jitter_deg": 25.0, "slot_jitter": 0.0})
     half_w, half_d = (v / 2 for v in cfg["ground"]["size"])
     for i in range(100):
         objs = planning.plan_scene(cfg, comco72, 3, i)["objects"]
@@ -119,13 +121,78 @@ def test_camera_and_light_jitter_bounds(comco72):
     for i in range(50):
         spec = planning.plan_scene(cfg, comco72, 0, i)
         cam, light = spec["camera"], spec["light"]
-        assert 9.5 <= cam["distance"] <= 10.5 and 37 <= cam["elevation_deg"] <= 43
-        assert -5 <= cam["azimuth_deg"] <= 5 and cam["focal_mm"] == 50
+        assert 9 <= cam["elevation_deg"] <= 15 and -5 <= cam["azimuth_deg"] <= 5 and cam["focal_mm"] == 50
         assert 42 <= light["elevation_deg"] <= 58 and -60 <= light["azimuth_deg"] <= -10
         assert 2.5 <= light["strength"] <= 3.5
         assert spec["render"] == {**spec["render"], "resolution": 224, "samples": 16, "denoise": True}
-    still = config(camera={"jitter": {"distance": 0, "elevation_deg": 0, "azimuth_deg": 0}})
-    assert planning.plan_scene(still, comco72, 0, 4)["camera"]["distance"] == 10.0
+        assert spec["world"]["backdrop"]["kind"] == "seamless"
+    still = config(camera={"jitter": {"elevation_deg": 0, "azimuth_deg": 0}})
+    assert planning.plan_scene(still, comco72, 0, 4)["camera"]["elevation_deg"] == 12.0
+
+
+def _union(boxes):
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
+def test_camera_frames_the_planned_layout(comco72):
+    """The objects' bounding cubes, projected (the renderer's mapping, checked against Blender in
+    test_comco_render), fill 1 - 2 * margin of the image on the tighter axis, centred; the backdrop stands
+    behind every object."""
+    cfg = config(objects={"min": 1, "max": 5})
+    for i in range(60):
+        spec = planning.plan_scene(cfg, comco72, 2, i)
+        x0, y0, x1, y1 = _union(planning.projected_boxes(spec))
+        side = max(x1 - x0, y1 - y0)
+        assert side == pytest.approx(0.9 * 224, abs=0.01)
+        assert (x0 + x1) / 2 == pytest.approx(112, abs=0.01) and (y0 + y1) / 2 == pytest.approx(112, abs=0.01)
+        rear = max(planning.object_corners(e)[:, 1].max() for e in spec["objects"])
+        assert spec["world"]["backdrop"]["y"] == pytest.approx(rear + 1.0)
+    # the projection: a point on the optical axis lands in the image centre (no shift), one 1 m to the right of
+    # it at distance d lands 50/36/d image widths to the right
+    cam = {"elevation_deg": 0.0, "azimuth_deg": 0.0, "focal_mm": 50.0, "look_at": [0.0, 0.0, 1.0],
+           "distance": 10.0, "shift_x": 0.0, "shift_y": 0.0}
+    xy = planning.project(cam, np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 1.0], [0.0, 0.0, 2.0]]), 100)
+    assert xy.ravel().tolist() == pytest.approx([50, 50, 50 + 100 * 50 / 36 / 10, 50, 50, 50 - 100 * 50 / 36 / 10])
+
+
+def test_row_layout_footprints_and_slots(comco72):
+    for slot in ("left", "middle", "right"):
+        cfg = config(objects={"min": 2, "max": 5}, placement={"large_slot": slot})
+        for i in range(40):
+            spec = planning.plan_scene(cfg, comco72, 5, i)
+            objs = spec["objects"]
+            (large,) = [o for o in objs if o["large"]]
+            xs = sorted(o["x"] for o in objs)
+            assert large["slot"] == slot and large["y"] > 0  # the large object stands in the back lane
+            if slot == "left":
+                assert large["x"] == xs[0]
+            elif slot == "right":
+                assert large["x"] == xs[-1]
+            else:  # centred image: the camera looks along the large object's x without lens shift
+                assert spec["camera"]["look_at"][0] == large["x"] and spec["camera"]["shift_x"] == 0.0
+                assert len(objs) < 3 or xs[0] < large["x"] < xs[-1]
+            for a in objs:  # yawed footprint squares never overlap
+                for b in objs:
+                    if a["index"] < b["index"]:
+                        wa = planning.half_width(a["scale"], a["yaw_deg"])
+                        wb = planning.half_width(b["scale"], b["yaw_deg"])
+                        assert abs(a["x"] - b["x"]) >= wa + wb - 1e-9 or abs(a["y"] - b["y"]) >= wa + wb - 1e-9
+    full = config(objects={"min": 3, "max": 3}, size_mode="equal", placement={"slots": ["right", "left", "middle"]})
+    for i in range(10):
+        objs = planning.plan_scene(full, comco72, 0, i)["objects"]
+        assert [o["slot"] for o in objs] == ["right", "left", "middle"]
+        assert objs[1]["x"] < objs[2]["x"] < objs[0]["x"]
+    with pytest.raises(BadInput, match="large_slot"):
+        planning.check_plannable(config(size_mode="equal", placement={"large_slot": "left"}), comco72, 0)
+    with pytest.raises(BadInput, match="mode 'row'"):
+        planning.check_plannable(config(placement={"mode": "grid", "slots": ["left"]}), comco72, 0)
+
+
+def test_visibility_threshold_scales_with_the_image():
+    assert planning.min_visible_pixels(config()) == math.ceil(0.004 * 224 * 224) == 201
+    assert planning.min_visible_pixels(config(resolution=96)) == 37
+    assert planning.min_visible_pixels(config(resolution=32)) == 16  # the pixel floor
+    assert planning.min_visible_pixels(config(resolution=512)) == 1049
 
 
 def test_reference_plan(comco72):
@@ -133,10 +200,18 @@ def test_reference_plan(comco72):
     spec = planning.plan_reference(cfg, comco72, 0, 5)
     (obj,) = spec["objects"]
     assert spec["caption"] == comco72[5].name == obj["category"]
-    assert (obj["x"], obj["y"], obj["yaw_deg"], obj["scale"]) == (0.0, 0.0, 0.0, 1.5)
-    assert spec["camera"] == {"distance": 10.0, "elevation_deg": 40.0, "azimuth_deg": 0.0, "focal_mm": 50.0,
-                              "look_at": [0.0, 0.0, 0.3]}
-    assert spec["light"]["strength"] == 3.0
+    assert (obj["x"], obj["y"], obj["yaw_deg"], obj["scale"]) == (0.0, 0.0, 0.0, 1.0)
+    box = planning.projected_boxes(spec)[0]
+    assert max(box[2] - box[0], box[3] - box[1]) == pytest.approx(0.72 * 224, abs=0.01)
+    assert spec["camera"]["elevation_deg"] == 12.0 and spec["light"]["strength"] == 3.0
+    crop = planning.plan_reference(config(references="crop"), comco72, 0, 5)
+    assert crop["kind"] == "crop" and crop["objects"][0]["category"] == comco72[5].name
+    assert crop["objects"][0]["large"] and crop["caption"] == comco72[5].name
+    # zoom_to_box: the box lands centred with side fill * resolution
+    cam = planning.zoom_to_box(spec["camera"], (10, 20, 40, 80), 224, 0.5)
+    moved = planning.zoom_to_box(cam, (56, 56, 168, 168), 224, 0.5)
+    assert [moved[k] for k in ("focal_mm", "shift_x", "shift_y")] == pytest.approx(
+        [cam[k] for k in ("focal_mm", "shift_x", "shift_y")])
 
 
 def test_capacity_checks_hand_computed():
@@ -153,7 +228,7 @@ def test_capacity_checks_hand_computed():
 def test_bounded_retries_give_clear_error(comco72):
     # capacity passes, but four 1 m objects almost never fit a 3 x 3 m ground at random
     cfg = config(objects={"min": 4, "max": 4}, size_mode="equal", ground={"size": [3.0, 3.0]},
-                 placement={"max_tries": 5})
+                 placement={"mode": "random", "max_tries": 5})
     with pytest.raises(BadInput, match="no layout found in 5 tries"):
         planning.plan_scene(cfg, comco72, 0, 0)
     grid = config(objects={"min": 5, "max": 5}, placement={"mode": "grid", "grid": [2, 2]})
@@ -163,7 +238,8 @@ def test_bounded_retries_give_clear_error(comco72):
 
 def test_impossible_layout_cli_exit_2_and_nothing_written(tmp_path):
     cfg = tmp_path / "tiny-ground.yaml"
-    cfg.write_text(yaml.safe_dump({"size_mode": "equal", "scale": {"equal": 1.6}, "ground": {"size": [2.5, 2.5]}}))
+    cfg.write_text(yaml.safe_dump({"size_mode": "equal", "scale": {"equal": 1.6}, "ground": {"size": [2.5, 2.5]},
+                                   "placement": {"mode": "random"}}))
     out = tmp_path / "out"
     result = CliRunner().invoke(comco, ["render", "--objects", "5", "-n", "4", "--config", str(cfg),
                                         "--out", str(out), "--set", "simco18"])

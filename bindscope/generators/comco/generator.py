@@ -24,7 +24,9 @@ hidden by other objects), ``unoccluded_area`` (pixels), ``x``/``y`` (m, ground p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from bindscope import __version__
 from bindscope.dataset.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
@@ -34,32 +36,115 @@ from bindscope.generators.comco.planning import SPLIT_REFERENCES, SPLIT_SCENES
 
 ATTRIBUTE_NAMES = ["size_class", "size"]
 EXTRA_NAMES = ["scale", "occlusion", "unoccluded_area", "x", "y", "yaw_deg",
-               "proj_x0", "proj_y0", "proj_x1", "proj_y1"]
+               "proj_x0", "proj_y0", "proj_x1", "proj_y1", "area_ratio"]
 
 
 def rejection(spec: dict, objects: list, config: dict, image_size: int) -> str | None:
-    """Why a rendered scene must be re-planned (None when it is accepted).
+    """Why a rendered scene must be re-planned (None when it is accepted), from its id render.
+
+    Rules: every object shows at least :func:`planning.min_visible_pixels` pixels; with ``visibility.in_frame``
+    every projected mesh bbox lies in the image; ``one-large``: the large object's visible area is at least
+    ``sizes.min_area_ratio`` times every other's; ``equal``: the largest visible area is at most
+    ``sizes.equal_ratio`` times the smallest.
 
     Args:
         spec: the scene spec rendered.
         objects: its per-object render results (``blender.session.ObjectResult``, same order as the spec).
-        config: resolved config (``visibility`` and ``size_mode`` are used).
+        config: resolved config (``visibility``, ``sizes`` are used).
         image_size: image side in pixels (for messages).
     """
-    vis = config["visibility"]
+    threshold = planning.min_visible_pixels(config)
     for entry, res in zip(spec["objects"], objects):
-        if res.area < vis["min_pixels"]:
-            return (f"object {entry['index']} ({entry['category']}) shows {res.area} pixels, fewer than "
-                    f"visibility.min_pixels = {vis['min_pixels']}")
-        if vis["in_frame"] and not res.in_frame:
+        if res.area < threshold:
+            return (f"object {entry['index']} ({entry['category']}) shows {res.area} pixels, fewer than the "
+                    f"visibility minimum of {threshold} (visibility.min_fraction, visibility.min_pixels)")
+        if config["visibility"]["in_frame"] and not res.in_frame:
             return f"object {entry['index']} ({entry['category']}) is partly outside the {image_size}px frame"
-    if spec["size_mode"] == "one-large":
-        large = [k for k, e in enumerate(spec["objects"]) if e["large"]]
-        if large:
-            big = objects[large[0]].area
-            if any(r.area >= big for k, r in enumerate(objects) if k != large[0]):
-                return "the large object does not have the largest visible area"
+    areas = [res.area for res in objects]
+    sizes = config["sizes"]
+    large = [k for k, e in enumerate(spec["objects"]) if e["large"]]
+    if spec["size_mode"] == "one-large" and large and len(areas) > 1:
+        big = areas[large[0]]
+        for k, area in enumerate(areas):
+            if k != large[0] and area * sizes["min_area_ratio"] > big:
+                return (f"the large object shows {big} pixels, less than sizes.min_area_ratio = "
+                        f"{sizes['min_area_ratio']:g} times object {k + 1}'s {area}")
+    if spec["size_mode"] == "equal" and max(areas) > sizes["equal_ratio"] * min(areas):
+        return (f"visible areas {min(areas)}..{max(areas)} pixels differ by more than sizes.equal_ratio = "
+                f"{sizes['equal_ratio']:g}")
     return None
+
+
+MAX_FACTOR = 2.0
+"""Bound of one size correction: an object's scale is multiplied by a factor in 1/MAX_FACTOR..MAX_FACTOR."""
+HEADROOM = 1.15
+"""Area targets of a size correction aim this much beyond the rule (the camera is re-fitted afterwards)."""
+
+
+def size_factors(spec: dict, objects: list, config: dict) -> list[float] | None:
+    """Scale factors that move a rejected scene's visible areas towards the rules (None: nothing to correct).
+
+    Visible area grows about as the square of an object's scale, so each object's factor is
+    ``sqrt(target / area)``, bounded by :data:`MAX_FACTOR`: too small objects grow to the visibility minimum;
+    ``one-large``: the large object grows until it is ``sizes.min_area_ratio`` times the largest other, and
+    others above ``large / min_area_ratio`` shrink to it; ``equal``: every object aims at the geometric mean of
+    the areas. Targets carry a :data:`HEADROOM` margin.
+    """
+    areas = np.array([max(res.area, 1) for res in objects], dtype=float)
+    floor = planning.min_visible_pixels(config) * HEADROOM
+    target = np.maximum(areas, floor)
+    large = [k for k, e in enumerate(spec["objects"]) if e["large"]]
+    if spec["size_mode"] == "one-large" and large and len(areas) > 1:
+        ratio = config["sizes"]["min_area_ratio"] * HEADROOM
+        k = large[0]
+        others = np.delete(target, k)
+        target[k] = max(target[k], ratio * others.max())
+        grown = min(target[k], areas[k] * MAX_FACTOR ** 2)
+        rest = np.arange(len(areas)) != k
+        target[rest] = np.maximum(floor, np.minimum(target[rest], grown / ratio))
+    elif spec["size_mode"] == "equal":
+        target = np.maximum(floor, np.exp(np.log(areas).mean()))
+    factors = np.clip(np.sqrt(target / areas), 1 / MAX_FACTOR, MAX_FACTOR)
+    if np.allclose(factors, 1.0, atol=1e-3):
+        return None
+    return [float(f) for f in factors]
+
+
+def cut_out(out, resolution: int, fill: float):
+    """The ``references: crop`` image of object 1 of a rendered scene ``out`` (``RenderOutput``).
+
+    Pixels outside object 1's mask take the median colour of the scene's background (mask 0); the square
+    centred on the mask's bbox, of side ``bbox side / fill`` pixels (padded with that colour where it leaves
+    the image), is resized to ``resolution`` (Pillow: bilinear for the image, nearest for the mask). Returns a
+    ``RenderOutput`` with one object (visible area and projected bbox in the new image).
+    """
+    from PIL import Image
+
+    from bindscope.generators.comco.blender.session import RenderOutput
+
+    mine = out.mask == 1
+    colour = np.median(out.image[out.mask == 0], axis=0).astype(np.uint8)
+    ys, xs = np.nonzero(mine)
+    side = max(xs.max() + 1 - xs.min(), ys.max() + 1 - ys.min()) / fill
+    x0 = int(round((xs.min() + xs.max() + 1) / 2 - side / 2))
+    y0 = int(round((ys.min() + ys.max() + 1) / 2 - side / 2))
+    side = int(round(side))
+    h, w = out.mask.shape
+    pad = side
+    image = np.broadcast_to(colour, (h + 2 * pad, w + 2 * pad, 3)).copy()
+    image[pad:pad + h, pad:pad + w][mine] = out.image[mine]
+    mask = np.zeros((h + 2 * pad, w + 2 * pad), np.uint8)
+    mask[pad:pad + h, pad:pad + w] = mine
+    window = (slice(y0 + pad, y0 + pad + side), slice(x0 + pad, x0 + pad + side))
+    image = np.asarray(Image.fromarray(image[window]).resize((resolution, resolution), Image.BILINEAR))
+    mask = np.asarray(Image.fromarray(mask[window]).resize((resolution, resolution), Image.NEAREST))
+    k = resolution / side
+    px0, py0, px1, py1 = out.objects[0].projected_bbox
+    area = int(np.count_nonzero(mask))
+    projected = ((px0 - x0) * k, (py0 - y0) * k, (px1 - x0) * k, (py1 - y0) * k)
+    result = replace(out.objects[0], area=area, unoccluded_area=area, occlusion=0.0, projected_bbox=projected,
+                     in_frame=min(projected) >= 0 and max(projected) <= resolution)
+    return RenderOutput(image.copy(), mask.copy(), [result], out.timings)
 
 
 @dataclass
@@ -115,8 +200,15 @@ class ComcoGenerator:
 
         return get_session(self.config["set"], self.threads, self.device)
 
-    def render_scene(self, index: int):
-        """Plan and render scene ``index`` with re-planning; return ``(spec, RenderOutput, attempts)``.
+    def render_scene(self, index: int, split: str = SPLIT_SCENES):
+        """Plan and render scene ``index`` with size corrections and re-planning; return
+        ``(spec, RenderOutput, attempts)``.
+
+        Each attempt plans the scene (:func:`planning.plan_scene`); a plan that cannot pass the visibility rule
+        (:func:`planning.plan_rejection`) is re-planned without rendering. A render that breaks a rule of
+        :func:`rejection` is planned again with corrected scales (:func:`size_factors`, at most
+        ``sizes.corrections`` times per attempt), then with the next attempt number. With ``split =
+        "references"`` (``references: crop``) the scene is the one of :func:`planning.plan_reference`.
 
         Raises:
             BadInput: no acceptable render within ``visibility.max_tries`` attempts.
@@ -124,31 +216,60 @@ class ComcoGenerator:
         session = self._session()
         tries = self.config["visibility"]["max_tries"]
         reason = ""
+
         def accept(spec, objects):
             return rejection(spec, objects, self.config, self.image_size[0])
 
         for attempt in range(tries):
-            spec = planning.plan_scene(self.config, self.categories, self.seed, index, attempt)
-            out = session.render(spec, accept=accept)
-            reason = out.rejected
-            if reason is None:
-                return spec, out, attempt + 1
-        raise BadInput(f"scene {index}: no acceptable render in visibility.max_tries = {tries} attempts "
-                       f"(last: {reason}); raise the scales, lower visibility.min_pixels, raise --resolution "
-                       "or bring the camera closer (camera.distance)")
+            factors = None
+            for correction in range(self.config["sizes"]["corrections"] + 1):
+                if split == SPLIT_SCENES:
+                    spec = planning.plan_scene(self.config, self.categories, self.seed, index, attempt, factors)
+                else:
+                    spec = planning.plan_reference(self.config, self.categories, self.seed, index, attempt, factors)
+                reason = planning.plan_rejection(spec, self.config)
+                if reason is not None:
+                    break
+                out = session.render(spec, accept=accept)
+                reason = out.rejected
+                if reason is None:
+                    return {**spec, "corrections": correction}, out, attempt + 1
+                step = size_factors(spec, out.objects, self.config)
+                if step is None:
+                    break
+                factors = [a * b for a, b in zip(factors or [1.0] * len(step), step)]
+        raise BadInput(f"{split} {index}: no acceptable render in visibility.max_tries = {tries} attempts "
+                       f"(last: {reason}); lower visibility.min_fraction / visibility.min_pixels or "
+                       "sizes.min_area_ratio, raise --resolution or lower --objects")
 
     def render_reference(self, index: int):
         """Render reference image ``index`` (category ``categories[index]``); return ``(spec, RenderOutput)``.
 
+        ``references: true``: the object alone is rendered once for its id mask, the camera is zoomed onto the
+        mask's bbox (:func:`planning.zoom_to_box`, side ``camera.reference_fill`` of the image) and the scene
+        rendered again. ``references: crop``: a scene holding the category as object 1 is rendered
+        (:meth:`render_scene`) and the object cut out (:func:`cut_out`).
+
         Raises:
-            BadInput: the object shows fewer than ``visibility.min_pixels`` pixels.
+            BadInput: the object shows fewer pixels than the visibility minimum.
         """
+        res = self.image_size[0]
+        fill = self.config["camera"]["reference_fill"]
+        if self.config["references"] == "crop":
+            spec, out, _ = self.render_scene(index, split=SPLIT_REFERENCES)
+            first = spec["objects"][0]
+            return {**spec, "objects": [first], "scene_objects": spec["objects"]}, cut_out(out, res, fill)
+        session = self._session()
         spec = planning.plan_reference(self.config, self.categories, self.seed, index)
-        out = self._session().render(spec)
-        if out.objects[0].area < self.config["visibility"]["min_pixels"]:
+        probe = session.render(spec, accept=lambda spec, objects: "measured")
+        if probe.objects[0].area:
+            box, _ = mask_bbox_area(probe.mask, 1)
+            spec["camera"] = planning.zoom_to_box(spec["camera"], box, res, fill)
+        out = session.render(spec)
+        threshold = planning.min_visible_pixels(self.config)
+        if out.objects[0].area < threshold:
             raise BadInput(f"reference image of {spec['caption']!r} shows {out.objects[0].area} pixels, fewer "
-                           f"than visibility.min_pixels = {self.config['visibility']['min_pixels']}; "
-                           "raise scale.reference or --resolution")
+                           f"than the visibility minimum of {threshold}; raise camera.reference_fill or --resolution")
         return spec, out
 
     def make_samples(self, split: str, start: int, count: int) -> list[Sample]:
@@ -168,6 +289,7 @@ class ComcoGenerator:
     def _sample(self, index: int, spec: dict, out, attempts: int) -> Sample:
         boxes_areas = [mask_bbox_area(out.mask, e["index"]) for e in spec["objects"]]
         ranks = size_ranks([area for _, area in boxes_areas])
+        largest = max(1, max(area for _, area in boxes_areas))
         mode = spec["size_mode"]
         objects = []
         for k, (entry, res) in enumerate(zip(spec["objects"], out.objects)):
@@ -184,7 +306,7 @@ class ComcoGenerator:
                 extras={"scale": entry["scale"], "occlusion": res.occlusion,
                         "unoccluded_area": float(res.unoccluded_area), "x": entry["x"], "y": entry["y"],
                         "yaw_deg": entry["yaw_deg"], "proj_x0": px0, "proj_y0": py0, "proj_x1": px1,
-                        "proj_y1": py1}))
+                        "proj_y1": py1, "area_ratio": area / largest}))
         return Sample(index=index, image=out.image, mask=out.mask, caption=spec["caption"], objects=objects,
                       negatives=[], spec={**spec, "attempts": attempts})
 

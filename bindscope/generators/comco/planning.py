@@ -33,7 +33,9 @@ from bindscope.errors import BadInput
 SIZE_MODES = ("one-large", "equal", "random")
 SPLIT_SCENES = "scenes"
 SPLIT_REFERENCES = "references"
-SPEC_VERSION = 1
+SPEC_VERSION = 2
+SENSOR_WIDTH_MM = 36.0
+"""Camera sensor width (Blender's default); with ``focal_mm`` 50 the horizontal field of view is 39.6 degrees."""
 
 FOOTPRINT_FACTOR = math.sqrt(0.5)
 """Footprint radius per metre of scale. A model normalised to a largest dimension of 1 fits in a unit cube,
@@ -45,21 +47,24 @@ DEFAULT_CONFIG: dict = {
     "n": 1000,
     "objects": {"min": 2, "max": 5, "weights": None},
     "size_mode": "one-large",
-    "scale": {"large": 1.5, "small": 0.75, "equal": 1.0, "reference": 1.5},
+    "scale": {"large": 1.5, "small": 0.7, "equal": 1.0, "reference": 1.0},
+    "sizes": {"min_area_ratio": 3.0, "equal_ratio": 1.5, "corrections": 3},
     "resolution": 224,
     "samples": 16,
     "denoise": True,
     "shard_size": 64,
     "references": True,
     "ground": {"size": [5.0, 5.0], "colour": [0.55, 0.55, 0.55]},
+    "backdrop": {"kind": "seamless", "gap": 1.0, "radius": 1.5},
     "background": [0.65, 0.67, 0.72],
-    "placement": {"mode": "random", "min_gap": 0.15, "grid": [3, 3], "slot_jitter": 0.0,
-                  "yaw_jitter_deg": 25.0, "max_tries": 100},
-    "camera": {"distance": 10.0, "elevation_deg": 40.0, "focal_mm": 50.0, "look_at_z": 0.3,
-               "jitter": {"distance": 0.5, "elevation_deg": 3.0, "azimuth_deg": 5.0}},
+    "placement": {"mode": "row", "min_gap": 0.15, "grid": [3, 3], "slot_jitter": 0.3,
+                  "yaw_jitter_deg": 20.0, "max_tries": 100, "stagger": 0.5, "large_slot": "any",
+                  "slots": None},
+    "camera": {"elevation_deg": 12.0, "focal_mm": 50.0, "margin": 0.05, "reference_fill": 0.72,
+               "jitter": {"elevation_deg": 3.0, "azimuth_deg": 5.0}},
     "light": {"elevation_deg": 50.0, "azimuth_deg": -35.0, "strength": 3.0, "ambient": 0.6,
               "jitter": {"elevation_deg": 8.0, "azimuth_deg": 25.0, "strength": 0.5}},
-    "visibility": {"min_pixels": 25, "in_frame": True, "max_tries": 12},
+    "visibility": {"min_fraction": 0.004, "min_pixels": 16, "in_frame": True, "max_tries": 12},
     "caption": {"joiner": " and ", "templates": []},
 }
 """Defaults of every ``comco render`` config key (see bindscope/schemas/comco_config.json and docs/comco.md).
@@ -235,28 +240,214 @@ def _jittered(base: float, jitter: float, rng: np.random.Generator) -> float:
     return float(base + rng.uniform(-jitter, jitter)) if jitter > 0 else float(base)
 
 
-def plan_camera_light(config: dict, rng: np.random.Generator | None) -> tuple[dict, dict]:
-    """Camera and sun of a scene: the config's values plus uniform jitter (none when ``rng`` is None).
+SLOTS = ("left", "middle", "right", "any")
 
-    Camera: ``distance`` (m), ``elevation_deg``, ``azimuth_deg`` (0 = on the -y side, positive towards +x),
-    ``focal_mm`` (36 mm sensor width), ``look_at`` (x, y, z in m). Light: a sun at ``elevation_deg`` /
-    ``azimuth_deg`` (direction *from which* it shines), ``strength`` (W/m^2), ``ambient`` (world strength).
+
+def object_slots(config: dict, count: int, large: int) -> list[str]:
+    """The slot name (left | middle | right | any) of each of ``count`` objects, in object (index) order.
+
+    ``placement.slots`` (a list, entry 0 for the large object in ``one-large`` mode, else for object 1, then
+    the other objects in index order; missing entries are ``any``) wins; otherwise the large object gets
+    ``placement.large_slot`` and the others ``any``.
     """
-    c, l = config["camera"], config["light"]
-    cj, lj = c["jitter"], l["jitter"]
+    p = config["placement"]
+    order = ([large] if large >= 0 else []) + [k for k in range(count) if k != large]
+    listed = list(p["slots"]) if p["slots"] else ([p["large_slot"]] if large >= 0 else [])
+    slots = ["any"] * count
+    for k, name in zip(order, listed):
+        slots[k] = name
+    return slots
+
+
+def row_order(slots: list[str], rng: np.random.Generator) -> list[int]:
+    """Left-to-right order of the objects of a row: ``left`` objects take the leftmost positions, ``right``
+    the rightmost, ``middle`` the central ones (for an even count the centre pair is drawn), ``any`` the
+    rest, each group in a seeded random order."""
+    m = len(slots)
+    free = list(range(m))
+    position: dict[int, int] = {}
+    groups = {name: [k for k in rng.permutation(m).tolist() if slots[k] == name] for name in SLOTS}
+    for k in groups["left"]:
+        position[k] = free.pop(0)
+    for k in groups["right"]:
+        position[k] = free.pop()
+    for k in groups["middle"]:
+        centre = (len(free) - 1) / 2
+        candidates = sorted(range(len(free)), key=lambda j: abs(j - centre))
+        pick = candidates[int(rng.integers(2))] if len(free) % 2 == 0 and len(free) > 1 else candidates[0]
+        position[k] = free.pop(pick)
+    for k, where in zip(groups["any"], rng.permutation(len(free)).tolist()):
+        position[k] = free[where]
+    return sorted(range(m), key=lambda k: position[k])
+
+
+def half_width(scale: float, yaw_deg: float) -> float:
+    """Half the x (and y) extent in metres of the ground square of an object of largest dimension ``scale``
+    turned by ``yaw_deg``: a model normalised to a 1 m bounding cube has a footprint inside the unit square."""
+    yaw = math.radians(yaw_deg)
+    return 0.5 * scale * (abs(math.cos(yaw)) + abs(math.sin(yaw)))
+
+
+def place_row(config: dict, scales: list[float], yaws: list[float], slots: list[str], large: int,
+              rng: np.random.Generator) -> list[tuple[float, float]]:
+    """Ground positions ``(x, y)`` (metres) of a staggered row of objects, ``placement.mode = "row"``.
+
+    Objects stand left to right in :func:`row_order`, alternately in a back lane (y > 0) and a front lane
+    (y < 0); the large object (``large`` >= 0) is in the back lane. Each object's footprint is its yawed
+    ground square (half-width :func:`half_width`). Along x, an object overlaps its left neighbour (other
+    lane) by ``placement.stagger`` of their summed half-widths, and clears the previous object of its own
+    lane by ``min_gap`` plus a uniform ``0..slot_jitter`` metres. The lanes are ``max(w_i + w_j) + min_gap``
+    apart over neighbours, so footprints never overlap; the row is centred on x = 0. With ``stagger`` 0 all
+    objects stand in one lane at y = 0.
+    """
+    p = config["placement"]
+    widths = [half_width(s, a) for s, a in zip(scales, yaws)]
+    order = row_order(slots, rng)
+    stagger = p["stagger"]
+    parity = order.index(large) % 2 if large >= 0 else int(rng.integers(2))
+    lanes = {k: (n % 2 == parity) if stagger > 0 else None for n, k in enumerate(order)}
+    sep = max((widths[a] + widths[b] for a, b in zip(order, order[1:])), default=0.0) + p["min_gap"]
+    xs: dict[int, float] = {}
+    for n, k in enumerate(order):
+        extra = float(rng.uniform(0.0, p["slot_jitter"]))
+        if n == 0:
+            xs[k] = widths[k]
+            continue
+        prev = order[n - 1]
+        if stagger > 0:
+            x = xs[prev] + (1 - stagger) * (widths[prev] + widths[k])
+            if n >= 2:
+                same = order[n - 2]
+                x = max(x, xs[same] + widths[same] + widths[k] + p["min_gap"] + extra)
+        else:
+            x = xs[prev] + widths[prev] + widths[k] + p["min_gap"] + extra
+        xs[k] = x
+    left = min(xs[k] - widths[k] for k in order)
+    right = max(xs[k] + widths[k] for k in order)
+    y = {True: sep / 2, False: -sep / 2, None: 0.0}
+    return [(xs[k] - (left + right) / 2, y[lanes[k]]) for k in range(len(scales))]
+
+
+def object_corners(entry: dict) -> np.ndarray:
+    """The 8 corners (8, 3) in metres of an object's bounding box in the world: the 1 m cube that holds every
+    normalised model (x, y in -0.5..0.5, z in 0..1) scaled, yawed and moved as the spec ``entry`` says."""
+    unit = np.array([[x, y, z] for x in (-0.5, 0.5) for y in (-0.5, 0.5) for z in (0.0, 1.0)])
+    yaw = math.radians(entry["yaw_deg"])
+    rot = np.array([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]])
+    return unit * entry["scale"] @ rot.T + np.array([entry["x"], entry["y"], 0.0])
+
+
+def view_direction(elevation_deg: float, azimuth_deg: float) -> np.ndarray:
+    """Unit vector towards a viewer at ``elevation_deg`` above the ground, ``azimuth_deg`` from -y towards +x."""
+    el, az = math.radians(elevation_deg), math.radians(azimuth_deg)
+    return np.array([math.sin(az) * math.cos(el), -math.cos(az) * math.cos(el), math.sin(el)])
+
+
+def _camera_frame(camera: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Position, right, up and forward unit vectors of a spec camera (Blender: -Z looks at ``look_at``, Y up)."""
+    towards = view_direction(camera["elevation_deg"], camera["azimuth_deg"])
+    position = np.asarray(camera["look_at"], float) + camera["distance"] * towards
+    forward = -towards
+    right = np.cross(forward, [0.0, 0.0, 1.0])
+    right /= np.linalg.norm(right)
+    return position, right, np.cross(right, forward), forward
+
+
+def image_plane(camera: dict, points: np.ndarray) -> np.ndarray:
+    """Points (N, 3) in metres -> (N, 2) image-plane coordinates ``(u, v)`` in units of the image width,
+    u right and v up from the optical axis, before the lens shift (36 mm sensor width, horizontal fit).
+
+    Raises:
+        ValueError: a point lies behind the camera or in front of its 0.1 m clip plane.
+    """
+    position, right, up, forward = _camera_frame(camera)
+    rel = np.asarray(points, float) - position
+    depth = rel @ forward
+    if depth.min() <= 0.1:
+        raise ValueError("a point lies behind the camera's clip plane")
+    scale = camera["focal_mm"] / SENSOR_WIDTH_MM / depth
+    return np.c_[(rel @ right) * scale, (rel @ up) * scale]
+
+
+def project(camera: dict, points: np.ndarray, resolution: int) -> np.ndarray:
+    """Points (N, 3) in metres -> (N, 2) pixel coordinates ``(x, y)`` (x right, y down, (0, 0) the top-left
+    image corner) of a square ``resolution`` image seen by the spec ``camera`` (lens shift included); the
+    same mapping as Blender's camera with ``sensor_fit = "HORIZONTAL"``."""
+    uv = image_plane(camera, points)
+    return np.c_[(0.5 + uv[:, 0] - camera["shift_x"]) * resolution,
+                 (0.5 - uv[:, 1] + camera["shift_y"]) * resolution]
+
+
+def projected_boxes(spec: dict) -> list[tuple[float, float, float, float]]:
+    """Pixel bbox ``(x0, y0, x1, y1)`` of each spec object's bounding cube (:func:`object_corners`) in its
+    image: it holds the object's projected mesh, so every visible pixel lies inside it."""
+    res = spec["render"]["resolution"]
+    boxes = []
+    for entry in spec["objects"]:
+        xy = project(spec["camera"], object_corners(entry), res)
+        boxes.append((float(xy[:, 0].min()), float(xy[:, 1].min()), float(xy[:, 0].max()), float(xy[:, 1].max())))
+    return boxes
+
+
+def frame_camera(points: np.ndarray, elevation_deg: float, azimuth_deg: float, focal_mm: float, fill: float,
+                 centre_x: float | None = None) -> dict:
+    """A camera that frames ``points`` (N, 3 metres): the spec ``camera`` dict.
+
+    The camera looks from ``elevation_deg`` / ``azimuth_deg`` at the centre of the points' bounding box (x =
+    ``centre_x`` when given); its distance is found by bisection so that the points' projected extent is
+    ``fill`` of the image side along its larger image axis (or the camera stands just outside the points when
+    they fill less even there), and the lens shift (``shift_x``, ``shift_y``, in image widths, Blender's
+    camera shift) centres that extent in the image. With ``centre_x`` the horizontal shift is 0 and the fit is
+    symmetric about that x, so an object there stands in the middle of the image.
+    """
+    lo_corner, hi_corner = points.min(axis=0), points.max(axis=0)
+    look_at = (lo_corner + hi_corner) / 2
+    if centre_x is not None:
+        look_at[0] = centre_x
+    camera = {"elevation_deg": float(elevation_deg), "azimuth_deg": float(azimuth_deg), "focal_mm": float(focal_mm),
+              "look_at": [float(v) for v in look_at], "distance": 0.0, "shift_x": 0.0, "shift_y": 0.0}
+
+    def extent(distance: float) -> tuple[float, np.ndarray]:
+        uv = image_plane({**camera, "distance": distance}, points)
+        width = 2 * np.abs(uv[:, 0]).max() if centre_x is not None else np.ptp(uv[:, 0])
+        return max(width, np.ptp(uv[:, 1])), uv
+
+    near = float(np.linalg.norm(points - look_at, axis=1).max()) + 0.2
+    far = near * 1000.0
+    if extent(near)[0] > fill:
+        for _ in range(60):
+            mid = (near + far) / 2
+            near, far = (mid, far) if extent(mid)[0] > fill else (near, mid)
+        near = far
+    _, uv = extent(near)
+    camera["distance"] = float(near)
+    camera["shift_x"] = 0.0 if centre_x is not None else float((uv[:, 0].min() + uv[:, 0].max()) / 2)
+    camera["shift_y"] = float((uv[:, 1].min() + uv[:, 1].max()) / 2)
+    return camera
+
+
+def plan_light(config: dict, rng: np.random.Generator | None) -> dict:
+    """The sun of a scene: ``elevation_deg`` / ``azimuth_deg`` (direction *from which* it shines, azimuth 0 =
+    the -y side, positive towards +x), ``strength`` (W/m^2), ``ambient`` (world strength): the config's values
+    plus uniform jitter (none when ``rng`` is None)."""
+    l = config["light"]
+    lj = l["jitter"]
     if rng is None:
-        cam = {"distance": c["distance"], "elevation_deg": c["elevation_deg"], "azimuth_deg": 0.0}
         light = {"elevation_deg": l["elevation_deg"], "azimuth_deg": l["azimuth_deg"], "strength": l["strength"]}
     else:
-        cam = {"distance": _jittered(c["distance"], cj["distance"], rng),
-               "elevation_deg": _jittered(c["elevation_deg"], cj["elevation_deg"], rng),
-               "azimuth_deg": _jittered(0.0, cj["azimuth_deg"], rng)}
         light = {"elevation_deg": _jittered(l["elevation_deg"], lj["elevation_deg"], rng),
                  "azimuth_deg": _jittered(l["azimuth_deg"], lj["azimuth_deg"], rng),
                  "strength": max(0.0, _jittered(l["strength"], lj["strength"], rng))}
-    cam.update(focal_mm=float(c["focal_mm"]), look_at=[0.0, 0.0, float(c["look_at_z"])])
     light["ambient"] = float(l["ambient"])
-    return cam, light
+    return light
+
+
+def min_visible_pixels(config: dict) -> int:
+    """The least visible pixel count an object may show: ``visibility.min_fraction`` of the image, at least
+    ``visibility.min_pixels`` (the floor)."""
+    vis = config["visibility"]
+    res = int(config["resolution"])
+    return max(int(vis["min_pixels"]), math.ceil(vis["min_fraction"] * res * res))
 
 
 def make_caption(names: list[str], config: dict, rng: np.random.Generator) -> tuple[str, list[int]]:
@@ -287,8 +478,13 @@ def render_settings(config: dict, seed: int, split: str, index: int, attempt: in
             "denoise": bool(config["denoise"]), "seed": cycles_seed}
 
 
-def _world(config: dict) -> dict:
-    return {"ground_colour": list(config["ground"]["colour"]), "background": list(config["background"])}
+def _world(config: dict, objects: list[dict]) -> dict:
+    """World block of a spec: colours and the backdrop, whose curve starts ``backdrop.gap`` metres behind the
+    rearmost bounding-cube corner (``y``, metres) and rises with radius ``radius`` into the back wall."""
+    b = config["backdrop"]
+    rear = max(float(object_corners(e)[:, 1].max()) for e in objects)
+    return {"ground_colour": list(config["ground"]["colour"]), "background": list(config["background"]),
+            "backdrop": {"kind": b["kind"], "y": rear + float(b["gap"]), "radius": float(b["radius"])}}
 
 
 def _check_category_count(config: dict, categories: list, count: int) -> None:
@@ -297,7 +493,8 @@ def _check_category_count(config: dict, categories: list, count: int) -> None:
                        "distinct objects a scene needs; lower --objects")
 
 
-def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: int = 0) -> dict:
+def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: int = 0,
+               factors: list[float] | None = None, split: str = SPLIT_SCENES, first=None) -> dict:
     """The spec of scene ``index`` of split ``"scenes"`` (a pure function of its arguments).
 
     Args:
@@ -306,55 +503,115 @@ def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: i
         seed: dataset seed.
         index: 0-based scene index.
         attempt: re-planning attempt (0 first; the generator increments it when a render is rejected).
+        factors: per-object scale factors (the generator's size corrections, see
+            ``generator.size_factors``); every random draw stays the same, only scales, the row packing and
+            the camera follow.
+        split, first: for ``references: crop``: the split whose seeds are used, and a category that must be
+            object 1 (the large object in ``one-large`` mode).
 
     Returns:
         ``{"version", "kind": "scene", "split", "index", "attempt", "set", "size_mode", "objects": [...],
         "caption", "camera", "light", "world", "render"}``; each object is ``{"index" (1-based mask id),
         "category", "category_id", "size_class", "scale" (m), "x", "y" (m), "yaw_deg", "large" (bool),
-        "mention_position"}``.
+        "slot", "mention_position"}``; camera as :func:`frame_camera` (framed on the objects' bounding cubes
+        with ``camera.margin`` of the image side free on the tighter axis).
 
     Raises:
         BadInput: the set has fewer categories than the scene needs, or no layout fits (see :func:`place`).
     """
     count = object_count(config, seed, index)
     _check_category_count(config, categories, count)
-    rng = sample_rng(seed, SPLIT_SCENES, index, attempt)
-    chosen = [categories[int(i)] for i in rng.choice(len(categories), size=count, replace=False)]
+    rng = sample_rng(seed, split, index, attempt)
+    if first is None:
+        chosen = [categories[int(i)] for i in rng.choice(len(categories), size=count, replace=False)]
+    else:
+        others = [c for c in categories if c.name != first.name]
+        chosen = [first] + [others[int(i)] for i in rng.choice(len(others), size=count - 1, replace=False)]
+    p = config["placement"]
+    yaws = [float(v) for v in rng.uniform(-p["yaw_jitter_deg"], p["yaw_jitter_deg"], size=count)]
     for draw in range(RANDOM_SCALE_DRAWS if config["size_mode"] == "random" else 1):
         scales, large = scales_for(config, count, rng)
+        if first is not None and large >= 0:
+            scales[0], scales[large], large = scales[large], scales[0], 0
+        if factors is not None:
+            scales = [s * f for s, f in zip(scales, factors)]
+        slots = object_slots(config, count, large)
+        if p["mode"] == "row":
+            positions = place_row(config, scales, yaws, slots, large, rng)
+            break
         try:
             positions = place(config, scales, rng)
             break
         except LayoutError:
             if draw == RANDOM_SCALE_DRAWS - 1 or config["size_mode"] != "random":
                 raise
-    yaw_jitter = config["placement"]["yaw_jitter_deg"]
-    yaws = rng.uniform(-yaw_jitter, yaw_jitter, size=count) if yaw_jitter > 0 else np.zeros(count)
-    camera, light = plan_camera_light(config, rng)
+    c = config["camera"]
+    elevation = min(89.0, max(0.0, _jittered(c["elevation_deg"], c["jitter"]["elevation_deg"], rng)))
+    azimuth = _jittered(0.0, c["jitter"]["azimuth_deg"], rng)
+    light = plan_light(config, rng)
     caption, mentions = make_caption([c.name for c in chosen], config, rng)
-    objects = [{"index": k + 1, "category": c.name, "category_id": c.id, "size_class": c.size_class,
+    objects = [{"index": k + 1, "category": cat.name, "category_id": cat.id, "size_class": cat.size_class,
                 "scale": float(scales[k]), "x": float(positions[k][0]), "y": float(positions[k][1]),
-                "yaw_deg": float(yaws[k]), "large": k == large, "mention_position": mentions[k]}
-               for k, c in enumerate(chosen)]
-    return {"version": SPEC_VERSION, "kind": "scene", "split": SPLIT_SCENES, "index": index, "attempt": attempt,
+                "yaw_deg": yaws[k], "large": k == large, "slot": slots[k], "mention_position": mentions[k]}
+               for k, cat in enumerate(chosen)]
+    middle = [e["x"] for e in objects if e["slot"] == "middle"]
+    camera = frame_camera(np.concatenate([object_corners(e) for e in objects]), elevation, azimuth,
+                          c["focal_mm"], 1 - 2 * c["margin"],
+                          centre_x=float(np.mean(middle)) if middle and p["mode"] == "row" else None)
+    return {"version": SPEC_VERSION, "kind": "scene", "split": split, "index": index, "attempt": attempt,
             "set": config["set"], "size_mode": config["size_mode"], "objects": objects, "caption": caption,
-            "camera": camera, "light": light, "world": _world(config),
-            "render": render_settings(config, seed, SPLIT_SCENES, index, attempt)}
+            "camera": camera, "light": light, "world": _world(config, objects),
+            "render": render_settings(config, seed, split, index, attempt)}
 
 
-def plan_reference(config: dict, categories: list, seed: int, index: int) -> dict:
+def plan_reference(config: dict, categories: list, seed: int, index: int, attempt: int = 0,
+                   factors: list[float] | None = None) -> dict:
     """The spec of reference image ``index``: category ``categories[index]`` alone, centred at the origin,
-    at ``scale.reference`` metres, facing the camera (yaw 0), with the un-jittered camera and light.
-    Caption = the category name. Same keys as :func:`plan_scene` (``"kind": "reference"``)."""
+    at ``scale.reference`` metres, facing the camera (yaw 0), with the un-jittered camera angles and light and
+    the same backdrop as the scenes; the camera frames the object's bounding cube to ``camera.reference_fill``
+    of the image side (the generator then zooms on the object's mask, :func:`zoom_to_box`).
+    Caption = the category name. Same keys as :func:`plan_scene` (``"kind": "reference"``).
+
+    With ``references: crop`` the spec is instead a scene (:func:`plan_scene` under split ``"references"``)
+    whose object 1 is the category (the large object in ``one-large`` mode); the generator cuts it out by its
+    mask (``"kind": "crop"``).
+    """
     c = categories[index]
-    camera, light = plan_camera_light(config, None)
+    if config["references"] == "crop":
+        spec = plan_scene(config, categories, seed, index, attempt, factors, split=SPLIT_REFERENCES, first=c)
+        return {**spec, "kind": "crop", "caption": c.name}
     obj = {"index": 1, "category": c.name, "category_id": c.id, "size_class": c.size_class,
            "scale": float(config["scale"]["reference"]), "x": 0.0, "y": 0.0, "yaw_deg": 0.0, "large": True,
-           "mention_position": 1}
+           "slot": "middle", "mention_position": 1}
+    cam = config["camera"]
+    camera = frame_camera(object_corners(obj), cam["elevation_deg"], 0.0, cam["focal_mm"], cam["reference_fill"])
     return {"version": SPEC_VERSION, "kind": "reference", "split": SPLIT_REFERENCES, "index": index,
             "attempt": 0, "set": config["set"], "size_mode": "reference", "objects": [obj], "caption": c.name,
-            "camera": camera, "light": light, "world": _world(config),
+            "camera": camera, "light": plan_light(config, None), "world": _world(config, [obj]),
             "render": render_settings(config, seed, SPLIT_REFERENCES, index, 0)}
+
+
+def plan_rejection(spec: dict, config: dict) -> str | None:
+    """Why a planned scene cannot pass the visibility rule, decided before rendering (None when it may): an
+    object whose bounding cube projects to fewer pixels than :func:`min_visible_pixels` cannot show that
+    many."""
+    threshold = min_visible_pixels(config)
+    for entry, (x0, y0, x1, y1) in zip(spec["objects"], projected_boxes(spec)):
+        if (x1 - x0) * (y1 - y0) < threshold:
+            return (f"object {entry['index']} ({entry['category']}) projects to at most {(x1 - x0) * (y1 - y0):.0f}"
+                    f" pixels, fewer than the visibility minimum of {threshold}")
+    return None
+
+
+def zoom_to_box(camera: dict, box: tuple[int, int, int, int], resolution: int, fill: float) -> dict:
+    """The camera zoomed (focal length) and shifted so that the pixel box ``(x0, y0, x1, y1)`` (half-open) of
+    its image becomes centred with its larger side ``fill`` of the image side. Zoom and lens shift map the image
+    plane linearly, so the box lands there exactly (to pixel rounding)."""
+    x0, y0, x1, y1 = box
+    k = fill * resolution / max(x1 - x0, y1 - y0)
+    u = (x0 + x1) / 2 / resolution - 0.5 + camera["shift_x"]
+    v = 0.5 - (y0 + y1) / 2 / resolution + camera["shift_y"]
+    return {**camera, "focal_mm": camera["focal_mm"] * k, "shift_x": u * k, "shift_y": v * k}
 
 
 def check_plannable(config: dict, categories: list, seed: int, probe: int = 64) -> None:
@@ -367,9 +624,18 @@ def check_plannable(config: dict, categories: list, seed: int, probe: int = 64) 
     Raises:
         BadInput: as :func:`plan_scene` (e.g. "impossible layout: ...").
     """
-    s = config["scale"]
+    s, p = config["scale"], config["placement"]
+    if p["mode"] != "row" and (p["large_slot"] != "any" or p["slots"]):
+        raise BadInput(f"placement.large_slot / placement.slots need placement.mode 'row', not {p['mode']!r}")
+    if p["large_slot"] != "any" and config["size_mode"] != "one-large":
+        raise BadInput(f"placement.large_slot {p['large_slot']!r} needs size_mode 'one-large' (no object is "
+                       f"planned large in {config['size_mode']!r} mode); use placement.slots")
+    if p["large_slot"] != "any" and p["slots"]:
+        raise BadInput("give placement.large_slot or placement.slots, not both (slots[0] is the large object)")
     for count in object_counts(config):
         _check_category_count(config, categories, count)
+        if p["mode"] == "row":
+            continue
         worst = {"one-large": [s["large"]] + [s["small"]] * (count - 1), "equal": [s["equal"]] * count,
                  "random": [s["small"]] * count}[config["size_mode"]]
         check_capacity(config, worst)

@@ -43,11 +43,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bindscope.errors import BadInput
+from bindscope.generators.comco.planning import view_direction
 
 CACHE_COLLECTION = "bindscope-model-cache"
 SCENE_COLLECTION = "bindscope-scene-objects"
 GROUND_SIZE_M = 400.0
-SENSOR_WIDTH_MM = 36.0
+SENSOR_WIDTH_MM = 36.0  # planning.SENSOR_WIDTH_MM
+BACKDROP_SEGMENTS = 24
 ID_FILTER_WIDTH = 0.01  # pixels; Cycles' minimum, so each id ray passes through the pixel centre
 
 
@@ -130,12 +132,6 @@ def quiet_stdout(fds: tuple[int, ...] = (1,)):
         os.close(devnull)
 
 
-def _direction(elevation_deg: float, azimuth_deg: float) -> tuple[float, float, float]:
-    """Unit vector towards a viewer at ``elevation_deg`` above the ground, ``azimuth_deg`` from -y towards +x."""
-    el, az = math.radians(elevation_deg), math.radians(azimuth_deg)
-    return (math.sin(az) * math.cos(el), -math.cos(az) * math.cos(el), math.sin(el))
-
-
 class BlenderSession:
     """A Blender session in this process, configured for ComCO rendering.
 
@@ -199,7 +195,7 @@ class BlenderSession:
         self.camera.data.sensor_fit = "HORIZONTAL"
         self.camera.data.sensor_width = SENSOR_WIDTH_MM
         self.camera.data.clip_start = 0.1
-        self.camera.data.clip_end = 1000.0
+        self.camera.data.clip_end = 2000.0
         scene.collection.objects.link(self.camera)
         scene.camera = self.camera
 
@@ -207,15 +203,10 @@ class BlenderSession:
         self.sun.data.angle = math.radians(3.0)
         scene.collection.objects.link(self.sun)
 
-        mesh = bpy.data.meshes.new("ground")
-        half = GROUND_SIZE_M / 2
-        mesh.from_pydata([(-half, -half, 0), (half, -half, 0), (half, half, 0), (-half, half, 0)], [],
-                         [(0, 1, 2, 3)])
-        self.ground = bpy.data.objects.new("ground", mesh)
-        self.ground.pass_index = 0
         self.ground_material = bpy.data.materials.new("ground")
-        mesh.materials.append(self.ground_material)
-        scene.collection.objects.link(self.ground)
+        self.ground_material.use_fake_user = True  # kept through orphans_purge while no ground uses it
+        self.ground = None
+        self._backdrop_key = None
 
         world = bpy.data.worlds.new("world")
         scene.world = world
@@ -224,6 +215,36 @@ class BlenderSession:
         self.id_material = self._make_id_material()
 
     # ----------------------------------------------------------------------------------------------- setup
+    def _set_backdrop(self, kind: str, radius: float) -> None:
+        """(Re)build the ground object: ``"plane"`` = a flat square of :data:`GROUND_SIZE_M`; ``"seamless"`` =
+        a sweep: flat ground for y <= 0, a quarter circle of ``radius`` rising to a vertical back wall at
+        y = radius (profile in :data:`BACKDROP_SEGMENTS` straight pieces, smooth shading), as wide as the plane.
+        The object's y location (set per scene) moves the start of the curve."""
+        bpy = self.bpy
+        if self._backdrop_key == (kind, radius):
+            return
+        if self.ground is not None:
+            old = self.ground.data
+            bpy.data.objects.remove(self.ground, do_unlink=True)
+            bpy.data.meshes.remove(old)
+        half = GROUND_SIZE_M / 2
+        if kind == "plane":
+            profile = [(-half, 0.0), (half, 0.0)]
+        else:
+            arc = [(radius * math.sin(t), radius - radius * math.cos(t))
+                   for t in np.linspace(0.0, math.pi / 2, BACKDROP_SEGMENTS + 1)]
+            profile = [(-half, 0.0), *arc, (radius, half)]
+        verts = [(x, y, z) for y, z in profile for x in (-half, half)]
+        faces = [(2 * i, 2 * i + 1, 2 * i + 3, 2 * i + 2) for i in range(len(profile) - 1)]
+        mesh = bpy.data.meshes.new("ground")
+        mesh.from_pydata(verts, [], faces)
+        mesh.polygons.foreach_set("use_smooth", [kind == "seamless"] * len(faces))
+        mesh.materials.append(self.ground_material)
+        self.ground = bpy.data.objects.new("ground", mesh)
+        self.ground.pass_index = 0
+        self.scene.collection.objects.link(self.ground)
+        self._backdrop_key = (kind, radius)
+
     def _configure_device(self, device: str) -> str:
         if device not in ("cpu", "gpu", "auto"):
             raise BadInput(f"--device {device!r}: allowed: cpu, gpu, auto")
@@ -319,20 +340,26 @@ class BlenderSession:
             self._objects_collection.objects.link(obj)
             self._scene_objects.append(obj)
 
+        world = spec["world"]
+        backdrop = world.get("backdrop", {"kind": "plane", "y": 0.0, "radius": 1.0})
+        self._set_backdrop(backdrop["kind"], float(backdrop["radius"]))
+        self.ground.location = (0.0, float(backdrop["y"]), 0.0)
+
         cam = spec["camera"]
         look_at = Vector(cam["look_at"])
-        self.camera.location = look_at + cam["distance"] * Vector(_direction(cam["elevation_deg"],
+        self.camera.location = look_at + cam["distance"] * Vector(view_direction(cam["elevation_deg"],
                                                                              cam["azimuth_deg"]))
         self.camera.rotation_euler = (look_at - self.camera.location).to_track_quat("-Z", "Y").to_euler()
         self.camera.data.lens = cam["focal_mm"]
+        self.camera.data.shift_x = cam.get("shift_x", 0.0)
+        self.camera.data.shift_y = cam.get("shift_y", 0.0)
 
         light = spec["light"]
-        towards_sun = Vector(_direction(light["elevation_deg"], light["azimuth_deg"]))
+        towards_sun = Vector(view_direction(light["elevation_deg"], light["azimuth_deg"]))
         self.sun.rotation_euler = (-towards_sun).to_track_quat("-Z", "Y").to_euler()
         self.sun.data.energy = light["strength"]
         self._ambient = light["ambient"]
 
-        world = spec["world"]
         self.background.inputs["Color"].default_value = (*world["background"], 1.0)
         principled = self.ground_material.node_tree.nodes.get("Principled BSDF")
         principled.inputs["Base Color"].default_value = (*world["ground_colour"], 1.0)
