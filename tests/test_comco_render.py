@@ -1,4 +1,4 @@
-"""ComCO / SimCO rendering with the real bpy (Cycles on CPU): tiny 64 x 64 scenes, few samples."""
+"""ComCO / SimCO rendering with the real bpy (Cycles on CPU): small 96 x 96 scenes, few samples."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from bindscope.cli import comco
 from bindscope.config import resolve_config  # noqa: E402
 from bindscope.dataset.reader import Dataset  # noqa: E402
+from bindscope.dataset.records import mask_bbox_area  # noqa: E402
 from bindscope.dataset.verify import verify_dataset  # noqa: E402
 from bindscope.generators.comco import planning  # noqa: E402
 from bindscope.generators.comco.generator import ComcoGenerator  # noqa: E402
@@ -21,16 +22,17 @@ from bindscope.generators.comco.registry import load_set  # noqa: E402
 
 pytestmark = pytest.mark.blender
 
-TINY = {"visibility": {"min_pixels": 6}, "shard_size": 4, "denoise": False}
-ARGS = ["render", "--set", "simco18", "--objects", "2-5", "-n", "8", "--resolution", "64", "--samples", "2",
+TINY = {"shard_size": 4, "denoise": False}
+RES = 96
+ARGS = ["render", "--set", "simco18", "--objects", "2-5", "-n", "8", "--resolution", str(RES), "--samples", "2",
         "--seed", "3", "--device", "cpu", "--quiet"]
 
 
-def _render(tmp_path_factory, name: str, *extra: str):
+def _render(tmp_path_factory, name: str, *extra: str, out=None):
     folder = tmp_path_factory.mktemp(name)
     cfg = folder / "tiny.yaml"
     cfg.write_text(yaml.safe_dump(TINY))
-    out = folder / "data"
+    out = out or folder / "data"
     result = CliRunner().invoke(comco, [*ARGS, "--config", str(cfg), "--out", str(out), *extra])
     assert result.exit_code == 0, result.output
     return out
@@ -43,20 +45,21 @@ def dataset(tmp_path_factory):
 
 def _scenes(path):
     with Dataset(path) as ds:
-        return list(ds.split("scenes")), list(ds.split("references")), ds.manifest
+        refs = list(ds.split("references")) if "references" in ds.split_names else []
+        return list(ds.split("scenes")), refs, ds.manifest
 
 
 def test_dataset_is_sound_and_follows_the_conventions(dataset):
     assert verify_dataset(dataset) == []
     scenes, refs, manifest = _scenes(dataset)
     assert manifest["generator"]["name"] == "comco"
-    assert manifest["image_size"] == [64, 64]
+    assert manifest["image_size"] == [RES, RES]
     assert manifest["object_attributes"] == ["size_class", "size"]
-    assert {"occlusion", "scale"} <= set(manifest["object_extras"])
+    assert {"occlusion", "scale", "area_ratio"} <= set(manifest["object_extras"])
     assert [len(s.objects) for s in scenes] == [2, 3, 4, 5, 2, 3, 4, 5]
     assert manifest["statistics"]["scenes"]["objects_per_scene"] == {"2": 2, "3": 2, "4": 2, "5": 2}
     for s in scenes:
-        assert s.image.shape == (64, 64, 3) and s.image.dtype == np.uint8 and s.image.std() > 1
+        assert s.image.shape == (RES, RES, 3) and s.image.dtype == np.uint8 and s.image.std() > 1
         ordered = sorted(s.objects, key=lambda o: o.mention_position)
         assert s.caption == " and ".join(o.category for o in ordered)
         assert [o.category for o in s.objects] == [e["category"] for e in s.spec["objects"]]
@@ -68,31 +71,46 @@ def test_mask_ids_equal_visible_objects(dataset):
         ids = set(np.unique(s.mask).tolist()) - {0}
         visible = {o.index for o in s.objects if o.area > 0}
         assert ids == visible == set(range(1, len(s.objects) + 1))
-        assert all(o.area >= 6 for o in s.objects)  # visibility.min_pixels
+        assert all(o.area >= 37 for o in s.objects)  # visibility.min_fraction 0.004 of 96 x 96
 
 
 def test_each_mask_lies_inside_its_projected_bbox(dataset):
     scenes, refs, _ = _scenes(dataset)
     for s in scenes + refs:
-        for o in s.objects:
+        planned = planning.projected_boxes(s.spec)  # planning's camera model matches Blender's
+        for o, cube in zip(s.objects, planned):
             ys, xs = np.nonzero(s.mask == o.index)
             e = o.extras
             # pixel centres (x + 0.5, y + 0.5) hit the object, so they lie within its projected vertex bounds
             assert xs.min() + 0.5 >= e["proj_x0"] - 1e-3 and xs.max() + 0.5 <= e["proj_x1"] + 1e-3
             assert ys.min() + 0.5 >= e["proj_y0"] - 1e-3 and ys.max() + 0.5 <= e["proj_y1"] + 1e-3
-            assert 0 <= e["proj_x0"] and e["proj_x1"] <= 64  # visibility.in_frame
+            assert 0 <= e["proj_x0"] and e["proj_x1"] <= RES  # visibility.in_frame
+            assert cube[0] <= e["proj_x0"] + 1e-3 and cube[1] <= e["proj_y0"] + 1e-3
+            assert e["proj_x1"] <= cube[2] + 1e-3 and e["proj_y1"] <= cube[3] + 1e-3
             assert 0.0 <= e["occlusion"] <= 1.0 and e["unoccluded_area"] >= o.area
 
 
-def test_one_large_object_has_the_largest_visible_area(dataset):
+def test_framing_and_one_large_rule_from_the_stored_masks(dataset):
+    """From the masks alone: the objects fill the frame and the large object shows at least
+    sizes.min_area_ratio (3) times the visible area of every other object; area_ratio is area / largest."""
     scenes, _, manifest = _scenes(dataset)
+    widths, large_sides = [], []
     for s in scenes:
-        large = [o for o in s.objects if o.attributes["size"] == "large"]
-        assert len(large) == 1 and large[0].salient and large[0].extras["scale"] == pytest.approx(1.5)
-        assert all(o.area < large[0].area for o in s.objects if o is not large[0])
-        assert large[0].size_rank == 1
-        assert all(not o.salient and o.extras["scale"] == pytest.approx(0.75) for o in s.objects
-                   if o is not large[0])
+        boxes = [mask_bbox_area(s.mask, o.index)[0] for o in s.objects]
+        x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
+        x1, y1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
+        assert max(x1 - x0, y1 - y0) >= 0.5 * RES  # the camera frames the layout (margin 5 % per edge)
+        assert x0 >= 0.05 * RES - 1 and x1 <= 0.95 * RES + 1
+        widths.append((x1 - x0) / RES)
+        areas = [int(np.count_nonzero(s.mask == o.index)) for o in s.objects]
+        assert [o.area for o in s.objects] == areas
+        assert [o.extras["area_ratio"] for o in s.objects] == pytest.approx([a / max(areas) for a in areas])
+        (large,) = [o for o in s.objects if o.attributes["size"] == "large"]
+        assert large.salient and large.size_rank == 1 and large.extras["area_ratio"] == 1.0
+        assert all(3 * o.area <= large.area for o in s.objects if o is not large)
+        bx0, by0, bx1, by1 = large.bbox
+        large_sides.append(max(bx1 - bx0, by1 - by0) / RES)
+    assert np.median(widths) >= 0.6 and np.median(large_sides) >= 0.35, (widths, large_sides)
     assert manifest["statistics"]["scenes"]["large_size_rank1"] == 1.0
 
 
@@ -105,8 +123,40 @@ def test_reference_images_show_exactly_one_object(dataset):
         (obj,) = r.objects
         assert (obj.category, obj.category_id, obj.mention_position) == (category.name, category.id, 1)
         assert obj.extras["occlusion"] == 0.0 and obj.area == obj.extras["unoccluded_area"]
-        x0, _, x1, _ = obj.bbox
-        assert abs((x0 + x1) / 2 - 32) <= 6  # centred horizontally (same un-jittered camera for all)
+        x0, y0, x1, y1 = obj.bbox
+        side = max(x1 - x0, y1 - y0)
+        assert 0.6 * RES <= side <= 0.72 * RES + 1  # framed on the object: camera.reference_fill 0.72
+        assert abs((x0 + x1) / 2 - RES / 2) <= 1 and abs((y0 + y1) / 2 - RES / 2) <= 1
+
+
+def test_repeating_a_finished_command_says_complete(dataset):
+    cfg = dataset.parent / "tiny.yaml"
+    before = {p: p.read_bytes() for p in dataset.rglob("*") if p.is_file()}
+    result = CliRunner().invoke(comco, [*ARGS, "--config", str(cfg), "--out", str(dataset)])
+    assert result.exit_code == 0 and "already complete" in result.output
+    assert {p: p.read_bytes() for p in dataset.rglob("*") if p.is_file()} == before
+
+
+def test_extending_renders_only_the_new_scenes_and_equals_a_single_run(dataset, tmp_path_factory):
+    from bindscope.dataset.build import build_dataset
+
+    small = _render(tmp_path_factory, "comco-n5", "-n", "5")  # shards of 4: the second holds 1 scene
+    rendered = []
+
+    class Counting(ComcoGenerator):
+        def make_samples(self, split, start, count):
+            rendered.extend((split, i) for i in range(start, start + count))
+            return super().make_samples(split, start, count)
+
+    with Dataset(dataset) as ds:
+        config = ds.manifest["config"]
+    build_dataset(Counting(config, seed=3, threads=2), small, progress=False)
+    assert rendered == [("scenes", 5), ("scenes", 6), ("scenes", 7)]
+    files = sorted(p.relative_to(dataset) for p in dataset.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(small) for p in small.rglob("*") if p.is_file())
+    for name in files:
+        assert (small / name).read_bytes() == (dataset / name).read_bytes(), name
+    assert verify_dataset(small) == []
 
 
 def test_same_seed_byte_identical_dataset_for_any_jobs(dataset, tmp_path_factory):
@@ -223,6 +273,9 @@ def test_occlusion_matches_a_solo_render():
         {**spec["objects"][0], "index": 1, "category": "cube", "scale": 0.75, "y": -0.45},   # front, small
         {**spec["objects"][0], "index": 2, "category": "cylinder", "scale": 1.5, "y": 0.8},  # behind, large
     ]
+    corners = np.concatenate([planning.object_corners(e) for e in spec["objects"]])
+    spec["camera"] = planning.frame_camera(corners, 12.0, 0.0, 50.0, 0.9)
+    spec["world"]["backdrop"]["y"] = 3.0
     out = session.render(spec)
     front, back = out.objects
     assert set(np.unique(out.mask).tolist()) == {0, 1, 2}
@@ -247,7 +300,8 @@ def test_equal_mode_salient_is_rank_one_and_memory_stays_flat():
         assert np.array_equal(s.mask, t.mask) and np.array_equal(s.image, t.image) and s.spec == t.spec
         assert [o.salient for o in s.objects] == [o.size_rank == 1 for o in s.objects]
         assert {o.attributes["size"] for o in s.objects} == {"equal"}
-        assert all(o.extras["scale"] == 1.0 for o in s.objects)
+        areas = [o.area for o in s.objects]
+        assert max(areas) <= 1.5 * min(areas)  # sizes.equal_ratio, checked on the id render
 
 
 def test_preview_grid(dataset, tmp_path):
@@ -277,17 +331,67 @@ def test_rejected_layouts_are_replanned_and_bounded(tmp_path):
     spec = planning.plan_scene(gen.config, gen.categories, 0, 0)
     out = session.render(spec, accept=lambda spec, objects: "no thanks")
     assert out.image is None and out.rejected == "no thanks" and len(out.objects) == 3
-    # a stricter visibility threshold re-plans some scenes; every accepted one satisfies it
-    strict = _generator(objects={"min": 3, "max": 3}, visibility={"min_pixels": 40, "in_frame": True, "max_tries": 50})
-    samples = strict.make_samples("scenes", 0, 4)
-    assert all(o.area >= 40 for s in samples for o in s.objects)
+    # a stricter visibility threshold corrects sizes or re-plans; every accepted scene satisfies it
+    strict = _generator(objects={"min": 5, "max": 5}, visibility={"min_pixels": 60})
+    samples = strict.make_samples("scenes", 0, 3)
+    assert all(o.area >= 60 for s in samples for o in s.objects)
     assert [s.spec["attempts"] for s in samples] == [s.spec["attempt"] + 1 for s in samples]
-    assert max(s.spec["attempts"] for s in samples) > 1  # (seeded: [1, 16, 3, 6] attempts)
-    # an unreachable one stops with a clear error, and the CLI exits 2
-    hopeless = _generator(visibility={"min_pixels": 5000, "in_frame": True, "max_tries": 3})
-    with pytest.raises(BadInput, match="scene 0: no acceptable render in visibility.max_tries = 3 attempts"):
+    assert sum(s.spec["attempts"] - 1 + s.spec["corrections"] for s in samples) > 0
+    # an unreachable one stops with a clear error (decided at planning time), and the CLI exits 2
+    hopeless = _generator(visibility={"min_pixels": 5000, "max_tries": 3})
+    with pytest.raises(BadInput, match="scenes 0: no acceptable render in visibility.max_tries = 3 attempts"):
         hopeless.render_scene(0)
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump({"visibility": {"min_pixels": 5000, "in_frame": True, "max_tries": 2}}))
+    cfg.write_text(yaml.safe_dump({"visibility": {"min_pixels": 50000, "max_tries": 2}}))
     result = CliRunner().invoke(comco, [*ARGS, "--config", str(cfg), "--out", str(tmp_path / "o"), "-n", "1"])
-    assert result.exit_code == 2 and "fewer than visibility.min_pixels = 5000" in result.output
+    assert result.exit_code == 2 and "fewer than the visibility minimum of 50000" in result.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("slot", ["left", "middle", "right"])
+def test_large_slot_position_in_the_image(slot):
+    """placement.large_slot, seen in the image: the large object's mask is the leftmost / centred / rightmost."""
+    gen = _generator(resolution=RES, samples=1, objects={"min": 2, "max": 4}, placement={"large_slot": slot})
+    for s in gen.make_samples("scenes", 0, 3):
+        centres = {}
+        for o in s.objects:
+            x0, _, x1, _ = mask_bbox_area(s.mask, o.index)[0]
+            centres[o.index] = (x0 + x1) / 2
+        (large,) = [o.index for o in s.objects if o.attributes["size"] == "large"]
+        others = [c for k, c in centres.items() if k != large]
+        if slot == "left":
+            assert centres[large] < min(others)
+        elif slot == "right":
+            assert centres[large] > max(others)
+        else:
+            assert abs(centres[large] - RES / 2) <= 0.1 * RES
+            if len(others) >= 2:
+                assert min(others) < centres[large] < max(others)
+
+
+def test_cropped_references():
+    gen = _generator(resolution=RES, samples=1, references="crop")
+    spec, out = gen.render_reference(3)
+    assert spec["kind"] == "crop" and spec["caption"] == gen.categories[3].name
+    assert spec["objects"][0]["category"] == gen.categories[3].name and len(spec["scene_objects"]) >= 2
+    assert out.image.shape == (RES, RES, 3) and set(np.unique(out.mask).tolist()) == {0, 1}
+    (x0, y0, x1, y1), area = mask_bbox_area(out.mask, 1)
+    assert area == out.objects[0].area and abs(max(x1 - x0, y1 - y0) - 0.72 * RES) <= 2
+    from scipy.ndimage import binary_dilation
+
+    background = out.image[~binary_dilation(out.mask == 1, iterations=2)]
+    assert (background == background[0]).all()  # away from the object's edge: one backdrop colour
+
+
+def test_96px_five_objects_completes(tmp_path):
+    """docs case comco-96px-five-objects: thresholds scale with the image, unplaceable scenes are re-planned."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(comco, ["render", "--resolution", "96", "--objects", "5", "-n", "8",
+                                        "--no-references", "--out", str(out), "--quiet", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert verify_dataset(out) == []
+    scenes, _, _ = _scenes(out)
+    assert len(scenes) == 8
+    for s in scenes:
+        assert len(s.objects) == 5 and set(np.unique(s.mask).tolist()) == {0, 1, 2, 3, 4, 5}
+        assert min(o.area for o in s.objects) >= 37

@@ -20,6 +20,10 @@ Folder states handled by :func:`check_output` (the folder is ours only through i
 - holds an unfinished run of the same generator, config and seed (``.bindscope-run.json``): it resumes, and
   adopts a finished shard only when its ``.done`` record names this run and its sha256 still matches;
 - holds the finished dataset of this very run: nothing to do (leftovers of an interrupted tidy-up are removed);
+- holds a finished, smaller dataset of the same generator, config and seed (the generator's ``extends`` says so,
+  e.g. ComCO with a larger ``-n``): it is extended. Its shards are set aside as ``.<shard>.previous``; each
+  task reads its samples back from there, generates only the missing ones and writes the shard again (with this
+  run's id), so the result is byte-identical to a single run of the larger dataset;
 - holds another bindscope dataset or run: :class:`BadInput` unless ``overwrite``; foreign files:
   :class:`BadInput` always, and nothing is deleted.
 """
@@ -41,7 +45,7 @@ from bindscope.dataset.manifest import MANIFEST, canonical_json, config_sha256, 
 from bindscope.dataset.ownership import (OutputLock, bookkeeping, clear_owned, exit_with_parent, parent_alive,
                                          read_marker, require_owned, resolve_output, write_marker)
 from bindscope.dataset.records import Sample
-from bindscope.dataset.shard import sha256_file, write_shard
+from bindscope.dataset.shard import ShardReader, sha256_file, write_shard
 from bindscope.errors import BadInput
 from bindscope.schemas import validate
 
@@ -76,6 +80,13 @@ class Generator(Protocol):
 
     def card(self, manifest: dict) -> str:
         """The dataset card (``README.md``, Markdown) for a finished manifest."""
+
+    # Optional:
+    # progress_per_sample: bool  -- make_samples may be called one sample at a time (the progress bar then
+    #                                moves per sample; the samples are the same either way)
+    # def extends(self, manifest: dict) -> bool
+    #     True when the finished dataset of ``manifest`` is a prefix of this generator's output (same
+    #     generator, seed and config but smaller split sizes): the run then extends it (see check_output).
 
 
 @dataclass(frozen=True)
@@ -128,7 +139,7 @@ def _folder_run_id(out: Path) -> str | None:
     return marker.get("run_id") if marker is not None and marker.get("kind") == KIND else None
 
 
-def check_output(out: str | Path, run_id: str, overwrite: bool) -> str:
+def check_output(out: str | Path, run_id: str, overwrite: bool, extends=None) -> str:
     """Decide, before anything is written, what a run ``run_id`` does with the folder ``out``.
 
     A folder belongs to a bindscope run only through its marker (see :mod:`bindscope.dataset.ownership`) or
@@ -137,8 +148,10 @@ def check_output(out: str | Path, run_id: str, overwrite: bool) -> str:
     Returns:
         ``"new"`` (missing or empty folder, or parts of this run starting together in it), ``"resume"`` (an
         unfinished run of the same generator, config and seed), ``"done"`` (the finished dataset of this very
-        run, perhaps interrupted while tidying up) or ``"overwrite"`` (``overwrite`` given and ``out`` holds
-        another bindscope dataset or run).
+        run, perhaps interrupted while tidying up), ``"extend"`` (``extends(manifest)`` is true for the finished
+        dataset in ``out``: a smaller dataset of the same generator, config and seed; never with
+        ``overwrite``) or ``"overwrite"`` (``overwrite`` given and ``out`` holds another bindscope dataset or
+        run).
 
     Raises:
         BadInput: ``out`` is empty, the current folder or an ancestor of it, or a file; or it is not empty and
@@ -158,6 +171,13 @@ def check_output(out: str | Path, run_id: str, overwrite: bool) -> str:
     if (out / MANIFEST).is_file():
         if _run_id_in(out / MANIFEST, "config_sha256") == run_id == owner:
             return "done"
+        if extends is not None and not overwrite:
+            try:
+                previous = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                previous = None
+            if isinstance(previous, dict) and extends(previous):
+                return "extend"
         if overwrite:
             return "overwrite"
         raise BadInput(f"--out {str(out)!r} is not empty: it holds a finished dataset of another config or seed; "
@@ -210,19 +230,52 @@ def _adopt(shards_dir: Path, task: ShardTask, run_id: str) -> tuple[dict, dict] 
     return None
 
 
+def _previous(shards_dir: Path, task: ShardTask) -> Path:
+    """Where an extension keeps the shard of the smaller dataset until this task has read it back."""
+    return shards_dir / f".{task.filename}.previous"
+
+
+def _make_samples(generator: Generator, split: str, start: int, count: int, tick) -> list[Sample]:
+    if tick is None or not getattr(generator, "progress_per_sample", False):
+        samples = generator.make_samples(split, start, count)
+        if tick is not None:
+            tick(count)
+        return samples
+    samples = []
+    for index in range(start, start + count):
+        samples.extend(generator.make_samples(split, index, 1))
+        tick(1)
+    return samples
+
+
 def _run_task(generator: Generator, shards_dir: Path, task: ShardTask, run_id: str,
-              parent_pid: int | None = None) -> tuple[dict, dict]:
+              parent_pid: int | None = None, tick=None) -> tuple[dict, dict]:
     """Generate and write one shard (or adopt a finished one after checking it); return (manifest entry, counts).
 
     ``parent_pid``: the process running the build; a worker exits when it is gone (see
     :func:`~bindscope.dataset.ownership.exit_with_parent`), so no shard is written after the run was killed.
+    In an extension the task's first samples are read back from the smaller dataset's shard
+    (:func:`_previous`) and only the rest are generated (the same bytes as a shard made in one go when the
+    generator's statistics depend only on stored values). ``tick(n)`` reports ``n`` more samples done.
     """
     if parent_pid is not None:
         exit_with_parent(parent_pid)
     adopted = _adopt(shards_dir, task, run_id)
     if adopted is not None:
+        if tick is not None:
+            tick(task.count)
         return adopted
-    samples = generator.make_samples(task.split, task.start, task.count)
+    previous = _previous(shards_dir, task)
+    old: list[Sample] = []
+    if previous.is_file():
+        reader = ShardReader(previous, generator.attribute_names, generator.extra_names)
+        try:
+            old = [reader.sample(local) for local in range(min(reader.count, task.count))]
+        finally:
+            reader.close()
+        if tick is not None:
+            tick(len(old))
+    samples = old + _make_samples(generator, task.split, task.start + len(old), task.count - len(old), tick)
     counts = generator.shard_statistics(task.split, samples)
     if not parent_alive(parent_pid):
         os._exit(1)
@@ -230,12 +283,47 @@ def _run_task(generator: Generator, shards_dir: Path, task: ShardTask, run_id: s
                         generator.extra_names, statistics=counts, run_id=run_id)
     write_text_atomic(_done_record(shards_dir, task),
                       canonical_json({"run_id": run_id, "entry": entry, "counts": counts}))
+    previous.unlink(missing_ok=True)
     return entry, counts
 
 
+@contextlib.contextmanager
+def _progress_channel(executor, bar, enabled: bool):
+    """Per-sample progress from the workers: yields ``tick`` for :func:`_shard_job` (None: the bar moves per
+    shard). In this process it is ``bar.update``; for joblib worker processes a multiprocessing queue drained
+    by a thread here; Dask workers report per shard."""
+    jobs = getattr(executor, "jobs", None)
+    if not enabled or jobs is None:
+        yield None
+        return
+    if jobs == 1:
+        yield bar.update
+        return
+    import multiprocessing
+    import threading
+
+    with multiprocessing.Manager() as manager:
+        queue = manager.Queue()
+
+        def drain():
+            while (n := queue.get()) is not None:
+                bar.update(n)
+
+        thread = threading.Thread(target=drain, daemon=True)
+        thread.start()
+        try:
+            yield queue
+        finally:
+            queue.put(None)
+            thread.join()
+
+
 def _shard_job(common: tuple, task: ShardTask) -> tuple[dict, dict]:
-    generator, shards_dir, run_id, parent_pid = common
-    return _run_task(generator, Path(shards_dir), task, run_id, parent_pid)
+    generator, shards_dir, run_id, parent_pid, *rest = common
+    tick = rest[0] if rest else None
+    if tick is not None and not callable(tick):  # a multiprocessing queue (worker processes)
+        tick = tick.put
+    return _run_task(generator, Path(shards_dir), task, run_id, parent_pid, tick)
 
 
 def part_tasks(tasks: list[ShardTask], num_parts: int, part: int) -> list[ShardTask]:
@@ -313,7 +401,7 @@ def tidy_finished(out: Path) -> None:
     ``.done`` records and any part records. Safe to repeat (a run killed while tidying up is tidied by its
     repeated command)."""
     (out / RUN_STATE).unlink(missing_ok=True)
-    for record in (out / "shards").glob(".*.done"):
+    for record in [*(out / "shards").glob(".*.done"), *(out / "shards").glob(".*.previous")]:
         record.unlink(missing_ok=True)
     if (out / PARTS_DIR).is_dir():
         shutil.rmtree(out / PARTS_DIR)
@@ -376,14 +464,15 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
     check_parts(num_parts, part, len(tasks))
     mine = part_tasks(tasks, num_parts, part)
     run_id = config_sha256(generator.name, generator.config, generator.seed)
-    decision = check_output(out, run_id, overwrite)  # before connecting, locking or writing anything
+    extends = getattr(generator, "extends", None) if num_parts == 1 else None
+    decision = check_output(out, run_id, overwrite, extends)  # before connecting, locking or writing anything
     out = resolve_output(out)
     shared = num_parts > 1 and decision != "overwrite"
     # Workers on this machine watch this process (a remote Dask worker cannot see it).
     parent_pid = os.getpid() if scheduler is None else None
     with open_executor(backend, scheduler, jobs) as executor, OutputLock(out, shared=shared), \
             _part_lock(out, num_parts, part):
-        decision = check_output(out, run_id, overwrite)  # again, now that no other writer can change it
+        decision = check_output(out, run_id, overwrite, extends)  # again, now that no other writer can change it
         if decision == "done":
             tidy_finished(out)
             return load_manifest(out)
@@ -396,16 +485,24 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
             write_text_atomic(out / RUN_STATE, canonical_json({"run_id": run_id, "generator": generator.name}))
         shards_dir = out / "shards"
         shards_dir.mkdir(exist_ok=True)
+        if decision == "extend":  # set the smaller dataset's shards aside, then it is an unfinished run of this one
+            for task in tasks:
+                if (shards_dir / task.filename).is_file():
+                    os.replace(shards_dir / task.filename, _previous(shards_dir, task))
+            (out / MANIFEST).unlink()
+            (out / "README.md").unlink(missing_ok=True)
         _remove_temp_files(shards_dir, mine)
         results: dict[ShardTask, tuple[dict, dict]] = {}
-        desc = f"{generator.name} ({'resuming' if decision == 'resume' else 'new'}"
+        desc = f"{generator.name} ({ {'resume': 'resuming', 'extend': 'extending'}.get(decision, 'new')}"
         desc += f", part {part}/{num_parts}" if num_parts > 1 else ""
         desc += f", {executor.description})" if backend == "dask" else ")"
-        with tqdm(total=sum(t.count for t in mine), unit="img", disable=not progress, desc=desc) as bar:
-            for position, result in executor.map(_shard_job, (generator, str(shards_dir), run_id, parent_pid),
-                                                 mine):
+        with tqdm(total=sum(t.count for t in mine), unit="img", disable=not progress, desc=desc) as bar, \
+                _progress_channel(executor, bar, progress) as tick:
+            for position, result in executor.map(
+                    _shard_job, (generator, str(shards_dir), run_id, parent_pid, tick), mine):
                 results[mine[position]] = result
-                bar.update(mine[position].count)
+                if tick is None:
+                    bar.update(mine[position].count)
         _remove_temp_files(shards_dir, mine)  # e.g. left by a worker that died mid-shard
         missing = [t.filename for t in mine if not (shards_dir / t.filename).is_file()]
         if missing:

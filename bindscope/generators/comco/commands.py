@@ -122,7 +122,10 @@ def register(group: click.Group) -> None:
 
             comco render --objects 2-5 -n 1000 --out data/comco
         """
-        from bindscope.dataset.build import build_dataset
+        from pathlib import Path
+
+        from bindscope.dataset.build import build_dataset, check_output
+        from bindscope.dataset.manifest import config_sha256
         from bindscope.generators.comco.generator import ComcoGenerator
 
         if seed < 0:
@@ -139,6 +142,11 @@ def register(group: click.Group) -> None:
         threads = threads or max(1, (os.cpu_count() or 1) // jobs)
         generator = ComcoGenerator(config, seed=seed, threads=threads, device=device)
         generator.check()
+        if build.get("num_parts", 1) == 1 and check_output(
+                Path(out), config_sha256("comco", config, seed), overwrite, resume=True,
+                extends=generator.extends) == "done":
+            click.echo(f"{out}: already complete (same config and seed); nothing to do")
+            return
         _require_bpy()
         if device == "gpu":  # fail before writing when Blender finds no GPU (the session is reused with --jobs 1)
             generator._session()

@@ -191,6 +191,16 @@ class ComcoGenerator:
         """
         return cls(config, seed)
 
+    progress_per_sample = True  # build_dataset may call make_samples one scene at a time (progress bar)
+
+    def extends(self, manifest: dict) -> bool:
+        """True when ``manifest`` is a finished dataset of this generator with the same seed and config but a
+        smaller or equal ``n`` (``build_dataset`` then renders only the new scenes)."""
+        old = manifest.get("config")
+        return (manifest.get("generator", {}).get("name") == self.name and manifest.get("seed") == self.seed
+                and isinstance(old, dict) and isinstance(old.get("n"), int) and old["n"] <= self.config["n"]
+                and {**old, "n": self.config["n"]} == self.config)
+
     def check(self, probe: int = 64) -> None:
         """Validate by planning (no rendering, nothing written): BadInput for an impossible layout."""
         planning.check_plannable(self.config, self.categories, self.seed, probe)
@@ -322,9 +332,11 @@ class ComcoGenerator:
             c["objects"] += m
             c[f"count_{m}"] = c.get(f"count_{m}", 0) + 1
             c["replans"] += s.spec.get("attempts", 1) - 1
+            c["corrections"] = c.get("corrections", 0) + s.spec.get("corrections", 0)
             for o in s.objects:
-                c["occlusion_sum"] += o.extras["occlusion"]
-                c["occluded_objects"] += o.extras["occlusion"] > 0
+                occlusion = float(np.float32(o.extras["occlusion"]))  # the stored value: read-back shards agree
+                c["occlusion_sum"] += occlusion
+                c["occluded_objects"] += occlusion > 0
                 c["area_sum"] += o.area
             large = [o for o in s.objects if o.attributes["size"] == "large"]
             if len(large) == 1 and m > 1:
@@ -348,6 +360,7 @@ class ComcoGenerator:
                  "objects_per_scene": {k.split("_")[1]: int(v) for k, v in sorted(c.items())
                                        if k.startswith("count_")},
                  "mean_objects": c.get("objects", 0) / n, "replans_per_scene": c.get("replans", 0) / n,
+                 "size_corrections_per_scene": c.get("corrections", 0) / n,
                  "mean_occlusion": c.get("occlusion_sum", 0.0) / objs,
                  "occluded_share": c.get("occluded_objects", 0) / objs,
                  "mean_visible_area_px": c.get("area_sum", 0) / objs}
@@ -376,7 +389,7 @@ class ComcoGenerator:
             f"- image size: {manifest['image_size'][0]} x {manifest['image_size'][1]} px; Cycles, "
             f"{cfg['samples']} samples, denoise {cfg['denoise']}",
             f"- objects per scene: {cfg['objects']['min']}-{cfg['objects']['max']}; size mode `{cfg['size_mode']}`"
-            f" (scales in m: {json.dumps(cfg['scale'])})",
+            f" (scales in m: {json.dumps(cfg['scale'], sort_keys=True)})",
             "- captions: category names joined with " + json.dumps(cfg["caption"]["joiner"]) +
             ", mention order uniformly random (seeded)",
             f"- seed: {manifest['seed']}", "",
