@@ -206,12 +206,14 @@ def test_multi_line_library_message_is_joined(work):  # PyYAML's message in a Ba
     _bad(comco, ["assets", "import", "models", "--mapping", "bad.yaml"], work, "'bad.yaml'", "line 2, column 1")
 
 
-# --- a render that fails on its first scene (here: objects too small to see at 48 px) left an empty run folder
-# --- (.bindscope-run.json + shards/) behind, and the missing parent folders it had made ---
+# --- a render that fails on its first scene (here: a large object 100 times any other's area is asked for) left
+# --- an empty run folder (.bindscope-run.json + shards/) behind, and the missing parent folders it had made ---
 
 def test_comco_render_failing_first_scene_leaves_nothing(work):
+    (work / "strict.yaml").write_text("sizes: {min_area_ratio: 100, corrections: 0}\nvisibility: {max_tries: 2}\n")
     _bad(comco, ["render", "-n", 2, "--resolution", 48, "--samples", 1, "--set", "simco18", "--threads", 1,
-                 "--quiet", "--out", "new/r1"], work, "scene 1", "visibility.min_pixels", "--resolution")
+                 "--config", "strict.yaml", "--quiet", "--out", "new/r1"], work, "scenes 0",
+         "sizes.min_area_ratio = 100", "max_tries = 2")
     assert not (work / "new").exists()
 
 

@@ -4,21 +4,23 @@
 :func:`bindscope.dataset.build.build_dataset` writes its output (atomic shards, resumable, progress bar,
 identical for any ``--jobs``). Two splits:
 
-- ``"scenes"``: ``config["n"]`` multi-object scenes (:func:`planning.plan_scene`). A render is *rejected*
-  and the scene re-planned with the next attempt number when an object shows fewer than
-  ``visibility.min_pixels`` pixels, when ``visibility.in_frame`` is set and an object's projected bbox leaves
-  the image, or in ``one-large`` mode when the large object does not have the strictly largest visible area.
-  After ``visibility.max_tries`` rejected attempts the run stops with :class:`BadInput`.
+- ``"scenes"``: ``config["n"]`` multi-object scenes (:func:`planning.plan_scene`). A render that breaks a
+  rule of :func:`rejection` (visibility minimum as a fraction of the image, in frame, ``one-large``: the large
+  object's visible area >= ``sizes.min_area_ratio`` times every other's, ``equal``: areas within
+  ``sizes.equal_ratio``) is planned again with corrected scales (:func:`size_factors`), then re-planned with
+  the next attempt number; after ``visibility.max_tries`` attempts the run stops with :class:`BadInput`.
 - ``"references"``: one single-object reference image per category of the set, in registry order
-  (:func:`planning.plan_reference`), caption = the category name (Abbasi et al., CVPR 2025; docs/papers.md section 1: IOR
-  retrieves among single-object images). Omitted when ``references`` is false.
+  (:func:`planning.plan_reference`), caption = the category name (Abbasi et al., CVPR 2025; docs/papers.md
+  section 1: IOR retrieves among single-object images): framed on the object (``references: true``) or cut
+  from a scene by its mask (``references: crop``, :func:`cut_out`). Omitted when ``references`` is false.
 
 Per-object columns (ObjectRecord): ``category`` = registry name, ``category_id`` = registry id,
 attributes ``size_class`` (the category's real-world class: large/medium/small, "shape" for SimCO) and
 ``size`` (the planned on-screen size: "large"/"small" in one-large mode, "equal", "random", "reference");
 extras (float32): ``scale`` (m, largest dimension), ``occlusion`` (0..1, share of the unoccluded silhouette
 hidden by other objects), ``unoccluded_area`` (pixels), ``x``/``y`` (m, ground position), ``yaw_deg``,
-``proj_x0``/``proj_y0``/``proj_x1``/``proj_y1`` (pixels, projected mesh bbox, unclipped).
+``proj_x0``/``proj_y0``/``proj_x1``/``proj_y1`` (pixels, projected mesh bbox, unclipped), ``area_ratio``
+(visible area / the largest visible area of the image, 0..1).
 ``salient`` = the large object in one-large mode, else the object of size rank 1.
 """
 

@@ -1,16 +1,15 @@
 """Scene planning for ComCO / SimCO: pure Python + numpy, never imports bpy.
 
 A *scene spec* is a JSON-serialisable dict that fixes everything a renderer needs: which categories, their
-scale (metres of the largest dimension), position on the ground plane and yaw, the camera, the light, the
-Cycles seed, the caption and its mention order. :func:`plan_scene` makes the spec of scene ``index`` from
-``(config, seed, index, attempt)`` alone, so plans are identical for any number of jobs, and a scene that the
-renderer rejects (an object below the minimum visible pixel count, or out of frame, or in ``one-large`` mode a
-small object that shows more pixels than the large one) is re-planned with ``attempt + 1``.
+scale (metres of the largest dimension), position on the ground and yaw, the camera (fitted to the layout,
+:func:`frame_camera`), the light, the backdrop, the Cycles seed, the caption and its mention order.
+:func:`plan_scene` makes the spec of scene ``index`` from ``(config, seed, index, attempt, factors)`` alone,
+so plans are identical for any number of jobs; the generator re-plans a scene whose render breaks a rule
+(with scale ``factors`` first, then with ``attempt + 1``).
 
-World frame (Blender's): metres, z up, the ground plane is z = 0, the placement region is the rectangle
-``|x| <= ground.size[0] / 2``, ``|y| <= ground.size[1] / 2``. The camera sits on the -y side (azimuth 0)
-at ``camera.distance`` metres from the look-at point ``(0, 0, camera.look_at_z)``, ``camera.elevation_deg``
-above the ground; objects face -y (towards the camera) before their yaw jitter.
+World frame (Blender's): metres, z up, the ground is z = 0. The camera sits on the -y side (azimuth 0),
+``camera.elevation_deg`` above the ground; objects face -y (towards the camera) before their yaw jitter.
+Projection: a pinhole with a 36 mm sensor (horizontal fit) and Blender's lens shift (:func:`project`).
 
 Protocol sources: Abbasi et al., "CLIP Under the Microscope" (CVPR 2025), docs/papers.md section 1 (ComCO/SimCO: 2-5 objects,
 controlled number, position and size; captions = names joined with " and "; one large object and the rest
