@@ -122,9 +122,7 @@ def register(group: click.Group) -> None:
 
             comco render --objects 2-5 -n 1000 --out data/comco
         """
-        from pathlib import Path
-
-        from bindscope.dataset.build import build_dataset, check_output
+        from bindscope.dataset.build import build_dataset, check_output, finish_if_done
         from bindscope.dataset.manifest import config_sha256
         from bindscope.generators.comco.generator import ComcoGenerator
 
@@ -142,9 +140,9 @@ def register(group: click.Group) -> None:
         threads = threads or max(1, (os.cpu_count() or 1) // jobs)
         generator = ComcoGenerator(config, seed=seed, threads=threads, device=device)
         generator.check()
-        if build.get("num_parts", 1) == 1 and check_output(
-                Path(out), config_sha256("comco", config, seed), overwrite, resume=True,
-                extends=generator.extends) == "done":
+        run_id = config_sha256("comco", config, seed)
+        if build.get("num_parts", 1) == 1 and check_output(out, run_id, overwrite, generator.extends) == "done" \
+                and finish_if_done(out, run_id) is not None:
             click.echo(f"{out}: already complete (same config and seed); nothing to do")
             return
         _require_bpy()
