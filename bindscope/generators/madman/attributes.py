@@ -1,21 +1,23 @@
 """MADMAN attributes: names, default value sets, caption order, and look-ups.
 
-Each of the six attributes maps value names (the words used in captions) to the parameter that realises them:
+Each of the six attributes maps value names (the words used in captions) to the parameter that realises them.
+Every level is absolute: digits are normalised first (deslanted, fixed height, one canonical stroke; see
+:mod:`bindscope.generators.madman.morpho`), so a level means the same thing for every source digit.
 
 ==========  ===============================================  =============================================
 attribute   parameter of a value                             default values
 ==========  ===============================================  =============================================
 colour      ``[r, g, b]`` sRGB, 0..255 (ink colour on black) red, green, blue, yellow, cyan, magenta,
                                                              orange, white
-size        ink height before rotation, as a fraction of     small 0.22, medium 0.30, large 0.38
-            the canvas side (0.05..1)
-thickness   relative change of the mean stroke width         thin -0.35, regular 0, thick 0.8
-            (Morpho-MNIST thinning < 0 < thickening)
-rotation    degrees, counter-clockwise as seen               upright 0, tilted-left 45, tilted-right -45
-swelling    swelling strength (1 = none; Morpho-MNIST        unswollen 1, swollen 3
-            local radial warp)
-fracture    number of perpendicular cuts (0 = none;          intact 0, fractured 3
-            Morpho-MNIST fracture)
+size        ink height of the upright glyph, as a fraction   small 0.2, medium 0.28, large 0.4
+            of the canvas side (0.05..1)
+thickness   stroke width ÷ glyph height (0.02..0.4)          thin 0.07, regular 0.13, thick 0.22
+rotation    degrees, counter-clockwise as seen, from         upright 0, tilted-left 45, tilted-right -45
+            the deslanted upright glyph
+swelling    width of the local bulge ÷ glyph height (0 =     unswollen 0, swollen 0.3
+            none; at least 1.8 stroke widths)
+fracture    number of cuts across the stroke (0 = none),     intact 0, fractured 2
+            each >= ``morpho.fracture_min_gap`` pixels wide
 ==========  ===============================================  =============================================
 
 The value sets are project choices (the MADMAN paper, Gurung et al. GCPR 2025, does not publish its own);
@@ -38,11 +40,11 @@ DEFAULT_VALUES: dict[str, dict] = {
     "colour": {"red": [255, 0, 0], "green": [0, 200, 0], "blue": [40, 80, 255], "yellow": [255, 230, 0],
                "cyan": [0, 230, 230], "magenta": [230, 0, 230], "orange": [255, 140, 0],
                "white": [255, 255, 255]},
-    "size": {"small": 0.22, "medium": 0.30, "large": 0.38},
-    "thickness": {"thin": -0.35, "regular": 0.0, "thick": 0.8},
+    "size": {"small": 0.2, "medium": 0.28, "large": 0.4},
+    "thickness": {"thin": 0.07, "regular": 0.13, "thick": 0.22},
     "rotation": {"upright": 0, "tilted-left": 45, "tilted-right": -45},
-    "swelling": {"unswollen": 1.0, "swollen": 3.0},
-    "fracture": {"intact": 0, "fractured": 3},
+    "swelling": {"unswollen": 0.0, "swollen": 0.3},
+    "fracture": {"intact": 0, "fractured": 2},
 }
 
 _WORD = re.compile(r"^[a-z][a-z-]*$")

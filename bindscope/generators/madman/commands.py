@@ -58,12 +58,12 @@ def _generate(out, preset, config_file, seed, jobs, num_images, image_size, hold
     config["digits"]["source"] = source.name
     config["digits"]["sha256"] = source.sha256
     out = Path(out)
-    run_id = config_sha256("madman", config, seed)
+    generator = MadmanGenerator.create(config, seed, source=source, jobs=jobs, progress=progress)
+    run_id = config_sha256("madman", generator.config, seed)  # the config now records the rejected digits
     state = check_output(out, run_id, overwrite)
     if state == "done" and finish_if_done(out, run_id) is not None:
         click.echo(f"{out}: already complete (same config and seed); nothing to do")
         return
-    generator = MadmanGenerator.create(config, seed, source=source, jobs=jobs, progress=progress)
     manifest = build_dataset(generator, out, jobs=jobs, overwrite=state == "overwrite", progress=progress,
                              **(build or {}))
     if manifest.get("format") == "bindscope-part":  # --num-parts K: no manifest until `bindscope merge`

