@@ -63,7 +63,7 @@ def main() -> None:
         amounts = list(cfg["attributes"]["thickness"].values())
         for jobs in (1, 2):
             t0 = time.perf_counter()
-            build_table(source.images, amounts, jobs=jobs, use_cache=False)
+            build_table(source.images, source.labels, amounts, jobs=jobs, use_cache=False)
             print(f"morphometry table, {len(source.images)} digits, cold, jobs {jobs}: "
                   f"{time.perf_counter() - t0:.2f} s")
         t0 = time.perf_counter()

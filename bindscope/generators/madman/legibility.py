@@ -3,7 +3,8 @@
 The reader is k-nearest-neighbours (k = 5, majority vote, ties to the nearest) in a PCA space (40
 components) of the normalised glyphs of one thickness level, 2x2 area-averaged to 18x18 and blurred (Gaussian,
 sigma 1 pixel). It is fitted on the source's own digits (at most 1,000 per class, the first in source order)
-and reads each digit leaving the digit itself out. A digit is legible when every thickness variant of it is
+and reads each digit leaving the digit itself out; a source with fewer than 30 digits of some class is not
+judged (every digit counts as legible). A digit is legible when every thickness variant of it is
 read as its label; the generator draws only legible digits and records the others in the manifest.
 This is a project choice, a cheap stand-in for "a model can read it" that needs no training framework.
 """
@@ -16,6 +17,7 @@ from scipy import ndimage as ndi
 NEIGHBOURS = 5
 COMPONENTS = 40
 REFERENCE_PER_CLASS = 1000
+MIN_PER_CLASS = 30  # with fewer digits of some class the reader is no fair judge: every digit counts as legible
 
 
 def features(glyphs: np.ndarray) -> np.ndarray:
@@ -36,10 +38,12 @@ def legible_digits(variants: np.ndarray, labels: np.ndarray) -> np.ndarray:
         labels: ``(N,)`` digit classes.
 
     Returns:
-        ``(N,)`` bool.
+        ``(N,)`` bool; all True when some class has fewer than :data:`MIN_PER_CLASS` digits.
     """
     labels = np.asarray(labels, np.int64)
     n, v = variants.shape[:2]
+    if min((labels == d).sum() for d in range(10)) < MIN_PER_CLASS:
+        return np.ones(n, bool)
     reference = np.concatenate([np.flatnonzero(labels == d)[:REFERENCE_PER_CLASS] for d in range(10)])
     ref_labels = labels[reference]
     position = -np.ones(n, np.int64)
