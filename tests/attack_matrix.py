@@ -240,8 +240,8 @@ def _steps(*steps: Callable[[Path], None]) -> Callable[[Path], None]:
     return prepare
 
 
-LAUGHS = "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9) if p else ', '.join(['lol'] * 9)}]\n"
-                 for p, c in zip(" abcdefgh", "abcdefghi"))
+LAUGHS = "".join(f"{c}: &{c} [{', '.join([f'*{p}' if p else 'lol'] * 9)}]\n"
+                 for p, c in zip(["", *"abcdefgh"], "abcdefghi"))  # 9^9 values once expanded
 
 
 def _glb(uri: str) -> bytes:
