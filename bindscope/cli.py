@@ -57,7 +57,7 @@ from bindscope.importers import commands as _importers  # noqa: E402
 from bindscope.training import commands as _training  # noqa: E402
 
 _madman.register(madman)          # madman generate, preview
-_evaluation.register_madman(madman)  # madman eval
+_evaluation.register_madman(madman)  # madman eval, audit
 _training.register(madman)        # madman train, sweep
 _comco.register(comco)            # comco render, preview
 _comco_assets.register(comco)     # comco assets import|fetch|list

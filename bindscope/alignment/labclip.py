@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,28 +28,12 @@ import numpy as np
 
 from bindscope.atomic import atomic_open
 from bindscope.errors import BadInput
+from bindscope.evaluation.encoder import torch_threads
 
 FORMAT = "bindscope-labclip"
 FORMAT_VERSION = 1
 CLIP_INIT_LOGIT_SCALE = 1.0 / 0.07
 MAX_LOGIT_SCALE = 100.0
-
-
-@contextmanager
-def torch_threads(count: int):
-    """Run a block with ``torch.set_num_threads(count)`` and restore the previous count afterwards.
-
-    The probes and LABCLIP optimise small matrices; one thread avoids thread-pool overhead, which dominates
-    (and grows badly when the machine is busy) at these sizes.
-    """
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:

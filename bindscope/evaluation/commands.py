@@ -7,10 +7,12 @@ from pathlib import Path
 
 import click
 
+from bindscope.cli_types import FiniteFloat
 from bindscope.errors import BadInput
 
 
 MAX_SAMPLED_CAPTIONS = 1_000_000  # comco eval without DATA: -n captions per group
+MAX_AUDIT_EPOCHS = 1000  # madman audit --epochs
 
 
 def _apply(func, options):
@@ -75,7 +77,8 @@ def _check_locations(out_path, plot_path) -> None:
     """BadInput unless the result file and the plot can be created (no file in the way, a writable folder)."""
     from bindscope.dataset.commands import check_output_location
 
-    check_output_location("--out", out_path)
+    if out_path is not None:
+        check_output_location("--out", out_path)
     if plot_path is not None:
         check_output_location("--plot", plot_path)
 
@@ -173,7 +176,7 @@ def _check_labclip(text_transform, adapter) -> None:
 
 
 def register_madman(group: click.Group) -> None:
-    """Add ``madman eval`` to the ``madman`` group."""
+    """Add ``madman eval`` and ``madman audit`` to the ``madman`` group."""
 
     @group.command("eval")
     @click.argument("data", type=click.Path(file_okay=False))
@@ -209,6 +212,69 @@ def register_madman(group: click.Group) -> None:
                                      cache=_cache(cache_dir, no_cache, adapter), progress=not quiet, check=False,
                                      rows=rows)
             _finish(result, out_path, overwrite, plot_path, rows)
+
+
+    @group.command("audit")
+    @click.argument("data", type=click.Path(file_okay=False))
+    @click.option("--out", default=None, type=click.Path(dir_okay=False),
+                  help="Write the result JSON here (bindscope/schemas/audit_result.json); default: print only.")
+    @click.option("--plot", default=None, type=click.Path(dir_okay=False),
+                  help="Also write the confusion matrices (.png, .pdf or .svg).")
+    @click.option("--overwrite", is_flag=True, help="Replace an existing --out or --plot file.")
+    @click.option("--train-split", default="train", show_default=True, help="Split the oracle is trained on.")
+    @click.option("--test-split", default="test", show_default=True, help="Split the oracle is tested on.")
+    @click.option("--epochs", type=click.IntRange(min=1, max=MAX_AUDIT_EPOCHS), default=8, show_default=True,
+                  help="Passes over the training objects.")
+    @click.option("--batch-size", type=click.IntRange(min=2), default=128, show_default=True,
+                  help="Objects per training step.")
+    @click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=3e-3, show_default=True,
+                  help="Peak learning rate (Adam, one-cycle schedule).")
+    @click.option("--width", type=click.IntRange(min=1, max=256), default=16, show_default=True,
+                  help="Channels of the first of four conv stages (then 2x, 4x, 8x).")
+    @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+                  help="Seed of the weights and the visiting order (same seed, same result).")
+    @click.option("--max-train-objects", type=click.IntRange(min=1), default=None,
+                  help="Train on the first N visible objects only (default: all).")
+    @click.option("--max-test-objects", type=click.IntRange(min=1), default=None,
+                  help="Test on the first N visible objects only (default: all).")
+    @click.option("--threads", type=click.IntRange(min=1, max=256), default=1, show_default=True,
+                  help="torch CPU threads; the result depends on it. More than the idle cores slows torch down.")
+    @click.option("--quiet", is_flag=True, help="No progress bar.")
+    def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, batch_size, lr, width, seed,
+                     max_train_objects, max_test_objects, threads, quiet):
+        """Can a supervised model see each attribute and the digit? Audit a MADMAN dataset DATA.
+
+        Trains a small CNN (the oracle; CPU, seeded) on the objects of --train-split, each isolated by its own
+        instance mask, and reports on the objects of --test-split per attribute and for the digit identity:
+        accuracy, per-class accuracy, the confusion matrix, and the same per size level. See docs/madman.md.
+        """
+        import time
+
+        from bindscope.evaluation.audit import audit_madman, format_audit, plot_audit
+        from bindscope.evaluation.report import check_plot_path
+        from bindscope.evaluation.results import check_output, write_result
+
+        out_path = check_output(out, overwrite) if out is not None else None
+        plot_path = check_plot_path(plot)
+        if plot_path is not None and plot_path.exists() and not overwrite:
+            raise BadInput(f"--plot {str(plot_path)!r} already exists; pass --overwrite to replace it, or choose "
+                           "another --plot")
+        if out_path is not None and plot_path is not None and out_path.resolve() == plot_path.resolve():
+            raise BadInput(f"--out and --plot are the same file {str(out_path)!r}; give two paths")
+        _check_locations(out_path, plot_path)
+        start = time.perf_counter()
+        result = audit_madman(data, train_split=train_split, test_split=test_split, epochs=epochs,
+                              batch_size=batch_size, lr=lr, width=width, seed=seed,
+                              max_train_objects=max_train_objects, max_test_objects=max_test_objects,
+                              threads=threads, progress=not quiet)
+        click.echo(format_audit(result))
+        click.echo(f"\nfinished in {time.perf_counter() - start:.0f} s")
+        if plot_path is not None:
+            plot_audit(result, plot_path)
+            click.echo(f"wrote {plot_path}")
+        if out_path is not None:
+            write_result(out_path, result, overwrite=overwrite, schema="audit_result")
+            click.echo(f"wrote {out_path}")
 
 
 def register_comco(group: click.Group) -> None:

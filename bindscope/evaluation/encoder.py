@@ -8,6 +8,7 @@ from a model name or checkpoint path.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -68,3 +69,20 @@ def check_images(images) -> np.ndarray:
     if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
         raise BadInput(f"images must be (N, H, W, 3) uint8, got {images.shape} {images.dtype}")
     return images
+
+
+@contextmanager
+def torch_threads(count: int):
+    """Run a block with ``torch.set_num_threads(count)`` and restore the previous count afterwards.
+
+    The probes and LABCLIP optimise small matrices, where one thread avoids thread-pool overhead; on a busy
+    machine more threads than free cores can make torch many times slower (``madman audit --threads``).
+    """
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

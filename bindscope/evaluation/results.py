@@ -173,14 +173,16 @@ def check_output(path: str | os.PathLike, overwrite: bool) -> Path:
     return path
 
 
-def write_result(path: str | os.PathLike, result: dict, overwrite: bool = False, rows: list | None = None) -> Path:
-    """Write ``result`` as canonical JSON, atomically, after validating it. Refuses to overwrite silently.
+def write_result(path: str | os.PathLike, result: dict, overwrite: bool = False, rows: list | None = None,
+                 schema: str = "eval_result") -> Path:
+    """Write ``result`` as canonical JSON, atomically, after validating it against ``bindscope/schemas/<schema>.json``.
+    Refuses to overwrite silently.
 
     With ``rows`` (the per-sample output of an evaluation), they are written first, one canonical JSON object a
     line, to :func:`samples_path` (also atomically), so a result file never exists without its rows.
     """
     path = check_output(path, overwrite)
-    validate(result, "eval_result", "evaluation result (internal error)", error=RuntimeError)
+    validate(result, schema, "evaluation result (internal error)", error=RuntimeError)
     path.parent.mkdir(parents=True, exist_ok=True)
     if rows is not None:
         write_text_atomic(samples_path(path), "".join(json.dumps(r, sort_keys=True, ensure_ascii=False,
