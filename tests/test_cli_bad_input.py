@@ -241,3 +241,38 @@ def test_alignment_rejects_nan_learning_rate(madman_data, tmp_path, command):
     assert result.exit_code == 2, result.output
     assert "'--lr': nan is not a finite number" in result.output
     assert not out.exists()
+
+
+# --- madman audit: everything a user can get wrong is refused before the oracle is trained ---
+
+@pytest.mark.parametrize("args, needles", [
+    (["nope"], ["'nope'"]),
+    (["DATA", "--test-split", "valid"], ["'valid'", "it has: ood, test, train"]),
+    (["DATA", "--train-split", "test"], ["both 'test'"]),
+    (["DATA", "--epochs", "0"], ["--epochs", "0"]),
+    (["DATA", "--batch-size", "1"], ["--batch-size", "1"]),
+    (["DATA", "--lr", "nan"], ["--lr", "not a finite number"]),
+    (["DATA", "--seed", "-1"], ["--seed", "-1"]),
+    (["DATA", "--max-train-objects", "0"], ["--max-train-objects", "0"]),
+    (["DATA", "--out", "f.txt/a.json"], ["--out", "f.txt", "is a file, not a folder"]),
+    (["DATA", "--out", "old.json"], ["'old.json' already exists", "--overwrite"]),
+    (["DATA", "--plot", "old.png"], ["'old.png' already exists", "--overwrite"]),
+    (["DATA", "--plot", "c.gif"], ["--plot", ".png"]),
+    (["DATA", "--out", "."], ["--out", "is a directory"]),
+])
+def test_madman_audit_bad_input(work, madman_data, args, needles):
+    (work / "f.txt").write_text("x")
+    (work / "old.json").write_text("{}")
+    (work / "old.png").write_bytes(b"png")
+    args = [madman_data if a == "DATA" else a for a in args] + ([] if "--epochs" in args else ["--epochs", "1"])
+    _bad(madman, ["audit", *args, "--quiet"], work, *needles)
+
+
+def test_madman_audit_wrong_generator(work, madman_data):
+    fake = work / "fake"
+    shutil.copytree(madman_data, fake)
+    manifest = json.loads((fake / "manifest.json").read_text())
+    manifest["generator"]["name"] = "comco"
+    manifest["config_sha256"] = config_sha256("comco", manifest["config"], manifest["seed"])
+    (fake / "manifest.json").write_text(json.dumps(manifest))
+    _bad(madman, ["audit", "fake", "--out", "a.json"], work, "'fake'", "'comco'", "madman")

@@ -1,7 +1,8 @@
 """JSON Schemas (draft 2020-12) shipped with bindscope, and validation helpers.
 
 Schemas: ``manifest`` (dataset directories), ``madman_config`` (``madman generate``), ``comco_config``
-(``comco render``), ``eval_result`` (evaluation outputs).
+(``comco render``), ``eval_result`` (evaluation outputs), ``audit_result`` (``madman audit``),
+``alignment_result`` (probes, LABCLIP).
 """
 
 from __future__ import annotations
