@@ -28,7 +28,7 @@ def data(tmp_path_factory) -> Path:
 
     path = tmp_path_factory.mktemp("audit") / "madman"
     generator = tiny_madman(splits={"train": 24, "test": 12, "ood": 0}, shard_size=8,
-                            attributes={"swelling": {"unswollen": 1.0}}, ood={"holdout": []})
+                            attributes={"swelling": {"unswollen": 0.0}}, ood={"holdout": []})
     build_dataset(generator, path, jobs=1, progress=False)
     return path
 
