@@ -31,9 +31,9 @@ def _random_weights_warning(result: dict) -> list[str]:
     """A warning when the model has random weights: they are not a neutral baseline (docs/evaluation.md)."""
     if result["model"]["pretrained"] != "none":
         return []
-    return ["WARNING: random weights (--pretrained none) are not a neutral baseline: an untrained text tower "
-            "already favours the first-mentioned object in TOR (docs/evaluation.md); use them to test the "
-            "pipeline, not as chance level"]
+    return ["WARNING: random weights (--pretrained none) are not a neutral baseline (an untrained open_clip text "
+            "tower, for one, already favours the first-mentioned object in TOR; docs/evaluation.md): use them to "
+            "test the pipeline, not as chance level"]
 
 
 def _model_line(result: dict) -> str:
@@ -182,19 +182,22 @@ def plot_result(result: dict, path: str | os.PathLike) -> Path:
             attrs = list(split["recognition"]["per_attribute"])
             series = {"recognition": [split["recognition"]["per_attribute"][a]["accuracy"] for a in attrs],
                       "binding": [split["binding"]["per_attribute"].get(a, {}).get("accuracy") for a in attrs]}
-            panels.append((f"{name} ({split['role'].split(' (')[0]})", attrs, series, "accuracy", 0.5))
+            panels.append((f"{name} ({split['role'].split(' (')[0]})", attrs, series, "accuracy", 0.5, 1.0))
     elif result["kind"] == "comco-attention":
-        top_k = result["metrics"]["top_k"]
+        grid = result["metrics"]["grid"]
+        uniform = 1.0 / (grid[0] * grid[1])
         for title, block in _attention_blocks(result)[-2:]:
             width = max((len(g) for g in block["by_num_objects"].values()), default=1)
             labels = [str(k) for k in range(1, width + 1)]
-            mass, top = {}, {}
+            figures = {"mass": {}, "mass_per_patch": {}}
             for n, ranks in block["by_num_objects"].items():
                 pad = [None] * (width - len(ranks))
-                mass[f"{n} objects"] = [r["mass"]["mean"] for r in ranks] + pad
-                top[f"{n} objects"] = [r["top_k_patches"]["mean"] / top_k for r in ranks] + pad
-            panels.append((f"CLS attention mass, {title}", labels, mass, "share of CLS attention by size rank", None))
-            panels.append((f"top-{top_k} patches, {title}", labels, top, "share of top-k patches by size rank", None))
+                for field, series in figures.items():
+                    series[f"{n} objects"] = [r[field]["mean"] for r in ranks] + pad
+            panels.append((f"CLS attention on the object, {title}", labels, figures["mass"],
+                           "share of CLS attention, by size rank", None, None))
+            panels.append((f"per patch of the object, {title} (dotted: uniform)", labels, figures["mass_per_patch"],
+                           "share of CLS attention per patch", uniform, None))
     else:
         metrics = result["metrics"]
         blocks = [(k.upper(), metrics[k]) for k in ("tor", "ior", "i2tor") if k in metrics]
@@ -206,13 +209,13 @@ def plot_result(result: dict, path: str | os.PathLike) -> Path:
             for n, g in block["by_num_objects"].items():
                 values = [p["conditional"]["share"] for p in g["positions"]]
                 series[f"{n} objects"] = values + [None] * (width - len(values))
-            panels.append((f"{title} (conditional)", labels, series, f"share by {block['ordered_by']}", None))
+            panels.append((f"{title} (conditional)", labels, series, f"share by {block['ordered_by']}", None, 1.0))
         if "matching" in metrics:
             labels = list(metrics["matching"])
             series = {"accuracy": [metrics["matching"][s]["all"]["accuracy"] for s in labels]}
-            panels.append(("image-text matching", labels, series, "accuracy", None))
+            panels.append(("image-text matching", labels, series, "accuracy", None, 1.0))
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.5 * max(1, len(panels)), 3.6), squeeze=False)
-    for ax, (title, labels, series, ylabel, chance) in zip(axes[0], panels):
+    for ax, (title, labels, series, ylabel, chance, ymax) in zip(axes[0], panels):
         x = np.arange(len(labels))
         width = 0.8 / max(1, len(series))
         for k, (label, values) in enumerate(series.items()):
@@ -220,7 +223,7 @@ def plot_result(result: dict, path: str | os.PathLike) -> Path:
         if chance is not None:
             ax.axhline(chance, color="grey", linestyle=":", linewidth=1)
         ax.set_xticks(x, labels, rotation=30 if len(labels) > 4 else 0)
-        ax.set_ylim(0, 1)
+        ax.set_ylim(0, ymax)  # None: matplotlib's autoscale (attention shares are small)
         ax.set_title(title, fontsize=9)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.legend(fontsize=7)
