@@ -132,8 +132,10 @@ def collect(paths: list[str | os.PathLike]) -> dict:
         for name in figures:
             columns.setdefault(name, None)
         model = result["model"]
-        rows.append({"file": str(path), "kind": result["kind"], "model": model["resolved_name"],
-                     "pretrained": model["pretrained"], "step": model.get("step"),
+        local = os.sep in model["resolved_name"]  # a trained model's path: its file name says enough
+        rows.append({"file": str(path), "kind": result["kind"],
+                     "model": Path(model["resolved_name"]).name if local else model["resolved_name"],
+                     "pretrained": "(file)" if local else model["pretrained"], "step": model.get("step"),
                      "dataset": (result["dataset"] or {}).get("path", ""), "figures": figures})
     rows.sort(key=lambda r: (r["kind"], r["model"], r["pretrained"], -1 if r["step"] is None else r["step"],
                              r["file"]))
