@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from bindscope.cli import madman
 from bindscope.errors import BadInput
 from bindscope.training.data import BatchSource, batch_indices, load_split
-from bindscope.training.model import ModelConfig, Tokenizer, build_model, preprocess_images
+from bindscope.training.model import (ModelConfig, Tokenizer, WordTokenizer, build_model, build_vocabulary,
+                                      preprocess_images)
 from bindscope.training.train import TrainConfig, Trainer, clip_loss
 
 @pytest.fixture(autouse=True, scope="module")
@@ -27,6 +28,10 @@ def one_torch_thread():
 
 TINY = ModelConfig(embed_dim=32, image_size=32, patch_size=8, vision_width=64, vision_layers=2, text_width=64,
                    text_layers=2, head_width=32, context_length=32)
+# The CPU options: the light CNN image tower and the word tokenizer (vocabulary built by the trainer).
+TINY_CNN_WORD = ModelConfig(embed_dim=32, image_size=32, vision="cnn", vision_width=32, vision_layers=1,
+                            text_width=64, text_layers=2, head_width=32, context_length=18, tokenizer="word")
+MODELS = {"vit-bpe": TINY, "cnn-word": TINY_CNN_WORD}
 
 
 def tiny_config(data, out, **kw) -> TrainConfig:
@@ -82,6 +87,26 @@ def test_tokenizer_counts_truncation():
     assert tok.is_truncated(["red 7", "a b c d"]) == [False, True]
 
 
+def test_word_tokenizer_round_trip_special_ids_and_counts():
+    captions = ["small red 7 and large blue 4", "Thick 3"]
+    vocabulary = build_vocabulary(captions)
+    assert vocabulary == ("3", "4", "7", "and", "blue", "large", "red", "small", "thick")
+    tok = WordTokenizer(vocabulary, context_length=10)
+    tokens = tok(captions)
+    assert tokens.shape == (2, 10) and tokens.dtype == torch.int64
+    # start 2, words at 3 + their index, end = len(vocabulary) + 3 = 12 (the largest id), then padding 0
+    assert tokens[0].tolist() == [2, 10, 9, 5, 6, 8, 7, 4, 12, 0]
+    assert tokens[1].tolist() == [2, 11, 3, 12, 0, 0, 0, 0, 0, 0]
+    assert int(tokens.max()) == 12 == ModelConfig(tokenizer="word", vocabulary=vocabulary).vocab_size - 1
+    assert tok.decode(tokens) == ["small red 7 and large blue 4", "thick 3"]
+    assert tok.truncated == 0 and tok.unknown == 0
+    short = WordTokenizer(vocabulary, context_length=5)
+    cut = short(["small red 7 and large blue 4", "green 7"])
+    assert cut[0].tolist() == [2, 10, 9, 5, 12] and short.truncated == 1
+    assert short.decode(cut) == ["small red 7", "<unk> 7"] and short.unknown == 1
+    assert short.is_truncated(["red 7", "small red 7 and 4"]) == [False, True]
+
+
 def test_preprocess_images_shapes_and_values():
     images = np.zeros((2, 16, 16, 3), np.uint8)
     images[1] = 255
@@ -95,8 +120,16 @@ def test_preprocess_images_shapes_and_values():
 def test_model_config_rejects_bad_values():
     with pytest.raises(BadInput, match="not divisible by patch size"):
         ModelConfig(image_size=30, patch_size=8)
-    with pytest.raises(BadInput, match="vision tower 'cnn'"):
-        ModelConfig(vision="cnn")
+    with pytest.raises(BadInput, match="vision tower 'convnext'"):
+        ModelConfig(vision="convnext")
+    with pytest.raises(BadInput, match="cnn vision tower needs an image size divisible by 8"):
+        ModelConfig(vision="cnn", image_size=60)
+    with pytest.raises(BadInput, match="tokenizer 'chars' is not known"):
+        ModelConfig(tokenizer="chars")
+    with pytest.raises(BadInput, match="only used by the word tokenizer"):
+        ModelConfig(vocabulary=("red",))
+    with pytest.raises(BadInput, match="vocabulary words must be unique"):
+        ModelConfig(tokenizer="word", vocabulary=("red", "red"))
 
 
 def test_resnet_tower_builds_and_encodes():
@@ -122,9 +155,9 @@ def ideal_data(tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(ideal_data, tmp_path_factory):
-    """An uninterrupted 8-step run, with the state snapshot taken after step 4."""
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def uninterrupted(ideal_data, tmp_path_factory, request):
+    """An uninterrupted 8-step run of each model variant, with the state snapshot taken after step 4."""
     import copy
 
     out = tmp_path_factory.mktemp("runs") / "full"
@@ -138,15 +171,18 @@ def uninterrupted(ideal_data, tmp_path_factory):
             snapshot["scheduler"] = trainer.scheduler.state_dict()
             snapshot["rng"] = torch.get_rng_state().clone()
 
-    trainer = Trainer(tiny_config(ideal_data, out, steps=8, hard_negatives=1), progress=False)
+    model = MODELS[request.param]
+    trainer = Trainer(tiny_config(ideal_data, out, steps=8, hard_negatives=1, model=model), progress=False)
     summary = trainer.run(callback=record)
-    return {"out": out, "losses": losses, "snapshot": snapshot, "summary": summary, "trainer": trainer}
+    return {"out": out, "losses": losses, "snapshot": snapshot, "summary": summary, "trainer": trainer,
+            "model": model}
 
 
-def test_training_lowers_the_loss(ideal_data, tmp_path):
+@pytest.mark.parametrize("vision, tokenizer", [("vit", "bpe"), ("cnn", "word")])
+def test_training_lowers_the_loss(ideal_data, tmp_path, vision, tokenizer):
     losses = []
-    model = ModelConfig(embed_dim=32, image_size=64, patch_size=8, vision_width=64, vision_layers=2, text_width=64,
-                        text_layers=2, head_width=32, context_length=32)
+    model = ModelConfig(embed_dim=32, image_size=64, patch_size=8, vision=vision, vision_width=64, vision_layers=2,
+                        text_width=64, text_layers=2, head_width=32, context_length=32, tokenizer=tokenizer)
     config = tiny_config(ideal_data, tmp_path / "run", model=model, steps=60, lr=2e-3, warmup_steps=5,
                          checkpoint_every=100, log_every=20)
     Trainer(config, progress=False).run(callback=lambda trainer, loss: losses.append(loss))
@@ -162,7 +198,7 @@ def test_training_lowers_the_loss(ideal_data, tmp_path):
 
 
 def test_resume_continues_with_the_same_state_and_losses(ideal_data, uninterrupted, tmp_path):
-    config = tiny_config(ideal_data, tmp_path / "run", steps=8, hard_negatives=1)
+    config = tiny_config(ideal_data, tmp_path / "run", steps=8, hard_negatives=1, model=uninterrupted["model"])
 
     def interrupt(trainer, loss):
         if trainer.step == 4:  # a checkpoint was written at step 4 (checkpoint_every=4)
@@ -203,7 +239,7 @@ def test_hard_negatives_are_true_attribute_swaps(ideal_data):
 
     values = Dataset(ideal_data).manifest["config"]["attributes"]
     data = load_split(ideal_data)
-    source = BatchSource(data, batch_size=32, seed=3, image_size=32, context_length=32, hard_negatives=2)
+    source = BatchSource(data, batch_size=32, seed=3, model=TINY, hard_negatives=2)
     checked = 0
     for step in range(3):
         batch = source[step]
@@ -248,6 +284,33 @@ def test_trained_model_loads_through_load_adapter_and_evaluates(ideal_data, unin
     # The run folder and the resumable checkpoint load too (weights_only: the checkpoint holds no pickled numpy).
     for path in (out, out / "checkpoint.pt"):
         np.testing.assert_allclose(load_adapter(str(path), device="cpu").encode_images(images), img, atol=1e-5)
+
+
+def test_word_vocabulary_is_saved_in_the_run_folder_and_reloaded(ideal_data, uninterrupted):
+    from bindscope.training.checkpoint import load_trained_adapter
+
+    out, trainer = uninterrupted["out"], uninterrupted["trainer"]
+    blob = torch.load(out / "model.pt", weights_only=True)
+    texts = ["small red 7 and large blue 4", "regular 3"]
+    adapter = load_trained_adapter(out, device="cpu")
+    if uninterrupted["model"].tokenizer == "bpe":
+        assert not (out / "vocab.json").exists() and blob["model_config"]["vocabulary"] == []
+        assert isinstance(adapter.tokenizer, Tokenizer)
+        return
+    data = load_split(ideal_data)
+    words = build_vocabulary(data.captions + [n for pool in data.hard_negatives for n in pool])
+    # the vocabulary: every word of the training captions and negatives, and nothing else
+    assert set(words) == {w for c in data.captions for w in c.split()} | {
+        w for pool in data.hard_negatives for n in pool for w in n.split()}
+    saved = json.loads((out / "vocab.json").read_text())
+    assert saved["words"] == list(words) and saved["end"] == len(words) + 3
+    assert blob["model_config"]["vocabulary"] == list(words)
+    assert blob["model"]["token_embedding.weight"].shape == (len(words) + 4, 64)
+    assert json.loads((out / "run.json").read_text())["identity"]["model"]["vocabulary"] == list(words)
+    assert isinstance(adapter.tokenizer, WordTokenizer) and adapter.tokenizer.vocabulary == words
+    assert torch.equal(adapter.tokenizer(texts), trainer.adapter().tokenizer(texts))
+    np.testing.assert_allclose(adapter.encode_texts(texts), trainer.adapter().encode_texts(texts), atol=1e-6)
+    assert adapter.tokenizer.decode(adapter.tokenizer(data.captions[:20])) == data.captions[:20]
 
 
 def test_madman_eval_cli_takes_the_trained_model(ideal_data, uninterrupted, tmp_path):

@@ -70,12 +70,13 @@ class TrainedClipAdapter(EncoderAdapter):
     """A small CLIP trained by ``madman train``, as an :class:`EncoderAdapter`.
 
     ``encode_images`` takes ``(N, H, W, 3)`` uint8 RGB (resized to the model's square input, see
-    :func:`bindscope.training.model.preprocess_images`); ``encode_texts`` takes strings (CLIP BPE, the model's
-    context length; :meth:`truncated` says which texts are cut). Both return ``(N, embed_dim)`` float32 with
+    :func:`bindscope.training.model.preprocess_images`); ``encode_texts`` takes strings (the model's tokenizer:
+    CLIP BPE or its word vocabulary, at its context length; :meth:`truncated` says which texts are cut). Both return ``(N, embed_dim)`` float32 with
     unit L2 norm, computed under ``torch.no_grad`` in eval mode, in batches of ``batch_size``.
 
     Attributes: as :class:`EncoderAdapter`; ``pretrained`` is the weights' source (a path or ``"in-memory"``),
-    ``cache_key`` ``"bindscope-small-clip:<sha256 of the weights>:<precision>:<preprocessing>"``,
+    ``cache_key`` ``"bindscope-small-clip:<sha256 of the weights>:<precision>:<preprocessing>:<tokenizer>"``
+    (``bpe`` or ``word-<first 16 hex of the vocabulary's sha256>``),
     ``forward_seconds`` the time spent in forward passes so far.
     """
 
@@ -83,7 +84,7 @@ class TrainedClipAdapter(EncoderAdapter):
 
     def __init__(self, model, model_config, name: str, pretrained: str, device: str = "cpu",
                  precision: str = "fp32", batch_size: int = 256):
-        from bindscope.training.model import Tokenizer
+        from bindscope.training.model import make_tokenizer
 
         self.model = model.to(device).eval()
         self.model_config = model_config
@@ -94,16 +95,20 @@ class TrainedClipAdapter(EncoderAdapter):
         self.precision = precision
         self._dtype = autocast_dtype(precision, device)
         self.batch_size = batch_size
-        self.tokenizer = Tokenizer(model_config.context_length)
+        self.tokenizer = make_tokenizer(model_config)
         self.context_length = model_config.context_length
         size = model_config.image_size
         self.preprocessing = (f"resize({size}x{size},bilinear,antialias,no-crop)+normalise(OPENAI_DATASET_MEAN,"
                               "OPENAI_DATASET_STD)")
-        self.cache_key = f"{MODEL_FORMAT}:{weights_sha256(self.model.state_dict())}:{precision}:{self.preprocessing}"
+        tokens = model_config.tokenizer
+        if tokens == "word":
+            tokens += "-" + hashlib.sha256("\n".join(model_config.vocabulary).encode()).hexdigest()[:16]
+        self.cache_key = (f"{MODEL_FORMAT}:{weights_sha256(self.model.state_dict())}:{precision}:{self.preprocessing}"
+                          f":{tokens}")
         self.forward_seconds = 0.0
 
     def truncated(self, texts: list[str]) -> list[bool]:
-        """True where a text has more BPE tokens (start and end included) than the model's context length."""
+        """True where a text has more tokens (start and end included) than the model's context length."""
         return self.tokenizer.is_truncated(texts)
 
     def _run(self, prepare, forward, inputs) -> np.ndarray:

@@ -16,16 +16,20 @@ def training_options(func):
         click.option("--embed-dim", type=click.IntRange(min=1), default=64, show_default=True, help="Joint embedding size D."),
         click.option("--image-size", type=click.IntRange(min=1), default=None,
                      help="Model input side in pixels [default: the dataset's canvas, rounded down to a multiple "
-                          "of the patch size (resnet: of 32)]."),
-        click.option("--vision", type=click.Choice(["vit", "resnet"]), default="vit", show_default=True,
-                     help="Image tower: open_clip VisionTransformer or ModifiedResNet (CNN)."),
+                          "of the patch size (resnet: of 32, cnn: of 8)]."),
+        click.option("--vision", type=click.Choice(["vit", "resnet", "cnn"]), default="vit", show_default=True,
+                     help="Image tower: open_clip VisionTransformer, open_clip ModifiedResNet (CNN), or a light "
+                          "CNN (cnn) for CPU training."),
         click.option("--vision-width", type=click.IntRange(min=1), default=128, show_default=True,
-                     help="ViT width (ResNet: base channels)."),
+                     help="ViT width (resnet: base channels; cnn: channels at 1/8 resolution)."),
         click.option("--vision-layers", type=click.IntRange(min=1), default=4, show_default=True,
-                     help="ViT blocks (ResNet: blocks per stage)."),
+                     help="ViT blocks (resnet: blocks per stage; cnn: residual blocks at 1/8 resolution)."),
         click.option("--patch-size", type=click.IntRange(min=1), default=8, show_default=True, help="ViT patch side in pixels."),
         click.option("--text-width", type=click.IntRange(min=1), default=128, show_default=True, help="Text transformer width."),
         click.option("--text-layers", type=click.IntRange(min=1), default=4, show_default=True, help="Text transformer blocks."),
+        click.option("--tokenizer", type=click.Choice(["bpe", "word"]), default="bpe", show_default=True,
+                     help="bpe: open_clip's CLIP BPE (49,408 tokens); word: one token per word of a vocabulary "
+                          "built from the training captions (saved as OUT/vocab.json and in the model)."),
         click.option("--context-length", type=int, default=32, show_default=True,
                      help="Text tokens per caption (start/end included); longer captions are truncated and counted."),
         click.option("--batch-size", type=int, default=128, show_default=True, help="Images per step."),
@@ -81,12 +85,13 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
     image_size = options["image_size"]
     if image_size is None:
         side = canvas if canvas is not None else min(load_manifest(data)["image_size"])
-        step = options["patch_size"] if options["vision"] == "vit" else 32
+        step = {"vit": options["patch_size"], "resnet": 32, "cnn": 8}[options["vision"]]
         image_size = max(step, side - side % step)
     model = ModelConfig(embed_dim=options["embed_dim"], image_size=image_size, vision=options["vision"],
                         vision_width=options["vision_width"], vision_layers=options["vision_layers"],
                         patch_size=options["patch_size"], text_width=options["text_width"],
-                        text_layers=options["text_layers"], context_length=options["context_length"])
+                        text_layers=options["text_layers"], context_length=options["context_length"],
+                        tokenizer=options.get("tokenizer", "bpe"))
     config = TrainConfig(
         data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, model=model,
         batch_size=options["batch_size"], steps=options["steps"], lr=options["lr"],

@@ -84,16 +84,25 @@ def batch_indices(step: int, num_samples: int, batch_size: int, seed: int) -> np
 class BatchSource:
     """A map-style torch dataset whose item ``s`` is training batch ``s`` (use with ``batch_size=None``).
 
+    Every caption (and, with hard negatives, every binding negative) is tokenised once, up front, into one
+    int64 tensor, and the images are held as one uint8 tensor, so a batch is a few tensor index operations.
+
     Each item is a dict: ``images`` ``(B, 3, S, S)`` float32 (see :func:`~bindscope.training.model.
     preprocess_images`), ``texts`` ``(B + M, context_length)`` int64 (the B captions, then M hard negatives),
     ``num_captions`` = B, ``indices`` ``(B,)`` int64 sample indices, ``negatives`` the M hard-negative texts,
     ``negative_of`` ``(M,)`` int64 (the batch position each negative belongs to), ``truncated`` the number of
     texts longer than the context.
+
+    Args:
+        data: the split in memory. batch_size, seed: see :func:`batch_indices`.
+        model: the :class:`~bindscope.training.model.ModelConfig` (image size, tokenizer, context length).
+        hard_negatives: binding negatives per sample appended to the texts (0 = none).
     """
 
-    def __init__(self, data: TrainingData, batch_size: int, seed: int, image_size: int, context_length: int,
-                 hard_negatives: int = 0):
-        from bindscope.training.model import Tokenizer
+    def __init__(self, data: TrainingData, batch_size: int, seed: int, model, hard_negatives: int = 0):
+        import torch
+
+        from bindscope.training.model import make_tokenizer
 
         if hard_negatives < 0:
             raise BadInput(f"hard negatives per sample must be >= 0, got {hard_negatives}")
@@ -101,9 +110,17 @@ class BatchSource:
         self.data = data
         self.batch_size = batch_size
         self.seed = seed
-        self.image_size = image_size
+        self.image_size = model.image_size
         self.hard_negatives = hard_negatives
-        self.tokenizer = Tokenizer(context_length)
+        self.images = torch.from_numpy(data.images)
+        tokenizer = make_tokenizer(model)
+        self.caption_tokens = tokenizer(data.captions)
+        self.caption_truncated = np.array(tokenizer.is_truncated(data.captions), dtype=bool)
+        if hard_negatives:
+            self.negative_texts = [n for pool in data.hard_negatives for n in pool]
+            self.negative_start = np.cumsum([0] + [len(pool) for pool in data.hard_negatives])
+            self.negative_tokens = tokenizer(self.negative_texts)
+            self.negative_truncated = np.array(tokenizer.is_truncated(self.negative_texts), dtype=bool)
 
     def __getitem__(self, step: int) -> dict:
         import torch
@@ -111,20 +128,24 @@ class BatchSource:
         from bindscope.training.model import preprocess_images
 
         indices = batch_indices(step, len(self.data), self.batch_size, self.seed)
-        texts = [self.data.captions[i] for i in indices]
-        negatives, owner = [], []
+        chosen, owner = [], []
         if self.hard_negatives:
             rng = np.random.default_rng([self.seed, step, 1])
             for position, i in enumerate(indices):
-                pool = self.data.hard_negatives[i]
-                if pool:
-                    k = min(self.hard_negatives, len(pool))
-                    for j in sorted(rng.choice(len(pool), size=k, replace=False)):
-                        negatives.append(pool[j])
-                        owner.append(position)
-        before = self.tokenizer.truncated
-        tokens = self.tokenizer(texts + negatives)
-        return {"images": preprocess_images(self.data.images[indices], self.image_size),
-                "texts": tokens, "num_captions": len(texts), "indices": torch.from_numpy(indices),
+                size = len(self.data.hard_negatives[i])
+                if size:
+                    k = min(self.hard_negatives, size)
+                    chosen.extend(self.negative_start[i] + j for j in sorted(rng.choice(size, size=k, replace=False)))
+                    owner.extend([position] * k)
+        chosen = np.asarray(chosen, dtype=np.int64)
+        tokens = self.caption_tokens[indices]
+        truncated = int(self.caption_truncated[indices].sum())
+        negatives = []
+        if len(chosen):
+            tokens = torch.cat([tokens, self.negative_tokens[chosen]])
+            truncated += int(self.negative_truncated[chosen].sum())
+            negatives = [self.negative_texts[j] for j in chosen]
+        return {"images": preprocess_images(self.images[indices], self.image_size),
+                "texts": tokens, "num_captions": len(indices), "indices": torch.from_numpy(indices),
                 "negatives": negatives, "negative_of": torch.tensor(owner, dtype=torch.long),
-                "truncated": self.tokenizer.truncated - before}
+                "truncated": truncated}

@@ -2,9 +2,13 @@
 
 The MADMAN paper (Gurung, Hoffmann, Brox, GCPR 2025, docs/papers.md section 2) trains small CLIPs from scratch
 with embedding sizes 32-256 and batch sizes 16-256. This module builds such a model as an
-``open_clip.CLIP`` with a small vision tower (a ViT, ``open_clip.transformer.VisionTransformer``, or a CNN,
-``open_clip.modified_resnet.ModifiedResNet``) and a small causal text transformer, tokenised with open_clip's
-CLIP BPE tokenizer (``open_clip.tokenizer.SimpleTokenizer``, vocabulary 49,408). Nothing here is pretrained.
+``open_clip.CLIP`` with a small vision tower (a ViT, ``open_clip.transformer.VisionTransformer``; open_clip's
+CNN ``open_clip.modified_resnet.ModifiedResNet``; or :func:`build_conv_tower`, a light CNN for CPU training) and a
+small causal text transformer. Text is tokenised with open_clip's CLIP BPE tokenizer
+(``open_clip.tokenizer.SimpleTokenizer``, vocabulary 49,408) or, with ``tokenizer="word"``, by
+:class:`WordTokenizer`: one token per whitespace-separated word of a vocabulary built from the training captions
+(MADMAN captions use about 40 words, so the text tower's embedding table shrinks from 49,408 rows to ~44).
+Nothing here is pretrained.
 
 Image preprocessing (:func:`preprocess_images`): uint8 RGB ``(N, H, W, 3)`` -> float ``(N, 3, S, S)``, resized
 to the model's square ``image_size`` S with bilinear, antialiased interpolation when the dataset's canvas
@@ -21,7 +25,11 @@ import numpy as np
 
 from bindscope.errors import BadInput
 
-VISION_TOWERS = ("vit", "resnet")
+VISION_TOWERS = ("vit", "resnet", "cnn")
+TOKENIZERS = ("bpe", "word")
+# Word tokenizer ids: 0 padding, 1 unknown word, 2 start, 3.. the vocabulary's words, then the end token last
+# (open_clip's text tower pools at the largest id of each row, its "argmax" pooling).
+WORD_SPECIALS = ("<pad>", "<unk>", "<start>")
 
 
 @dataclass(frozen=True)
@@ -31,16 +39,20 @@ class ModelConfig:
     Attributes:
         embed_dim: joint embedding dimension D (the paper uses 32-256).
         image_size: square input side S in pixels; images are resized to S x S.
-        vision: ``"vit"`` (vision transformer) or ``"resnet"`` (open_clip's ModifiedResNet CNN).
-        vision_width: ViT token width, or the ResNet's base channel width.
-        vision_layers: ViT blocks, or residual blocks per ResNet stage (4 stages).
-        patch_size: ViT patch side in pixels (S must be divisible by it); unused by the ResNet.
+        vision: ``"vit"`` (vision transformer), ``"resnet"`` (open_clip's ModifiedResNet CNN) or ``"cnn"``
+            (:func:`build_conv_tower`, a light CNN).
+        vision_width: ViT token width, the ResNet's base channel width, or the light CNN's channels at S/8.
+        vision_layers: ViT blocks, residual blocks per ResNet stage (4 stages), or the light CNN's residual blocks at S/8.
+        patch_size: ViT patch side in pixels (S must be divisible by it); unused by the CNNs.
         text_width: text transformer width.
         text_layers: text transformer blocks.
         head_width: features per attention head (heads = width / head_width) in both towers.
         mlp_ratio: transformer MLP hidden size / width.
         context_length: text tokens per caption including start and end tokens; longer captions are
             truncated (the number truncated is counted and logged).
+        tokenizer: ``"bpe"`` (open_clip's CLIP BPE) or ``"word"`` (:class:`WordTokenizer`).
+        vocabulary: the word tokenizer's words (token ids 3, 4, ... in this order); empty = built from the
+            training data by ``madman train`` (:func:`build_vocabulary`). Must be empty for ``"bpe"``.
     """
 
     embed_dim: int = 64
@@ -54,10 +66,21 @@ class ModelConfig:
     head_width: int = 32
     mlp_ratio: float = 2.0
     context_length: int = 32
+    tokenizer: str = "bpe"
+    vocabulary: tuple[str, ...] = ()
 
     def __post_init__(self):
+        object.__setattr__(self, "vocabulary", tuple(self.vocabulary))
         if self.vision not in VISION_TOWERS:
             raise BadInput(f"vision tower {self.vision!r} is not known; choose one of {', '.join(VISION_TOWERS)}")
+        if self.tokenizer not in TOKENIZERS:
+            raise BadInput(f"tokenizer {self.tokenizer!r} is not known; choose one of {', '.join(TOKENIZERS)}")
+        if self.tokenizer == "bpe" and self.vocabulary:
+            raise BadInput("a vocabulary is only used by the word tokenizer (tokenizer='word')")
+        bad = [w for w in self.vocabulary if not w or w != w.strip().lower() or " " in w or w in WORD_SPECIALS]
+        if bad or len(set(self.vocabulary)) != len(self.vocabulary):
+            raise BadInput(f"vocabulary words must be unique, lowercase, without spaces and not one of "
+                           f"{', '.join(WORD_SPECIALS)}; got {bad or 'duplicates'}")
         for name in ("embed_dim", "image_size", "vision_width", "vision_layers", "patch_size", "text_width",
                      "text_layers", "head_width", "context_length"):
             if getattr(self, name) < 1:
@@ -65,6 +88,8 @@ class ModelConfig:
         if self.vision == "vit" and self.image_size % self.patch_size:
             raise BadInput(f"image size {self.image_size} is not divisible by patch size {self.patch_size}; "
                            "choose an image size that is a multiple of the patch size")
+        if self.vision == "cnn" and self.image_size % 8:
+            raise BadInput(f"the cnn vision tower needs an image size divisible by 8, got {self.image_size}")
         if self.vision == "resnet" and self.image_size % 32:
             raise BadInput(f"the resnet vision tower needs an image size divisible by 32, got {self.image_size}")
         for name in ("vision_width", "text_width"):
@@ -75,7 +100,14 @@ class ModelConfig:
             raise BadInput(f"context length must be at least 3 tokens, got {self.context_length}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        data["vocabulary"] = list(self.vocabulary)
+        return data
+
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the text tower's token embedding: 49,408 (BPE) or the words plus 4 special tokens."""
+        return 49408 if self.tokenizer == "bpe" else len(self.vocabulary) + len(WORD_SPECIALS) + 1
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelConfig":
@@ -87,12 +119,36 @@ class ModelConfig:
         return cls(**data)
 
 
+def build_conv_tower(config: ModelConfig):
+    """The light CNN image tower (``vision="cnn"``): a ``torch.nn.Sequential`` of torchvision building blocks.
+
+    With C = ``vision_width``: a 3x3 convolution at full resolution to C/4 channels, three stride-2 3x3
+    convolutions to C/2, C and C channels (torchvision ``Conv2dNormActivation``: convolution, BatchNorm, ReLU;
+    an S/8 x S/8 feature map whose cells see 17 px), then ``vision_layers`` residual blocks at S/8 (torchvision
+    ``BasicBlock``; each widens the receptive field by 16 px), global average pooling and a linear projection
+    to ``embed_dim``. Input ``(N, 3, S, S)`` float32, output ``(N, embed_dim)``. Much cheaper than open_clip's
+    ModifiedResNet (whose channels grow to 32 C), and its first layer sees full-resolution detail (stroke
+    widths, fracture gaps).
+    """
+    import torch
+    from torchvision.models.resnet import BasicBlock
+    from torchvision.ops import Conv2dNormActivation
+
+    width = config.vision_width
+    widths = [max(1, width // 4), max(1, width // 2), width, width]
+    layers = [Conv2dNormActivation(3, widths[0], 3)]
+    layers += [Conv2dNormActivation(a, b, 3, stride=2) for a, b in zip(widths, widths[1:])]
+    layers += [BasicBlock(width, width) for _ in range(config.vision_layers)]
+    layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(width, config.embed_dim)]
+    return torch.nn.Sequential(*layers)
+
+
 def build_model(config: ModelConfig):
     """A randomly initialised ``open_clip.CLIP`` for ``config`` (GELU, learnable logit scale init 1/0.07).
 
     ``model.encode_image`` takes ``(N, 3, S, S)`` float32, ``model.encode_text`` ``(N, context_length)`` int64
     token ids; both return ``(N, embed_dim)`` (L2-normalised with ``normalize=True``). The caller seeds torch
-    first for reproducible weights.
+    first for reproducible weights. With ``vision="cnn"`` the ``visual`` module is :func:`build_conv_tower`'s.
     """
     import open_clip
     from open_clip.model import CLIPTextCfg, CLIPVisionCfg
@@ -101,13 +157,19 @@ def build_model(config: ModelConfig):
         vision = CLIPVisionCfg(layers=config.vision_layers, width=config.vision_width,
                                head_width=config.head_width, mlp_ratio=config.mlp_ratio,
                                patch_size=config.patch_size, image_size=config.image_size)
+    elif config.vision == "cnn":  # a minimal ViT placeholder, replaced below
+        vision = CLIPVisionCfg(layers=1, width=config.head_width, head_width=config.head_width,
+                               patch_size=config.image_size, image_size=config.image_size)
     else:  # open_clip builds a ModifiedResNet when `layers` is a 4-tuple
         vision = CLIPVisionCfg(layers=(config.vision_layers,) * 4, width=config.vision_width,
                                head_width=config.head_width, image_size=config.image_size)
-    text = CLIPTextCfg(context_length=config.context_length, width=config.text_width,
+    text = CLIPTextCfg(context_length=config.context_length, vocab_size=config.vocab_size, width=config.text_width,
                        heads=config.text_width // config.head_width, layers=config.text_layers,
                        mlp_ratio=config.mlp_ratio)
-    return open_clip.CLIP(embed_dim=config.embed_dim, vision_cfg=vision, text_cfg=text)
+    model = open_clip.CLIP(embed_dim=config.embed_dim, vision_cfg=vision, text_cfg=text)
+    if config.vision == "cnn":
+        model.visual = build_conv_tower(config)
+    return model
 
 
 class Tokenizer:
@@ -134,15 +196,66 @@ class Tokenizer:
         """Per text: True when start + BPE tokens + end exceed the context (open_clip cuts them silently)."""
         return [len(self._tokenizer.encode(t)) + 2 > self.context_length for t in texts]
 
-    def __getstate__(self):  # DataLoader workers get a fresh tokenizer (the BPE cache need not travel)
-        return {"context_length": self.context_length}
 
-    def __setstate__(self, state):
-        self.__init__(state["context_length"])
+def build_vocabulary(texts) -> tuple[str, ...]:
+    """The sorted distinct words (lowercased, split on whitespace) of ``texts``: a word tokenizer's vocabulary."""
+    return tuple(sorted({word for text in texts for word in text.lower().split()}))
 
 
-def preprocess_images(images: np.ndarray, image_size: int):
-    """``(N, H, W, 3)`` uint8 RGB -> ``(N, 3, image_size, image_size)`` float32 torch tensor, normalised.
+class WordTokenizer:
+    """One token per whitespace-separated word, from a fixed vocabulary (``ModelConfig(tokenizer="word")``).
+
+    Token ids: 0 padding, 1 unknown word, 2 start, ``3 + i`` for ``vocabulary[i]``, and the end token
+    ``len(vocabulary) + 3``, the largest id (open_clip's text tower pools at each row's largest id). Text is
+    lowercased before splitting. Calling it on ``n`` texts returns ``(n, context_length)`` int64: start, the
+    words, end, zero padding; a text with more than ``context_length - 2`` words keeps its first words and
+    the end token (counted in :attr:`truncated`); words outside the vocabulary become id 1 (counted in
+    :attr:`unknown`).
+    """
+
+    def __init__(self, vocabulary, context_length: int):
+        self.vocabulary = tuple(vocabulary)
+        self.context_length = context_length
+        self.ids = {word: i + 3 for i, word in enumerate(self.vocabulary)}
+        self.end = len(self.vocabulary) + 3
+        self.truncated = 0
+        self.unknown = 0
+
+    def __call__(self, texts: list[str]):
+        import torch
+
+        tokens = torch.zeros((len(texts), self.context_length), dtype=torch.long)
+        for row, text in enumerate(texts):
+            ids = [self.ids.get(word, 1) for word in text.lower().split()]
+            self.unknown += ids.count(1)
+            if len(ids) + 2 > self.context_length:
+                self.truncated += 1
+                ids = ids[:self.context_length - 2]
+            tokens[row, :len(ids) + 2] = torch.tensor([2, *ids, self.end])
+        return tokens
+
+    def is_truncated(self, texts: list[str]) -> list[bool]:
+        """Per text: True when start + words + end exceed the context."""
+        return [len(t.split()) + 2 > self.context_length for t in texts]
+
+    def decode(self, tokens) -> list[str]:
+        """Token id rows back to text (the words between start and end; unknown words as ``<unk>``)."""
+        words = (*WORD_SPECIALS, *self.vocabulary)
+        return [" ".join(words[i] for i in row if 0 < i < self.end and i != 2) for row in tokens.tolist()]
+
+
+def make_tokenizer(config: ModelConfig):
+    """The tokenizer ``config`` names: :class:`Tokenizer` (BPE) or :class:`WordTokenizer` (its vocabulary)."""
+    if config.tokenizer == "word":
+        if not config.vocabulary:
+            raise BadInput("the word tokenizer needs a vocabulary (madman train builds it from the training data)")
+        return WordTokenizer(config.vocabulary, config.context_length)
+    return Tokenizer(config.context_length)
+
+
+def preprocess_images(images, image_size: int):
+    """``(N, H, W, 3)`` uint8 RGB (numpy array or torch tensor) -> ``(N, 3, image_size, image_size)`` float32
+    torch tensor, normalised (channels-last in memory: the permuted view of the RGB array).
 
     Resizing (only when ``(H, W) != (image_size, image_size)``) is bilinear with antialiasing, to the full
     square (no crop). Values: ``(x / 255 - OPENAI_DATASET_MEAN) / OPENAI_DATASET_STD`` per channel.
@@ -151,7 +264,9 @@ def preprocess_images(images: np.ndarray, image_size: int):
     import torch.nn.functional as F
     from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 
-    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float().div_(255.0)
+    if not isinstance(images, torch.Tensor):
+        images = torch.from_numpy(np.ascontiguousarray(images))
+    x = images.permute(0, 3, 1, 2).float().div_(255.0)
     if x.shape[-2:] != (image_size, image_size):
         x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", antialias=True, align_corners=False)
     mean = torch.tensor(OPENAI_DATASET_MEAN).view(1, 3, 1, 1)

@@ -11,7 +11,7 @@ linearly over ``warmup_steps`` and then cosine-decayed to 0 at ``steps``; ``logi
 
 A run folder holds ``run.json`` (the resolved config), ``checkpoint.pt`` (full state, atomic), ``log.jsonl``
 (one JSON object per line: training lines with ``step, loss, loss_mean, lr, logit_scale, images_per_s,
-elapsed_s``; evaluation lines with ``step`` and ``eval``), ``model.pt`` (final weights) and ``result.json``
+elapsed_s, cpu_s``; evaluation lines with ``step`` and ``eval``), ``model.pt`` (final weights) and ``result.json``
 (the evaluation module's result for the final model). Repeating the command resumes from ``checkpoint.pt``
 and the continued run equals an uninterrupted one (batches are a pure function of seed and step; model,
 optimizer, scheduler, grad scaler and RNG states are restored).
@@ -36,10 +36,11 @@ from bindscope.dataset.ownership import (OutputLock, bookkeeping, clear_owned, i
 from bindscope.errors import BadInput
 from bindscope.training.checkpoint import (CHECKPOINT, CHECKPOINT_FORMAT, MODEL, MODEL_FORMAT, TrainedClipAdapter,
                                            autocast_dtype, resolve_device, save_atomic)
-from bindscope.training.model import ModelConfig
+from bindscope.training.model import WORD_SPECIALS, ModelConfig
 
 RUN = "run.json"
 RUN_KIND = "train-run"  # the ownership marker's kind (see bindscope.dataset.ownership)
+VOCAB = "vocab.json"
 LOG = "log.jsonl"
 RESULT = "result.json"
 KEPT = "checkpoints"  # OUT/checkpoints/step-<step>.pt, written with keep_checkpoints
@@ -119,7 +120,7 @@ class TrainConfig:
 
     def identity(self) -> dict:
         """The values a resumed run must share with the interrupted one."""
-        data = asdict(self)
+        data = json.loads(json.dumps(asdict(self)))  # as stored in run.json (tuples become lists)
         return {key: data[key] for key in _IDENTITY_KEYS}
 
 
@@ -222,7 +223,7 @@ class Trainer:
         import torch
 
         from bindscope.training.data import BatchSource, load_split
-        from bindscope.training.model import build_model
+        from bindscope.training.model import build_model, build_vocabulary
 
         config.validate()
         if config.threads:
@@ -247,8 +248,11 @@ class Trainer:
         self.progress = progress
         self.out = Path(config.out)
         self.data = load_split(config.data, config.split)
-        self.source = BatchSource(self.data, config.batch_size, config.seed, config.model.image_size,
-                                  config.model.context_length, config.hard_negatives)
+        if config.model.tokenizer == "word" and not config.model.vocabulary:
+            texts = self.data.captions + [n for pool in self.data.hard_negatives for n in pool]
+            config = replace(config, model=replace(config.model, vocabulary=build_vocabulary(texts)))
+            self.config = config
+        self.source = BatchSource(self.data, config.batch_size, config.seed, config.model, config.hard_negatives)
         self.data_manifest_sha = load_manifest(config.data)["config_sha256"]
         run_record = {"config": self._config_dict(), "identity": config.identity(),
                       "data_config_sha256": self.data_manifest_sha}
@@ -315,6 +319,10 @@ class Trainer:
                 clear_owned(self.out, RUN_KIND, "madman train run")
             if decision != "resume":
                 write_marker(self.out, RUN_KIND, hashlib.sha256(canonical_json(record).encode()).hexdigest())
+                if self.config.model.tokenizer == "word":
+                    write_text_atomic(self.out / VOCAB, canonical_json({
+                        "tokenizer": "word", "words": list(self.config.model.vocabulary),
+                        "special": dict(zip(WORD_SPECIALS, range(3))), "end": self.config.model.vocab_size - 1}))
                 write_text_atomic(self.out / RUN, canonical_json(record))
         except BaseException:
             self.close()
@@ -401,7 +409,8 @@ class Trainer:
             callback: called as ``callback(trainer, loss)`` after every step (after any checkpoint of that step).
 
         Returns:
-            a summary dict: ``steps``, ``resumed_from``, ``train_seconds``, ``steps_per_s``, ``images_per_s``,
+            a summary dict: ``steps``, ``resumed_from``, ``train_seconds`` (wall), ``cpu_seconds`` (this process's
+            CPU time in training steps, all threads), ``steps_per_s``, ``images_per_s``,
             ``final_loss``, ``truncated_captions``, ``result`` (the evaluation result) and the files written.
             On Ctrl-C the state is checkpointed before the interrupt propagates. The run folder's lock is
             released when it returns or raises.
@@ -422,16 +431,17 @@ class Trainer:
                                              persistent_workers=False)
         losses: list[float] = []
         truncated = 0
-        train_seconds = 0.0
+        train_seconds = cpu_seconds = 0.0
         interval_images, interval_seconds = 0, 0.0
         last_loss = float("nan")
         bar = tqdm(total=config.steps, initial=start, unit="step", desc=f"train {self.out.name}",
                    disable=not self.progress)
         try:
-            tick = time.perf_counter()
+            tick, cpu_tick = time.perf_counter(), time.process_time()
             for batch in loader:
                 last_loss = self.train_step(batch)
                 now = time.perf_counter()
+                cpu_seconds += time.process_time() - cpu_tick
                 train_seconds += now - tick
                 interval_seconds += now - tick
                 losses.append(last_loss)
@@ -442,7 +452,7 @@ class Trainer:
                     self._log({"step": self.step, "loss": last_loss, "loss_mean": float(np.mean(losses)),
                                "lr": self.scheduler.get_last_lr()[0],
                                "logit_scale": float(self.model.logit_scale.detach().exp()),
-                               "images_per_s": speed, "elapsed_s": train_seconds})
+                               "images_per_s": speed, "elapsed_s": train_seconds, "cpu_s": cpu_seconds})
                     bar.set_postfix(loss=f"{last_loss:.4f}", img_s=f"{speed:.0f}")
                     losses, interval_images, interval_seconds = [], 0, 0.0
                 bar.update(1)
@@ -454,14 +464,14 @@ class Trainer:
                     self._log({"step": self.step, "eval": binding_summary(self._evaluate())})
                 if callback is not None:
                     callback(self, last_loss)
-                tick = time.perf_counter()
+                tick, cpu_tick = time.perf_counter(), time.process_time()
         except KeyboardInterrupt:
             if self.step > start:
                 self.save_checkpoint()
             raise
         finally:
             bar.close()
-        return self._finish(start, train_seconds, last_loss, truncated)
+        return self._finish(start, train_seconds, cpu_seconds, last_loss, truncated)
 
     def _evaluate(self, pretrained: str = "in-memory") -> dict:
         try:
@@ -475,7 +485,8 @@ class Trainer:
         save_atomic({"format": MODEL_FORMAT, "version": 1, "step": self.step, "model": self.model.state_dict(),
                      "model_config": self.config.model.to_dict(), "train_config": self._config_dict()}, path)
 
-    def _finish(self, start: int, train_seconds: float, last_loss: float, truncated: int) -> dict:
+    def _finish(self, start: int, train_seconds: float, cpu_seconds: float, last_loss: float,
+                truncated: int) -> dict:
         config = self.config
         self.save_model(self.out / MODEL)
         result_path = self.out / RESULT
@@ -486,7 +497,7 @@ class Trainer:
             write_text_atomic(result_path, canonical_json(result))
             self._log({"step": self.step, "eval": binding_summary(result)})
         steps_done = self.step - start
-        return {"steps": self.step, "resumed_from": start, "train_seconds": train_seconds,
+        return {"steps": self.step, "resumed_from": start, "train_seconds": train_seconds, "cpu_seconds": cpu_seconds,
                 "steps_per_s": steps_done / train_seconds if train_seconds else None,
                 "images_per_s": steps_done * config.batch_size / train_seconds if train_seconds else None,
                 "final_loss": last_loss, "truncated_captions": truncated, "result": result,
