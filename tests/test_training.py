@@ -347,6 +347,8 @@ def test_cli_train_end_to_end_then_rerun_prints_the_finished_result(ideal_data, 
     (["--image-size", "30"], "not divisible by patch size 8"),
     (["--steps", "0"], "--steps must be an integer >= 1"),
     (["--eval-split", "ood"], "has no split ood"),
+    (["--tokenizer", "chars"], "'chars' is not one of 'bpe', 'word'"),
+    (["--vision", "cnn", "--image-size", "60"], "cnn vision tower needs an image size divisible by 8, got 60"),
 ])
 def test_cli_train_rejects_bad_input_before_writing(ideal_data, tmp_path, extra, message):
     out = tmp_path / "bad"
