@@ -239,9 +239,9 @@ def main() -> None:
             cells.append("-" if value is None else
                          f"{value:.1f}% n={block['n'][a]} [{block['binding_ci95'][a][0]:.0f},"
                          f"{block['binding_ci95'][a][1]:.0f}]")
-        rec = [presets[p]["recognition"].get(a) for p in PRESETS]
-        print(f"{a:<10} {cells[0]:>26} {cells[1]:>26} {rec[0] if rec[0] is not None else '-':>13} "
-              f"{rec[1] if rec[1] is not None else '-':>17}")
+        rec = ["-" if presets[p]["recognition"].get(a) is None else f"{presets[p]['recognition'][a]:.1f}%"
+               for p in PRESETS]
+        print(f"{a:<10} {cells[0]:>26} {cells[1]:>26} {rec[0]:>13} {rec[1]:>17}")
     speeds = ", ".join(f"{p} {presets[p]['steps_per_s']:.2f}" for p in PRESETS if presets[p]["steps_per_s"])
     print(f"\nsteps/s: {speeds}; both models (training + evaluation, "
           f"{'sequential' if args.sequential else 'in parallel'}): {wall / 60:.1f} min wall "
