@@ -18,8 +18,9 @@ Target (issue 11) on a 2-core CPU, both models together in at most 45 minutes: i
 least 4 of 6 attributes; realistic <= 60% on at least 4 of 6; each such figure resting on >= 200 samples. The
 script prints whether the run met it. On a machine shared with other jobs the wall clock is inflated, so the
 script also measures each run's own CPU time (`os.wait4`) and reports what the runs need on an idle 2-core
-machine (`idle_2core_minutes`: the larger of the two CPU times when they run in parallel, one thread each). With `--eval-every K` each run's log also holds binding every K steps
-(the binding-vs-steps curve, written to `--out` as `curve`).
+machine (`idle_2core_minutes`: the larger of the two CPU times when they run in parallel, one thread each).
+With `--eval-every K` each run's log also holds binding every K steps (the binding-vs-steps curve, written to
+`--out` as `curve`).
 
 Run: `.venv/bin/python benchmarks/madman_reproduction.py --out result.json [--steps 3000] ...` (see --help).
 The work folder (default `runs/madman-reproduction`, git-ignored) keeps datasets and runs, so a rerun reuses them

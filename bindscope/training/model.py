@@ -7,7 +7,8 @@ CNN ``open_clip.modified_resnet.ModifiedResNet``; or :func:`build_conv_tower`, a
 small causal text transformer. Text is tokenised with open_clip's CLIP BPE tokenizer
 (``open_clip.tokenizer.SimpleTokenizer``, vocabulary 49,408) or, with ``tokenizer="word"``, by
 :class:`WordTokenizer`: one token per whitespace-separated word of a vocabulary built from the training captions
-(MADMAN captions use about 40 words, so the text tower's embedding table shrinks from 49,408 rows to ~44).
+(MADMAN captions with the default value sets use 32 words, so the text tower's embedding table shrinks from
+49,408 rows to 36).
 Nothing here is pretrained.
 
 Image preprocessing (:func:`preprocess_images`): uint8 RGB ``(N, H, W, 3)`` -> float ``(N, 3, S, S)``, resized
@@ -42,7 +43,8 @@ class ModelConfig:
         vision: ``"vit"`` (vision transformer), ``"resnet"`` (open_clip's ModifiedResNet CNN) or ``"cnn"``
             (:func:`build_conv_tower`, a light CNN).
         vision_width: ViT token width, the ResNet's base channel width, or the light CNN's channels at S/8.
-        vision_layers: ViT blocks, residual blocks per ResNet stage (4 stages), or the light CNN's residual blocks at S/8.
+        vision_layers: ViT blocks, residual blocks per ResNet stage (4 stages), or the light CNN's residual
+            blocks at S/8.
         patch_size: ViT patch side in pixels (S must be divisible by it); unused by the CNNs.
         text_width: text transformer width.
         text_layers: text transformer blocks.
