@@ -72,7 +72,8 @@ class TrainedClipAdapter(EncoderAdapter):
     ``encode_images`` takes ``(N, H, W, 3)`` uint8 RGB (resized to the model's square input, see
     :func:`bindscope.training.model.preprocess_images`); ``encode_texts`` takes strings (the model's tokenizer:
     CLIP BPE or its word vocabulary, at its context length; :meth:`truncated` says which texts are cut). Both
-    return ``(N, embed_dim)`` float32 with unit L2 norm, computed under ``torch.no_grad`` in eval mode, in batches of ``batch_size``.
+    return ``(N, embed_dim)`` float32 with unit L2 norm, computed under ``torch.no_grad`` in eval mode, in
+    batches of ``batch_size``.
 
     Attributes: as :class:`EncoderAdapter`; ``pretrained`` is the weights' source (a path or ``"in-memory"``),
     ``cache_key`` ``"bindscope-small-clip:<sha256 of the weights>:<precision>:<preprocessing>:<tokenizer>"``
