@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from bindscope.atomic import write_text_atomic
+from bindscope.dataset.manifest import canonical_json
 from bindscope.errors import BadInput
 
 MARKER = ".bindscope.json"
@@ -77,13 +78,13 @@ def is_owned(folder: Path, kind: str) -> bool:
 
 def write_marker(folder: Path, kind: str, run_id: str) -> None:
     """Mark ``folder`` (which must exist) as bindscope's output of ``kind`` for the run ``run_id``."""
-    write_text_atomic(folder / MARKER, json.dumps({"format": MARKER_FORMAT, "kind": kind, "run_id": run_id},
-                                                  sort_keys=True, indent=2) + "\n")
+    write_text_atomic(folder / MARKER, canonical_json({"format": MARKER_FORMAT, "kind": kind, "run_id": run_id}))
 
 
 def bookkeeping(name: str) -> bool:
     """True for the entries a starting run writes before its marker: lock files and temporary files."""
-    return (name.startswith(".bindscope") and name.endswith(".lock")) or (name.startswith(".") and name.endswith(".tmp"))
+    return ((name.startswith(".bindscope") and name.endswith(".lock"))
+            or (name.startswith(".") and name.endswith(".tmp")))
 
 
 def require_owned(folder: Path, kind: str, what: str, flag: str = "--out") -> None:
