@@ -40,10 +40,11 @@ def main() -> None:
         outcome = run_case(case, fixtures, root / f"case-{number:04d}")
         if not outcome.handled:
             failures.append(outcome)
+            print(f"  NOT HANDLED {case.id}: {outcome.reason}", flush=True)
     print(f"attack matrix: {len(selected)} cases tried, {len(selected) - len(failures)} handled "
           f"({100 * (len(selected) - len(failures)) / max(1, len(selected)):.1f} %)")
     for outcome in failures:
-        print(f"  NOT HANDLED {outcome.case.id}: {outcome.reason} | {outcome.output.strip()[-300:]!r}")
+        print(f"  {outcome.case.id}: {outcome.output.strip()[-300:]!r}")
     if args.kills and not args.only:
         identical, runs, moments = kill_and_repeat(root / "kills", args.kills)
         print(f"kill -9 then the same command: {identical} of {runs} byte-identical to an uninterrupted run "

@@ -25,7 +25,7 @@ from typing import Iterator
 
 from bindscope.dataset.manifest import load_manifest
 from bindscope.dataset.records import Sample
-from bindscope.dataset.shard import ShardReader
+from bindscope.dataset.shard import ShardReader, sha256_file
 from bindscope.errors import DatasetError
 
 
@@ -98,16 +98,21 @@ class Split:
         return TorchSplit(self.dataset.path, self.name, transform)
 
     def shard(self, number: int) -> ShardReader:
-        """The reader of this split's ``number``-th shard.
+        """The reader of this split's ``number``-th shard, opened once its bytes match the manifest's sha256
+        (one read of the file) and its structure and header match the manifest.
 
         Raises:
-            DatasetError: the shard file is missing or not a readable bindscope shard.
+            DatasetError: the shard file is missing, changed or corrupt, or not a bindscope shard of this
+                dataset; the message names the file.
         """
         if number not in self._readers:
             entry = self._entries[number]
             path = self.dataset.path / entry["file"]
             if not path.is_file():
                 raise DatasetError(f"{path}: shard missing")
+            if sha256_file(path) != entry["sha256"]:
+                raise DatasetError(f"{path}: sha256 differs from the manifest (changed or corrupt); "
+                                   "`bindscope verify` lists the details")
             reader = ShardReader(path, self.dataset.attribute_names, self.dataset.extra_names)
             problem = shard_mismatch(reader, entry, self.name, self.dataset.manifest)
             if problem:
@@ -168,6 +173,17 @@ class Dataset:
         if name not in self._splits:
             self._splits[name] = Split(self, name)
         return self._splits[name]
+
+    def check(self, splits: list[str] | None = None) -> None:
+        """Open every shard of ``splits`` (default: all) as :meth:`Split.shard` does, so that a changed,
+        corrupt or inconsistent shard is refused before a long job writes anything.
+
+        Raises:
+            DatasetError: the first bad shard, named (or an unknown split).
+        """
+        for name in self.split_names if splits is None else splits:
+            for _ in self.split(name).shards():
+                pass
 
     def require_generator(self, *names: str) -> None:
         """Raise DatasetError unless the dataset was made by one of ``names`` (e.g. ``"comco"``)."""

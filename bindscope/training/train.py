@@ -244,6 +244,10 @@ class Trainer:
         if missing or not config.eval_splits:
             raise BadInput(f"--eval {config.eval_data!r} has no split {', '.join(missing) or 'test'}; "
                            f"it has: {', '.join(available)}")
+        from bindscope.dataset import Dataset
+
+        with Dataset(config.eval_data) as eval_data:  # a bad evaluation shard is refused before training
+            eval_data.check(config.eval_splits)
         self.config = config
         self.progress = progress
         self.out = Path(config.out)
