@@ -4,6 +4,7 @@ object table, schema-valid JSON, the confusion figure, determinism, and single-v
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -50,27 +51,24 @@ def test_confusion_figures_by_hand():
 
 
 def _truth(path: Path, split: str) -> tuple[dict, dict]:
-    """Per head, the true class counts of the visible objects of ``split``, read from the object table; and per
-    size level, the same."""
+    """Per head, how many visible objects of ``split`` have each true class, read from the object table; and the
+    same per size level."""
+    counts, by_size = {}, {}
     with Dataset(path) as ds:
-        values = ds.manifest["config"]["attributes"]
-        counts, by_size = {}, {}
         for sample in ds.split(split):
             for o in sample.objects:
-                if o.area == 0:
-                    continue
-                for head, value in dict(o.attributes, digit=o.category).items():
-                    classes = list(values[head]) if head != "digit" else [str(d) for d in range(10)]
-                    for table in (counts, by_size.setdefault(o.attributes["size"], {})):
-                        table.setdefault(head, np.zeros(len(classes), int))[classes.index(value)] += 1
+                if o.area:
+                    for head, value in dict(o.attributes, digit=o.category).items():
+                        for table in (counts, by_size.setdefault(o.attributes["size"], {})):
+                            table.setdefault(head, Counter())[value] += 1
     return counts, by_size
 
 
-def _check_block(block: dict, true_counts: np.ndarray) -> None:
+def _check_block(block: dict, true_counts: Counter) -> None:
     """Every figure of one head recomputed by hand from its confusion matrix (rows = true class)."""
     m = np.array(block["confusion"])
     assert m.shape == (len(block["classes"]),) * 2
-    assert m.sum(axis=1).tolist() == true_counts.tolist()
+    assert m.sum(axis=1).tolist() == [true_counts[c] for c in block["classes"]]
     assert block["n"] == m.sum() and block["correct"] == np.trace(m)
     assert block["accuracy"] == pytest.approx(np.trace(m) / m.sum())
     for i, name in enumerate(block["classes"]):
@@ -106,9 +104,12 @@ def test_audit_cli_figures_schema_plot(data, tmp_path):
             total = total + np.array(block["confusion"])
         whole = audit["digit"] if name == "digit" else audit["attributes"][name]
         assert total.tolist() == whole["confusion"]
-    size_blocks = [part["attributes"]["size"] for part in audit["by_size"].values()]
-    for k, block in enumerate(size_blocks):  # only true class k occurs within size level k
-        assert [sum(row) for row in block["confusion"]] == [block["n"] if i == k else 0 for i in range(3)]
+    for level, part in audit["by_size"].items():  # within a size level only that level is a true class
+        block = part["attributes"]["size"]
+        assert [sum(row) for row in block["confusion"]] == [block["n"] if c == level else 0 for c in block["classes"]]
+    # classes in the order of their parameter
+    assert audit["attributes"]["size"]["classes"] == ["small", "medium", "large"]
+    assert audit["attributes"]["rotation"]["classes"] == ["tilted-right", "upright", "tilted-left"]
     # the table shows the overall accuracy of each trained head
     assert f"colour     {100 * audit['attributes']['colour']['accuracy']:10.2f}" in result.output
     with Image.open(plot) as image:

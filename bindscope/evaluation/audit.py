@@ -53,7 +53,7 @@ class ObjectCrops:
 
     Attributes:
         images: ``(M, crop, crop, 3)`` uint8 RGB, the object's own mask pixels, black elsewhere.
-        labels: per head (each attribute, and ``"digit"``), ``(M,)`` int64 class indices into the config order.
+        labels: per head (each attribute, and ``"digit"``), ``(M,)`` int64 indices into the head's classes.
         split: the split name; skipped: objects with no visible pixel (not in ``images``).
     """
 
@@ -64,9 +64,15 @@ class ObjectCrops:
 
 
 def _class_lists(ds: Dataset) -> dict[str, list[str]]:
-    """Class names per head: each attribute's values in config order, then the digits "0".."9"."""
+    """Class names per head: each attribute's values in the order of their numeric parameter (size fraction,
+    degrees, ...; the names in sorted order where the parameter is not a number, e.g. colours), then the digits
+    "0".."9"."""
     values = ds.manifest["config"]["attributes"]
-    classes = {a: list(values[a]) for a in ds.attribute_names}
+    classes = {}
+    for a in ds.attribute_names:
+        table = values[a]
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in table.values())
+        classes[a] = sorted(table, key=lambda name: (table[name], name) if numeric else name)
     classes[DIGIT] = [str(d) for d in range(10)]
     return classes
 
@@ -358,10 +364,11 @@ def format_audit(result: dict) -> str:
             lines.append(f"{name:<10} single value {block['classes'][0]!r} in the config: not trained")
             continue
         ci = "" if block["ci95"] is None else f"[{100 * block['ci95'][0]:.1f}, {100 * block['ci95'][1]:.1f}]"
-        per_class = ", ".join(f"{k} {_pct(v)}" for k, v in block["per_class"].items())
+        per_class = ", ".join(f"{k} {_pct(block['per_class'][k])}" for k in block["classes"])
         lines.append(f"{name:<10} {_pct(block['accuracy']):>10} {ci:>15} {_pct(block['macro']):>8}   {per_class}")
     if result["by_size"]:
-        levels = list(result["by_size"])
+        size = result["attributes"].get(SIZE, {})
+        levels = [lv for lv in size.get("classes", []) if lv in result["by_size"]] or list(result["by_size"])
         lines += ["", "accuracy % by size level (objects: " + ", ".join(
             f"{lv} {result['by_size'][lv][DIGIT]['n']}" for lv in levels) + ")",
             f"{'':<10} " + " ".join(f"{lv:>10}" for lv in levels)]
