@@ -7,7 +7,8 @@ on the objects of one split (default ``train``) and tested on the objects of ano
 Each object is isolated by its own instance mask (pixels of other objects and the background are black) and cut
 out as a ``crop`` × ``crop`` window centred on its visible bounding box, at the canvas scale (never resized, so
 size stays absolute); ``crop`` is the largest visible bounding-box side over both splits, rounded up to a
-multiple of 8 (at most the canvas side, zero-padded at the border). Objects with no visible pixel are skipped.
+multiple of 8 (at least 16, at most the canvas side rounded up; zero-padded at the border). Objects with no
+visible pixel are skipped.
 
 One network with a shared trunk and one linear head per attribute (those with at least two values in the
 config) and one for the digit identity is trained with the sum of the heads' cross-entropy losses (Adam,
@@ -167,10 +168,9 @@ def _build_oracle(crop: int, heads: dict[str, int], width: int):
     return Oracle()
 
 
-def _to_tensor(images: np.ndarray):
-    import torch
-
-    return torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255.0)
+def _to_input(images):
+    """``(B, crop, crop, 3)`` uint8 tensor -> the oracle's ``(B, 3, crop, crop)`` float32 input in [0, 1]."""
+    return images.permute(0, 3, 1, 2).float().div_(255.0)
 
 
 def train_oracle(train: ObjectCrops, heads: dict[str, int], epochs: int, batch_size: int, lr: float, width: int,
@@ -206,8 +206,7 @@ def train_oracle(train: ObjectCrops, heads: dict[str, int], epochs: int, batch_s
             rows = order[start:start + batch_size]
             if len(rows) < 2:  # batch norm needs two samples
                 continue
-            x = x_all[rows].permute(0, 3, 1, 2).float().div_(255.0)
-            out = model(x)
+            out = model(_to_input(x_all[rows]))
             loss = sum(loss_fn(out[h], y_all[h][rows]) for h in heads)
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
@@ -226,7 +225,7 @@ def predict(model, images: np.ndarray, heads: list[str], batch_size: int = 512) 
     out = {h: [] for h in heads}
     with torch.no_grad():
         for start in range(0, len(images), batch_size):
-            logits = model(_to_tensor(images[start:start + batch_size]))
+            logits = model(_to_input(torch.from_numpy(images[start:start + batch_size])))
             for h in heads:
                 out[h].append(logits[h].argmax(dim=1).numpy())
     return {h: np.concatenate(v) if v else np.zeros(0, np.int64) for h, v in out.items()}
@@ -297,7 +296,7 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
     classes = _class_lists(ds)
     side = max(_max_side(ds, train_split), _max_side(ds, test_split))
     canvas = int(ds.manifest["image_size"][0])
-    crop = min(-(-max(side, 1) // CROP_MULTIPLE) * CROP_MULTIPLE, -(-canvas // CROP_MULTIPLE) * CROP_MULTIPLE)
+    crop = max(2 * CROP_MULTIPLE, min(-(-side // CROP_MULTIPLE), -(-canvas // CROP_MULTIPLE)) * CROP_MULTIPLE)
     train = isolate_objects(ds, train_split, crop, classes, max_train_objects)
     test = isolate_objects(ds, test_split, crop, classes, max_test_objects)
     for part in (train, test):
