@@ -213,7 +213,6 @@ def register_madman(group: click.Group) -> None:
                                      rows=rows)
             _finish(result, out_path, overwrite, plot_path, rows)
 
-
     @group.command("audit")
     @click.argument("data", type=click.Path(file_okay=False))
     @click.option("--out", default=None, type=click.Path(dir_okay=False),
