@@ -37,7 +37,7 @@ from skimage.morphology import skeletonize
 from bindscope.atomic import atomic_open
 from bindscope.cache import cache_root
 
-TABLE_VERSION = 4
+TABLE_VERSION = 3
 FRAME = 36          # frame side in pixels (the normalised glyph's coordinate system)
 GLYPH = 20.0        # skeleton height of every normalised glyph, frame pixels
 MAX_POINTS = 64     # skeleton points kept per digit (evenly subsampled)
@@ -282,8 +282,7 @@ class MorphoTable:
 
     Attributes:
         amounts: the thickness levels, sorted; ``variants[:, amounts.index(a)]`` is the glyph at level a.
-        variants: ``(N, V, FRAME, FRAME)`` uint8; halves ``(N, V, FRAME / 2, FRAME / 2)`` uint8, their 2x2 area
-            means (rounded; the level a minified glyph is read from); ink_box ``(N, V, 4)`` float32; stroke ``(N, V)`` float32
+        variants: ``(N, V, FRAME, FRAME)`` uint8; ink_box ``(N, V, 4)`` float32; stroke ``(N, V)`` float32
             (frame pixels); shear ``(N, V)`` float32 (see :class:`DigitRecord`); skew ``(N,)`` float32 (the
             deslanting shear of the source).
         legible: ``(N,)`` bool, the glyph fits the frame and the reader of
@@ -294,7 +293,6 @@ class MorphoTable:
 
     amounts: list[float]
     variants: np.ndarray
-    halves: np.ndarray
     ink_box: np.ndarray
     stroke: np.ndarray
     shear: np.ndarray
@@ -305,7 +303,7 @@ class MorphoTable:
     tangent: np.ndarray
     reach: np.ndarray
 
-    ARRAYS = ("variants", "halves", "ink_box", "stroke", "shear", "skew", "legible", "offsets", "points", "tangent", "reach")
+    ARRAYS = ("variants", "ink_box", "stroke", "shear", "skew", "legible", "offsets", "points", "tangent", "reach")
 
     def skeleton(self, n: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(points, tangent, reach)`` of digit ``n`` as drawn in variant ``v`` (its shear applied)."""
@@ -373,8 +371,6 @@ def build_table(images: np.ndarray, labels: np.ndarray, amounts: list[float], up
     table = MorphoTable(
         amounts=amounts,
         variants=variants,
-        halves=((variants.reshape(len(records), -1, FRAME // 2, 2, FRAME // 2, 2).sum(axis=(3, 5), dtype=np.int32)
-                 + 2) // 4).astype(np.uint8),
         ink_box=np.stack([r.ink_box for r in records]).astype(np.float32),
         stroke=np.stack([r.stroke for r in records]).astype(np.float32),
         shear=np.stack([r.shear for r in records]).astype(np.float32),

@@ -24,10 +24,8 @@ Geometry (canvas pixel ``(i, j)`` is centred at ``(i, j)``; angles counter-clock
 - **mask**: pixel value k where object k's coverage ``c_k >= 0.5`` (object 1 wins a tie), else 0.
 
 Each output pixel is the mean of ss x ss bilinear samples (:func:`scipy.ndimage.map_coordinates`) of the
-glyph variant, or of its half-resolution copy (2x2 area means) when the glyph is minified to
-``MIP_SCALE`` = 0.65 or less, with
-ss = min(``render.supersample`` (default 2), ceil(1 / s')), s' the scale to the image sampled, so that every
-pixel of it is sampled at least once; each sample's source point is found by inverting placement/rotation/scale, and
+glyph variant, ss = min(``render.supersample`` (default 2), ceil(1 / s)) so that a minified glyph is sampled
+at least once per frame pixel; each sample's source point is found by inverting placement/rotation/scale, and
 the swelling's coverage and the fracture factor are evaluated at that same source point.
 Supersampling is a box-filter anti-aliasing: strokes thinner than a pixel stay continuous.
 """
@@ -44,7 +42,6 @@ from bindscope.generators.madman.morpho import (SWELL_LENGTH, SWELL_MIN, MorphoT
                                                swelling_centre, swelling_cover)
 
 _TURNS = tuple(math.radians(a) for a in (0, 45, -45, 90, -90, 135, -135, 180))
-MIP_SCALE = 0.65  # at this scale or below a glyph is sampled from its half-resolution copy
 EXTRAS = ["source_index", "scale", "centre_y", "centre_x", "stroke_thickness"]
 
 
@@ -127,11 +124,8 @@ class Renderer:
         alpha = np.zeros((self.size, self.size), np.float32)
         if bottom <= top or right <= left:
             return alpha, placement
-        # a glyph minified to MIP_SCALE or less is read from its half-resolution copy (a mip level), so that one
-        # sample per pixel already sees every pixel of it; ss x ss samples per pixel at (i + (k + 0.5) / ss - 0.5)
-        half_res = scale <= MIP_SCALE
-        level_scale = 2.0 * scale if half_res else scale
-        ss = max(1, min(self.supersample, math.ceil(1.0 / level_scale - 1e-6)))
+        # ss x ss samples per pixel at (i + (k + 0.5) / ss - 0.5): enough for >= 1 sample per frame pixel
+        ss = max(1, min(self.supersample, math.ceil(1.0 / scale - 1e-6)))
         sub = (np.arange(ss, dtype=np.float32) + 0.5) / ss - 0.5
         h, w = bottom - top, right - left
         # sample grids of shape (ss, ss, h, w): sub-sample offsets first, so averaging adds whole planes
@@ -140,13 +134,8 @@ class Renderer:
         cos, sin = math.cos(theta), math.sin(theta)
         qx = (cx + vx * cos) - vy * sin
         qy = (cy + vx * sin) + vy * cos
-        if half_res:
-            glyph_image = t.halves[n, v]
-            where = [qy * np.float32(0.5) - np.float32(0.25), qx * np.float32(0.5) - np.float32(0.25)]
-        else:
-            glyph_image, where = t.variants[n, v], [qy, qx]
-        patch = ndi.map_coordinates(glyph_image.astype(np.float32) * np.float32(1 / 255), where, order=1,
-                                    mode="constant", cval=0.0, prefilter=False)
+        variant = t.variants[n, v].astype(np.float32) * np.float32(1 / 255)
+        patch = ndi.map_coordinates(variant, [qy, qx], order=1, mode="constant", cval=0.0, prefilter=False)
 
         def window(y: float, x: float, radius: float) -> tuple[slice, slice]:
             """The patch rows and columns within ``radius`` frame pixels of the frame point ``(y, x)``."""
