@@ -95,8 +95,9 @@ class Renderer:
         target = float(self.values["size"][attrs["size"]]) * self.size
         scale = target / glyph
         stroke = float(t.stroke[n, v])
-        points, tangent, reach = t.skeleton(n, v)
         bulge = max(swelling * glyph, SWELL_MIN * stroke) / 2 if swelling > 0 else 0.0  # swollen half-width
+        if bulge > 0 or digit["cuts"]:
+            points, tangent, reach = t.skeleton(n, v)
         ey, ex, cy, cx = _extent(box, scale, theta, max(0.0, bulge - stroke / 2))
         gy, gx, _, _ = _extent(box, scale, theta, max(0.0, bulge - stroke / 2) + 1.5 / scale)
         if centre is None:
@@ -116,7 +117,10 @@ class Renderer:
         py, px = centre
         gap = max(float(self.morpho["fracture_min_gap"]), float(self.morpho["fracture_gap"]) * target)
         swell_at = swelling_centre(points, reach, bulge, digit["swell"]) if bulge > 0 and len(points) else None
-        cuts = self._cuts(digit["cuts"], points, tangent, reach, stroke, gap / scale, swell_at, SWELL_LENGTH * bulge)
+        cuts = []
+        if digit["cuts"]:
+            cuts = self._cuts(digit["cuts"], points, tangent, reach, stroke, gap / scale, swell_at,
+                              SWELL_LENGTH * bulge)
         placement = {"centre": [py, px], "scale": scale, "box": [py - ey, px - ex, py + ey, px + ex],
                      "stroke": stroke * scale, "cuts": cuts, "gap": gap}
         top, left = max(0, int(math.floor(py - gy))), max(0, int(math.floor(px - gx)))
