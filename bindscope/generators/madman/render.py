@@ -156,7 +156,7 @@ class Renderer:
                                             bulge, scale), out=part)
         half = stroke / 2 + max(1.0, 1.0 / scale)
         for y, x, angle in cuts:
-            rows, cols = window(y, x, max(half, gap / scale / 2 + 1.0 / scale))
+            rows, cols = window(y, x, math.hypot(half, gap / scale / 2 + 1.0 / scale))
             patch[..., rows, cols] *= fracture_factor(qy[..., rows, cols], qx[..., rows, cols],
                                                       np.array([[y, x, angle, half]], np.float32),
                                                       gap / scale, 1.0 / scale)
