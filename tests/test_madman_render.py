@@ -151,4 +151,5 @@ def test_swelling_widens_strokes_locally(gen128):
         span = np.sqrt(((changed[:, None, :] - changed[None, :, :]) ** 2).sum(-1)).max()
         assert span <= 2 * 1.6 * bulge / 2 + 2 * bulge / 2 + 2, (n, span, bulge)  # only near one skeleton point
         widest = lambda a: 2 * ndi.distance_transform_edt(a >= 0.5).max()  # noqa: E731
-        assert widest(swollen) >= 0.85 * bulge > widest(plain), (n, widest(swollen), bulge, widest(plain))
+        assert widest(swollen) >= 0.85 * bulge and widest(swollen) > widest(plain), (n, widest(swollen), bulge,
+                                                                                   widest(plain))

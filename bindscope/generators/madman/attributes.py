@@ -9,8 +9,9 @@ attribute   parameter of a value                             default values
 ==========  ===============================================  =============================================
 colour      ``[r, g, b]`` sRGB, 0..255 (ink colour on black) red, green, blue, yellow, cyan, magenta,
                                                              orange, white
-size        ink height of the upright glyph, as a fraction   small 0.2, medium 0.28, large 0.4
-            of the canvas side (0.05..1)
+size        ink height of the upright glyph, as a fraction   small 0.2, medium 0.29, large 0.41
+            of the canvas side (0.05..1); no glyph wider
+            in any direction than 1.25 times that
 thickness   stroke width ÷ glyph height (0.02..0.4)          thin 0.07, regular 0.13, thick 0.22
 rotation    degrees, counter-clockwise as seen, from         upright 0, tilted-left 45, tilted-right -45
             the deslanted upright glyph
@@ -40,7 +41,7 @@ DEFAULT_VALUES: dict[str, dict] = {
     "colour": {"red": [255, 0, 0], "green": [0, 200, 0], "blue": [40, 80, 255], "yellow": [255, 230, 0],
                "cyan": [0, 230, 230], "magenta": [230, 0, 230], "orange": [255, 140, 0],
                "white": [255, 255, 255]},
-    "size": {"small": 0.2, "medium": 0.28, "large": 0.4},
+    "size": {"small": 0.2, "medium": 0.29, "large": 0.41},
     "thickness": {"thin": 0.07, "regular": 0.13, "thick": 0.22},
     "rotation": {"upright": 0, "tilted-left": 45, "tilted-right": -45},
     "swelling": {"unswollen": 0.0, "swollen": 0.3},

@@ -37,7 +37,7 @@ from skimage.morphology import skeletonize
 from bindscope.atomic import atomic_open
 from bindscope.cache import cache_root
 
-TABLE_VERSION = 3
+TABLE_VERSION = 4
 FRAME = 36          # frame side in pixels (the normalised glyph's coordinate system)
 GLYPH = 20.0        # skeleton height of every normalised glyph, frame pixels
 MAX_POINTS = 64     # skeleton points kept per digit (evenly subsampled)
@@ -156,6 +156,7 @@ class DigitRecord:
     Attributes:
         variants: ``(V, FRAME, FRAME)`` uint8, the glyph drawn at each thickness level.
         ink_box: ``(V, 4)`` float32 ``(y0, x0, y1, x1)``, each variant's ink extent (pixel edges).
+        diameter: ``(V,)`` float32, each variant's largest diameter (frame pixels, any direction).
         stroke: ``(V,)`` float32 stroke width of each variant (frame pixels).
         shear: ``(V,)`` float32, variant v is drawn along the centre line ``x -> x - shear[v] * (y - c)``
             (c the frame's centre): the last deslanting step, per stroke width.
@@ -168,6 +169,7 @@ class DigitRecord:
 
     variants: np.ndarray
     ink_box: np.ndarray
+    diameter: np.ndarray
     stroke: np.ndarray
     shear: np.ndarray
     skew: float
@@ -175,6 +177,18 @@ class DigitRecord:
     points: np.ndarray
     tangent: np.ndarray
     reach: np.ndarray
+
+
+def _diameter(shape: np.ndarray) -> float:
+    """Largest distance between two pixel centres of a bool image (+ 1 pixel), through its convex hull."""
+    from scipy.spatial import ConvexHull, QhullError
+
+    pts = np.argwhere(shape).astype(np.float64)
+    try:
+        pts = pts[ConvexHull(pts).vertices]
+    except (QhullError, ValueError):  # fewer than 3 points or all on a line: use them all
+        pass
+    return float(np.sqrt(((pts[:, None] - pts[None]) ** 2).sum(-1)).max()) + 1.0
 
 
 def _distance(line: np.ndarray, u: int, width: float) -> tuple[np.ndarray, bool]:
@@ -248,6 +262,7 @@ def digit_record(digit: np.ndarray, amounts: list[float], upsample: int = 4, thr
     first, fits = _distance(line, u, max(widths))
     variants = np.empty((len(amounts), FRAME, FRAME), np.uint8)
     boxes = np.empty((len(amounts), 4), np.float32)
+    diameters = np.empty(len(amounts), np.float32)
     shears = np.empty(len(amounts), np.float32)
     for v, width in enumerate(widths):
         # each stroke width moves the glyph's moments a little: shear the centre line so that the drawn glyph
@@ -261,6 +276,7 @@ def digit_record(digit: np.ndarray, amounts: list[float], upsample: int = 4, thr
         variants[v] = ((covered * 510 + u * u) // (2 * u * u)).astype(np.uint8)  # round(255 * covered / u^2)
         r, c = np.flatnonzero(shape.any(axis=1)), np.flatnonzero(shape.any(axis=0))
         boxes[v] = [r[0] / u - 0.5, c[0] / u - 0.5, (r[-1] + 1) / u - 0.5, (c[-1] + 1) / u - 0.5]
+        diameters[v] = _diameter(shape) / u
         fits = fits and ok and r[0] > 0 and c[0] > 0 and r[-1] < side - 1 and c[-1] < side - 1
     count = _neighbours(skeleton)[ys, xs]
     reach = _reach(points, edges, np.flatnonzero((count == 1) | (count >= 3)))
@@ -270,7 +286,7 @@ def digit_record(digit: np.ndarray, amounts: list[float], upsample: int = 4, thr
     ex = points[None, :, 1] - points[keep, None, 1]
     near = (ey * ey + ex * ex) <= 4.0
     tangent = 0.5 * np.arctan2(2.0 * (near * ex * ey).sum(1), (near * ex * ex).sum(1) - (near * ey * ey).sum(1))
-    return DigitRecord(variants=variants, ink_box=boxes, stroke=np.array(widths, np.float32), shear=shears,
+    return DigitRecord(variants=variants, ink_box=boxes, diameter=diameters, stroke=np.array(widths, np.float32), shear=shears,
                        skew=skew + residual, fits=bool(fits),
                        points=points[keep].astype(np.float32), tangent=tangent.astype(np.float32),
                        reach=np.minimum(reach[keep], 1e6).astype(np.float32))
@@ -282,7 +298,8 @@ class MorphoTable:
 
     Attributes:
         amounts: the thickness levels, sorted; ``variants[:, amounts.index(a)]`` is the glyph at level a.
-        variants: ``(N, V, FRAME, FRAME)`` uint8; ink_box ``(N, V, 4)`` float32; stroke ``(N, V)`` float32
+        variants: ``(N, V, FRAME, FRAME)`` uint8; ink_box ``(N, V, 4)`` float32; diameter ``(N, V)`` float32
+            (largest diameter, frame pixels); stroke ``(N, V)`` float32
             (frame pixels); shear ``(N, V)`` float32 (see :class:`DigitRecord`); skew ``(N,)`` float32 (the
             deslanting shear of the source).
         legible: ``(N,)`` bool, the glyph fits the frame and the reader of
@@ -294,6 +311,7 @@ class MorphoTable:
     amounts: list[float]
     variants: np.ndarray
     ink_box: np.ndarray
+    diameter: np.ndarray
     stroke: np.ndarray
     shear: np.ndarray
     skew: np.ndarray
@@ -303,7 +321,7 @@ class MorphoTable:
     tangent: np.ndarray
     reach: np.ndarray
 
-    ARRAYS = ("variants", "ink_box", "stroke", "shear", "skew", "legible", "offsets", "points", "tangent", "reach")
+    ARRAYS = ("variants", "ink_box", "diameter", "stroke", "shear", "skew", "legible", "offsets", "points", "tangent", "reach")
 
     def skeleton(self, n: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(points, tangent, reach)`` of digit ``n`` as drawn in variant ``v`` (its shear applied)."""
@@ -372,6 +390,7 @@ def build_table(images: np.ndarray, labels: np.ndarray, amounts: list[float], up
         amounts=amounts,
         variants=variants,
         ink_box=np.stack([r.ink_box for r in records]).astype(np.float32),
+        diameter=np.stack([r.diameter for r in records]).astype(np.float32),
         stroke=np.stack([r.stroke for r in records]).astype(np.float32),
         shear=np.stack([r.shear for r in records]).astype(np.float32),
         skew=np.array([r.skew for r in records], np.float32),

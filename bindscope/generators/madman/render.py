@@ -5,8 +5,11 @@ A digit is its normalised glyph (:mod:`~bindscope.generators.madman.morpho`: des
 Geometry (canvas pixel ``(i, j)`` is centred at ``(i, j)``; angles counter-clockwise as seen):
 
 - **thickness** ``t``: the glyph variant whose stroke width is ``t`` times its outer height.
-- **size**: the glyph is scaled by ``s = size * canvas / glyph_height``, ``glyph_height`` the variant's ink
-  height, so an upright digit's ink is ``size * canvas`` pixels tall at every thickness.
+- **size**: the glyph is scaled by ``s = size * canvas / max(glyph_height, diameter / WIDEST)``,
+  ``glyph_height`` the variant's ink height and ``diameter`` its largest diameter, so an upright digit's ink is
+  ``size * canvas`` pixels tall at every thickness, unless it is wider than that allows: no glyph's largest
+  diameter exceeds ``WIDEST`` = 1.25 times ``size * canvas``, which keeps size levels 1.4x apart disjoint in
+  extent after any rotation.
 - **rotation**: by the value's angle about the centre of the ink box.
 - **swelling** ``v > 0``: around one skeleton point away from stroke ends and junctions (seeded draw), the
   stroke widens to ``max(v * glyph_height, SWELL_MIN * stroke)`` over ``SWELL_LENGTH`` bulge half-widths
@@ -42,6 +45,7 @@ from bindscope.generators.madman.morpho import (SWELL_LENGTH, SWELL_MIN, MorphoT
                                                swelling_centre, swelling_cover)
 
 _TURNS = tuple(math.radians(a) for a in (0, 45, -45, 90, -90, 135, -135, 180))
+WIDEST = 1.25  # no glyph's largest diameter exceeds this many times its size level
 EXTRAS = ["source_index", "scale", "centre_y", "centre_x", "stroke_thickness"]
 
 
@@ -93,7 +97,9 @@ class Renderer:
         box = t.ink_box[n, v]
         glyph = float(box[2] - box[0])
         target = float(self.values["size"][attrs["size"]]) * self.size
-        scale = target / glyph
+        # the glyph is size * canvas tall, unless it is so wide that its largest diameter would exceed WIDEST times
+        # that: then its largest diameter is WIDEST * size * canvas (sizes stay apart after any rotation)
+        scale = target / max(glyph, float(t.diameter[n, v]) / WIDEST)
         stroke = float(t.stroke[n, v])
         bulge = max(swelling * glyph, SWELL_MIN * stroke) / 2 if swelling > 0 else 0.0  # swollen half-width
         if bulge > 0 or digit["cuts"]:
