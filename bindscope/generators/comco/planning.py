@@ -70,7 +70,9 @@ DEFAULT_CONFIG: dict = {
 
 Units: scales, sizes, gaps and distances in metres (Blender units); angles in degrees; ``resolution`` in
 pixels (square images); ``light.strength`` in W/m^2 of a Blender sun; ``light.ambient`` is the world
-background strength; colours are linear RGB in 0..1."""
+background strength; colours are linear RGB in 0..1; ``camera.margin`` and ``camera.reference_fill`` are
+fractions of the image side, ``visibility.min_fraction`` of the image area, ``placement.stagger`` of two
+neighbours' summed half-widths; ``sizes`` ratios compare visible pixel areas."""
 
 
 def parse_objects(text: str) -> tuple[int, int]:
@@ -296,8 +298,8 @@ def place_row(config: dict, scales: list[float], yaws: list[float], slots: list[
     ground square (half-width :func:`half_width`). Along x, an object overlaps its left neighbour (other
     lane) by ``placement.stagger`` of their summed half-widths, and clears the previous object of its own
     lane by ``min_gap`` plus a uniform ``0..slot_jitter`` metres. The lanes are ``max(w_i + w_j) + min_gap``
-    apart over neighbours, so footprints never overlap; the row is centred on x = 0. With ``stagger`` 0 all
-    objects stand in one lane at y = 0.
+    apart over the pairs in different lanes whose footprints overlap along x, so footprints never overlap;
+    the row is centred on x = 0. With ``stagger`` 0 all objects stand in one lane at y = 0.
     """
     p = config["placement"]
     widths = [half_width(s, a) for s, a in zip(scales, yaws)]
@@ -305,7 +307,6 @@ def place_row(config: dict, scales: list[float], yaws: list[float], slots: list[
     stagger = p["stagger"]
     parity = order.index(large) % 2 if large >= 0 else int(rng.integers(2))
     lanes = {k: (n % 2 == parity) if stagger > 0 else None for n, k in enumerate(order)}
-    sep = max((widths[a] + widths[b] for a, b in zip(order, order[1:])), default=0.0) + p["min_gap"]
     xs: dict[int, float] = {}
     for n, k in enumerate(order):
         extra = float(rng.uniform(0.0, p["slot_jitter"]))
@@ -321,6 +322,9 @@ def place_row(config: dict, scales: list[float], yaws: list[float], slots: list[
         else:
             x = xs[prev] + widths[prev] + widths[k] + p["min_gap"] + extra
         xs[k] = x
+    sep = p["min_gap"] + max((widths[a] + widths[b] for a in order for b in order
+                              if lanes[a] is True and lanes[b] is False
+                              and abs(xs[a] - xs[b]) < widths[a] + widths[b]), default=0.0)
     left = min(xs[k] - widths[k] for k in order)
     right = max(xs[k] + widths[k] for k in order)
     y = {True: sep / 2, False: -sep / 2, None: 0.0}

@@ -5,7 +5,9 @@ One :class:`BlenderSession` per process (see :func:`get_session`) renders any nu
 1. **Scene.** Models are built once per category with ``models.build_model`` (normalised: largest dimension
    1 m, origin at the base centre, facing -y) and kept in a hidden cache collection; each scene links cheap
    copies (shared mesh data) scaled, yawed and moved as the spec says. Between scenes the copies are deleted
-   and ``bpy.data.orphans_purge(do_recursive=True)`` runs, so memory stays flat.
+   and ``bpy.data.orphans_purge(do_recursive=True)`` runs, so memory stays flat. The ground is a flat plane
+   or a seamless backdrop (ground curving up into a back wall, placed behind the objects), the camera has the
+   spec's lens shift (framing from ``planning.frame_camera``).
 2. **RGB** (rendered last, only for accepted layouts). Cycles path tracing, ``render.samples`` samples, optional OpenImageDenoise (fast prefilter), the
    spec's Cycles seed, a fixed thread count, "Standard" view transform, 8-bit PNG read back with Pillow
    (Render Result pixels are empty in background mode).
