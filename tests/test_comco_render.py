@@ -28,11 +28,11 @@ ARGS = ["render", "--set", "simco18", "--objects", "2-5", "-n", "8", "--resoluti
         "--seed", "3", "--device", "cpu", "--quiet"]
 
 
-def _render(tmp_path_factory, name: str, *extra: str, out=None):
+def _render(tmp_path_factory, name: str, *extra: str):
     folder = tmp_path_factory.mktemp(name)
     cfg = folder / "tiny.yaml"
     cfg.write_text(yaml.safe_dump(TINY))
-    out = out or folder / "data"
+    out = folder / "data"
     result = CliRunner().invoke(comco, [*ARGS, "--config", str(cfg), "--out", str(out), *extra])
     assert result.exit_code == 0, result.output
     return out
