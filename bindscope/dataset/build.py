@@ -45,7 +45,7 @@ from bindscope.dataset.manifest import MANIFEST, canonical_json, config_sha256, 
 from bindscope.dataset.ownership import (OutputLock, bookkeeping, clear_owned, exit_with_parent, parent_alive,
                                          read_marker, require_owned, resolve_output, write_marker)
 from bindscope.dataset.records import Sample
-from bindscope.dataset.shard import ShardReader, sha256_file, write_shard
+from bindscope.dataset.shard import FORMAT_VERSION, ShardReader, sha256_file, write_shard
 from bindscope.errors import BadInput
 from bindscope.schemas import validate
 
@@ -68,6 +68,7 @@ class Generator(Protocol):
     image_size: tuple[int, int]    # (H, W) pixels
     attribute_names: list[str]
     extra_names: list[str]
+    # optional: sample_arrays: {name: {"shape": [...], "dtype": "float32"}} (the samples' ``arrays``)
 
     def make_samples(self, split: str, start: int, count: int) -> list[Sample]:
         """Samples ``start .. start+count-1`` of ``split``; a pure function of (config, seed, split, index)."""
@@ -374,12 +375,13 @@ def assemble_manifest(generator: Generator, results: dict[ShardTask, tuple[dict,
         for key, value in shard_counts.items():
             counts[task.split][key] = counts[task.split].get(key, 0) + value
     manifest = {
-        "format": "bindscope-dataset", "format_version": 1,
+        "format": "bindscope-dataset", "format_version": FORMAT_VERSION,
         "generator": {"name": generator.name, "version": generator.version},
         "config": generator.config,
         "config_sha256": config_sha256(generator.name, generator.config, generator.seed), "seed": generator.seed,
         "image_size": list(generator.image_size),
         "object_attributes": list(generator.attribute_names), "object_extras": list(generator.extra_names),
+        "sample_arrays": dict(getattr(generator, "sample_arrays", {})),
         "splits": {s: {"num_samples": generator.splits[s], "shards": entries[s]} for s in generator.splits},
         "statistics": generator.statistics(counts),
     }

@@ -80,6 +80,9 @@ class Sample:
         objects: one :class:`ObjectRecord` per object, ordered by ``index`` (1, 2, ...).
         negatives: evaluation negatives (may be empty, e.g. for training splits).
         spec: the JSON-serialisable plan the sample was realised from (generator-specific).
+        arrays: per-sample numeric arrays of a fixed shape and dtype per dataset (format version 2), e.g.
+            ComCO's ``camera_K`` (3, 3) float32, ``world_to_camera`` (4, 4) float32 and ``depth`` (H, W)
+            float16; listed in the manifest's ``sample_arrays``. Empty for format version 1 datasets.
     """
 
     index: int
@@ -89,6 +92,7 @@ class Sample:
     objects: list[ObjectRecord]
     negatives: list[Negative] = field(default_factory=list)
     spec: dict = field(default_factory=dict)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def mask_bbox_area(mask: np.ndarray, index: int) -> tuple[tuple[int, int, int, int], int]:

@@ -1,8 +1,8 @@
 """One HDF5 shard of a bindscope dataset: write (atomically) and read.
 
-Layout of a shard (format version 1), N samples and M objects in total::
+Layout of a shard (format version 2), N samples and M objects in total::
 
-    attrs: format_version=1, split, first_index, count, run_id (the dataset's config_sha256),
+    attrs: format_version=2, split, first_index, count, run_id (the dataset's config_sha256),
            object_attributes, object_extras (JSON lists: the column order), statistics (JSON)
     images            (N, H, W, 3) uint8, gzip level 1, one chunk per image
     masks             (N, H, W)    uint8, gzip level 1: 0 background, k = object k
@@ -12,6 +12,7 @@ Layout of a shard (format version 1), N samples and M objects in total::
     objects/index, category, category_id, bbox (M, 4) int32, area, size_rank, salient, mention_position
     objects/attributes/<name>  (M,) strings   objects/extras/<name>  (M,) float32
     negative_offsets  (N+1,) int64, and negatives/kind, caption, attribute, objects ("1|2"), original, replacement
+    arrays/<name>     (N, *shape) per-sample numeric arrays (format version 2; absent in version 1 shards)
 
 The bytes of a shard depend only on its samples: no timestamps are stored, so identical samples give an
 identical file (and sha256).
@@ -30,7 +31,7 @@ import numpy as np
 from bindscope.dataset.records import Negative, ObjectRecord, Sample
 from bindscope.errors import DatasetError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _STR = h5py.string_dtype("utf-8")
 _OBJECT_INT_COLUMNS = {"index": np.int16, "category_id": np.int32, "area": np.int32,
                        "size_rank": np.int16, "mention_position": np.int16}
@@ -50,6 +51,12 @@ def _put(group: h5py.Group, name: str, data, dtype=None, **kwargs) -> None:
     # Flushing at once fixes where HDF5 places the data: otherwise placement happens when the dataset object is
     # garbage-collected, which a profiler holding stack frames (e.g. a Dask worker's) can delay, changing the bytes.
     group.create_dataset(name, data=np.asarray(data, dtype=dtype), track_times=False, **kwargs).flush()
+
+
+def array_layout(sample: Sample) -> dict[str, dict]:
+    """``{name: {"shape": [...], "dtype": "float32"}}`` of a sample's per-sample arrays (the manifest's
+    ``sample_arrays``)."""
+    return {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in sorted(sample.arrays.items())}
 
 
 def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: list[Sample],
@@ -73,7 +80,8 @@ def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: 
         ``{"file": "shards/<name>", "first_index", "count", "num_objects", "sha256"}`` for the manifest.
 
     Raises:
-        ValueError: if ``samples`` is empty or images differ in size.
+        ValueError: if ``samples`` is empty, images differ in size, or the samples' ``arrays`` differ in
+            names, shapes or dtypes.
     """
     path = Path(path)
     if not samples:
@@ -81,6 +89,9 @@ def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: 
     height, width = samples[0].image.shape[:2]
     if any(s.image.shape != (height, width, 3) or s.mask.shape != (height, width) for s in samples):
         raise ValueError("all images and masks of a shard must share one (H, W) size")
+    layout = array_layout(samples[0])
+    if any(array_layout(s) != layout for s in samples):
+        raise ValueError("all samples of a shard must have the same arrays (names, shapes, dtypes)")
     objects = [o for s in samples for o in s.objects]
     negatives = [n for s in samples for n in s.negatives]
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -119,6 +130,11 @@ def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: 
                 values = ["|".join(map(str, n.objects)) if name == "objects" else getattr(n, name)
                           for n in negatives]
                 _put(gn, name, values, _STR)
+            garr = f.create_group("arrays")
+            for name, info in layout.items():
+                _put(garr, name, np.stack([s.arrays[name] for s in samples]), info["dtype"],
+                     chunks=(1, *info["shape"]) if info["shape"] else None,
+                     compression="gzip" if info["shape"] else None, compression_opts=1 if info["shape"] else None)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -221,6 +237,12 @@ class ShardReader:
         self.negative_offsets, k = self._offsets("negative_offsets", n, "negatives")
         self._negatives = {name: self._read(f"negatives/{name}", "S", (k,)) for name in _NEGATIVE_STR_COLUMNS}
         self.num_objects, self.num_negatives = m, k
+        arrays = f.get("arrays")  # format version 2 (version 1 shards have none)
+        if arrays is not None and not isinstance(arrays, h5py.Group):
+            raise self._fail("arrays", "is a dataset, not a group")
+        self.arrays = {
+            name: self._dataset(f"arrays/{name}", "fiu", (n, *[None] * (getattr(arrays[name], "ndim", 1) - 1)))
+            for name in (arrays if arrays is not None else [])}
 
     def image(self, local: int) -> np.ndarray:
         """The ``local``-th image, (H, W, 3) uint8. Raises DatasetError naming the file for an unreadable chunk."""
@@ -272,10 +294,13 @@ class ShardReader:
             raise self._fail("specs", f"sample {local} is not JSON ({exc})") from None
         return Sample(index=self.first_index + local, image=self.image(local), mask=self.mask(local),
                       caption=self.captions[local], objects=self.objects(local),
-                      negatives=self.negatives(local), spec=spec)
+                      negatives=self.negatives(local), spec=spec,
+                      arrays={name: self._chunk(data, f"arrays/{name}", local)
+                              for name, data in self.arrays.items()})
 
 
-_KIND_NAMES = {"u": "unsigned integers", "iu": "integers", "b": "booleans", "f": "floats", "S": "UTF-8 strings"}
+_KIND_NAMES = {"u": "unsigned integers", "iu": "integers", "b": "booleans", "f": "floats", "S": "UTF-8 strings",
+               "fiu": "numbers"}
 
 
 def _reason(exc: BaseException) -> str:

@@ -18,24 +18,31 @@ def resolve_render_config(config_file: str | None, flags: dict) -> dict:
     """Defaults < ``--config`` YAML < flags, validated by the ``comco_config`` schema plus cross-key checks.
 
     ``flags`` holds the CLI values (``None`` = not given): ``set``, ``objects`` (text), ``size_mode``,
-    ``resolution``, ``samples``, ``n``, ``references``.
+    ``resolution``, ``samples``, ``n``, ``references``, ``attributes`` (text), ``task``, ``depth``. The tables
+    ``colours`` and ``materials`` of a ``--config`` file replace the default tables as a whole (they are not
+    merged name by name).
 
     Raises:
         BadInput: a schema violation, ``objects.min > objects.max``, or ``objects.weights`` whose length is not
             the number of counts.
     """
     from bindscope.config import read_yaml, resolve_config
+    from bindscope.generators.comco.attributes import parse_attributes
     from bindscope.generators.comco.planning import DEFAULT_CONFIG, parse_objects
 
     layer: dict = {}
-    for key in ("set", "size_mode", "resolution", "samples", "n", "references"):
+    for key in ("set", "size_mode", "resolution", "samples", "n", "references", "task", "depth"):
         if flags.get(key) is not None:
             layer[key] = flags[key]
     if flags.get("objects") is not None:
         low, high = parse_objects(flags["objects"])
         layer["objects"] = {"min": low, "max": high}
+    if flags.get("attributes") is not None:
+        layer["attributes"] = parse_attributes(flags["attributes"])
     file_layer = read_yaml(config_file) if config_file else None
-    config = resolve_config("comco_config", DEFAULT_CONFIG, file_layer, layer)
+    defaults = {k: v for k, v in DEFAULT_CONFIG.items()
+                if not (file_layer and k in ("colours", "materials") and isinstance(file_layer.get(k), dict))}
+    config = resolve_config("comco_config", defaults, file_layer, layer)
     objects = config["objects"]
     if objects["min"] > objects["max"]:
         raise BadInput(f"config: objects: min {objects['min']} is greater than max {objects['max']}")
@@ -99,6 +106,13 @@ def register(group: click.Group) -> None:
     @click.option("--samples", type=int, default=None, help="Cycles samples per pixel of the RGB render [16].")
     @click.option("--references/--no-references", default=None,
                   help="Also render the single-object reference split (one image per category) [on].")
+    @click.option("--attributes", default=None,
+                  help="Per-object attributes sampled and written into captions: any of colour, material, size "
+                       "(comma-separated), e.g. colour,material [none].")
+    @click.option("--task", type=click.Choice(["scenes", "conjunctive-search"]), default=None,
+                  help="scenes, or conjunctive-search: the target conjunction (config conjunctive_search.target) "
+                       "present or absent among distractors sharing one attribute with it [scenes].")
+    @click.option("--depth/--no-depth", default=None, help="Also store a float16 depth map per sample [off].")
     @click.option("--seed", type=int, default=0, show_default=True, help="Dataset seed.")
     @click.option("--jobs", type=int, default=1, show_default=True,
                   help=f"Worker processes (1..{MAX_JOBS}), each with one persistent Blender session.")
@@ -112,8 +126,8 @@ def register(group: click.Group) -> None:
     @click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
     @click.option("--quiet", is_flag=True, help="No progress bar.")
     @build_options
-    def render(out, n, objects, set_spec, size_mode, resolution, samples, references, seed, jobs, threads,
-               device, config_file, overwrite, quiet, **build):
+    def render(out, n, objects, set_spec, size_mode, resolution, samples, references, attributes, task, depth,
+               seed, jobs, threads, device, config_file, overwrite, quiet, **build):
         """Render ComCO / SimCO scenes with exact per-object instance masks into a dataset folder OUT.
 
         Headless Blender (bpy, Cycles). Splits: `scenes` (multi-object images, captions = names joined with
@@ -136,7 +150,8 @@ def register(group: click.Group) -> None:
         check_output_location("--out", out)
         config = resolve_render_config(config_file, {
             "set": set_spec, "objects": objects, "size_mode": size_mode, "resolution": resolution,
-            "samples": samples, "n": n, "references": references})
+            "samples": samples, "n": n, "references": references, "attributes": attributes, "task": task,
+            "depth": depth})
         threads = threads or max(1, (os.cpu_count() or 1) // jobs)
         generator = ComcoGenerator(config, seed=seed, threads=threads, device=device)
         generator.check()

@@ -20,8 +20,16 @@ attributes ``size_class`` (the category's real-world class: large/medium/small, 
 extras (float32): ``scale`` (m, largest dimension), ``occlusion`` (0..1, share of the unoccluded silhouette
 hidden by other objects), ``unoccluded_area`` (pixels), ``x``/``y`` (m, ground position), ``yaw_deg``,
 ``proj_x0``/``proj_y0``/``proj_x1``/``proj_y1`` (pixels, projected mesh bbox, unclipped), ``area_ratio``
-(visible area / the largest visible area of the image, 0..1).
+(visible area / the largest visible area of the image, 0..1), and the 3D ground truth ``z`` (m, origin
+height), ``bbox3d_cx``/``cy``/``cz`` (m, world centre of the yaw-oriented 3D bbox), ``bbox3d_dx``/``dy``/``dz``
+(m, its extent along the object's axes), ``proj_cx``/``proj_cy`` (pixels, the projected bbox centre). With
+``--attributes`` the attributes ``colour`` and ``material`` join the table and each scene carries recognition
+and binding negatives (:func:`attributes.scene_negatives`).
 ``salient`` = the large object in one-large mode, else the object of size rank 1.
+
+Per-sample arrays (format version 2): ``camera_K`` (3, 3) float32 and ``world_to_camera`` (4, 4) float32
+(OpenCV axes; ``BlenderSession.camera_matrices``), and ``depth`` (H, W) float16 (metres along the camera axis,
+inf where no surface) with ``depth: true``.
 """
 
 from __future__ import annotations
@@ -30,15 +38,20 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+import numpy as np
+
 from bindscope import __version__
 from bindscope.dataset.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
 from bindscope.errors import BadInput
-from bindscope.generators.comco import planning
+from bindscope.generators.comco import attributes, planning
 from bindscope.generators.comco.planning import SPLIT_REFERENCES, SPLIT_SCENES
 
 ATTRIBUTE_NAMES = ["size_class", "size"]
+LOOK_ATTRIBUTES = ["colour", "material"]
 EXTRA_NAMES = ["scale", "occlusion", "unoccluded_area", "x", "y", "yaw_deg",
-               "proj_x0", "proj_y0", "proj_x1", "proj_y1", "area_ratio"]
+               "proj_x0", "proj_y0", "proj_x1", "proj_y1", "area_ratio",
+               "z", "bbox3d_cx", "bbox3d_cy", "bbox3d_cz", "bbox3d_dx", "bbox3d_dy", "bbox3d_dz", "proj_cx", "proj_cy"]
+NEGATIVE_STREAM = 4  # planning.sample_rng stream of the recognition negatives' replacement draws
 
 
 def rejection(spec: dict, objects: list, config: dict, image_size: int) -> str | None:
@@ -118,7 +131,8 @@ def cut_out(out, resolution: int, fill: float):
     Pixels outside object 1's mask take the median colour of the scene's background (mask 0); the square
     centred on the mask's bbox, of side ``bbox side / fill`` pixels (padded with that colour where it leaves
     the image), is resized to ``resolution`` (Pillow: bilinear for the image, nearest for the mask). Returns a
-    ``RenderOutput`` with one object (visible area and projected bbox in the new image).
+    ``RenderOutput`` with one object (visible area, projected bbox and centre in the new image), the camera
+    intrinsics of the crop (``K`` scaled and shifted) and the object's depth (inf elsewhere).
     """
     from PIL import Image
 
@@ -144,9 +158,18 @@ def cut_out(out, resolution: int, fill: float):
     px0, py0, px1, py1 = out.objects[0].projected_bbox
     area = int(np.count_nonzero(mask))
     projected = ((px0 - x0) * k, (py0 - y0) * k, (px1 - x0) * k, (py1 - y0) * k)
+    cx, cy = out.objects[0].projected_centre
     result = replace(out.objects[0], area=area, unoccluded_area=area, occlusion=0.0, projected_bbox=projected,
-                     in_frame=min(projected) >= 0 and max(projected) <= resolution)
-    return RenderOutput(image.copy(), mask.copy(), [result], out.timings)
+                     in_frame=min(projected) >= 0 and max(projected) <= resolution,
+                     projected_centre=((cx - x0) * k, (cy - y0) * k))
+    depth = None
+    if out.depth is not None:  # the object's depth; inf where the scene was replaced by the background colour
+        padded = np.full((h + 2 * pad, w + 2 * pad), np.inf, np.float32)
+        padded[pad:pad + h, pad:pad + w] = np.where(mine, out.depth, np.inf)
+        depth = np.asarray(Image.fromarray(padded[window]).resize((resolution, resolution), Image.NEAREST))
+    crop = np.array([[k, 0.0, -x0 * k], [0.0, k, -y0 * k], [0.0, 0.0, 1.0]])  # pixels of the scene -> the crop
+    return RenderOutput(image.copy(), mask.copy(), [result], out.timings, camera_K=crop @ out.camera_K,
+                        world_to_camera=out.world_to_camera, depth=depth)
 
 
 @dataclass
@@ -170,7 +193,7 @@ class ComcoGenerator:
     device: str = "cpu"
     name: str = "comco"
     version: str = __version__
-    attribute_names: list = field(default_factory=lambda: list(ATTRIBUTE_NAMES))
+    attribute_names: list = field(init=False)
     extra_names: list = field(default_factory=lambda: list(EXTRA_NAMES))
 
     def __post_init__(self):
@@ -183,6 +206,11 @@ class ComcoGenerator:
         self.shard_size = int(self.config["shard_size"])
         res = int(self.config["resolution"])
         self.image_size = (res, res)
+        self.attribute_names = list(ATTRIBUTE_NAMES) + [a for a in LOOK_ATTRIBUTES if a in self.config["attributes"]]
+        self.sample_arrays = {"camera_K": {"shape": [3, 3], "dtype": "float32"},
+                              "world_to_camera": {"shape": [4, 4], "dtype": "float32"}}
+        if self.config["depth"]:
+            self.sample_arrays["depth"] = {"shape": [res, res], "dtype": "float16"}
 
     @classmethod
     def from_config(cls, config: dict, seed: int) -> "ComcoGenerator":
@@ -242,7 +270,7 @@ class ComcoGenerator:
                 reason = planning.plan_rejection(spec, self.config)
                 if reason is not None:
                     break
-                out = session.render(spec, accept=accept)
+                out = session.render(spec, accept=accept, depth=self.config["depth"])
                 reason = out.rejected
                 if reason is None:
                     return {**spec, "corrections": correction}, out, attempt + 1
@@ -277,7 +305,7 @@ class ComcoGenerator:
         if probe.objects[0].area:
             box, _ = mask_bbox_area(probe.mask, 1)
             spec["camera"] = planning.zoom_to_box(spec["camera"], box, res, fill)
-        out = session.render(spec)
+        out = session.render(spec, depth=self.config["depth"])
         threshold = planning.min_visible_pixels(self.config)
         if out.objects[0].area < threshold:
             raise BadInput(f"reference image of {spec['caption']!r} shows {out.objects[0].area} pixels, fewer "
@@ -311,16 +339,29 @@ class ComcoGenerator:
             else:
                 size, salient = mode, ranks[k] == 1
             px0, py0, px1, py1 = res.projected_bbox
+            values = {"size_class": entry["size_class"], "size": size}
+            values.update({a: entry.get(a, "") for a in self.attribute_names[len(ATTRIBUTE_NAMES):]})
             objects.append(ObjectRecord(
                 index=entry["index"], category=entry["category"], category_id=entry["category_id"],
-                attributes={"size_class": entry["size_class"], "size": size}, bbox=bbox, area=area,
+                attributes=values, bbox=bbox, area=area,
                 size_rank=ranks[k], salient=bool(salient), mention_position=entry["mention_position"],
                 extras={"scale": entry["scale"], "occlusion": res.occlusion,
                         "unoccluded_area": float(res.unoccluded_area), "x": entry["x"], "y": entry["y"],
                         "yaw_deg": entry["yaw_deg"], "proj_x0": px0, "proj_y0": py0, "proj_x1": px1,
-                        "proj_y1": py1, "area_ratio": area / largest}))
+                        "proj_y1": py1, "area_ratio": area / largest, "z": res.position[2],
+                        **{f"bbox3d_c{a}": v for a, v in zip("xyz", res.bbox3d_centre)},
+                        **{f"bbox3d_d{a}": v for a, v in zip("xyz", res.bbox3d_size)},
+                        "proj_cx": res.projected_centre[0], "proj_cy": res.projected_centre[1]}))
+        negatives = []
+        if spec["split"] == SPLIT_SCENES and "caption_parts" in spec:
+            rng = planning.sample_rng(self.seed, spec["split"], index, spec["attempt"], stream=NEGATIVE_STREAM)
+            negatives = attributes.scene_negatives(spec, self.config, rng)
+        arrays = {"camera_K": out.camera_K.astype(np.float32),
+                  "world_to_camera": out.world_to_camera.astype(np.float32)}
+        if self.config["depth"]:
+            arrays["depth"] = out.depth.astype(np.float16)
         return Sample(index=index, image=out.image, mask=out.mask, caption=spec["caption"], objects=objects,
-                      negatives=[], spec={**spec, "attempts": attempts})
+                      negatives=negatives, spec={**spec, "attempts": attempts}, arrays=arrays)
 
     # ------------------------------------------------------------------------------------------ statistics
     def shard_statistics(self, split: str, samples: list[Sample]) -> dict[str, float]:

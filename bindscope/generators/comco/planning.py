@@ -28,6 +28,7 @@ import zlib
 import numpy as np
 
 from bindscope.errors import BadInput
+from bindscope.generators.comco import attributes as attrs
 
 SIZE_MODES = ("one-large", "equal", "random")
 SPLIT_SCENES = "scenes"
@@ -53,6 +54,7 @@ DEFAULT_CONFIG: dict = {
     "denoise": True,
     "shard_size": 64,
     "references": True,
+    "depth": False,
     "ground": {"size": [5.0, 5.0], "colour": [0.55, 0.55, 0.55]},
     "backdrop": {"kind": "seamless", "gap": 1.0, "radius": 1.5},
     "background": [0.65, 0.67, 0.72],
@@ -64,7 +66,8 @@ DEFAULT_CONFIG: dict = {
     "light": {"elevation_deg": 50.0, "azimuth_deg": -35.0, "strength": 3.0, "ambient": 0.6,
               "jitter": {"elevation_deg": 8.0, "azimuth_deg": 25.0, "strength": 0.5}},
     "visibility": {"min_fraction": 0.004, "min_pixels": 16, "in_frame": True, "max_tries": 12},
-    "caption": {"joiner": " and ", "templates": []},
+    "caption": {"joiner": " and ", "templates": [], "order": ["size", "colour", "material"]},
+    **attrs.DEFAULT_ATTRIBUTE_CONFIG,
 }
 """Defaults of every ``comco render`` config key (see bindscope/schemas/comco_config.json and docs/comco.md).
 
@@ -453,25 +456,26 @@ def min_visible_pixels(config: dict) -> int:
     return max(int(vis["min_pixels"]), math.ceil(vis["min_fraction"] * res * res))
 
 
-def make_caption(names: list[str], config: dict, rng: np.random.Generator) -> tuple[str, list[int]]:
-    """Caption of a scene and the 1-based mention position of each object.
+def make_caption(names: list[str], config: dict, rng: np.random.Generator) -> tuple[str, list[int], dict]:
+    """Caption of a scene, the 1-based mention position of each object, and how it was made.
 
-    The mention order is a uniformly random permutation (seeded); the caption is the names in that order
-    joined with ``caption.joiner`` (default ``" and "``, Abbasi et al., CVPR 2025), placed into a template drawn
-    uniformly from ``caption.templates`` (each holds ``{objects}``) when any are given.
+    The mention order is a uniformly random permutation (seeded); the caption is the names (object phrases,
+    e.g. ``"small red metal cube"`` with ``--attributes``) in that order joined with ``caption.joiner``
+    (default ``" and "``, Abbasi et al., CVPR 2025), placed into a template drawn uniformly from
+    ``caption.templates`` (each holds ``{objects}``) when any are given.
 
     Returns:
-        ``(caption, positions)`` with ``positions[i]`` the mention position of ``names[i]``.
+        ``(caption, positions, parts)`` with ``positions[i]`` the mention position of ``names[i]`` and
+        ``parts = {"order": [object positions in mention order], "joiner", "template" ("" for none)}``.
     """
     order = [int(v) for v in rng.permutation(len(names))]
     positions = [0] * len(names)
     for pos, i in enumerate(order, start=1):
         positions[i] = pos
-    text = config["caption"]["joiner"].join(names[i] for i in order)
     templates = config["caption"]["templates"]
-    if templates:
-        text = templates[int(rng.integers(len(templates)))].replace("{objects}", text)
-    return text, positions
+    template = templates[int(rng.integers(len(templates)))] if templates else ""
+    parts = attrs.CaptionParts(tuple(order), config["caption"]["joiner"], template)
+    return parts.text(names), positions, {"order": order, "joiner": parts.joiner, "template": template}
 
 
 def render_settings(config: dict, seed: int, split: str, index: int, attempt: int) -> dict:
@@ -523,11 +527,19 @@ def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: i
         BadInput: the set has fewer categories than the scene needs, or no layout fits (see :func:`place`).
     """
     count = object_count(config, seed, index)
-    _check_category_count(config, categories, count)
     rng = sample_rng(seed, split, index, attempt)
-    if first is None:
+    look_rng = sample_rng(seed, split, index, attempt, stream=3)
+    conjunctive = config["task"] == "conjunctive-search"
+    if conjunctive:
+        by_name = {c.name: c for c in categories}
+        present = attrs.conjunctive_present(config, index)
+        planned = attrs.plan_conjunctive(config, list(by_name), count, present, look_rng)
+        chosen = [by_name[name] for name, _ in planned]
+    elif first is None:
+        _check_category_count(config, categories, count)
         chosen = [categories[int(i)] for i in rng.choice(len(categories), size=count, replace=False)]
     else:
+        _check_category_count(config, categories, count)
         others = [c for c in categories if c.name != first.name]
         chosen = [first] + [others[int(i)] for i in rng.choice(len(others), size=count - 1, replace=False)]
     p = config["placement"]
@@ -552,19 +564,36 @@ def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: i
     elevation = min(89.0, max(0.0, _jittered(c["elevation_deg"], c["jitter"]["elevation_deg"], rng)))
     azimuth = _jittered(0.0, c["jitter"]["azimuth_deg"], rng)
     light = plan_light(config, rng)
-    caption, mentions = make_caption([c.name for c in chosen], config, rng)
     objects = [{"index": k + 1, "category": cat.name, "category_id": cat.id, "size_class": cat.size_class,
                 "scale": float(scales[k]), "x": float(positions[k][0]), "y": float(positions[k][1]),
-                "yaw_deg": yaws[k], "large": k == large, "slot": slots[k], "mention_position": mentions[k]}
+                "yaw_deg": yaws[k], "large": k == large, "slot": slots[k]}
                for k, cat in enumerate(chosen)]
+    sampled = config["attributes"]
+    if sampled:
+        looks = attrs.sample_attributes(config, [cat.name for cat in chosen], look_rng)
+        for k, (entry, (colour, material)) in enumerate(zip(objects, looks)):
+            colour = planned[k][1] if conjunctive else colour
+            if "size" in sampled:
+                entry["size"] = "large" if entry["large"] else "small"
+            entry.update(colour=colour, material=material, look=attrs.resolved_look(config, colour, material))
+    order = attrs.caption_order(config)
+    caption, mentions, parts = make_caption([attrs.object_words(e, order, sampled) for e in objects], config, rng)
+    for entry, position in zip(objects, mentions):
+        entry["mention_position"] = position
     middle = [e["x"] for e in objects if e["slot"] == "middle"]
     camera = frame_camera(np.concatenate([object_corners(e) for e in objects]), elevation, azimuth,
                           c["focal_mm"], 1 - 2 * c["margin"],
                           centre_x=float(np.mean(middle)) if middle and p["mode"] == "row" else None)
-    return {"version": SPEC_VERSION, "kind": "scene", "split": split, "index": index, "attempt": attempt,
+    spec = {"version": SPEC_VERSION, "kind": "scene", "split": split, "index": index, "attempt": attempt,
             "set": config["set"], "size_mode": config["size_mode"], "objects": objects, "caption": caption,
             "camera": camera, "light": light, "world": _world(config, objects),
             "render": render_settings(config, seed, split, index, attempt)}
+    if sampled:
+        spec["caption_parts"] = parts
+    if conjunctive:
+        target = config["conjunctive_search"]["target"]
+        spec["conjunctive_search"] = {"target": dict(target), "present": present, "distractors": count - 1}
+    return spec
 
 
 def plan_reference(config: dict, categories: list, seed: int, index: int, attempt: int = 0,
@@ -628,6 +657,7 @@ def check_plannable(config: dict, categories: list, seed: int, probe: int = 64) 
         BadInput: as :func:`plan_scene` (e.g. "impossible layout: ...").
     """
     s, p = config["scale"], config["placement"]
+    attrs.check_attribute_config(config, [c.name for c in categories])
     if p["mode"] != "row" and (p["large_slot"] != "any" or p["slots"]):
         raise BadInput(f"placement.large_slot / placement.slots need placement.mode 'row', not {p['mode']!r}")
     if p["large_slot"] != "any" and config["size_mode"] != "one-large":
@@ -636,7 +666,8 @@ def check_plannable(config: dict, categories: list, seed: int, probe: int = 64) 
     if p["large_slot"] != "any" and p["slots"]:
         raise BadInput("give placement.large_slot or placement.slots, not both (slots[0] is the large object)")
     for count in object_counts(config):
-        _check_category_count(config, categories, count)
+        if config["task"] != "conjunctive-search":  # conjunctive-search scenes repeat categories
+            _check_category_count(config, categories, count)
         if p["mode"] == "row":
             continue
         worst = {"one-large": [s["large"]] + [s["small"]] * (count - 1), "equal": [s["equal"]] * count,

@@ -21,6 +21,16 @@ One :class:`BlenderSession` per process (see :func:`get_session`) renders any nu
    is the unoccluded area. Objects whose projected bbox overlaps no other cannot be occluded: their unoccluded
    area equals their visible area without a render. Occlusion = 1 - visible / unoccluded.
 5. **Projected bbox.** The evaluated mesh vertices projected with the camera matrix (pixels, unclipped).
+6. **Scene ground truth.** The camera's intrinsics ``K`` (3 x 3, pixels) and world-to-camera matrix (4 x 4,
+   OpenCV axes: x right, y down, z forward) read from the Blender camera object after the scene is built (so
+   they describe whatever camera the spec sets); per object its origin, yaw-oriented 3D bbox and the
+   projection of the bbox centre; optionally a depth map (the camera-axis distance in metres of the surface
+   seen through each pixel centre, from the same flat id render: its material emits ``(id, view z, 0)``).
+7. **Colour and material.** A spec object's ``look`` (``{"rgb", "bsdf"}``, see ``attributes.resolved_look``)
+   replaces, on that object only (an object-linked material slot), the model's *main* material (the one
+   covering the largest surface) by a copy with the base colour (plain material), the pattern's two colours
+   (``rgb`` and a darker shade of it, for the procedural patterns) or a multiply tint (any other colour
+   input, e.g. an image texture), and the BSDF's metallic and roughness.
 
 Determinism: images, masks and every table value depend on the spec alone: bit-identical across runs,
 processes, ``--jobs`` and ``--threads`` on CPU (measured: 0 of 50,176 pixels differ at 224 x 224, with and
@@ -53,6 +63,7 @@ GROUND_SIZE_M = 400.0
 SENSOR_WIDTH_MM = 36.0  # planning.SENSOR_WIDTH_MM
 BACKDROP_SEGMENTS = 24
 ID_FILTER_WIDTH = 0.01  # pixels; Cycles' minimum, so each id ray passes through the pixel centre
+PATTERN_SHADE = 0.55  # a recoloured two-colour pattern: the second colour is this share of the object's colour
 
 
 @dataclass
@@ -68,6 +79,11 @@ class ObjectResult:
         projected_bbox: ``(x0, y0, x1, y1)`` float pixel bounds of the projected mesh vertices (unclipped;
             x right, y down, (0, 0) the top-left image corner).
         in_frame: True when ``projected_bbox`` lies inside the image.
+        position: ``(x, y, z)`` world position of the object's origin (the centre of its base), metres.
+        bbox3d_centre, bbox3d_size: the object's 3D bounding box in its own axes (yawed about world z):
+            centre (world, metres) and extent along its x, y, z axes (metres).
+        projected_centre: ``(u, v)`` pixel projection of ``bbox3d_centre`` (x right, y down; pixel (i, j)
+            covers [i, i+1) x [j, j+1)).
     """
 
     index: int
@@ -76,6 +92,10 @@ class ObjectResult:
     occlusion: float
     projected_bbox: tuple[float, float, float, float]
     in_frame: bool
+    position: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    bbox3d_centre: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    bbox3d_size: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    projected_centre: tuple[float, float] = (0.0, 0.0)
 
 
 @dataclass
@@ -83,13 +103,18 @@ class RenderOutput:
     """One rendered spec: ``image`` (H, W, 3) uint8 RGB (None when rejected), ``mask`` (H, W) uint8 instance
     ids (0 = background or ground, k = object k), ``objects`` one :class:`ObjectResult` per spec object in
     spec order, ``timings`` seconds spent per stage (``build``, ``ids`` (id render + projection), ``solo``,
-    ``rgb``), and ``rejected``: the reason returned by the ``accept`` callback, or None."""
+    ``rgb``), ``rejected``: the reason returned by the ``accept`` callback, or None, ``camera_K`` (3, 3) and
+    ``world_to_camera`` (4, 4) float64 (see :meth:`BlenderSession.camera_matrices`), and ``depth`` (H, W)
+    float32 metres along the camera axis (inf where no surface is hit) when asked for, else None."""
 
     image: np.ndarray | None
     mask: np.ndarray
     objects: list[ObjectResult]
     timings: dict = field(default_factory=dict)
     rejected: str | None = None
+    camera_K: np.ndarray | None = None
+    world_to_camera: np.ndarray | None = None
+    depth: np.ndarray | None = None
 
 
 def import_bpy():
@@ -161,6 +186,7 @@ class BlenderSession:
         self.builder = builder
         self._categories: dict | None = None
         self._models: dict[str, object] = {}
+        self._main_slots: dict[str, int] = {}
         self._scene_objects: list = []
         self.tmp = tempfile.mkdtemp(prefix="bindscope-comco-")
         atexit.register(shutil.rmtree, self.tmp, True)
@@ -285,10 +311,14 @@ class BlenderSession:
         tree = material.node_tree
         tree.nodes.clear()
         info = tree.nodes.new("ShaderNodeObjectInfo")
+        camera = tree.nodes.new("ShaderNodeCameraData")
+        combine = tree.nodes.new("ShaderNodeCombineColor")
         emission = tree.nodes.new("ShaderNodeEmission")
         output = tree.nodes.new("ShaderNodeOutputMaterial")
-        emission.inputs["Color"].default_value = (1.0, 1.0, 1.0, 1.0)
-        tree.links.new(info.outputs["Object Index"], emission.inputs["Strength"])
+        emission.inputs["Strength"].default_value = 1.0
+        tree.links.new(info.outputs["Object Index"], combine.inputs["Red"])
+        tree.links.new(camera.outputs["View Z Depth"], combine.inputs["Green"])
+        tree.links.new(combine.outputs["Color"], emission.inputs["Color"])
         tree.links.new(emission.outputs["Emission"], output.inputs["Surface"])
         material.use_fake_user = True
         return material
@@ -339,6 +369,9 @@ class BlenderSession:
             obj.matrix_world = (Matrix.Translation((entry["x"], entry["y"], 0.0))
                                 @ Matrix.Rotation(math.radians(entry["yaw_deg"]), 4, "Z")
                                 @ Matrix.Scale(entry["scale"], 4) @ base.matrix_world)
+            look = entry.get("look")
+            if look and (look["rgb"] or look["bsdf"]):
+                self._apply_look(obj, entry["category"], look)
             self._objects_collection.objects.link(obj)
             self._scene_objects.append(obj)
 
@@ -372,6 +405,69 @@ class BlenderSession:
         scene.cycles.seed = int(render["seed"])
         self._render_spec = render
         self.bpy.context.view_layer.update()
+
+    def _main_slot(self, name: str) -> int:
+        """Material slot of model ``name`` covering the largest surface (ties: lowest slot); cached."""
+        if name not in self._main_slots:
+            mesh = self.model(name).data
+            areas = np.empty(len(mesh.polygons), np.float64)
+            slots = np.empty(len(mesh.polygons), np.int32)
+            mesh.polygons.foreach_get("area", areas)
+            mesh.polygons.foreach_get("material_index", slots)
+            totals = np.bincount(slots, weights=areas, minlength=max(1, len(mesh.materials)))
+            self._main_slots[name] = int(np.argmax(totals))
+        return self._main_slots[name]
+
+    def _apply_look(self, obj, name: str, look: dict) -> None:
+        """Give ``obj`` (a scene copy of model ``name``) its own main material with ``look``'s colour/BSDF."""
+        slot = obj.material_slots[self._main_slot(name)]
+        material = slot.material.copy()
+        material.name = f"look:{obj.name}"
+        tree = material.node_tree
+        bsdf = next(n for n in tree.nodes if n.type == "BSDF_PRINCIPLED")
+        if look["rgb"]:
+            rgba = (*look["rgb"], 1.0)
+            material.diffuse_color = rgba
+            base = bsdf.inputs["Base Color"]
+            source = base.links[0].from_node if base.is_linked else None
+            if source is not None and source.type == "VALTORGB":  # procedural two-colour pattern
+                source.color_ramp.elements[0].color = rgba
+                source.color_ramp.elements[1].color = (*[PATTERN_SHADE * v for v in look["rgb"]], 1.0)
+            elif source is not None:  # any other colour source (image texture): multiply tint
+                mix = tree.nodes.new("ShaderNodeMix")
+                mix.data_type = "RGBA"
+                mix.blend_type = "MULTIPLY"
+                mix.inputs["Factor"].default_value = 1.0
+                mix.inputs["B"].default_value = rgba
+                tree.links.new(base.links[0].from_socket, mix.inputs["A"])
+                tree.links.new(mix.outputs["Result"], base)
+            else:
+                base.default_value = rgba
+        if look["bsdf"]:
+            bsdf.inputs["Metallic"].default_value = look["bsdf"]["metallic"]
+            bsdf.inputs["Roughness"].default_value = look["bsdf"]["roughness"]
+        slot.link = "OBJECT"
+        slot.material = material
+
+    def camera_matrices(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(K, world_to_camera)`` of the scene camera as rendered (float64).
+
+        ``K`` (3, 3) maps camera coordinates to pixels: ``u = fx X/Z + cx``, ``v = fy Y/Z + cy`` (x right, y down,
+        pixel (i, j) covering [i, i+1) x [j, j+1), so the image centre is (W/2, H/2) without lens shift).
+        ``world_to_camera`` (4, 4) maps homogeneous world points (metres) to the camera frame with OpenCV axes
+        (x right, y down, z forward, metres). Both are read from Blender's own projection
+        (``Object.calc_matrix_camera``: lens, sensor fit, shift, resolution) and camera object, so they hold
+        for any camera a spec or a later change of the framing sets.
+        """
+        scene = self.scene
+        width, height = scene.render.resolution_x, scene.render.resolution_y
+        depsgraph = self.bpy.context.evaluated_depsgraph_get()
+        p = np.array(self.camera.calc_matrix_camera(depsgraph, x=width, y=height), dtype=np.float64)
+        k = np.array([[width * p[0, 0] / 2, 0.0, width * (1 - p[0, 2]) / 2],
+                      [0.0, height * p[1, 1] / 2, height * (1 + p[1, 2]) / 2],
+                      [0.0, 0.0, 1.0]])
+        flip = np.diag([1.0, -1.0, -1.0, 1.0])  # Blender camera axes (y up, looking down -z) -> OpenCV
+        return k, flip @ np.linalg.inv(np.array(self.camera.matrix_world, dtype=np.float64))
 
     def _render_to(self, path: str) -> None:
         self.scene.render.filepath = path
@@ -421,11 +517,12 @@ class BlenderSession:
         with Image.open(path) as im:
             return np.asarray(im.convert("RGB")).copy()
 
-    def render_ids(self, border: tuple[int, int, int, int] | None = None) -> np.ndarray:
+    def render_ids(self, border: tuple[int, int, int, int] | None = None, depth: bool = False):
         """Render the built scene's instance ids: (H, W) uint8, exact pass indices (0 background/ground).
 
         ``border`` = ``(x0, y0, x1, y1)`` pixels (half-open, y down) restricts rendering to that rectangle;
-        pixels outside it are 0.
+        pixels outside it are 0. ``depth=True`` returns ``(ids, depth)`` with ``depth`` (H, W) float32: metres
+        along the camera axis to the surface hit by each pixel's centre ray (inf where none is hit).
 
         Raises:
             RuntimeError: a pixel holds a non-integer value (the id render is not flat; a Blender change).
@@ -450,26 +547,32 @@ class BlenderSession:
             size = tuple(image.size)
         finally:
             bpy.data.images.remove(image)
-        values = pixels.reshape(size[1], size[0], 4)[::-1, :, 0]
+        channels = pixels.reshape(size[1], size[0], 4)[::-1, :, :2]
         if border is not None and size != (width, height):  # cropped output: place it in the full frame
-            full = np.zeros((height, width), np.float32)
-            full[y0:y0 + size[1], x0:x0 + size[0]] = values
-            values = full
+            full = np.zeros((height, width, 2), np.float32)
+            full[y0:y0 + size[1], x0:x0 + size[0]] = channels
+            channels = full
+        values = channels[..., 0]
         ids = np.rint(values)
         if np.abs(values - ids).max(initial=0.0) > 1e-3 or ids.min(initial=0) < 0 or ids.max(initial=0) > 255:
             raise RuntimeError("instance-id render is not flat: non-integer pixel values")
-        return ids.astype(np.uint8)
+        if not depth:
+            return ids.astype(np.uint8)
+        return ids.astype(np.uint8), np.where(channels[..., 1] > 0, channels[..., 1], np.inf).astype(np.float32)
 
-    def projected_bboxes(self) -> list[tuple[float, float, float, float]]:
-        """Float pixel bbox ``(x0, y0, x1, y1)`` of each scene object's projected evaluated mesh vertices."""
-        bpy, scene = self.bpy, self.scene
-        depsgraph = bpy.context.evaluated_depsgraph_get()
-        width, height = scene.render.resolution_x, scene.render.resolution_y
-        projection = np.array(self.camera.calc_matrix_camera(depsgraph, x=width, y=height)) @ \
-            np.array(self.camera.matrix_world.inverted())
-        boxes = []
+    def object_geometry(self, k: np.ndarray, world_to_camera: np.ndarray) -> list[dict]:
+        """Per scene object: ``projected_bbox`` (float pixel bounds of its projected evaluated mesh vertices),
+        ``position``, ``bbox3d_centre``, ``bbox3d_size`` and ``projected_centre`` (see :class:`ObjectResult`)."""
+        depsgraph = self.bpy.context.evaluated_depsgraph_get()
+
+        def project(points: np.ndarray) -> np.ndarray:  # (n, 3) world -> (n, 2) pixels
+            cam = (np.c_[points, np.ones(len(points))] @ world_to_camera.T)[:, :3] @ k.T
+            return cam[:, :2] / cam[:, 2:3]
+
+        out = []
         for obj in self._scene_objects:
             evaluated = obj.evaluated_get(depsgraph)
+            matrix = np.array(evaluated.matrix_world, dtype=np.float64)
             mesh = evaluated.to_mesh()
             try:
                 co = np.empty(len(mesh.vertices) * 3, dtype=np.float64)
@@ -477,14 +580,18 @@ class BlenderSession:
             finally:
                 evaluated.to_mesh_clear()
             co = co.reshape(-1, 3)
-            homo = np.c_[co, np.ones(len(co))] @ (projection @ np.array(evaluated.matrix_world)).T
-            ndc = homo[:, :2] / homo[:, 3:4]
-            px = (ndc[:, 0] + 1) / 2 * width
-            py = (1 - ndc[:, 1]) / 2 * height
-            boxes.append((float(px.min()), float(py.min()), float(px.max()), float(py.max())))
-        return boxes
+            px = project(co @ matrix[:3, :3].T + matrix[:3, 3])
+            low, high = co.min(axis=0), co.max(axis=0)
+            centre = matrix[:3, :3] @ ((low + high) / 2) + matrix[:3, 3]
+            out.append({"projected_bbox": (float(px[:, 0].min()), float(px[:, 1].min()), float(px[:, 0].max()),
+                                           float(px[:, 1].max())),
+                        "position": tuple(float(v) for v in matrix[:3, 3]),
+                        "bbox3d_centre": tuple(float(v) for v in centre),
+                        "bbox3d_size": tuple(float(v) for v in (high - low) * np.linalg.norm(matrix[:3, :3], axis=0)),
+                        "projected_centre": tuple(float(v) for v in project(centre[None])[0])})
+        return out
 
-    def render(self, spec: dict, masks: bool = True, accept=None) -> RenderOutput:
+    def render(self, spec: dict, masks: bool = True, accept=None, depth: bool = False) -> RenderOutput:
         """Build and render ``spec``: exact instance mask, per-object results and the RGB image.
 
         Order: build, id render, visible areas and projected bboxes, then ``accept`` (if given), then the solo
@@ -494,6 +601,7 @@ class BlenderSession:
         Args:
             spec: a scene or reference spec (``planning.plan_scene`` / ``plan_reference``).
             masks: False renders the RGB image only (mask all zeros, no per-object results; for benchmarks).
+            depth: also return the depth map (from the same id render; no extra render).
             accept: optional ``accept(spec, objects) -> str | None`` called with the per-object results before
                 occlusion is measured (``unoccluded_area``/``occlusion`` not yet set); a returned reason
                 rejects the scene: the output then has ``image=None`` and ``rejected=reason``.
@@ -509,20 +617,22 @@ class BlenderSession:
             image = self.render_rgb()
             timings["rgb"] = time.perf_counter() - t1
             return RenderOutput(image, np.zeros(image.shape[:2], np.uint8), [], timings)
-        mask = self.render_ids()
+        mask, depth_map = self.render_ids(depth=True)
         height, width = mask.shape
-        boxes = self.projected_bboxes()
+        k_matrix, world_to_camera = self.camera_matrices()
+        geometry = self.object_geometry(k_matrix, world_to_camera)
+        boxes = [g["projected_bbox"] for g in geometry]
         areas = [int(np.count_nonzero(mask == o.pass_index)) for o in self._scene_objects]
         results = [ObjectResult(index=obj.pass_index, area=areas[k], unoccluded_area=areas[k], occlusion=0.0,
-                                projected_bbox=boxes[k],
                                 in_frame=boxes[k][0] >= 0 and boxes[k][1] >= 0 and boxes[k][2] <= width
-                                and boxes[k][3] <= height)
+                                and boxes[k][3] <= height, **geometry[k])
                    for k, obj in enumerate(self._scene_objects)]
         t2 = time.perf_counter()
         timings["ids"] = t2 - t1
         reason = accept(spec, results) if accept is not None else None
+        extra = {"camera_K": k_matrix, "world_to_camera": world_to_camera, "depth": depth_map if depth else None}
         if reason is not None:
-            return RenderOutput(None, mask, results, timings, rejected=reason)
+            return RenderOutput(None, mask, results, timings, rejected=reason, **extra)
         for k, obj in enumerate(self._scene_objects):
             if not any(_boxes_overlap(boxes[k], boxes[j]) for j in range(len(boxes)) if j != k):
                 continue  # nothing can hide it: unoccluded area = visible area
@@ -546,7 +656,7 @@ class BlenderSession:
         timings["solo"] = t3 - t2
         image = self.render_rgb()
         timings["rgb"] = time.perf_counter() - t3
-        return RenderOutput(image, mask, results, timings)
+        return RenderOutput(image, mask, results, timings, **extra)
 
     def memory_counts(self) -> dict[str, int]:
         """Numbers of Blender data-blocks (objects, meshes, materials, images) - flat across scenes."""
