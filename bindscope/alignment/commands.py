@@ -93,6 +93,10 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @click.command("probe")
 @click.argument("data", type=click.Path(file_okay=False))
 @_model_options
+@click.option("--task", type=click.Choice(["attributes", "conjunctive-search"]), default="attributes",
+              show_default=True,
+              help="attributes: one probe per target object and attribute; conjunctive-search: is the target "
+                   "conjunction present (image embeddings of a `comco render --task conjunctive-search` dataset)")
 @click.option("--modality", type=click.Choice(["image", "text", "both"]), default="both", show_default=True)
 @click.option("--split", default=None, help="dataset split to probe (default: test, else the first split)")
 @click.option("--attributes", default=None, help="comma-separated attributes (default: all of the dataset's)")
@@ -106,14 +110,16 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--out", default=None, help="result JSON (default DATA/eval/probe-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
-def probe_command(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, modality, split,
+def probe_command(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, task, modality, split,
                   attributes, fractions, min_objects, steps, lr, weight_decay, seed, out, overwrite):
     """Linear probes on frozen embeddings of dataset DATA: one probe per target object and attribute.
 
     Each probe is Linear(D, n_classes) on L2-normalised image or caption embeddings, trained with
     cross-entropy on samples containing the target object (label = its attribute value); train/val/test are
     held out by attribute-object combination (the other objects' category and value: none in two splits).
-    Prints accuracy per attribute next to chance and the bag-of-words baselines (docs/alignment.md).
+    Prints accuracy per attribute next to chance and the bag-of-words baselines, and per number of objects
+    (docs/alignment.md). With --task conjunctive-search: a presence probe on image embeddings, accuracy per
+    number of distractors against a bag-of-words probe.
     """
     from tqdm import tqdm
 
@@ -121,6 +127,10 @@ def probe_command(data, model, pretrained, device, precision, batch_size, cache_
     from bindscope.alignment.workflow import check_probe_table, probe_dataset
 
     dataset, split = _open(data, split)
+    if task == "conjunctive-search":
+        _conjunctive_command(dataset, data, split, model, pretrained, device, precision, batch_size, cache_dir,
+                             no_cache, fractions, steps, lr, weight_decay, seed, out, overwrite)
+        return
     names = [a.strip() for a in attributes.split(",")] if attributes else list(dataset.attribute_names)
     for a in names:
         if a not in dataset.attribute_names:
@@ -156,6 +166,40 @@ def probe_command(data, model, pretrained, device, precision, batch_size, cache_
             s = metrics["modalities"][m][a]
             click.echo(f"{a:<12}{m:<9}{_fmt(s['accuracy']):>7}{_fmt(s['bag_of_words']):>11}"
                        f"{_fmt(s['bag_of_words_bound']):>11}{_fmt(s['chance']):>8}{s['n_targets']:>9}{s['n_test']:>8}")
+    click.echo("by number of objects in view (test pairs pooled over targets): probe / bag-of-words probe (n)")
+    for m in modalities:
+        for a in names:
+            cells = [f"{k}: {_fmt(c['accuracy']).strip()} / {_fmt(c['bag_of_words']).strip()} ({c['total']})"
+                     for k, c in metrics["modalities"][m][a]["by_object_count"].items()]
+            click.echo(f"{a:<12}{m:<9}" + "   ".join(cells))
+    click.echo(f"wrote {out_path}")
+
+
+def _conjunctive_command(dataset, data, split, model, pretrained, device, precision, batch_size, cache_dir, no_cache,
+                         fractions, steps, lr, weight_decay, seed, out, overwrite):
+    """``bindscope probe --task conjunctive-search``: checks, fit, JSON, table."""
+    from bindscope.alignment.conjunctive import conjunctive_search, conjunctive_target
+
+    target = conjunctive_target(dataset)
+    shares = _parse_fractions(fractions)
+    out_path = _check_out(out or _default_out("conjunctive-search", data, model, pretrained), overwrite,
+                          out is not None)
+    adapter, embedder = _adapter_and_embedder(model, pretrained, device, precision, batch_size, cache_dir, no_cache)
+    metrics = conjunctive_search(dataset, embedder, split, shares, seed, steps, lr, weight_decay)
+    settings = {"task": "conjunctive-search", "split": split, "target": target, "fractions": list(shares),
+                "steps": steps, "lr": lr, "weight_decay": weight_decay, "seed": seed,
+                "split_rule": "random within each (distractors, present) stratum", "interval": "Wilson score, 95%"}
+    _write_json(out_path, _envelope("conjunctive-search", adapter, dataset, [split], settings, metrics, embedder))
+    click.echo(f"conjunctive search for '{target['colour']} {target['category']}' on split {split!r} "
+               f"({metrics['n_train']} train / {metrics['n_val']} val / {metrics['n_test']} test scenes)")
+    click.echo(f"{'distractors':<13}{'probe':>7}{'95% CI':>16}{'BoW probe':>11}{'present':>9}{'absent':>8}")
+    rows = list(metrics["by_distractors"].items()) + [("all", {**metrics, "n_present": None, "n_absent": None})]
+    for k, c in rows:
+        ci = c["accuracy"]["ci95"]
+        ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
+        click.echo(f"{k:<13}{_fmt(c['accuracy']['accuracy']):>7}{ci_text:>16}"
+                   f"{_fmt(c['bag_of_words']['accuracy']):>11}{c['n_present'] if c['n_present'] is not None else '':>9}"
+                   f"{c['n_absent'] if c['n_absent'] is not None else '':>8}")
     click.echo(f"wrote {out_path}")
 
 

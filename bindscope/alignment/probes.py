@@ -224,6 +224,22 @@ def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+def _by_object_count(targets: list[dict]) -> dict:
+    """Test accuracy pooled over targets (micro) per number of objects in the modality's view, with Wilson
+    intervals: ``{"2": {"accuracy", "correct", "total", "ci95", "bag_of_words"}, ...}`` (LABCLIP's robustness
+    test: does the probe hold up as scenes get more crowded)."""
+    from bindscope.evaluation.stats import proportion
+
+    pooled: dict[int, list[int]] = {}
+    for t in targets:
+        for m, c in t["by_object_count"].items():
+            tally = pooled.setdefault(int(m), [0, 0, 0])
+            tally[0] += c["correct"]
+            tally[1] += c["bag_of_words_correct"]
+            tally[2] += c["n"]
+    return {str(m): {**proportion(c, n), "bag_of_words": b / n} for m, (c, b, n) in sorted(pooled.items())}
+
+
 def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] | None = None,
                fractions=(0.6, 0.2, 0.2), seed: int = 0, min_objects: int = 2, steps: int = 300,
                lr: float = 0.01, weight_decay: float = 1e-4, progress=None) -> dict:
@@ -245,7 +261,9 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
         ``{"modalities": {modality: {attribute: summary}}, "splits": {attribute: {category: {split: n}}}}``
         where ``summary`` holds ``accuracy`` (mean over targets), ``accuracy_micro`` (pooled test samples),
         ``bag_of_words`` / ``bag_of_words_micro`` (bag-of-words probe), ``bag_of_words_bound``, ``chance`` (mean of 1/n_classes), ``majority`` (mean
-        share of the most frequent training class in test), ``n_targets``, ``n_test``, and ``targets``:
+        share of the most frequent training class in test), ``n_targets``, ``n_test``, ``by_object_count``
+        (micro accuracy per number of objects in the view, with Wilson interval and bag-of-words probe
+        accuracy; the sampling unit is a (sample, target) test pair), and ``targets``:
         per target category its ``accuracy``, ``bag_of_words``, ``bag_of_words_bound``, ``chance``, ``majority``, ``n_classes``,
         ``n_train``/``n_val``/``n_test`` — or ``skipped`` with the reason.
 
@@ -294,6 +312,14 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
                 bow_probe = fit_linear_probe(bow[masks[0]], train[1], len(cls), bow[masks[1]][val_ok],
                                              val[1][val_ok], steps=steps, lr=lr, weight_decay=weight_decay,
                                              seed=seed)
+                predicted = probe.predict(x[masks[2]]) == test[1]
+                bow_predicted = bow_probe.predict(bow[masks[2]]) == test[1]
+                by_count: dict[int, list[int]] = {}
+                for sample, ok, bow_ok in zip(test[0], predicted, bow_predicted):
+                    tally = by_count.setdefault(len(_view(table, int(sample), modality, attribute)[0]), [0, 0, 0])
+                    tally[0] += int(ok)
+                    tally[1] += int(bow_ok)
+                    tally[2] += 1
                 train_counts = Counter(train[1].tolist())
                 majority_class = min(train_counts, key=lambda c: (-train_counts[c], c))
                 info.update({
@@ -303,8 +329,10 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
                     "bag_of_words_bound": float(bag_of_words_bound(bow[masks[2]]).mean()),
                     "chance": 1.0 / len(cls),
                     "majority": float(np.mean(test[1] == majority_class)),
-                    "correct": int(np.sum(probe.predict(x[masks[2]]) == test[1])),
-                    "bag_of_words_correct": int(np.sum(bow_probe.predict(bow[masks[2]]) == test[1])),
+                    "correct": int(predicted.sum()),
+                    "bag_of_words_correct": int(bow_predicted.sum()),
+                    "by_object_count": {str(m): {"correct": c, "bag_of_words_correct": b, "n": n}
+                                        for m, (c, b, n) in sorted(by_count.items())},
                 })
                 targets[category] = info
             done = [t for t in targets.values() if "accuracy" in t]
@@ -319,6 +347,7 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
                 "majority": _mean([t["majority"] for t in done]),
                 "n_targets": len(done),
                 "n_test": n_test,
+                "by_object_count": _by_object_count(done),
                 "targets": targets,
             }
         if progress is not None:

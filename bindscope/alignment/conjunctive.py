@@ -1,0 +1,145 @@
+"""Conjunctive search on image embeddings (LABCLIP's unimodal test; Koishigarina, Uselis, Oh; docs/papers.md
+section 3): is a target conjunction (e.g. a red sphere) present among distractors that each share one attribute
+with it?
+
+The scenes come from ``comco render --task conjunctive-search`` (see
+:func:`bindscope.generators.comco.attributes.plan_conjunctive`): target-present and target-absent scenes hold
+the same multiset of shapes and of colours, so only the pairing of colour to shape tells them apart.
+
+Protocol (this project's choices, docs/alignment.md): label = target present (any object of the target
+category in the target colour, read from the object table); samples are dealt into train / val / test at
+random (seeded) within each (number of distractors, label) stratum; a linear probe (``Linear(D, 2)``,
+:func:`~bindscope.alignment.probes.fit_linear_probe`) on the L2-normalised image embedding decides presence,
+validation accuracy picks the step. Baseline: the same probe on the bag of words of the scene, the counts of
+each category and of each colour (no pairing), which by construction carries no signal (expected 0.5).
+Accuracy is reported overall and per number of distractors (objects - 1) with 95% Wilson intervals; the
+sampling unit is a test scene.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bindscope.alignment.data import SplitTable
+from bindscope.alignment.probes import fit_linear_probe
+from bindscope.errors import BadInput
+
+
+def conjunctive_target(dataset) -> dict:
+    """The target ``{"category", "colour"}`` of a conjunctive-search dataset (its manifest config).
+
+    Raises:
+        BadInput: the dataset was not made with ``comco render --task conjunctive-search``.
+    """
+    config = dataset.manifest.get("config", {})
+    if dataset.generator != "comco" or config.get("task") != "conjunctive-search":
+        raise BadInput(f"dataset {str(dataset.path)!r} was not made by `comco render --task conjunctive-search`; "
+                       "--task conjunctive-search needs such a dataset")
+    return dict(config["conjunctive_search"]["target"])
+
+
+def presence_labels(table: SplitTable, target: dict) -> np.ndarray:
+    """``(len(table),)`` int64: 1 where an object has the target's category and colour, else 0."""
+    return np.array([int(any(o.category == target["category"] and o.attributes.get("colour") == target["colour"]
+                             for o in objects)) for objects in table.objects], np.int64)
+
+
+def bag_features(table: SplitTable) -> np.ndarray:
+    """``(len(table), C + K)`` float32: per sample the count of each category (sorted) and of each colour
+    (sorted) among its objects - the scene as a bag of words, without which colour goes with which shape."""
+    categories = sorted({o.category for objects in table.objects for o in objects})
+    colours = sorted({o.attributes.get("colour", "") for objects in table.objects for o in objects} - {""})
+    col = {("category", c): i for i, c in enumerate(categories)}
+    col.update({("colour", c): len(categories) + i for i, c in enumerate(colours)})
+    out = np.zeros((len(table), len(col)), np.float32)
+    for row, objects in enumerate(table.objects):
+        for o in objects:
+            out[row, col[("category", o.category)]] += 1
+            if o.attributes.get("colour"):
+                out[row, col[("colour", o.attributes["colour"])]] += 1
+    return out
+
+
+def stratified_split(strata: list, fractions=(0.6, 0.2, 0.2), seed: int = 0) -> np.ndarray:
+    """Split id (0 train, 1 val, 2 test) per item, dealt at random (``seed``) within each stratum: of a stratum's
+    n items, ``round(n * train)`` go to train, ``round(n * val)`` to val, the rest to test."""
+    from bindscope.alignment.splits import _parse_fractions
+
+    shares = _parse_fractions(fractions)
+    rng = np.random.default_rng(seed)
+    out = np.zeros(len(strata), np.int64)
+    for key in sorted(set(strata)):
+        rows = np.array([i for i, s in enumerate(strata) if s == key])
+        rows = rows[rng.permutation(len(rows))]
+        n_train, n_val = int(round(len(rows) * shares[0])), int(round(len(rows) * shares[1]))
+        out[rows[n_train:n_train + n_val]] = 1
+        out[rows[n_train + n_val:]] = 2
+    return out
+
+
+def run_conjunctive_search(table: SplitTable, image_embeddings: np.ndarray, target: dict,
+                           fractions=(0.6, 0.2, 0.2), seed: int = 0, steps: int = 300, lr: float = 0.01,
+                           weight_decay: float = 1e-4) -> dict:
+    """Fit and test the presence probe and its bag-of-words baseline (see the module docstring).
+
+    Args:
+        table: the split's :class:`SplitTable`. image_embeddings: ``(len(table), D)`` unit-norm float32.
+        target: ``{"category", "colour"}``. fractions, seed: the stratified split. steps, lr, weight_decay: see
+            :func:`fit_linear_probe`.
+
+    Returns:
+        ``{"target", "n_train", "n_val", "n_test", "accuracy", "bag_of_words", "chance": 0.5, "by_distractors":
+        {"k": {"accuracy", "bag_of_words", "n_present", "n_absent"}}}``; ``accuracy`` / ``bag_of_words`` are
+        :func:`~bindscope.evaluation.stats.proportion` dicts (correct, total, accuracy, ci95).
+
+    Raises:
+        BadInput: embeddings of the wrong length, or a class missing from the training split.
+    """
+    from bindscope.evaluation.stats import proportion
+
+    if len(image_embeddings) != len(table):
+        raise BadInput(f"image embeddings have {len(image_embeddings)} rows for {len(table)} samples")
+    y = presence_labels(table, target)
+    distractors = np.array([len(objects) - 1 for objects in table.objects], np.int64)
+    part = stratified_split(list(zip(distractors.tolist(), y.tolist())), fractions, seed)
+    train, val, test = (part == s for s in range(3))
+    if len(set(y[train].tolist())) < 2 or not test.any():
+        raise BadInput(f"split {table.split!r}: conjunctive search needs target-present and target-absent scenes "
+                       f"in training and some test scenes; it has {int(y.sum())} present of {len(y)}")
+    results = {}
+    for name, x in (("probe", np.asarray(image_embeddings, np.float32)), ("bag_of_words", bag_features(table))):
+        probe = fit_linear_probe(x[train], y[train], 2, x[val], y[val], steps=steps, lr=lr,
+                                 weight_decay=weight_decay, seed=seed)
+        results[name] = probe.predict(x[test]) == y[test]
+    by = {}
+    for k in sorted(set(distractors[test].tolist())):
+        rows = distractors[test] == k
+        by[str(k)] = {"accuracy": proportion(int(results["probe"][rows].sum()), int(rows.sum())),
+                      "bag_of_words": proportion(int(results["bag_of_words"][rows].sum()), int(rows.sum())),
+                      "n_present": int(y[test][rows].sum()), "n_absent": int((1 - y[test][rows]).sum())}
+    return {"target": dict(target), "n_train": int(train.sum()), "n_val": int(val.sum()), "n_test": int(test.sum()),
+            "accuracy": proportion(int(results["probe"].sum()), int(test.sum())),
+            "bag_of_words": proportion(int(results["bag_of_words"].sum()), int(test.sum())),
+            "chance": 0.5, "by_distractors": by}
+
+
+def conjunctive_search(dataset, embedder, split: str | None = None, fractions=(0.6, 0.2, 0.2), seed: int = 0,
+                       steps: int = 300, lr: float = 0.01, weight_decay: float = 1e-4) -> dict:
+    """Conjunctive search on one split of a ``comco render --task conjunctive-search`` dataset: embeds every
+    image (through the cached ``embedder``) and runs :func:`run_conjunctive_search`. Returns its dict plus
+    ``split``.
+
+    Raises:
+        BadInput: not a conjunctive-search dataset, a text-only model, or too few scenes.
+    """
+    from bindscope.alignment.data import encode_split_images, load_table
+    from bindscope.alignment.workflow import default_split
+
+    target = conjunctive_target(dataset)
+    split = split or default_split(dataset)
+    table = load_table(dataset, split, build_swaps=False, compose=None)
+    images = encode_split_images(embedder, dataset, split, range(len(table)))
+    embedder.flush()
+    result = run_conjunctive_search(table, images, target, fractions, seed, steps, lr, weight_decay)
+    result["split"] = split
+    return result
