@@ -349,3 +349,47 @@ def test_binding_report_counts_binding_given_recognition_by_hand():
     mapped = binding_report(pairs, swap)
     assert mapped["modality_gap"] == pytest.approx(0.0)  # the two captions trade places: same centroid
     assert mapped["binding"]["accuracy"] == 0.0
+
+
+def test_probe_accuracy_by_object_count_adds_up():
+    table, emb = _binding_table()
+    table.objects[0].append(obj(3, "9", colour="red"))  # one sample with a third object
+    result = run_probes(table, {"image": emb}, ["colour"], seed=0)
+    summary = result["modalities"]["image"]["colour"]
+    by = summary["by_object_count"]
+    assert set(by) <= {"2", "3"} and sum(c["total"] for c in by.values()) == summary["n_test"]
+    assert sum(c["correct"] for c in by.values()) == round(summary["accuracy_micro"] * summary["n_test"])
+    for c in by.values():
+        assert c["accuracy"] == pytest.approx(c["correct"] / c["total"])
+        assert c["ci95"][0] <= c["accuracy"] <= c["ci95"][1]
+
+
+def test_conjunctive_search_probe_reads_binding_and_bag_of_words_cannot():
+    from bindscope.alignment.conjunctive import bag_features, presence_labels, run_conjunctive_search, \
+        stratified_split
+    from bindscope.generators.comco.attributes import DEFAULT_COLOURS, plan_conjunctive
+
+    rng = np.random.default_rng(0)
+    shapes = ["cube", "sphere", "cylinder", "cone", "torus"]
+    colours = list(DEFAULT_COLOURS)
+    config = {"conjunctive_search": {"target": {"category": "sphere", "colour": "red"}}, "colours": DEFAULT_COLOURS}
+    dim = 48
+    codes = {(s, c): rng.normal(size=dim) for s in shapes for c in colours}
+    table = SplitTable("comco", "scenes", ["colour"])
+    emb = np.zeros((600, dim), np.float32)
+    for i in range(600):
+        planned = plan_conjunctive(config, shapes, 2 + i % 3, (i // 3) % 2 == 0, rng)
+        table.objects.append([obj(k + 1, s, colour=c) for k, (s, c) in enumerate(planned)])
+        table.captions.append("")
+        emb[i] = unit(sum(codes[p] for p in planned) + 0.05 * rng.normal(size=dim))
+    y = presence_labels(table, {"category": "sphere", "colour": "red"})
+    assert y.sum() == 300
+    bags = bag_features(table)
+    assert bags.shape == (600, 5 + 8) and np.array_equal(bags.sum(axis=1), 2 * np.array([2 + i % 3 for i in range(600)]))
+    parts = stratified_split([(i % 3, int(y[i])) for i in range(600)], (0.6, 0.2, 0.2), seed=1)
+    assert np.bincount(parts).tolist() == [360, 120, 120]
+    result = run_conjunctive_search(table, emb, {"category": "sphere", "colour": "red"}, seed=1, steps=300)
+    assert result["n_test"] == 120 and set(result["by_distractors"]) == {"1", "2", "3"}
+    assert all(c["n_present"] == c["n_absent"] == 20 for c in result["by_distractors"].values())
+    assert result["accuracy"]["accuracy"] > 0.85
+    assert 0.3 < result["bag_of_words"]["accuracy"] < 0.7  # same bag for present and absent: chance

@@ -191,12 +191,17 @@ def test_same_bytes_for_any_jobs_and_after_resume(dataset, tmp_path):
         assert (dataset / name).read_bytes() == (resumed / "data" / name).read_bytes()
 
 
-def test_conjunctive_search_scenes_hold_exactly_the_planned_objects(tmp_path):
-    out = _render(tmp_path, "--attributes", "colour", "--task", "conjunctive-search", "--size-mode", "equal",
-                  config={"scale": {"large": 1.5, "small": 0.75, "equal": 1.1, "reference": 1.5}})
-    assert verify_dataset(out) == []
-    scenes, _ = _scenes(out)
-    assert [s.spec["conjunctive_search"]["present"] for s in scenes] == [True, True, False, False, True, True]
+@pytest.fixture(scope="module")
+def conjunctive(tmp_path_factory):
+    return _render(tmp_path_factory.mktemp("conjunctive"), "--attributes", "colour", "--task", "conjunctive-search",
+                   "--size-mode", "equal", "-n", "8",
+                   config={"scale": {"large": 1.5, "small": 0.75, "equal": 1.1, "reference": 1.5}})
+
+
+def test_conjunctive_search_scenes_hold_exactly_the_planned_objects(conjunctive):
+    assert verify_dataset(conjunctive) == []
+    scenes, _ = _scenes(conjunctive)
+    assert [s.spec["conjunctive_search"]["present"] for s in scenes] == [True, True, False, False] * 2
     for s in scenes:
         planned = [(e["category"], e["colour"]) for e in s.spec["objects"]]
         assert [(o.category, o.attributes["colour"]) for o in s.objects] == planned
@@ -204,3 +209,45 @@ def test_conjunctive_search_scenes_hold_exactly_the_planned_objects(tmp_path):
         assert (("sphere", "red") in planned) == s.spec["conjunctive_search"]["present"]
         for o in s.objects:
             _assert_colour(s.image, _interior(s.mask, o.index), o.attributes["colour"])
+
+
+def test_alignment_tables_read_the_attribute_captions_and_stored_negatives(dataset):
+    from bindscope.alignment.data import load_table
+    from bindscope.alignment.workflow import labclip_items
+
+    with Dataset(dataset) as ds:
+        table = load_table(ds, "scenes")
+        scenes = list(ds.split("scenes"))
+    assert table.composed == []  # the captions already give the attributes: nothing is recomposed
+    for i, s in enumerate(scenes):
+        assert table.captions[i] == s.caption and table.negatives[i] == s.negatives
+        assert table.described[i] == {o.index: {"size", "colour", "material"} for o in s.objects}
+    assert len(labclip_items(table)) == len(scenes)
+
+
+def test_conjunctive_search_cli_matches_a_direct_computation(conjunctive, dataset, tmp_path):
+    from bindscope.alignment.conjunctive import run_conjunctive_search
+    from bindscope.alignment.data import encode_split_images, load_table, make_embedder
+    from bindscope.cli import bindscope
+    from bindscope.evaluation.adapters import load_adapter
+    from bindscope.schemas import validate
+
+    out = tmp_path / "cs.json"
+    model = ["--model", "ViT-B-32", "--pretrained", "none", "--device", "cpu"]
+    r = CliRunner().invoke(bindscope, ["probe", str(conjunctive), "--task", "conjunctive-search", *model,
+                                       "--no-cache", "--steps", "30", "--out", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    result = json.loads(out.read_text())
+    validate(result, "alignment_result", "result")
+    metrics = result["metrics"]
+    assert metrics["target"] == {"category": "sphere", "colour": "red"} and "red sphere" in r.output
+    with Dataset(conjunctive) as ds:
+        table = load_table(ds, "scenes", build_swaps=False, compose=None)
+        adapter = load_adapter("ViT-B-32", "none", device="cpu")
+        images = encode_split_images(make_embedder(adapter, use_cache=False), ds, "scenes", range(len(table)))
+    direct = run_conjunctive_search(table, images, metrics["target"], steps=30)
+    assert metrics["accuracy"]["correct"] == direct["accuracy"]["correct"]
+    assert metrics["n_train"] + metrics["n_val"] + metrics["n_test"] == 8
+    r = CliRunner().invoke(bindscope, ["probe", str(dataset), "--task", "conjunctive-search", *model,
+                                       "--out", str(tmp_path / "none.json")])
+    assert r.exit_code == 2 and "--task conjunctive-search" in r.output and not (tmp_path / "none.json").exists()

@@ -24,7 +24,10 @@ Columns of every row (Parquet written by ``datasets``: :meth:`datasets.Dataset.f
   struct of strings (the manifest's ``object_attributes``), ``extras`` struct of float32 (``object_extras``);
 - ``negatives`` list of structs: ``kind``, ``caption``, ``attribute``, ``objects`` (list of int16),
   ``original``, ``replacement``;
-- ``spec`` string: the sample's generation plan as JSON.
+- ``spec`` string: the sample's generation plan as JSON;
+- one column per per-sample array of the manifest's ``sample_arrays`` (format version 2; ComCO:
+  ``camera_K`` 3 x 3 and ``world_to_camera`` 4 x 4 float32, ``depth`` H x W float16 with ``--depth``), as
+  :class:`datasets.Array2D` of the stored dtype.
 
 The Hub's conventions followed here (https://huggingface.co/docs/hub/datasets-manual-configuration,
 https://huggingface.co/docs/hub/datasets-cards): Parquet is the viewer's format; masks are PNG, never JPEG;
@@ -106,9 +109,10 @@ def size_category(num_rows: int) -> str:
     return "n>1T" if num_rows >= 10 ** 12 else "100M<n<1B"
 
 
-def release_features(attribute_names: list[str], extra_names: list[str]):
-    """The :class:`datasets.Features` of a release row (see the module docstring)."""
-    from datasets import Features, Image, List, Value
+def release_features(attribute_names: list[str], extra_names: list[str], sample_arrays: dict | None = None):
+    """The :class:`datasets.Features` of a release row (see the module docstring); ``sample_arrays`` is the
+    manifest's ``{name: {"shape", "dtype"}}``."""
+    from datasets import Array2D, Features, Image, List, Value
 
     obj = {"index": Value("int16"), "category": Value("string"), "category_id": Value("int32"),
            "bbox": List(Value("int32"), length=4), "area": Value("int32"), "size_rank": Value("int16"),
@@ -119,8 +123,9 @@ def release_features(attribute_names: list[str], extra_names: list[str]):
         obj["extras"] = {name: Value("float32") for name in extra_names}
     neg = {"kind": Value("string"), "caption": Value("string"), "attribute": Value("string"),
            "objects": List(Value("int16")), "original": Value("string"), "replacement": Value("string")}
+    arrays = {name: Array2D(tuple(info["shape"]), info["dtype"]) for name, info in (sample_arrays or {}).items()}
     return Features({"index": Value("int64"), "image": Image(), "mask": Image(), "caption": Value("string"),
-                     "objects": List(obj), "negatives": List(neg), "spec": Value("string")})
+                     "objects": List(obj), "negatives": List(neg), "spec": Value("string"), **arrays})
 
 
 def _png(array: np.ndarray) -> bytes:
@@ -149,7 +154,7 @@ def sample_row(sample: Sample, attribute_names: list[str], extra_names: list[str
     if encode:
         image, mask = {"bytes": _png(image), "path": None}, {"bytes": _png(mask), "path": None}
     return {"index": sample.index, "image": image, "mask": mask, "caption": sample.caption, "objects": objects,
-            "negatives": negatives, "spec": json.dumps(sample.spec, sort_keys=True)}
+            "negatives": negatives, "spec": json.dumps(sample.spec, sort_keys=True), **sample.arrays}
 
 
 def _rows(source: str, split: str, shards: list[int]):
@@ -389,7 +394,8 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
             if not (out / SOURCE_FILE).is_file():
                 raise BadInput(f"--overwrite refused: {str(out)!r} is not a folder made by bindscope release")
     layout = release_layout(manifest)
-    features = release_features(manifest["object_attributes"], manifest["object_extras"])
+    features = release_features(manifest["object_attributes"], manifest["object_extras"],
+                                manifest.get("sample_arrays"))
     pretty_name = pretty_name or default_name(manifest)
     out.parent.mkdir(parents=True, exist_ok=True)
     # one release writer per --out (the lock file lies beside it and goes when the release is done)
@@ -506,6 +512,10 @@ def check_release(release_dir: str | os.PathLike, source: str | os.PathLike | No
                     for key in ("index", "caption", "objects", "negatives", "spec"):
                         if not _same(row[key], want[key]):
                             problems.append(f"{where}: {key} differs: {row[key]!r} != {want[key]!r}")
+                    for key in sample.arrays:
+                        got = np.asarray(row[key], dtype=sample.arrays[key].dtype)
+                        if not np.array_equal(got, sample.arrays[key], equal_nan=True):
+                            problems.append(f"{where}: {key} differs from the source")
                     if len(problems) >= limit:
                         return problems
                 rest = sum(1 for _ in rows)
