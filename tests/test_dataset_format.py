@@ -88,3 +88,37 @@ def test_verify_finds_tampering(tmp_path):
 def test_size_ranks_hand_computed():
     assert size_ranks([5, 9, 5]) == [2, 1, 3]
     assert size_ranks([1]) == [1]
+
+
+def test_per_sample_arrays_round_trip_and_version_1_stays_readable(tmp_path):
+    from bindscope.dataset.manifest import canonical_json
+    from bindscope.dataset.shard import sha256_file
+
+    class WithArrays(SquaresGenerator):
+        sample_arrays = {"pose": {"shape": [2, 3], "dtype": "float32"}}
+
+        def make_samples(self, split, start, count):
+            samples = super().make_samples(split, start, count)
+            for s in samples:
+                s.arrays = {"pose": np.full((2, 3), s.index, np.float32)}
+            return samples
+
+    manifest = build_dataset(WithArrays(), tmp_path / "d", progress=False)
+    assert manifest["format_version"] == 2 and manifest["sample_arrays"] == WithArrays.sample_arrays
+    with Dataset(tmp_path / "d") as ds:
+        got = ds.split("train")[5].arrays["pose"]
+        assert got.dtype == np.float32 and np.array_equal(got, np.full((2, 3), 5.0))
+    # a version-1 dataset (no arrays group, no sample_arrays) reads with empty arrays and verifies
+    root = tmp_path / "d"
+    for entry in manifest["splits"]["train"]["shards"]:
+        with h5py.File(root / entry["file"], "a") as f:
+            del f["arrays"]
+            f.attrs["format_version"] = 1
+        entry["sha256"] = sha256_file(root / entry["file"])
+    manifest["format_version"] = 1
+    del manifest["sample_arrays"]
+    (root / "manifest.json").write_text(canonical_json(manifest))
+    assert verify_dataset(root) == []
+    with Dataset(root) as ds:
+        sample = ds.split("train")[5]
+        assert sample.arrays == {} and sample.index == 5

@@ -40,7 +40,8 @@ def sample_dict(sample: Sample, transform=None) -> dict:
         image = transform(Image.fromarray(np.ascontiguousarray(sample.image)))
     return {"index": sample.index, "image": image, "mask": torch.from_numpy(np.ascontiguousarray(sample.mask)),
             "caption": sample.caption, "objects": [dataclasses.asdict(o) for o in sample.objects],
-            "negatives": [dataclasses.asdict(n) for n in sample.negatives], "spec": sample.spec}
+            "negatives": [dataclasses.asdict(n) for n in sample.negatives], "spec": sample.spec,
+            "arrays": {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in sample.arrays.items()}}
 
 
 class TorchSplit(_TorchDataset):
@@ -55,7 +56,9 @@ class TorchSplit(_TorchDataset):
     - ``caption``: str;
     - ``objects``: list of dicts with the fields of :class:`bindscope.dataset.records.ObjectRecord`;
     - ``negatives``: list of dicts with the fields of :class:`bindscope.dataset.records.Negative`;
-    - ``spec``: dict, the generator's plan of the sample.
+    - ``spec``: dict, the generator's plan of the sample;
+    - ``arrays``: dict of tensors, the sample's per-sample arrays (format version 2, e.g. ComCO's ``camera_K``
+      (3, 3), ``world_to_camera`` (4, 4), ``depth`` (H, W)); empty for version-1 datasets.
 
     Raises:
         DatasetError: the folder is not a finished dataset or lacks the split (at construction); a shard is
@@ -93,8 +96,9 @@ def collate(batch: list[dict]) -> dict:
     """Batch items of :class:`TorchSplit`: ``index`` becomes an int64 tensor ``(B,)``; ``image`` and ``mask``
     are stacked (``(B, 3, H, W)``, ``(B, H, W)``, or the stacked ``transform`` outputs); ``caption``,
     ``objects``, ``negatives`` and ``spec`` stay lists of length B (objects and negatives differ in number
-    per sample, which :func:`torch.utils.data.default_collate` rejects)."""
-    out = {key: default_collate([item[key] for item in batch]) for key in ("index", "image", "mask")}
+    per sample, which :func:`torch.utils.data.default_collate` rejects); ``arrays`` becomes a dict of stacked
+    tensors ``(B, *shape)`` (every sample of a dataset has the same arrays)."""
+    out = {key: default_collate([item[key] for item in batch]) for key in ("index", "image", "mask", "arrays")}
     for key in ("caption", "objects", "negatives", "spec"):
         out[key] = [item[key] for item in batch]
     return out
