@@ -251,3 +251,23 @@ def test_conjunctive_search_cli_matches_a_direct_computation(conjunctive, datase
     r = CliRunner().invoke(bindscope, ["probe", str(dataset), "--task", "conjunctive-search", *model,
                                        "--out", str(tmp_path / "none.json")])
     assert r.exit_code == 2 and "--task conjunctive-search" in r.output and not (tmp_path / "none.json").exists()
+
+
+def test_comco_eval_scores_recognition_and_binding_on_the_stored_negatives(dataset, tmp_path):
+    from bindscope.schemas import validate
+
+    out = tmp_path / "eval.json"
+    r = CliRunner().invoke(comco, ["eval", str(dataset), "--tasks", "tor,binding", "--model", "ViT-B-32",
+                                   "--pretrained", "none", "--device", "cpu", "--no-cache", "--quiet",
+                                   "--out", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    result = json.loads(out.read_text())
+    validate(result, "eval_result", "result")
+    block = result["metrics"]["binding"]
+    scenes, _ = _scenes(dataset)
+    assert block["num_scored"] == len(scenes)
+    for kind, key in (("recognition", "recognition"), ("binding", "binding_unconditional")):
+        for a in ("size", "colour", "material"):
+            stored = sum(n.kind == kind and n.attribute == a for s in scenes for n in s.negatives)
+            assert block[key]["per_attribute"][a]["total"] == stored
+    assert "recognition and binding on 6 scenes" in r.output

@@ -21,6 +21,10 @@ matching scenarios 1 and 2. Details and the project's choices are in docs/evalua
   random, seeded order (the authors' ``itertools.combinations`` confounds position with list order; this does not).
   **Claim 1**: group ``large_first`` = a Large category first, then ``objects - 1`` Medium ones; group
   ``small_first`` = a Small category first, then Medium ones; TOR per position for each group.
+- **Binding** (datasets rendered with ``comco render --attributes``, which store recognition and binding
+  negatives): MADMAN's recognition and binding accuracy (:func:`bindscope.evaluation.madman.score_split`, Gurung
+  et al., GCPR 2025) on the ``scenes`` split: binding conditional on recognition of the attribute for both
+  objects, and unconditional. Part of the default tasks when the dataset stores negatives.
 
 On a COCO import (``bindscope import coco``, docs/real-data.md) the same protocols run on natural images: TOR over
 every caption (its objects = the annotated categories it mentions, in mention order), each category counted once by
@@ -49,9 +53,9 @@ from bindscope.evaluation.results import (TextTransform, apply_text_transform, c
                                           truncation_counts)
 from bindscope.evaluation.stats import clustered_proportion, share, strict_top1
 
-TASKS = ("tor", "ior", "i2tor", "matching")
+TASKS = ("tor", "ior", "i2tor", "matching", "binding")
 SAMPLED_TASKS = ("tor", "claim1")
-IMAGE_TASKS = ("ior", "i2tor", "matching")
+IMAGE_TASKS = ("ior", "i2tor", "matching", "binding")
 JOIN = " and "
 MATCHING_INTERVALS = ("ci95 = Wilson score 95% per (image, wrong caption) pair; ci95_cluster = 95% percentile "
                       "bootstrap over images (an image's wrong captions resampled together)")
@@ -267,7 +271,13 @@ def dataset_vocabulary(ds: Dataset, scenes: str) -> tuple[list[str], str]:
     return sorted(seen, key=lambda n: (seen[n], n)), "categories present in the scenes"
 
 
-def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, tasks: list[str] | str = TASKS,
+def default_tasks(ds: Dataset) -> list[str]:
+    """Every task of :data:`TASKS` but ``binding`` unless the dataset's scenes carry attribute negatives
+    (``comco render --attributes``)."""
+    return [t for t in TASKS if t != "binding" or ds.manifest.get("config", {}).get("attributes")]
+
+
+def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, tasks: list[str] | str | None = None,
                    text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
                    embedder: Embedder | None = None, matching_negatives: int | None = None, seed: int = 0,
                    progress: bool = True, check: bool = True, split: str | None = None,
@@ -278,7 +288,8 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
         dataset: a ComCO dataset folder (splits ``scenes`` and ``references``), a COCO import
             (``bindscope import coco``; one split), or an open :class:`Dataset`.
         adapter: the encoder (IOR, I2TOR and matching need an image tower).
-        tasks: a subset of ``tor, ior, i2tor, matching`` (list or comma-separated string).
+        tasks: a subset of ``tor, ior, i2tor, matching, binding`` (list or comma-separated string); default
+            :func:`default_tasks`.
         text_transform: optional callable on L2-normalised text embeddings (N, D) -> (N, D'), applied wherever
             text embeddings are compared with images (I2TOR, matching) and in TOR; rows re-normalised after.
         cache / embedder: as in :func:`bindscope.evaluation.madman.evaluate_madman`.
@@ -302,8 +313,11 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             without a ``references`` split and no ``references``.
         DatasetError: not a ComCO/COCO dataset, missing split, corrupt shard.
     """
-    tasks = parse_tasks(tasks, TASKS)
     ds = open_dataset(dataset, ("comco", "coco"), "comco eval")
+    tasks = parse_tasks(default_tasks(ds) if tasks is None else tasks, TASKS)
+    if "binding" in tasks and "binding" not in default_tasks(ds):
+        raise BadInput("task binding needs a dataset whose scenes store negatives (made by comco render "
+                       "--attributes colour,material); this one has none")
     needs_images = [t for t in tasks if t in IMAGE_TASKS]
     if needs_images and not adapter.supports_images:
         raise BadInput(f"task(s) {', '.join(needs_images)} need an image encoder; {adapter.name!r} is text-only "
@@ -321,7 +335,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
     vocab, vocab_source = dataset_vocabulary(ds, scene_name)
     embedder = embedder or Embedder(adapter, cache, progress=progress)
     scenes = ds.split(scene_name)
-    captions, mentions, by_rank, objects, ids, caption_ids = [], [], [], [], [], []
+    captions, mentions, by_rank, objects, ids, caption_ids, scene_negatives = [], [], [], [], [], [], []
 
     def read_scenes():
         """One pass over the scenes: collect captions and objects, yield each image (read from disk once)."""
@@ -334,6 +348,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             by_rank.append([o.category for o in distinct])
             objects.append(distinct)
             ids.append(sample.index)
+            scene_negatives.append((sample.caption, sample.negatives))
             yield sample.image
 
     metrics: dict = {}
@@ -394,6 +409,19 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                     rows.append({"task": "matching", "scenario": scenario, "correct": correct[j],
                                  "wrong_caption": wrong[j][row["wrong"]], **row})
                 texts_used += correct + flat
+        if "binding" in tasks:
+            from bindscope.evaluation.madman import score_split
+
+            scored = [i for i, (_, negs) in enumerate(scene_negatives) if negs]
+            negatives = [scene_negatives[i][1] for i in scored]
+            neg_texts = [n.caption for negs in negatives for n in negs]
+            emb = apply_text_transform(embedder.texts([scene_negatives[i][0] for i in scored] + neg_texts),
+                                       text_transform)
+            bounds = np.cumsum([len(scored)] + [len(negs) for negs in negatives])
+            metrics["binding"] = {"num_scored": len(scored), **score_split(
+                scene_emb[scored], emb[:len(scored)], negatives,
+                [emb[bounds[k]:bounds[k + 1]] for k in range(len(scored))], ds.attribute_names)}
+            texts_used += neg_texts
     finally:
         embedder.flush()
     counts = encoder_counts(embedder)

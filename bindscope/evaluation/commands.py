@@ -319,9 +319,9 @@ def register_comco(group: click.Group) -> None:
     @group.command("eval")
     @click.argument("data", required=False, type=click.Path(file_okay=False))
     @click.option("--tasks", default=None,
-                  help="Comma-separated. With DATA: tor,ior,i2tor,matching (default: all; ior only with a "
-                       "references split or --references). Without DATA: tor "
-                       "and/or claim1 on sampled captions (default: tor).")
+                  help="Comma-separated. With DATA: tor,ior,i2tor,matching,binding (default: all; ior only with a "
+                       "references split or --references; binding only for datasets rendered with --attributes). "
+                       "Without DATA: tor and/or claim1 on sampled captions (default: tor).")
     @click.option("--objects", type=int, default=None, help="Without DATA: objects per sampled caption [4].")
     @click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "
                                                 "[comco72].")
@@ -352,8 +352,8 @@ def register_comco(group: click.Group) -> None:
         IOR on COCO compares with external reference images (--references, e.g. DomainNet). See
         docs/evaluation.md and docs/real-data.md.
         """
-        from bindscope.evaluation.comco import (SAMPLED_TASKS, TASKS, dataset_vocabulary, load_vocabulary,
-                                                parse_tasks, scene_split)
+        from bindscope.evaluation.comco import (SAMPLED_TASKS, TASKS, dataset_vocabulary, default_tasks,
+                                                load_vocabulary, parse_tasks, scene_split)
         from bindscope.evaluation.references import load_references
         from bindscope.evaluation.results import check_shards, open_dataset, slug
 
@@ -369,8 +369,11 @@ def register_comco(group: click.Group) -> None:
                 raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
                                "dataset's scenes are used")
             ds = open_dataset(data, ("comco", "coco"), "comco eval")
-            default_tasks = [t for t in TASKS if t != "ior" or references or "references" in ds.split_names]
-            task_list = parse_tasks(",".join(default_tasks) if tasks is None else tasks, TASKS)
+            defaults = [t for t in default_tasks(ds) if t != "ior" or references or "references" in ds.split_names]
+            task_list = parse_tasks(",".join(defaults) if tasks is None else tasks, TASKS)
+            if "binding" in task_list and "binding" not in default_tasks(ds):
+                raise BadInput("--tasks binding needs a dataset rendered with comco render --attributes (its "
+                               "scenes store recognition and binding negatives)")
             scenes = scene_split(ds, split)
             reference_set = None
             if references is not None:

@@ -51,28 +51,34 @@ def format_madman(result: dict) -> str:
         lines.append("")
         lines.append(f"split {name} ({split['role']}): {split['num_scored']} of {split['num_samples']} samples "
                      "scored")
-        lines.append(f"  {'attribute':<12} {'recognition %':>13} {'95% CI':>14} {'n':>6}   {'binding %':>9} "
-                     f"{'95% CI':>14} {'CI (images)':>14} {'n':>6} {'excl.':>6}   {'binding (all) %':>15}")
-        rec, bind, allb = split["recognition"], split["binding"], split["binding_unconditional"]
-        names = list(dict.fromkeys(list(rec["per_attribute"]) + list(bind["per_attribute"])))
-        for a in names:
-            r = rec["per_attribute"].get(a, {"accuracy": None, "ci95": None, "total": 0})
-            b = bind["per_attribute"].get(a, {"accuracy": None, "ci95": None, "total": 0})
-            u = allb["per_attribute"].get(a, {"accuracy": None})
-            lines.append(f"  {a:<12} {_pct(r['accuracy']):>13} {_ci(r['ci95']):>14} {r['total']:>6}   "
-                         f"{_pct(b['accuracy']):>9} {_ci(b['ci95']):>14} {_ci(b.get('ci95_cluster')):>14} "
-                         f"{b['total']:>6} {bind['excluded'].get(a, 0):>6}   {_pct(u['accuracy']):>15}")
-        for label, key in (("macro avg", "macro"), ("micro avg", "micro")):
-            rv = rec["average"][key] if key == "macro" else rec["average"]["micro"]["accuracy"]
-            bv = bind["average"][key] if key == "macro" else bind["average"]["micro"]["accuracy"]
-            uv = allb["average"][key] if key == "macro" else allb["average"]["micro"]["accuracy"]
-            lines.append(f"  {label:<12} {_pct(rv):>13} {'':>14} {'':>6}   {_pct(bv):>9} {'':>14} {'':>14} "
-                         f"{'':>6} {'':>6}   {_pct(uv):>15}")
+        lines += _recognition_binding_lines(split)
     lines.append("")
     lines.append("binding: counted only where recognition of that attribute succeeded for both digits (paper); "
                  "binding (all): every binding negative. Ties count as wrong. 95% CI: Wilson per comparison; "
                  "CI (images): bootstrap over images (an image's negatives are not independent).")
     return "\n".join(lines + _truncation_warning(result) + _random_weights_warning(result))
+
+
+def _recognition_binding_lines(split: dict) -> list[str]:
+    """Recognition and binding table (%, Wilson 95% CI, n, excluded) of a ``score_split`` block."""
+    lines = [f"  {'attribute':<12} {'recognition %':>13} {'95% CI':>14} {'n':>6}   {'binding %':>9} "
+             f"{'95% CI':>14} {'CI (images)':>14} {'n':>6} {'excl.':>6}   {'binding (all) %':>15}"]
+    rec, bind, allb = split["recognition"], split["binding"], split["binding_unconditional"]
+    names = list(dict.fromkeys(list(rec["per_attribute"]) + list(bind["per_attribute"])))
+    for a in names:
+        r = rec["per_attribute"].get(a, {"accuracy": None, "ci95": None, "total": 0})
+        b = bind["per_attribute"].get(a, {"accuracy": None, "ci95": None, "total": 0})
+        u = allb["per_attribute"].get(a, {"accuracy": None})
+        lines.append(f"  {a:<12} {_pct(r['accuracy']):>13} {_ci(r['ci95']):>14} {r['total']:>6}   "
+                     f"{_pct(b['accuracy']):>9} {_ci(b['ci95']):>14} {_ci(b.get('ci95_cluster')):>14} "
+                     f"{b['total']:>6} {bind['excluded'].get(a, 0):>6}   {_pct(u['accuracy']):>15}")
+    for label, key in (("macro avg", "macro"), ("micro avg", "micro")):
+        rv = rec["average"][key] if key == "macro" else rec["average"]["micro"]["accuracy"]
+        bv = bind["average"][key] if key == "macro" else bind["average"]["micro"]["accuracy"]
+        uv = allb["average"][key] if key == "macro" else allb["average"]["micro"]["accuracy"]
+        lines.append(f"  {label:<12} {_pct(rv):>13} {'':>14} {'':>6}   {_pct(bv):>9} {'':>14} {'':>14} "
+                     f"{'':>6} {'':>6}   {_pct(uv):>15}")
+    return lines
 
 
 def _retrieval_lines(title: str, block: dict, position_word: str) -> list[str]:
@@ -101,6 +107,10 @@ def format_comco(result: dict) -> str:
         lines += _retrieval_lines("IOR", metrics["ior"], "size rank") + [""]
     if "i2tor" in metrics:
         lines += _retrieval_lines("I2TOR", metrics["i2tor"], "size rank") + [""]
+    if "binding" in metrics:
+        lines.append(f"recognition and binding on {metrics['binding']['num_scored']} scenes with attribute negatives "
+                     "(binding: conditional on recognition for both objects; binding (all): every negative)")
+        lines += _recognition_binding_lines(metrics["binding"]) + [""]
     if "matching" in metrics:
         lines.append("image-text matching (share of (image, wrong caption) pairs with correct > wrong)")
         for scenario, block in metrics["matching"].items():
