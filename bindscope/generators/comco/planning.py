@@ -521,7 +521,12 @@ def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: i
         "caption", "camera", "light", "world", "render"}``; each object is ``{"index" (1-based mask id),
         "category", "category_id", "size_class", "scale" (m), "x", "y" (m), "yaw_deg", "large" (bool),
         "slot", "mention_position"}``; camera as :func:`frame_camera` (framed on the objects' bounding cubes
-        with ``camera.margin`` of the image side free on the tighter axis).
+        with ``camera.margin`` of the image side free on the tighter axis). With ``attributes`` each object also
+        has ``"colour"``, ``"material"`` (names, ``""`` when not sampled), ``"look"``
+        (:func:`attributes.resolved_look`) and, with ``size``, ``"size"``; the spec has ``"caption_parts"``
+        (mention order, joiner, template). With ``task: conjunctive-search`` the spec has
+        ``"conjunctive_search": {"target", "present", "distractors"}`` and the objects are those of
+        :func:`attributes.plan_conjunctive` (categories may repeat).
 
     Raises:
         BadInput: the set has fewer categories than the scene needs, or no layout fits (see :func:`place`).

@@ -28,17 +28,9 @@ One :class:`BlenderSession` per process (see :func:`get_session`) renders any nu
    seen through each pixel centre, from the same flat id render: its material emits ``(id, view z, 0)``).
 7. **Colour and material.** A spec object's ``look`` (``{"rgb", "bsdf"}``, see ``attributes.resolved_look``)
    replaces, on that object only (an object-linked material slot), the model's *main* material (the one
-   covering the largest surface) by a copy with the base colour (plain material), the pattern's two colours
-   (``rgb`` and a darker shade of it, for the procedural patterns) or a multiply tint (any other colour
-   input, e.g. an image texture), and the BSDF's metallic and roughness.
-
-Determinism: images, masks and every table value depend on the spec alone: bit-identical across runs,
-processes, ``--jobs`` and ``--threads`` on CPU (measured: 0 of 50,176 pixels differ at 224 x 224, with and
-without OpenImageDenoise; tested in tests/test_comco_render.py). This needs the model meshes to have the same
-vertex, face and corner order in every process, which ``models.canonical_order`` ensures (some bmesh
-operators emit a process-dependent face and corner order; Cycles then got different triangle data and a few
-dozen pixels per image differed). The Cycles seed is set per scene from the spec. A GPU device renders
-slightly different pixels from the CPU.
+   covering the largest surface not facing the ground) by a copy with the base colour (plain material), the
+   pattern's two colours (``rgb`` and a darker shade of it, for the procedural patterns) or a multiply tint
+   (any other colour input, e.g. an image texture), and the BSDF's metallic and roughness.
 """
 
 from __future__ import annotations
@@ -407,21 +399,27 @@ class BlenderSession:
         self.bpy.context.view_layer.update()
 
     def _main_slot(self, name: str) -> int:
-        """Material slot of model ``name`` covering the largest surface (ties: lowest slot); cached."""
+        """Material slot of model ``name`` covering the largest surface that can face the camera (faces whose
+        normal points down, z < -0.5, are left out; ties: lowest slot); cached."""
         if name not in self._main_slots:
             mesh = self.model(name).data
             areas = np.empty(len(mesh.polygons), np.float64)
             slots = np.empty(len(mesh.polygons), np.int32)
+            normals = np.empty(len(mesh.polygons) * 3, np.float64)
             mesh.polygons.foreach_get("area", areas)
             mesh.polygons.foreach_get("material_index", slots)
-            totals = np.bincount(slots, weights=areas, minlength=max(1, len(mesh.materials)))
+            mesh.polygons.foreach_get("normal", normals)
+            areas[normals.reshape(-1, 3)[:, 2] < -0.5] = 0.0  # faces towards the ground are never seen
+            if not len(mesh.materials):  # a model without materials: give it an empty slot to fill per object
+                mesh.materials.append(None)
+            totals = np.bincount(slots, weights=areas, minlength=len(mesh.materials))
             self._main_slots[name] = int(np.argmax(totals))
         return self._main_slots[name]
 
     def _apply_look(self, obj, name: str, look: dict) -> None:
         """Give ``obj`` (a scene copy of model ``name``) its own main material with ``look``'s colour/BSDF."""
         slot = obj.material_slots[self._main_slot(name)]
-        material = slot.material.copy()
+        material = slot.material.copy() if slot.material is not None else self.bpy.data.materials.new("look")
         material.name = f"look:{obj.name}"
         tree = material.node_tree
         bsdf = next(n for n in tree.nodes if n.type == "BSDF_PRINCIPLED")
@@ -437,10 +435,11 @@ class BlenderSession:
                 mix = tree.nodes.new("ShaderNodeMix")
                 mix.data_type = "RGBA"
                 mix.blend_type = "MULTIPLY"
+                colour_in = [socket for socket in mix.inputs if socket.type == "RGBA"]  # A, B of the colour mode
                 mix.inputs["Factor"].default_value = 1.0
-                mix.inputs["B"].default_value = rgba
-                tree.links.new(base.links[0].from_socket, mix.inputs["A"])
-                tree.links.new(mix.outputs["Result"], base)
+                colour_in[1].default_value = rgba
+                tree.links.new(base.links[0].from_socket, colour_in[0])
+                tree.links.new(next(o for o in mix.outputs if o.type == "RGBA"), base)
             else:
                 base.default_value = rgba
         if look["bsdf"]:
