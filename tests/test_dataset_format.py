@@ -110,7 +110,7 @@ def test_per_sample_arrays_round_trip_and_version_1_stays_readable(tmp_path):
         assert got.dtype == np.float32 and np.array_equal(got, np.full((2, 3), 5.0))
     # a version-1 dataset (no arrays group, no sample_arrays) reads with empty arrays and verifies
     root = tmp_path / "d"
-    for entry in manifest["splits"]["train"]["shards"]:
+    for entry in [e for split in manifest["splits"].values() for e in split["shards"]]:
         with h5py.File(root / entry["file"], "a") as f:
             del f["arrays"]
             f.attrs["format_version"] = 1
@@ -122,3 +122,15 @@ def test_per_sample_arrays_round_trip_and_version_1_stays_readable(tmp_path):
     with Dataset(root) as ds:
         sample = ds.split("train")[5]
         assert sample.arrays == {} and sample.index == 5
+
+
+def test_verify_reports_per_sample_arrays_that_differ_from_the_manifest(tmp_path):
+    from bindscope.dataset.manifest import canonical_json
+
+    build_dataset(SquaresGenerator(), tmp_path / "d", progress=False)
+    manifest = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    assert manifest["sample_arrays"] == {}
+    manifest["sample_arrays"] = {"depth": {"shape": [8, 8], "dtype": "float16"}}
+    (tmp_path / "d" / "manifest.json").write_text(canonical_json(manifest))
+    problems = verify_dataset(tmp_path / "d")
+    assert any("per-sample arrays {} differ from the manifest's sample_arrays" in p for p in problems)

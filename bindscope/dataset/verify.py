@@ -30,8 +30,8 @@ def verify_dataset(path: str | os.PathLike, check_masks: bool = True) -> list[st
       with the recorded sha256; no unfinished-run state is left;
     - each shard: readable, every dataset present with the right shape and dtype (see
       :class:`bindscope.dataset.shard.ShardReader`); its own attributes (split, first index, count, object
-      count, image size, attribute column order and the run id = ``config_sha256``, which covers generator,
-      config and seed) against the manifest;
+      count, image size, attribute column order, per-sample array names, shapes and dtypes, and the run id =
+      ``config_sha256``, which covers generator, config and seed) against the manifest;
     - with ``check_masks``, every image and mask chunk is read, and per sample: the mask only holds 0 and
       object indices, each object's ``area`` and ``bbox`` equal those of its mask pixels, size ranks follow
       the areas, mention positions are 1..m over the mentioned objects, and no negative equals the caption.
@@ -98,6 +98,11 @@ def _shard_problems(root: Path, entry: dict, split: str, manifest: dict,
         for key in ("object_attributes", "object_extras"):
             if key in attrs and _json(attrs[key]) != manifest[key]:
                 problems.append(f"{where}: column order {key} {attrs[key]} differs from the manifest's {manifest[key]}")
+        layout = {name: {"shape": list(data.shape[1:]), "dtype": str(data.dtype)}
+                  for name, data in reader.arrays.items()}
+        if layout != manifest.get("sample_arrays", {}):
+            problems.append(f"{where}: per-sample arrays {layout} differ from the manifest's sample_arrays "
+                            f"{manifest.get('sample_arrays', {})}")
         shard_counts = _json(attrs.get("statistics", "{}"))
         if check_masks and not mismatch:
             for local in range(reader.count):
