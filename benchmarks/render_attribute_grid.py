@@ -5,9 +5,8 @@ Usage:
     .venv/bin/python benchmarks/render_attribute_grid.py                       # -> docs/images/simco-attributes-grid.png
     .venv/bin/python benchmarks/render_attribute_grid.py --size 64 --samples 8 --out /tmp/grid.png
 
-Each tile is the reference spec of the shape (``planning.plan_reference``: alone at the origin, yaw 0) with the
-camera brought to ``--distance`` metres so the shape fills the tile, and the object's look set from the config's
-``colours`` and ``materials`` tables. Prints the render time and the machine.
+Each tile is the reference spec of the shape (``planning.plan_reference``: alone at the origin, yaw 0, the
+camera framed on it) with the object's look set from the config's ``colours`` and ``materials`` tables. Prints the render time and the machine.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "simco-attributes-grid.png"))
     parser.add_argument("--size", type=int, default=72, help="tile side, pixels")
     parser.add_argument("--samples", type=int, default=16)
-    parser.add_argument("--distance", type=float, default=4.5, help="camera distance, metres")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
 
@@ -57,8 +55,6 @@ def main() -> None:
     for row, shape in enumerate(shapes):
         draw.text((2, label_h + row * args.size + args.size // 2 - 6), shape.name, fill="black")
         spec = planning.plan_reference(config, shapes, 0, row)
-        spec["camera"]["distance"] = args.distance
-        spec["camera"]["look_at"] = [0.0, 0.0, 0.5]
         for m, material in enumerate(materials):
             for c, colour in enumerate(colours):
                 spec["objects"][0]["look"] = attributes.resolved_look(config, colour, material)

@@ -122,8 +122,8 @@ def test_metal_shows_a_specular_highlight_and_rubber_does_not():
     session = get_session("simco18", 2, "cpu")
     for colour in A.DEFAULT_COLOURS:
         spec = copy.deepcopy(base)
-        for entry, material, x in zip(spec["objects"], ("metal", "rubber"), (-1.2, 1.2)):
-            entry.update(category="sphere", x=x, y=0.0, colour=colour, material=material,
+        for entry, material in zip(spec["objects"], ("metal", "rubber")):  # the planned, framed layout
+            entry.update(category="sphere", colour=colour, material=material,
                          look=A.resolved_look(cfg, colour, material))
         out = session.render(spec)
         contrast = {}
@@ -143,7 +143,10 @@ def test_camera_matrices_project_each_object_onto_its_mask(dataset):
     checked = 0
     for s in scenes:
         k, w2c = s.arrays["camera_K"].astype(float), s.arrays["world_to_camera"].astype(float)
-        assert k[0, 0] == pytest.approx(50 / 36 * 96, rel=1e-5) and np.allclose(k[:2, 2], 48)  # 50 mm lens
+        lens = s.spec["camera"]  # 36 mm sensor width; Blender's shift is in units of the image width
+        assert k[0, 0] == k[1, 1] == pytest.approx(lens["focal_mm"] / 36 * 96, rel=1e-5)
+        assert k[:2, 2] == pytest.approx([48 - lens.get("shift_x", 0) * 96, 48 + lens.get("shift_y", 0) * 96],
+                                         abs=1e-3)
         assert np.allclose(w2c[:3, :3] @ w2c[:3, :3].T, np.eye(3), atol=1e-5)  # a rotation
         for o in s.objects:
             e = o.extras
@@ -287,7 +290,6 @@ def test_colour_tints_the_main_material_of_textured_comco_models():
     for name in ("zebra", "giraffe", "cow", "car"):
         for colour in ("red", "blue", "yellow"):
             spec = planning.plan_reference(cfg, cats, 0, names.index(name))
-            spec["camera"].update(distance=4.5, look_at=[0.0, 0.0, 0.5])
             spec["objects"][0]["look"] = A.resolved_look(cfg, colour, "rubber")
             out = session.render(spec)
             _assert_colour(out.image, out.mask == 1, colour)
