@@ -72,7 +72,7 @@ def _assert_colour(image: np.ndarray, region: np.ndarray, colour: str) -> None:
 
 
 SYMMETRIC = ("sphere", "cube", "cylinder", "torus")
-"""Shapes whose silhouette centroid is the projection of their 3D box centre (up to a pixel)."""
+"""Shapes whose silhouette centroid is the projection of their 3D box centre (within a few pixels)."""
 
 
 def _back_project(k, w2c, xs, ys, depth) -> np.ndarray:
@@ -144,7 +144,7 @@ def test_camera_matrices_project_each_object_onto_its_mask(dataset):
     for s in scenes:
         k, w2c = s.arrays["camera_K"].astype(float), s.arrays["world_to_camera"].astype(float)
         lens = s.spec["camera"]  # 36 mm sensor width; Blender's shift is in units of the image width
-        assert k[0, 0] == k[1, 1] == pytest.approx(lens["focal_mm"] / 36 * 96, rel=1e-5)
+        assert [k[0, 0], k[1, 1]] == pytest.approx([lens["focal_mm"] / 36 * 96] * 2, rel=1e-5)
         assert k[:2, 2] == pytest.approx([48 - lens.get("shift_x", 0) * 96, 48 + lens.get("shift_y", 0) * 96],
                                          abs=1e-3)
         assert np.allclose(w2c[:3, :3] @ w2c[:3, :3].T, np.eye(3), atol=1e-5)  # a rotation
@@ -158,7 +158,7 @@ def test_camera_matrices_project_each_object_onto_its_mask(dataset):
             assert max(e["bbox3d_dx"], e["bbox3d_dy"], e["bbox3d_dz"]) == pytest.approx(e["scale"], rel=1e-4)
             ys, xs = np.nonzero(s.mask == o.index)
             if e["occlusion"] == 0 and o.category in SYMMETRIC:  # silhouette centroid = projected box centre
-                assert np.hypot(u - xs.mean() - 0.5, v - ys.mean() - 0.5) < 1.5, (o.category, u, v)
+                assert np.hypot(u - xs.mean() - 0.5, v - ys.mean() - 0.5) < 3.0, (o.category, u, v)
                 checked += 1
             # every mask pixel, back-projected with its depth, lands inside the object's yawed 3D box
             points = _back_project(k, w2c, xs, ys, s.arrays["depth"][ys, xs].astype(float))
@@ -167,10 +167,11 @@ def test_camera_matrices_project_each_object_onto_its_mask(dataset):
             local = (points - centre[:3]) @ rot  # coordinates along the object's axes
             half = np.array([e["bbox3d_dx"], e["bbox3d_dy"], e["bbox3d_dz"]]) / 2
             assert np.all(np.abs(local) <= half + 0.03), (o.category, np.abs(local).max(axis=0), half)
-        # ground pixels back-project onto the plane z = 0 (float16 depth: ~0.01 m steps at 8-16 m)
+        # backdrop pixels back-project onto the floor z = 0 or above it (the seamless backdrop curves up behind
+        # the objects), and the floor is seen (float16 depth: ~0.01 m steps at 8-16 m)
         ys, xs = np.nonzero(s.mask == 0)
-        ground = _back_project(k, w2c, xs, ys, s.arrays["depth"][ys, xs].astype(float))
-        assert np.abs(ground[:, 2]).max() < 0.05
+        backdrop = _back_project(k, w2c, xs, ys, s.arrays["depth"][ys, xs].astype(float))
+        assert backdrop[:, 2].min() > -0.05 and np.mean(np.abs(backdrop[:, 2]) < 0.05) > 0.2
     assert checked >= 3
 
 
