@@ -110,18 +110,20 @@ def craft(change: Callable[[h5py.File], None], keep_sha: bool = False) -> Callab
 
 
 def flip_byte(dataset: str) -> Callable[[Path], None]:
-    """Flip one byte in the middle of the first chunk (or the contiguous storage) of ``dataset``."""
+    """Flip one byte of the first chunk of ``dataset`` (its zlib header, so that reading it fails for certain),
+    or in the middle of its contiguous storage."""
     def prepare(work: Path) -> None:
         shard = work / "d" / SHARD
         with h5py.File(shard, "r") as f:
             ds = f[dataset]
+            ds_chunked = bool(ds.chunks)
             if ds.chunks:
                 info = ds.id.get_chunk_info(0)
                 offset, size = info.byte_offset, info.size
             else:
                 offset, size = ds.id.get_offset(), ds.id.get_storage_size()
         data = bytearray(shard.read_bytes())
-        data[offset + size // 2] ^= 0xFF
+        data[offset if ds_chunked else offset + size // 2] ^= 0xFF
         shard.write_bytes(bytes(data))
     return prepare
 

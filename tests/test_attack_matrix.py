@@ -134,7 +134,7 @@ def test_yaml_bounds(text, message):
     start = time.perf_counter()
     with pytest.raises(BadInput, match=message):
         load_yaml(text, "c.yaml")
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 10.0  # no expansion: a fraction of a second on a quiet machine
     assert load_yaml("a: &x [1, 2]\nb: *x\n", "ok.yaml") == {"a": [1, 2], "b": [1, 2]}
 
 

@@ -140,6 +140,23 @@ def _folder_run_id(out: Path) -> str | None:
     return marker.get("run_id") if marker is not None and marker.get("kind") == KIND else None
 
 
+def refuse_foreign(out: str | Path, overwrite: bool) -> str | None:
+    """The run id owning the folder ``out`` (``None`` when it is missing, empty or just started); raise
+    :class:`BadInput` for a folder no bindscope run owns, before any slow work (commands call it first).
+    """
+    out = resolve_output(out)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--out {str(out)!r} exists and is not a folder")
+    if not out.is_dir() or _just_started(out):
+        return None
+    owner = _folder_run_id(out)
+    if owner is None:
+        if overwrite:
+            require_owned(out, KIND, "bindscope dataset")
+        raise BadInput(f"--out {str(out)!r} is not empty and holds no bindscope run; choose an empty or new folder")
+    return owner
+
+
 def check_output(out: str | Path, run_id: str, overwrite: bool, extends=None) -> str:
     """Decide, before anything is written, what a run ``run_id`` does with the folder ``out``.
 
@@ -159,16 +176,10 @@ def check_output(out: str | Path, run_id: str, overwrite: bool, extends=None) ->
             neither a matching run nor ``--overwrite`` allows using it (the message says what it holds and
             which flag to pass); or ``--overwrite`` would delete a folder bindscope did not make.
     """
-    out = resolve_output(out)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"--out {str(out)!r} exists and is not a folder")
-    if not out.is_dir() or _just_started(out):
-        return "new"
-    owner = _folder_run_id(out)
+    owner = refuse_foreign(out, overwrite)
     if owner is None:
-        if overwrite:
-            require_owned(out, KIND, "bindscope dataset")
-        raise BadInput(f"--out {str(out)!r} is not empty and holds no bindscope run; choose an empty or new folder")
+        return "new"
+    out = resolve_output(out)
     if (out / MANIFEST).is_file():
         if _run_id_in(out / MANIFEST, "config_sha256") == run_id == owner:
             return "done"

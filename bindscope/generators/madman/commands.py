@@ -27,7 +27,7 @@ _PROPERTY_FLAGS = {
 def _generate(out, preset, config_file, seed, jobs, num_images, image_size, holdout, holdout_fraction, mnist_root,
               mnist_download, overwrite, resume, progress, properties, build=None):
     from bindscope.config import read_yaml
-    from bindscope.dataset.build import build_dataset, check_output, finish_if_done
+    from bindscope.dataset.build import build_dataset, check_output, finish_if_done, refuse_foreign
     from bindscope.dataset.manifest import config_sha256
     from bindscope.generators.madman import config as madman_config
     from bindscope.generators.madman.generator import MadmanGenerator, load_source
@@ -39,6 +39,7 @@ def _generate(out, preset, config_file, seed, jobs, num_images, image_size, hold
     if seed < 0:
         raise BadInput(f"--seed must be >= 0, got {seed}")
     check_output_location("--out", out)
+    refuse_foreign(out, overwrite)  # a foreign --out is refused before the digits are loaded
     file_layer = read_yaml(config_file) if config_file else None
     flags: dict = {k: v for k, v in properties.items() if v is not None}
     if num_images is not None:
