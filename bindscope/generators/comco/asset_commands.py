@@ -27,10 +27,10 @@ def _import(folder: str, out: str | None, mapping: str | None, licence: str | No
 
     from bindscope.generators.comco.assets import UNKNOWN_LICENCE, plan_import
 
-    items = plan_import(folder, mapping, licence)  # every check happens here, before anything is written
     from bindscope.dataset.commands import check_output_location
 
-    check_output_location("--out", out or folder)
+    check_output_location("--out", out or folder)  # the output first: no model file is read for a bad --out
+    items = plan_import(folder, mapping, licence)  # every other check happens here, before anything is written
     from bindscope.generators.comco.importer import import_folder
 
     target = out or folder
