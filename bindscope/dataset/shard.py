@@ -227,6 +227,8 @@ class ShardReader:
             raise self._fail("images" if self.images.dtype != np.uint8 else "masks", "must be uint8")
         self.captions = self._read("captions", "S", (n,))
         self._specs = self._read("specs", "S", (n,))
+        for local, text in enumerate(self._specs):  # checked when opened, so no reader starts work on a bad shard
+            self._spec(local, text)
         self.object_offsets, m = self._offsets("object_offsets", n, "objects")
         self._objects = {name: self._read(f"objects/{name}", "iu", (m,)) for name in _OBJECT_INT_COLUMNS}
         self._objects["bbox"] = self._read("objects/bbox", "iu", (m, 4))
@@ -286,12 +288,16 @@ class ShardReader:
                          objects=tuple(int(x) for x in c["objects"][r].split("|") if x),
                          original=c["original"][r], replacement=c["replacement"][r]) for r in rows]
 
-    def sample(self, local: int) -> Sample:
-        """The shard's ``local``-th sample (0 <= local < count)."""
+    def _spec(self, local: int, text: str) -> dict:
+        """Sample ``local``'s plan parsed from its JSON text; DatasetError naming the file if it is not JSON."""
         try:
-            spec = json.loads(self._specs[local])
+            return json.loads(text)
         except ValueError as exc:
             raise self._fail("specs", f"sample {local} is not JSON ({exc})") from None
+
+    def sample(self, local: int) -> Sample:
+        """The shard's ``local``-th sample (0 <= local < count)."""
+        spec = self._spec(local, self._specs[local])
         return Sample(index=self.first_index + local, image=self.image(local), mask=self.mask(local),
                       caption=self.captions[local], objects=self.objects(local),
                       negatives=self.negatives(local), spec=spec,
