@@ -1,5 +1,5 @@
 # Quick start:  make demo   (set up .venv, generate a MADMAN dataset from the bundled MNIST digits, write a preview)
-#               make test   (set up .venv if needed, run the test suite)
+#               make test   (set up .venv if needed, lint with ruff, run the test suite)
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -18,4 +18,5 @@ demo: setup
 	$(BIN)/madman preview data/madman-demo --out data/madman-demo/preview.png
 
 test: setup
+	$(BIN)/ruff check bindscope tests benchmarks
 	$(BIN)/python -m pytest -q

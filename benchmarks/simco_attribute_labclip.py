@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 def _render(out: Path, n: int, resolution: int, samples: int, jobs: int, task: str) -> float:
     from bindscope.dataset.build import build_dataset
-    from bindscope.generators.comco.commands import resolve_render_config
+    from bindscope.generators.comco.config import resolve_render_config
     from bindscope.generators.comco.generator import ComcoGenerator
 
     config = resolve_render_config(None, {"set": "simco18", "n": n, "resolution": resolution, "samples": samples,

@@ -2,7 +2,9 @@
 
 Each area defines its commands in its own ``commands.py`` (heavy imports such as torch or bpy happen inside
 the command functions, so ``--help`` stays fast); this module only assembles them. Any
-:class:`bindscope.errors.BadInput` raised by a command becomes one ``Error: ...`` line and exit status 2.
+:class:`bindscope.errors.BadInput` raised by a command becomes one ``Error: ...`` line and exit status 2 (its
+``param``, a library parameter name, is shown as the command's flag), a
+:class:`bindscope.errors.GenerationError` one ``Error: ...`` line and exit status 1.
 """
 
 from __future__ import annotations
@@ -12,20 +14,40 @@ import re
 import click
 
 from bindscope import __version__
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, GenerationError
+
+
+def _flag(command: click.Command | None, param: str) -> str | None:
+    """The flag (``--jobs``) of the option named ``param`` in ``command`` or its subcommands; None if none."""
+    if command is None:
+        return None
+    for option in command.params:
+        if option.name == param and isinstance(option, click.Option):
+            return max(option.opts, key=len)
+    for sub in getattr(command, "commands", {}).values():
+        flag = _flag(sub, param)
+        if flag:
+            return flag
+    return None
 
 
 class Group(click.Group):
-    """A click group that reports :class:`BadInput` as one ``Error: <message>`` line with exit status 2."""
+    """A click group that reports :class:`BadInput` as one ``Error: <message>`` line with exit status 2, and
+    :class:`GenerationError` likewise with exit status 1."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except BadInput as exc:
+        except (BadInput, GenerationError) as exc:
             # One line, always: a message that embeds a library's multi-line text (PyYAML, h5py) is joined.
             message = re.sub(r"\s*\n\s*", " ", str(exc).strip())
+            param = getattr(exc, "param", None)
+            if param and message.startswith(param):
+                name = ctx.invoked_subcommand
+                flag = _flag(self.get_command(ctx, name) if name else None, param)
+                message = (flag + message[len(param):]) if flag else message
             click.echo(f"Error: {message}", err=True)
-            ctx.exit(2)
+            ctx.exit(2 if isinstance(exc, BadInput) else 1)
 
 
 @click.group(cls=Group)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import threading
 
 import yaml
@@ -37,7 +38,6 @@ def card_errors(content: str) -> list[str]:
             if not (isinstance(files, dict) and isinstance(files.get("split"), str) and "path" in files):
                 errors.append(f"configs.{config.get('config_name')}: data_files entries need split and path")
     return errors
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class HubStandIn:

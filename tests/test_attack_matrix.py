@@ -141,7 +141,7 @@ def test_yaml_bounds(text, message):
 
 
 def test_whole_number_floats_become_integers_where_the_schema_wants_them(tmp_path):
-    from bindscope.generators.comco.commands import resolve_render_config
+    from bindscope.generators.comco.config import resolve_render_config
     from bindscope.generators.madman import config as madman_config
 
     madman = madman_config.resolve(None, {"morpho": {"upsample": 3.0}, "splits": {"train": 2.0}}, None, 0)

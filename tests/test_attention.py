@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
 import torch
-from click.testing import CliRunner
 
 from bindscope.dataset.records import Sample
 from bindscope.errors import BadInput

@@ -11,10 +11,10 @@ from pycocotools.coco import COCO
 
 from bindscope.cli import bindscope
 from bindscope.dataset.reader import Dataset
-from bindscope.dataset.release import COCO_LICENCE, default_name, source_licences
+from bindscope.dataset.release import default_name, source_licences
 from bindscope.dataset.verify import verify_dataset
 from bindscope.errors import BadInput
-from bindscope.importers.coco import SUBSETS, import_coco, read_coco
+from bindscope.importers.coco import COCO_LICENCE, SUBSETS, import_coco, read_coco
 from bindscope.importers.mentions import MentionFinder, mention_table
 from coco_fixture import ANNOTATIONS, CAPTIONS, IMAGES, rect, write_coco
 

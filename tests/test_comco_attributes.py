@@ -14,7 +14,7 @@ from bindscope.config import resolve_config
 from bindscope.errors import BadInput
 from bindscope.generators.comco import attributes as A
 from bindscope.generators.comco import planning
-from bindscope.generators.comco.commands import resolve_render_config
+from bindscope.generators.comco.config import resolve_render_config
 from bindscope.generators.comco.registry import load_set
 
 SIMCO = load_set("simco18")

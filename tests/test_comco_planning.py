@@ -17,7 +17,7 @@ from bindscope.cli import comco
 from bindscope.config import resolve_config
 from bindscope.errors import BadInput
 from bindscope.generators.comco import planning
-from bindscope.generators.comco.commands import resolve_render_config
+from bindscope.generators.comco.config import resolve_render_config
 from bindscope.generators.comco.registry import load_set
 
 

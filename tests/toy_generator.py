@@ -60,6 +60,9 @@ class SquaresGenerator:
     def card(self, manifest):
         return "# toy\n"
 
+    def provenance(self):
+        return {"title": f"toy squares ({self.name})", "sources": ["squares drawn by tests/toy_generator.py"]}
+
 
 @register_generator
 @dataclass

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import click
 
 from bindscope.cli_types import FiniteFloat
-from bindscope.atomic import atomic_open
 from bindscope.errors import BadInput
 
 def _model_options(command):
@@ -16,63 +12,6 @@ def _model_options(command):
     from bindscope.evaluation.commands import encoder_options
 
     return encoder_options(command)
-
-
-def _open(data: str, split: str | None):
-    from bindscope.alignment.workflow import default_split
-    from bindscope.dataset.reader import Dataset
-
-    dataset = Dataset(data)
-    split = split or default_split(dataset)
-    dataset.split(split)  # DatasetError naming the available splits
-    return dataset, split
-
-
-def _check_out(path: str, overwrite: bool, explicit: bool = True) -> Path:
-    from bindscope.dataset.commands import check_output_location
-
-    check_output_location("--out", path)
-    out = Path(path)
-    if out.is_dir():
-        raise BadInput(f"--out {path!r} is a folder; give a file path")
-    if out.exists() and not overwrite:
-        raise BadInput(f"output file {path!r} already exists; pass --overwrite to replace it, or choose another --out")
-    if explicit and not out.parent.exists():
-        raise BadInput(f"--out {path!r}: folder {str(out.parent)!r} does not exist")
-    return out
-
-
-def _default_out(kind: str, data: str, model: str, pretrained: str | None) -> str:
-    """``DATA/eval/<kind>-<model>-<tag>.json``, named like the evaluation module's results."""
-    from bindscope.evaluation.commands import _model_slug
-
-    return str(Path(data) / "eval" / f"{kind}-{_model_slug(model, pretrained)}.json")
-
-
-def _adapter_and_embedder(model, pretrained, device, precision, batch_size, cache_dir, no_cache):
-    from bindscope.alignment.data import make_embedder
-    from bindscope.evaluation.adapters import load_adapter
-
-    adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
-    return adapter, make_embedder(adapter, cache_dir, use_cache=not no_cache)
-
-
-def _envelope(kind, adapter, dataset, splits, settings, metrics, embedder) -> dict:
-    from bindscope.evaluation.results import dataset_info, encoder_counts, model_info, versions
-    from bindscope.schemas import validate
-
-    result = {"schema_version": 1, "kind": kind, "model": model_info(adapter),
-              "dataset": dataset_info(dataset, splits), "settings": settings, "metrics": metrics,
-              "counts": encoder_counts(embedder), "versions": versions()}
-    validate(result, "alignment_result", "alignment result (internal error)", error=RuntimeError)
-    return result
-
-
-def _write_json(path: Path, result: dict) -> None:
-    from bindscope.dataset.manifest import canonical_json, write_text_atomic
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, canonical_json(result))
 
 
 def _fmt(value) -> str:
@@ -121,42 +60,19 @@ def probe_command(data, model, pretrained, device, precision, batch_size, cache_
     (docs/alignment.md). With --task conjunctive-search: a presence probe on image embeddings, accuracy per
     number of distractors against a bag-of-words probe.
     """
-    from tqdm import tqdm
+    from bindscope.alignment.api import probe
 
-    from bindscope.alignment.data import load_table
-    from bindscope.alignment.workflow import check_probe_table, probe_dataset
-
-    dataset, split = _open(data, split)
+    names = [a.strip() for a in attributes.split(",")] if attributes else None
+    run = probe(data, model, pretrained=pretrained, task=task, modality=modality, split=split, attributes=names,
+                fractions=_parse_fractions(fractions), min_objects=min_objects, steps=steps, lr=lr,
+                weight_decay=weight_decay, seed=seed, device=device, precision=precision, batch_size=batch_size,
+                cache_dir=cache_dir, use_cache=not no_cache, out=out, overwrite=overwrite)
+    split, metrics, out_path = run.result["settings"]["split"], run.result["metrics"], run.path
     if task == "conjunctive-search":
-        _conjunctive_command(dataset, data, split, model, pretrained, device, precision, batch_size, cache_dir,
-                             no_cache, fractions, steps, lr, weight_decay, seed, out, overwrite)
+        _conjunctive_table(run.result["settings"]["target"], split, metrics)
+        click.echo(f"wrote {out_path}")
         return
-    names = [a.strip() for a in attributes.split(",")] if attributes else list(dataset.attribute_names)
-    for a in names:
-        if a not in dataset.attribute_names:
-            raise BadInput(f"--attributes: {a!r} is not an attribute of this dataset; it has "
-                           f"{', '.join(dataset.attribute_names)}")
-    shares = _parse_fractions(fractions)
-    modalities = ("image", "text") if modality == "both" else (modality,)
-    out_path = _check_out(out or _default_out("probe", data, model, pretrained), overwrite, out is not None)
-    table = load_table(dataset, split, build_swaps=False)
-    check_probe_table(table, modalities, names, min_objects)
-    adapter, embedder = _adapter_and_embedder(model, pretrained, device, precision, batch_size, cache_dir, no_cache)
-    if "image" in modalities and not adapter.supports_images:
-        raise BadInput(f"model {model!r} is text-only; use --modality text")
-    bar = tqdm(total=len(names), desc="probes", unit="attribute")
-    try:
-        metrics = probe_dataset(dataset, embedder, split, modalities, names, shares, seed, min_objects, steps, lr,
-                                weight_decay, progress=lambda _: bar.update(), table=table)
-    finally:
-        bar.close()
-    settings = {"task": "probe", "split": split, "modalities": list(modalities), "attributes": names,
-                "fractions": list(shares), "min_objects": min_objects, "steps": steps, "lr": lr,
-                "weight_decay": weight_decay, "seed": seed,
-                "hold_out": "per target category and attribute: the (category, value) combinations of the other "
-                            "objects, each wholly in one split"}
-    result = _envelope("probe", adapter, dataset, [split], settings, metrics, embedder)
-    _write_json(out_path, result)
+    modalities, names = run.result["settings"]["modalities"], run.result["settings"]["attributes"]
     click.echo(f"linear probes on split {split!r}: test accuracy on held-out combinations "
                "(mean over target objects)")
     click.echo(f"{'attribute':<12}{'modality':<9}{'probe':>7}{'BoW probe':>11}{'BoW bound':>11}{'chance':>8}"
@@ -175,21 +91,8 @@ def probe_command(data, model, pretrained, device, precision, batch_size, cache_
     click.echo(f"wrote {out_path}")
 
 
-def _conjunctive_command(dataset, data, split, model, pretrained, device, precision, batch_size, cache_dir, no_cache,
-                         fractions, steps, lr, weight_decay, seed, out, overwrite):
-    """``bindscope probe --task conjunctive-search``: checks, fit, JSON, table."""
-    from bindscope.alignment.conjunctive import conjunctive_search, conjunctive_target
-
-    target = conjunctive_target(dataset)
-    shares = _parse_fractions(fractions)
-    out_path = _check_out(out or _default_out("conjunctive-search", data, model, pretrained), overwrite,
-                          out is not None)
-    adapter, embedder = _adapter_and_embedder(model, pretrained, device, precision, batch_size, cache_dir, no_cache)
-    metrics = conjunctive_search(dataset, embedder, split, shares, seed, steps, lr, weight_decay)
-    settings = {"task": "conjunctive-search", "split": split, "target": target, "fractions": list(shares),
-                "steps": steps, "lr": lr, "weight_decay": weight_decay, "seed": seed,
-                "split_rule": "random within each (distractors, present) stratum", "interval": "Wilson score, 95%"}
-    _write_json(out_path, _envelope("conjunctive-search", adapter, dataset, [split], settings, metrics, embedder))
+def _conjunctive_table(target: dict, split: str, metrics: dict) -> None:
+    """The table of ``bindscope probe --task conjunctive-search``."""
     click.echo(f"conjunctive search for '{target['colour']} {target['category']}' on split {split!r} "
                f"({metrics['n_train']} train / {metrics['n_val']} val / {metrics['n_test']} test scenes)")
     click.echo(f"{'distractors':<13}{'probe':>7}{'95% CI':>16}{'BoW probe':>11}{'present':>9}{'absent':>8}")
@@ -200,7 +103,6 @@ def _conjunctive_command(dataset, data, split, model, pretrained, device, precis
         click.echo(f"{k:<13}{_fmt(c['accuracy']['accuracy']):>7}{ci_text:>16}"
                    f"{_fmt(c['bag_of_words']['accuracy']):>11}{c['n_present'] if c['n_present'] is not None else '':>9}"
                    f"{c['n_absent'] if c['n_absent'] is not None else '':>8}")
-    click.echo(f"wrote {out_path}")
 
 
 @click.group("labclip")
@@ -230,32 +132,12 @@ def labclip_fit(data, model, pretrained, device, precision, batch_size, cache_di
     embeddings; negatives are the attribute-swapped captions (MADMAN's stored binding negatives; ComCO swaps
     built from the object table). Samples that describe a held-out combination are kept for `labclip eval`.
     """
-    from tqdm import tqdm
+    from bindscope.alignment.api import labclip_fit
 
-    from bindscope.alignment.data import load_table
-    from bindscope.alignment.workflow import fit_on_dataset, plan_fit
-
-    dataset, split = _open(data, split)
-    if not 0 < holdout < 1:
-        raise BadInput(f"--holdout {holdout}: must be between 0 and 1 (exclusive)")
-    out_path = _check_out(out, overwrite)
-    table = load_table(dataset, split)
-    plan_fit(table, holdout, seed)
-    adapter, embedder = _adapter_and_embedder(model, pretrained, device, precision, batch_size, cache_dir, no_cache)
-    if not adapter.supports_images:
-        raise BadInput(f"model {model!r} is text-only; LABCLIP needs image and text embeddings")
-    bar = tqdm(total=epochs, desc="LABCLIP", unit="epoch")
-
-    def progress(epoch, loss):
-        bar.set_postfix(loss=f"{loss:.4f}")
-        bar.update()
-
-    try:
-        labclip = fit_on_dataset(dataset, embedder, split, holdout, seed, epochs, fit_batch_size, lr, progress,
-                                 table=table)
-    finally:
-        bar.close()
-    labclip.save(out_path)
+    labclip = labclip_fit(data, model, out, pretrained=pretrained, split=split, holdout=holdout, epochs=epochs,
+                          fit_batch_size=fit_batch_size, lr=lr, seed=seed, device=device, precision=precision,
+                          batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache, overwrite=overwrite)
+    split, out_path = labclip.meta["split"], out
     losses = labclip.meta["loss_history"]
     click.echo(f"LABCLIP fitted on {labclip.meta['n_fit_samples']} samples ({labclip.meta['n_fit_negatives']} "
                f"swapped negatives) of split {split!r}; {labclip.meta['n_held_out_samples']} samples with "
@@ -302,24 +184,18 @@ def labclip_eval(data, model, pretrained, device, precision, batch_size, cache_d
     attribute-swapped negatives. Binding is strict (a tie counts as wrong); the modality gap is the distance
     between the mean image and the mean caption embedding, both L2-normalised.
     """
-    from bindscope.alignment.labclip import check_dimension, load_labclip
-    from bindscope.alignment.workflow import evaluate_on_dataset
+    import warnings
 
-    labclip = load_labclip(labclip_path)
-    dataset, split = _open(data, split or labclip.meta.get("split"))
-    out_path = _check_out(out or _default_out("labclip", data, model, pretrained), overwrite, out is not None)
-    adapter, embedder = _adapter_and_embedder(model, pretrained, device, precision, batch_size, cache_dir, no_cache)
-    check_dimension(labclip, adapter)
-    if labclip.meta.get("cache_key") not in (None, adapter.cache_key):
-        click.echo(f"warning: the map was fitted for {labclip.meta.get('model')!r} "
-                   f"({labclip.meta.get('pretrained')}), not this model", err=True)
-    metrics = evaluate_on_dataset(dataset, embedder, labclip, split)
-    settings = {"task": "labclip-eval", "split": split, "labclip": str(Path(labclip_path).resolve()),
-                "labclip_meta": {k: v for k, v in labclip.meta.items() if k != "held_out"},
-                "logit_scale": labclip.logit_scale, "tie": "strict: a tie counts as wrong",
-                "modality_gap": "Euclidean distance of the mean L2-normalised image and caption embeddings"}
-    result = _envelope("labclip-eval", adapter, dataset, [split], settings, metrics, embedder)
-    _write_json(out_path, result)
+    from bindscope.alignment.api import labclip_eval
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = labclip_eval(data, model, labclip_path, pretrained=pretrained, split=split, device=device,
+                           precision=precision, batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache,
+                           out=out, overwrite=overwrite)
+    for warning in caught:
+        click.echo(f"warning: {warning.message}", err=True)
+    split, metrics, out_path = run.result["settings"]["split"], run.result["metrics"], run.path
     click.echo(f"LABCLIP on split {split!r}: {metrics['evaluated_on']} ({metrics['n_eval_samples']} samples)")
     for line in _report_rows(metrics):
         click.echo(line)
@@ -334,24 +210,10 @@ def labclip_eval(data, model, pretrained, device, precision, batch_size, cache_d
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 def labclip_apply(embeddings, labclip_path, out, overwrite):
     """Apply a LABCLIP map to stored text EMBEDDINGS (.npy, (N, D)) without re-encoding; writes (N, D) float32."""
-    import numpy as np
+    from bindscope.alignment.api import labclip_apply
 
-    from bindscope.alignment.labclip import load_labclip
-
-    out_path = _check_out(out, overwrite)
-    if not os.path.isfile(embeddings):
-        raise BadInput(f"embeddings file {embeddings!r}: no such file")
-    try:
-        array = np.load(embeddings, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"embeddings file {embeddings!r}: not a .npy array ({exc})") from None
-    if array.dtype.kind not in "fiu" or not np.isfinite(array).all():
-        raise BadInput(f"embeddings file {embeddings!r}: must hold finite numbers (found dtype {array.dtype}"
-                       f"{'' if array.dtype.kind not in 'fiu' else ' with NaN or infinite values'})")
-    labclip = load_labclip(labclip_path)
-    mapped = labclip(array)
-    with atomic_open(out_path) as handle:
-        np.save(handle, mapped)
+    mapped = labclip_apply(embeddings, labclip_path, out, overwrite=overwrite)
+    out_path = out
     click.echo(f"mapped {mapped.shape[0]} embeddings of dimension {mapped.shape[1]}; wrote {out_path}")
 
 

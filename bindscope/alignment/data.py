@@ -15,6 +15,7 @@ import numpy as np
 from bindscope.dataset.reader import Dataset
 from bindscope.dataset.records import Negative, ObjectRecord
 from bindscope.errors import BadInput
+from bindscope.evaluation.encoder import l2_normalise
 
 
 @dataclass
@@ -214,10 +215,6 @@ def load_table(dataset: Dataset, split: str, build_swaps: bool = True, compose="
     return table
 
 
-def _normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
 
 def make_embedder(adapter, cache_dir: str | None = None, use_cache: bool = True):
     """An evaluation-module :class:`~bindscope.evaluation.cache.Embedder` for ``adapter``.
@@ -236,7 +233,7 @@ def encode_texts(embedder, texts: list[str]) -> np.ndarray:
     """``(len(texts), D)`` float32 unit-norm text embeddings through an ``Embedder`` (each unique text once)."""
     if not texts:
         return np.zeros((0, embedder.adapter.embed_dim), np.float32)
-    return _normalise(embedder.texts(list(texts)))
+    return l2_normalise(np.asarray(embedder.texts(list(texts)), np.float32))
 
 
 def encode_split_images(embedder, dataset: Dataset, split: str, indices) -> np.ndarray:
@@ -255,4 +252,4 @@ def encode_split_images(embedder, dataset: Dataset, split: str, indices) -> np.n
     indices = np.asarray(indices, dtype=np.int64)
     if not len(indices):
         return np.zeros((0, adapter.embed_dim), np.float32)
-    return _normalise(embedder.images(part[int(i)].image for i in indices))
+    return l2_normalise(np.asarray(embedder.images(part[int(i)].image for i in indices), np.float32))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from bindscope.errors import BadInput
+from bindscope.evaluation.encoder import l2_normalise
 
 
 def modality_gap(image_embeddings: np.ndarray, text_embeddings: np.ndarray) -> float:
@@ -30,6 +31,5 @@ def modality_gap(image_embeddings: np.ndarray, text_embeddings: np.ndarray) -> f
     y = np.asarray(text_embeddings, dtype=np.float64)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or not len(x) or not len(y):
         raise BadInput(f"modality gap needs two non-empty (N, D) arrays of one D; got {x.shape} and {y.shape}")
-    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    y = y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)
+    x, y = l2_normalise(x), l2_normalise(y)
     return float(np.linalg.norm(x.mean(axis=0) - y.mean(axis=0)))

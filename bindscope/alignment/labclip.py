@@ -28,7 +28,7 @@ import numpy as np
 
 from bindscope.atomic import atomic_open
 from bindscope.errors import BadInput
-from bindscope.evaluation.encoder import torch_threads
+from bindscope.evaluation.encoder import l2_normalise, torch_threads
 
 FORMAT = "bindscope-labclip"
 FORMAT_VERSION = 1
@@ -36,9 +36,6 @@ CLIP_INIT_LOGIT_SCALE = 1.0 / 0.07
 MAX_LOGIT_SCALE = 100.0
 
 
-def _normalise(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 @dataclass
@@ -71,6 +68,18 @@ class LabclipMap:
     def dim(self) -> int:
         return int(self.weight.shape[0])
 
+    @property
+    def file_tag(self) -> str | None:
+        """``labclip-<short hash of the resolved map file path>`` (suffix of result file names), None if unsaved."""
+        from bindscope.evaluation.results import short_hash
+
+        path = self.meta.get("path")
+        return f"labclip-{short_hash(str(Path(path).resolve()))}" if path else None
+
+    def check_encoder(self, adapter) -> None:
+        """Raise BadInput unless the map fits ``adapter``'s embeddings (see :func:`check_dimension`)."""
+        check_dimension(self, adapter)
+
     def __call__(self, text_embeddings: np.ndarray) -> np.ndarray:
         """Map ``(N, D)`` text embeddings: returns ``(N, D)`` float32 ``normalise(t @ W.T)``.
 
@@ -82,7 +91,7 @@ class LabclipMap:
         t = np.asarray(text_embeddings, dtype=np.float32)
         if t.ndim != 2 or t.shape[1] != self.dim:
             raise BadInput(f"LABCLIP map is {self.dim}-dimensional; text embeddings have shape {t.shape}")
-        return _normalise(t @ self.weight.T)
+        return l2_normalise(t @ self.weight.T)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the map with ``torch.save`` atomically (temp file, fsync, rename)."""

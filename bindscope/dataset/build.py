@@ -45,8 +45,9 @@ from bindscope.dataset.manifest import MANIFEST, canonical_json, config_sha256, 
 from bindscope.dataset.ownership import (OutputLock, bookkeeping, clear_owned, exit_with_parent, parent_alive,
                                          read_marker, require_owned, resolve_output, write_marker)
 from bindscope.dataset.records import Sample
+from bindscope.dataset.registry import generator_class
 from bindscope.dataset.shard import FORMAT_VERSION, ShardReader, sha256_file, write_shard
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, GenerationError
 from bindscope.schemas import validate
 
 RUN_STATE = ".bindscope-run.json"
@@ -57,9 +58,12 @@ PART_FORMAT_VERSION = 2  # 1 (bindscope <= 0.1.0 before the registry) also wrote
 
 
 class Generator(Protocol):
-    """What :func:`build_dataset` needs from a generator. Must be picklable (it travels to worker processes)."""
+    """What :func:`build_dataset` needs from a generator. Must be picklable (it travels to worker processes).
 
-    name: str                      # "madman" or "comco"
+    Its class is registered in :mod:`bindscope.dataset.registry` under ``name`` (and has ``from_config``).
+    """
+
+    name: str                      # its name in the generator registry (bindscope.dataset.registry)
     version: str
     config: dict                   # resolved, JSON-serialisable config (stored in the manifest)
     seed: int
@@ -88,6 +92,9 @@ class Generator(Protocol):
     # def extends(self, manifest: dict) -> bool
     #     True when the finished dataset of ``manifest`` is a prefix of this generator's output (same
     #     generator, seed and config but smaller split sizes): the run then extends it (see check_output).
+    def provenance(self) -> dict:
+        """Optional. ``{"title": str, "sources": [str, ...]}``: the dataset's display name and one line per
+        source it draws from, with its licence (written into the manifest; the release card shows them)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,24 @@ class ShardTask:
     @property
     def filename(self) -> str:
         return f"{self.split}-{self.number:05d}.h5"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a public generate/render call (``bindscope.madman.generate``, ``bindscope.comco.render``) did.
+
+    Attributes:
+        path: the output folder.
+        manifest: the finished dataset's manifest; None for one part of a ``num_parts > 1`` run.
+        part_record: that part's record (see :func:`write_part_record`); None for a whole run.
+        already_complete: ``resume`` found this very dataset (same generator, config and seed) finished in
+            ``path``; nothing was written.
+    """
+
+    path: Path
+    manifest: dict | None
+    part_record: dict | None = None
+    already_complete: bool = False
 
 
 def shard_tasks(splits: dict[str, int], shard_size: int) -> list[ShardTask]:
@@ -396,6 +421,8 @@ def assemble_manifest(generator: Generator, results: dict[ShardTask, tuple[dict,
         "splits": {s: {"num_samples": generator.splits[s], "shards": entries[s]} for s in generator.splits},
         "statistics": generator.statistics(counts),
     }
+    if hasattr(generator, "provenance"):  # optional (e.g. a test's toy generator may have none)
+        manifest["provenance"] = generator.provenance()
     validate(manifest, "manifest", "manifest (internal error)", error=RuntimeError)
     return manifest
 
@@ -465,13 +492,17 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
             ``bindscope merge`` joins the parts.
 
     Raises:
-        BadInput: bad ``jobs``, ``backend``, ``scheduler``, ``num_parts`` or ``part``; an unreachable scheduler;
-            an output folder that cannot be used (see :func:`check_output`), or one another run is writing
-            (see :class:`~bindscope.dataset.ownership.OutputLock`). All checked before writing.
+        BadInput: a generator name not in the registry; bad ``jobs``, ``backend``, ``scheduler``, ``num_parts``
+            or ``part``; an unreachable scheduler; an output folder that cannot be used (see
+            :func:`check_output`), or one another run is writing (see
+            :class:`~bindscope.dataset.ownership.OutputLock`). All checked before writing.
+        GenerationError: shards the workers wrote are not visible here (a remote cluster without a shared
+            file system).
 
     The folder is locked for the whole run (parts of one run share the lock); worker processes on this
     machine exit when this process dies. A repeated command of a finished run returns its manifest.
     """
+    generator_class(generator.name)  # a registered generator: verify, release and merge find it by name
     check_backend(backend, scheduler, jobs)
     tasks = shard_tasks(generator.splits, generator.shard_size)
     check_parts(num_parts, part, len(tasks))
@@ -519,9 +550,9 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
         _remove_temp_files(shards_dir, mine)  # e.g. left by a worker that died mid-shard
         missing = [t.filename for t in mine if not (shards_dir / t.filename).is_file()]
         if missing:
-            raise BadInput(f"the workers wrote shards this machine cannot see in {str(shards_dir)!r} "
-                           f"(e.g. {missing[0]}): with a remote Dask cluster, --out must be on a file system "
-                           "shared by every worker and this machine, at the same path")
+            raise GenerationError(f"the workers wrote shards this machine cannot see in {str(shards_dir)!r} "
+                                  f"(e.g. {missing[0]}): with a remote Dask cluster, --out must be on a file "
+                                  "system shared by every worker and this machine, at the same path")
         results = {t: results[t] for t in mine}  # manifest order
         if num_parts > 1:
             return write_part_record(out, generator, num_parts, part, results)

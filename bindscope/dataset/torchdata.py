@@ -12,15 +12,14 @@ Example::
         batch["image"]      # (B, 3, H, W) uint8
         batch["caption"]    # list of B str
 
-The dataset holds only the folder path and split name; each process (each DataLoader worker) opens the
-shards itself on first access, so it pickles and works with any ``num_workers`` and start method.
+The dataset pickles without open file handles, and each process (each DataLoader worker) opens the shards
+itself on first access, so it works with any ``num_workers`` and start method.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -61,32 +60,24 @@ class TorchSplit(_TorchDataset):
       (3, 3), ``world_to_camera`` (4, 4), ``depth`` (H, W)); empty for version-1 datasets.
 
     Raises:
-        DatasetError: the folder is not a finished dataset or lacks the split (at construction); a shard is
-            unreadable (on access).
+        DatasetError: a shard is missing or unreadable (on access).
     """
 
-    def __init__(self, path: str | os.PathLike, split: str, transform=None):
-        from bindscope.dataset.reader import Dataset
-
-        self.path = Path(path)
-        self.split = split
+    def __init__(self, split, transform=None):
+        self.split = split  # a bindscope.dataset.reader.Split (pickles without its open shards)
         self.transform = transform
-        with Dataset(self.path) as dataset:
-            self._len = len(dataset.split(split))
-        self._open: tuple[int, object] | None = None  # (process id, Split) of this process
+        self._open: tuple[int, object] | None = None  # (process id, this process's own Split)
 
     def _split(self):
         if self._open is None or self._open[0] != os.getpid():  # first use in this process (or worker)
-            from bindscope.dataset.reader import Dataset
-
-            self._open = (os.getpid(), Dataset(self.path).split(self.split))
+            self._open = (os.getpid(), type(self.split)(self.split.dataset, self.split.name))
         return self._open[1]
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_open": None}
 
     def __len__(self) -> int:
-        return self._len
+        return len(self.split)
 
     def __getitem__(self, index: int) -> dict:
         return sample_dict(self._split()[index], self.transform)

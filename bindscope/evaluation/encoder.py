@@ -12,6 +12,49 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from bindscope.errors import BadInput
+
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``. Raises BadInput for others or a missing GPU."""
+    import torch
+
+    if device not in DEVICES and not device.startswith("cuda:"):
+        raise BadInput(f"--device {device!r} is not allowed; use one of {', '.join(DEVICES)} (or cuda:N)")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise BadInput(f"--device {device!r}: torch sees no CUDA GPU on this machine; use --device cpu")
+    return device
+
+
+def l2_normalise(x: np.ndarray) -> np.ndarray:
+    """Rows of ``x`` ``(N, D)`` scaled to unit L2 norm, keeping a float ``x``'s dtype; norms are floored at
+    1e-12, so a zero row stays zero. The one normalisation of embeddings used everywhere."""
+    x = np.asarray(x)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def square_resize(x, size: int, interpolation: str = "bicubic"):
+    """The one image preprocessing rule (open_clip adapters and the CLIPs ``madman train`` makes): a
+    ``(N, 3, H, W)`` float torch tensor in [0, 1] padded with black to a centred square when H != W (never
+    cropped), then resized to ``(size, size)`` pixels with ``interpolation`` (antialiased for bilinear and
+    bicubic; torch.nn.functional.interpolate) when its side differs. Returns the new tensor."""
+    import torch.nn.functional as F
+
+    height, width = x.shape[-2:]
+    if height != width:
+        side = max(height, width)
+        top, left = (side - height) // 2, (side - width) // 2
+        x = F.pad(x, (left, side - width - left, top, side - height - top), value=0.0)
+    if x.shape[-1] != size:
+        x = F.interpolate(x, size=(size, size), mode=interpolation,
+                          antialias=interpolation in ("bilinear", "bicubic"), align_corners=False)
+    return x
+
 
 class EncoderAdapter(ABC):
     """A frozen image and/or text encoder giving L2-normalised float32 embeddings.
@@ -45,8 +88,6 @@ class EncoderAdapter(ABC):
         Raises:
             BadInput: the encoder has no image tower.
         """
-        from bindscope.errors import BadInput
-
         raise BadInput(f"model {self.name!r} is text-only: it cannot encode images")
 
     def truncated(self, texts: list[str]) -> list[bool]:
@@ -63,8 +104,6 @@ def check_images(images) -> np.ndarray:
     Raises:
         BadInput: any other shape or dtype.
     """
-    from bindscope.errors import BadInput
-
     images = np.asarray(images)
     if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
         raise BadInput(f"images must be (N, H, W, 3) uint8, got {images.shape} {images.dtype}")

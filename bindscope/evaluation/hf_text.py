@@ -71,7 +71,7 @@ class HFTextAdapter(EncoderAdapter):
         import torch
         import transformers
 
-        from bindscope.evaluation.adapters import resolve_device
+        from bindscope.evaluation.encoder import resolve_device
 
         source = model[len(HF_PREFIX):].strip()
         if not source:

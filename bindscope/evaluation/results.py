@@ -27,7 +27,7 @@ from bindscope.dataset.reader import Dataset
 from bindscope.dataset.shard import sha256_file
 from bindscope.errors import BadInput, DatasetError
 from bindscope.evaluation.cache import Embedder
-from bindscope.evaluation.encoder import EncoderAdapter
+from bindscope.evaluation.encoder import EncoderAdapter, l2_normalise
 from bindscope.schemas import validate
 
 SCHEMA_VERSION = 1
@@ -82,7 +82,7 @@ def apply_text_transform(emb: np.ndarray, transform: TextTransform | None) -> np
     out = np.asarray(transform(emb), dtype=np.float32)
     if out.ndim != 2 or out.shape[0] != emb.shape[0]:
         raise BadInput(f"the text transform returned shape {out.shape}, expected ({emb.shape[0]}, D)")
-    return out / np.linalg.norm(out, axis=1, keepdims=True).clip(min=1e-12)
+    return l2_normalise(out)
 
 
 def transform_name(transform: TextTransform | None) -> str | None:

@@ -46,12 +46,15 @@ import numpy as np
 
 from bindscope.dataset.build import build_dataset
 from bindscope.dataset.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
-from bindscope.dataset.release import COCO_LICENCE
 from bindscope.dataset.shard import sha256_file
 from bindscope.errors import BadInput
 from bindscope.importers.mentions import MentionFinder
 
 NAME = "coco"
+# https://cocodataset.org/#termsofuse
+COCO_LICENCE = ("COCO annotations (captions, instances): Creative Commons Attribution 4.0 (CC BY 4.0), "
+                "https://cocodataset.org/#termsofuse; COCO images: Flickr terms of use, each image under the "
+                "licence named in the instances file's `licenses`")
 VERSION = "1"
 POLYGON_TOLERANCE = 1.0  # pixels a polygon vertex may lie outside the image (COCO rounds vertices)
 MAX_OBJECTS = 255  # the uint8 instance mask
@@ -383,6 +386,10 @@ class CocoImporter:
         self.splits = {split: len(plan["images"])}
         self._finder = MentionFinder([c["name"] for c in plan["categories"].values()])
 
+    def provenance(self) -> dict:
+        """Title and sources for the manifest: the COCO split and the COCO licences."""
+        return {"title": f"COCO {self.split} (bindscope import)", "sources": [COCO_LICENCE]}
+
     def _sample(self, index: int, info: dict) -> Sample:
         size = self.image_size[0]
         categories = self.plan["categories"]
@@ -505,7 +512,7 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
         raise BadInput(f"--image-size {image_size} is not allowed; use 32..2048 pixels")
     if shard_size < 1:
         raise BadInput(f"--shard-size {shard_size} is not allowed; use an integer >= 1")
-    from bindscope.dataset.commands import check_output_location
+    from bindscope.dataset.ownership import check_output_location
 
     check_output_location("--out", out)
     plan = read_coco(images, instances, captions, subset, limit)

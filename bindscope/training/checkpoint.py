@@ -22,7 +22,7 @@ import numpy as np
 
 from bindscope.atomic import atomic_open
 from bindscope.errors import BadInput
-from bindscope.evaluation.adapters import PRECISIONS, resolve_device  # one device rule for every encoder
+from bindscope.evaluation.encoder import PRECISIONS, resolve_device  # one device rule for every encoder
 from bindscope.evaluation.encoder import EncoderAdapter, check_images
 
 CHECKPOINT = "checkpoint.pt"
@@ -207,3 +207,10 @@ def load_trained_adapter(path: str | os.PathLike, device: str = "auto", precisio
                                  precision=precision, batch_size=batch_size)
     adapter.step = None if info["step"] is None else int(info["step"])  # recorded in results (bindscope collect)
     return adapter
+
+
+def load_run_adapter(path: str, pretrained: str | None = None, **options) -> TrainedClipAdapter:
+    """The encoder registry's loader for run folders and checkpoints (``pretrained`` and ``pooling`` do not
+    apply)."""
+    options.pop("pooling", None)
+    return load_trained_adapter(path, **options)

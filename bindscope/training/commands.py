@@ -7,55 +7,56 @@ import functools
 import click
 
 from bindscope.cli_types import FiniteFloat
-from bindscope.errors import BadInput
+from bindscope.training.api import DEFAULTS
 
 
 def training_options(func):
     """The options ``madman train`` and ``madman sweep`` share (model, optimisation, device, bookkeeping)."""
     options = [
-        click.option("--embed-dim", type=click.IntRange(min=1), default=64, show_default=True, help="Joint embedding size D."),
+        click.option("--embed-dim", type=click.IntRange(min=1), default=DEFAULTS["embed_dim"], show_default=True, help="Joint embedding size D."),
         click.option("--image-size", type=click.IntRange(min=1), default=None,
                      help="Model input side in pixels [default: the dataset's canvas, rounded down to a multiple "
                           "of the patch size (resnet: of 32, cnn: of 8)]."),
-        click.option("--vision", type=click.Choice(["vit", "resnet", "cnn"]), default="vit", show_default=True,
+        click.option("--vision", type=click.Choice(["vit", "resnet", "cnn"]), default=DEFAULTS["vision"],
+                     show_default=True,
                      help="Image tower: open_clip VisionTransformer, open_clip ModifiedResNet (CNN), or a light "
                           "CNN (cnn) for CPU training."),
-        click.option("--vision-width", type=click.IntRange(min=1), default=128, show_default=True,
+        click.option("--vision-width", type=click.IntRange(min=1), default=DEFAULTS["vision_width"], show_default=True,
                      help="ViT width (resnet: base channels; cnn: channels at 1/8 resolution)."),
-        click.option("--vision-layers", type=click.IntRange(min=1), default=4, show_default=True,
+        click.option("--vision-layers", type=click.IntRange(min=1), default=DEFAULTS["vision_layers"], show_default=True,
                      help="ViT blocks (resnet: blocks per stage; cnn: residual blocks at 1/8 resolution)."),
-        click.option("--patch-size", type=click.IntRange(min=1), default=8, show_default=True, help="ViT patch side in pixels."),
-        click.option("--text-width", type=click.IntRange(min=1), default=128, show_default=True, help="Text transformer width."),
-        click.option("--text-layers", type=click.IntRange(min=1), default=4, show_default=True, help="Text transformer blocks."),
-        click.option("--tokenizer", type=click.Choice(["bpe", "word"]), default="bpe", show_default=True,
+        click.option("--patch-size", type=click.IntRange(min=1), default=DEFAULTS["patch_size"], show_default=True, help="ViT patch side in pixels."),
+        click.option("--text-width", type=click.IntRange(min=1), default=DEFAULTS["text_width"], show_default=True, help="Text transformer width."),
+        click.option("--text-layers", type=click.IntRange(min=1), default=DEFAULTS["text_layers"], show_default=True, help="Text transformer blocks."),
+        click.option("--tokenizer", type=click.Choice(["bpe", "word"]), default=DEFAULTS["tokenizer"], show_default=True,
                      help="bpe: open_clip's CLIP BPE (49,408 tokens); word: one token per word of a vocabulary "
                           "built from the training captions (saved as OUT/vocab.json and in the model)."),
-        click.option("--context-length", type=int, default=32, show_default=True,
+        click.option("--context-length", type=int, default=DEFAULTS["context_length"], show_default=True,
                      help="Text tokens per caption (start/end included); longer captions are truncated and counted."),
-        click.option("--batch-size", type=int, default=128, show_default=True, help="Images per step."),
-        click.option("--steps", type=int, default=2000, show_default=True, help="Optimiser steps."),
-        click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=1e-3, show_default=True, help="Peak learning rate (AdamW)."),
-        click.option("--weight-decay", type=FiniteFloat(min=0), default=0.1, show_default=True, help="AdamW weight decay."),
-        click.option("--warmup", "warmup_steps", type=int, default=100, show_default=True,
+        click.option("--batch-size", type=int, default=DEFAULTS["batch_size"], show_default=True, help="Images per step."),
+        click.option("--steps", type=int, default=DEFAULTS["steps"], show_default=True, help="Optimiser steps."),
+        click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=DEFAULTS["lr"], show_default=True, help="Peak learning rate (AdamW)."),
+        click.option("--weight-decay", type=FiniteFloat(min=0), default=DEFAULTS["weight_decay"], show_default=True, help="AdamW weight decay."),
+        click.option("--warmup", "warmup_steps", type=int, default=DEFAULTS["warmup_steps"], show_default=True,
                      help="Linear warm-up steps, then cosine decay to 0."),
         click.option("--hard-negatives", is_flag=True,
                      help="NegCLIP: add each sample's attribute-swapped (binding) captions to the batch as extra "
                           "image->text negatives."),
-        click.option("--hard-negatives-per-sample", type=int, default=1, show_default=True,
+        click.option("--hard-negatives-per-sample", type=int, default=DEFAULTS["hard_negatives_per_sample"], show_default=True,
                      help="Binding negatives added per sample with --hard-negatives."),
-        click.option("--seed", type=int, default=0, show_default=True,
+        click.option("--seed", type=int, default=DEFAULTS["seed"], show_default=True,
                      help="Seeds weights, batch order, hard-negative choice."),
-        click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N."),
-        click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
+        click.option("--device", default=DEFAULTS["device"], show_default=True, help="auto | cpu | cuda | cuda:N."),
+        click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=DEFAULTS["precision"], show_default=True,
                      help="Autocast precision (fp16 needs CUDA)."),
-        click.option("--workers", type=int, default=0, show_default=True,
+        click.option("--workers", type=int, default=DEFAULTS["workers"], show_default=True,
                      help="DataLoader worker processes building batches (0 = in the training process)."),
-        click.option("--threads", type=int, default=0, show_default=True,
+        click.option("--threads", type=int, default=DEFAULTS["threads"], show_default=True,
                      help="torch intra-op CPU threads (0 = torch's default); 1 is often fastest on a busy machine."),
-        click.option("--checkpoint-every", type=int, default=500, show_default=True,
+        click.option("--checkpoint-every", type=int, default=DEFAULTS["checkpoint_every"], show_default=True,
                      help="Steps between checkpoints (also written on Ctrl-C and at the end)."),
-        click.option("--log-every", type=int, default=10, show_default=True, help="Steps between log lines."),
-        click.option("--eval-every", type=int, default=0, show_default=True,
+        click.option("--log-every", type=int, default=DEFAULTS["log_every"], show_default=True, help="Steps between log lines."),
+        click.option("--eval-every", type=int, default=DEFAULTS["eval_every"], show_default=True,
                      help="Steps between evaluations logged to log.jsonl (0 = final model only)."),
         click.option("--keep-checkpoints", is_flag=True,
                      help="With --eval-every: also keep each evaluated model as OUT/checkpoints/step-<step>.pt "
@@ -63,46 +64,6 @@ def training_options(func):
         click.option("--quiet", is_flag=True, help="No progress bar."),
     ]
     return functools.reduce(lambda f, option: option(f), reversed(options), func)
-
-
-def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: list[str] | None,
-                       canvas: int | None = None, **options):
-    """A validated :class:`~bindscope.training.train.TrainConfig` from CLI option values.
-
-    Args:
-        canvas: the training images' side in pixels, used for the default ``--image-size``; read from the
-            dataset's manifest when None.
-
-    Raises:
-        BadInput: a bad value (named), or a dataset that cannot be read.
-    """
-    from bindscope.dataset.manifest import load_manifest
-    from bindscope.training.model import ModelConfig
-    from bindscope.training.train import TrainConfig
-
-    if options["hard_negatives_per_sample"] < 1:
-        raise BadInput(f"--hard-negatives-per-sample must be >= 1, got {options['hard_negatives_per_sample']}")
-    image_size = options["image_size"]
-    if image_size is None:
-        side = canvas if canvas is not None else min(load_manifest(data)["image_size"])
-        step = {"vit": options["patch_size"], "resnet": 32, "cnn": 8}[options["vision"]]
-        image_size = max(step, side - side % step)
-    model = ModelConfig(embed_dim=options["embed_dim"], image_size=image_size, vision=options["vision"],
-                        vision_width=options["vision_width"], vision_layers=options["vision_layers"],
-                        patch_size=options["patch_size"], text_width=options["text_width"],
-                        text_layers=options["text_layers"], context_length=options["context_length"],
-                        tokenizer=options.get("tokenizer", "bpe"))
-    config = TrainConfig(
-        data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, model=model,
-        batch_size=options["batch_size"], steps=options["steps"], lr=options["lr"],
-        weight_decay=options["weight_decay"], warmup_steps=options["warmup_steps"],
-        hard_negatives=options["hard_negatives_per_sample"] if options["hard_negatives"] else 0,
-        seed=options["seed"], precision=options["precision"], device=options["device"],
-        workers=options["workers"], threads=options["threads"], checkpoint_every=options["checkpoint_every"],
-        log_every=options["log_every"],
-        eval_every=options["eval_every"], keep_checkpoints=options.get("keep_checkpoints", False))
-    config.validate()
-    return config
 
 
 def format_result_table(result: dict) -> str:
@@ -144,15 +105,12 @@ def register(group: click.Group) -> None:
         result. The final model is evaluated (recognition and binding per attribute) into OUT/result.json;
         OUT/model.pt loads in `madman eval --model OUT/model.pt`.
         """
-        from bindscope.dataset.commands import check_output_location
-        from bindscope.training.train import Trainer
+        from bindscope.training.api import train
 
-        check_output_location("--out", out)
-        config = build_train_config(data, out, eval_data, list(eval_splits) or None, **options)
-        trainer = Trainer(config, overwrite=overwrite, progress=not quiet)
-        if trainer.resumed:
-            click.echo(f"resuming {out} at step {trainer.step} of {config.steps}", err=True)
-        summary = trainer.run()
+        summary = train(data, out, eval_data=eval_data, eval_splits=list(eval_splits) or None, overwrite=overwrite,
+                        progress=not quiet, **options)
+        if summary["resumed_from"]:
+            click.echo(f"resumed {out} at step {summary['resumed_from']} of {summary['steps']}", err=True)
         click.echo(format_result_table(summary["result"]))
         if summary["steps_per_s"]:
             click.echo(f"trained steps {summary['resumed_from']}..{summary['steps']} in "
@@ -160,7 +118,7 @@ def register(group: click.Group) -> None:
                        f"{summary['images_per_s']:.0f} images/s; final loss {summary['final_loss']:.4f}")
         if summary["truncated_captions"]:
             click.echo(f"warning: {summary['truncated_captions']} training texts exceeded the context length "
-                       f"{config.model.context_length} and were truncated", err=True)
+                       f"{options['context_length']} and were truncated", err=True)
         click.echo(f"model: {summary['files']['model.pt']}  result: {summary['files']['result.json']}")
 
     @group.command("sweep")

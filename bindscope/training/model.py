@@ -259,18 +259,19 @@ def preprocess_images(images, image_size: int):
     """``(N, H, W, 3)`` uint8 RGB (numpy array or torch tensor) -> ``(N, 3, image_size, image_size)`` float32
     torch tensor, normalised (channels-last in memory: the permuted view of the RGB array).
 
-    Resizing (only when ``(H, W) != (image_size, image_size)``) is bilinear with antialiasing, to the full
-    square (no crop). Values: ``(x / 255 - OPENAI_DATASET_MEAN) / OPENAI_DATASET_STD`` per channel.
+    The evaluation adapters' rule (:func:`bindscope.evaluation.encoder.square_resize`): a non-square image is
+    padded with black to a centred square (never cropped or stretched), then resized bilinearly with
+    antialiasing when its side differs. Values: ``(x / 255 - OPENAI_DATASET_MEAN) / OPENAI_DATASET_STD`` per
+    channel.
     """
     import torch
-    import torch.nn.functional as F
     from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
+
+    from bindscope.evaluation.encoder import square_resize
 
     if not isinstance(images, torch.Tensor):
         images = torch.from_numpy(np.ascontiguousarray(images))
-    x = images.permute(0, 3, 1, 2).float().div_(255.0)
-    if x.shape[-2:] != (image_size, image_size):
-        x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", antialias=True, align_corners=False)
+    x = square_resize(images.permute(0, 3, 1, 2).float().div_(255.0), image_size, "bilinear")
     mean = torch.tensor(OPENAI_DATASET_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(OPENAI_DATASET_STD).view(1, 3, 1, 1)
     return (x - mean) / std

@@ -102,7 +102,7 @@ class Sweep:
     def __init__(self, config: SweepConfig):
         from bindscope.config import read_yaml
         from bindscope.generators.madman import config as madman_config
-        from bindscope.training.commands import build_train_config
+        from bindscope.training.train import build_train_config
 
         key = PROPERTIES.get(config.property) or (config.property if config.property in PROPERTIES.values()
                                                    else None)

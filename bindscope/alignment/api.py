@@ -1,0 +1,286 @@
+"""``bindscope.probe`` and ``bindscope.labclip.fit / eval / apply``: the library calls behind ``bindscope probe``
+and ``bindscope labclip`` (docs/alignment.md).
+
+Example (a notebook)::
+
+    import bindscope
+    run = bindscope.probe("data/madman", "ViT-B-32", pretrained="none", modality="image")
+    run.result["metrics"]["modalities"]["image"]["colour"]["accuracy"]
+    labclip = bindscope.labclip.fit("data/madman", "ViT-B-32", "labclip.pt", epochs=10)
+    bindscope.labclip.eval("data/madman", "ViT-B-32", "labclip.pt").result["metrics"]["after"]["binding"]
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+from bindscope.errors import BadInput
+from bindscope.evaluation.api import Evaluation
+
+
+def _open(data, split: str | None):
+    from bindscope.alignment.workflow import default_split
+    from bindscope.dataset.reader import Dataset
+
+    dataset = Dataset(data)
+    split = split or default_split(dataset)
+    dataset.split(split)  # DatasetError naming the available splits
+    return dataset, split
+
+
+def _check_out(path, overwrite: bool, explicit: bool = True) -> Path:
+    from bindscope.dataset.ownership import check_output_location
+
+    check_output_location("out", path)
+    out = Path(path)
+    if out.is_dir():
+        raise BadInput(f"out {str(path)!r} is a folder; give a file path", param="out")
+    if out.exists() and not overwrite:
+        raise BadInput(f"output file {str(path)!r} already exists; pass --overwrite to replace it, or choose "
+                       "another --out")
+    if explicit and not out.parent.exists():
+        raise BadInput(f"out {str(path)!r}: folder {str(out.parent)!r} does not exist", param="out")
+    return out
+
+
+def _default_out(kind: str, data, model: str, pretrained: str | None) -> str:
+    """``DATA/eval/<kind>-<model>-<tag>.json``, named like the evaluation module's results."""
+    from bindscope.evaluation.api import model_slug
+
+    return str(Path(data) / "eval" / f"{kind}-{model_slug(model, pretrained)}.json")
+
+
+def _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache):
+    from bindscope.alignment.data import make_embedder
+    from bindscope.evaluation.adapters import load_adapter
+
+    adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
+    return adapter, make_embedder(adapter, cache_dir, use_cache=use_cache)
+
+
+def _write(path: Path, kind, adapter, dataset, splits, settings, metrics, embedder) -> Evaluation:
+    """Validate the result envelope (schema ``alignment_result``), write it atomically, return it."""
+    from bindscope.dataset.manifest import canonical_json, write_text_atomic
+    from bindscope.evaluation.results import dataset_info, encoder_counts, model_info, versions
+    from bindscope.schemas import validate
+
+    result = {"schema_version": 1, "kind": kind, "model": model_info(adapter),
+              "dataset": dataset_info(dataset, splits), "settings": settings, "metrics": metrics,
+              "counts": encoder_counts(embedder), "versions": versions()}
+    validate(result, "alignment_result", "alignment result (internal error)", error=RuntimeError)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, canonical_json(result))
+    return Evaluation(result, path, None)
+
+
+def _bar(progress: bool, total: int, desc: str, unit: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=not progress)
+
+
+def probe(data: str | os.PathLike, model: str = "ViT-B-32", *, pretrained: str | None = None,
+          task: str = "attributes", modality: str = "both", split: str | None = None, attributes: list[str] | None = None,
+          fractions: tuple[float, float, float] = (0.6, 0.2, 0.2), min_objects: int = 2, steps: int = 300,
+          lr: float = 0.01, weight_decay: float = 1e-4, seed: int = 0, device: str = "auto",
+          precision: str = "fp32", batch_size: int = 64, cache_dir: str | None = None, use_cache: bool = True,
+          out: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = True) -> Evaluation:
+    """Linear probes on frozen embeddings: one probe per target object and attribute (docs/alignment.md).
+
+    Each probe is Linear(D, n_classes) on L2-normalised image or caption embeddings, trained with cross-entropy
+    (Adam, ``steps``, ``lr``, ``weight_decay``) on samples containing the target object (label = its attribute
+    value); train/val/test (``fractions``) are held out by attribute-object combination. Reported next to
+    chance and the bag-of-words baselines, overall and per number of objects in view.
+
+    With ``task="conjunctive-search"`` (a ``comco render --task conjunctive-search`` dataset): one presence
+    probe on image embeddings (is the target colour-category conjunction in the scene?), train/val/test drawn at
+    random within each (distractors, present) stratum, accuracy per number of distractors with a Wilson 95%
+    interval next to a bag-of-words probe; ``modality``, ``attributes`` and ``min_objects`` do not apply.
+
+    Args:
+        data: dataset folder. model / pretrained / device / precision / batch_size / cache_dir / use_cache:
+            the encoder (see :func:`bindscope.evaluate`). task: ``"attributes"`` or ``"conjunctive-search"``.
+        modality: ``"image"``, ``"text"`` or ``"both"``.
+        split: default test, else the first split. attributes: default all of the dataset's.
+        min_objects: minimum objects in a modality's view (2: multi-object samples only). seed: >= 0.
+        out: result JSON (default ``DATA/eval/<probe|conjunctive-search>-<model>-<tag>.json``). progress: tqdm
+            bar on stderr.
+
+    Returns:
+        An :class:`~bindscope.evaluation.api.Evaluation` (``result`` dict of schema ``alignment_result``,
+        ``path``).
+
+    Raises:
+        BadInput: a bad value (named), an attribute the dataset lacks, a text-only model with image probes,
+            an existing ``out`` without ``overwrite``; before any probe is fitted.
+    """
+    from bindscope.alignment.data import load_table
+    from bindscope.alignment.splits import _parse_fractions as check_fractions
+    from bindscope.alignment.workflow import check_probe_table, probe_dataset
+
+    if task not in ("attributes", "conjunctive-search"):
+        raise BadInput(f"task {task!r} is not allowed; allowed: attributes, conjunctive-search", param="task")
+    if modality not in ("image", "text", "both"):
+        raise BadInput(f"modality {modality!r} is not allowed; allowed: image, text, both", param="modality")
+    dataset, split = _open(data, split)
+    if task == "conjunctive-search":
+        return _conjunctive(dataset, data, split, model, pretrained, fractions, steps, lr, weight_decay, seed,
+                            (device, precision, batch_size, cache_dir, use_cache), out, overwrite)
+    names = list(attributes) if attributes else list(dataset.attribute_names)
+    for a in names:
+        if a not in dataset.attribute_names:
+            raise BadInput(f"attributes: {a!r} is not an attribute of this dataset; it has "
+                           f"{', '.join(dataset.attribute_names)}", param="attributes")
+    shares = tuple(float(v) for v in fractions)
+    check_fractions(shares)
+    modalities = ("image", "text") if modality == "both" else (modality,)
+    out_path = _check_out(out or _default_out("probe", data, model, pretrained), overwrite, out is not None)
+    table = load_table(dataset, split, build_swaps=False)
+    check_probe_table(table, modalities, names, min_objects)
+    adapter, embedder = _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache)
+    if "image" in modalities and not adapter.supports_images:
+        raise BadInput(f"model {model!r} is text-only; use modality text")
+    with _bar(progress, len(names), "probes", "attribute") as bar:
+        metrics = probe_dataset(dataset, embedder, split, modalities, names, shares, seed, min_objects, steps, lr,
+                                weight_decay, progress=lambda _: bar.update(), table=table)
+    settings = {"task": "probe", "split": split, "modalities": list(modalities), "attributes": names,
+                "fractions": list(shares), "min_objects": min_objects, "steps": steps, "lr": lr,
+                "weight_decay": weight_decay, "seed": seed,
+                "hold_out": "per target category and attribute: the (category, value) combinations of the other "
+                            "objects, each wholly in one split"}
+    return _write(out_path, "probe", adapter, dataset, [split], settings, metrics, embedder)
+
+
+def _conjunctive(dataset, data, split, model, pretrained, fractions, steps, lr, weight_decay, seed, encoder, out,
+                 overwrite) -> Evaluation:
+    """``probe(task="conjunctive-search")``: checks, fit, result JSON."""
+    from bindscope.alignment.conjunctive import conjunctive_search, conjunctive_target
+    from bindscope.alignment.splits import _parse_fractions as check_fractions
+
+    target = conjunctive_target(dataset)
+    shares = tuple(float(v) for v in fractions)
+    check_fractions(shares)
+    out_path = _check_out(out or _default_out("conjunctive-search", data, model, pretrained), overwrite,
+                          out is not None)
+    adapter, embedder = _encoder(model, pretrained, *encoder)
+    metrics = conjunctive_search(dataset, embedder, split, shares, seed, steps, lr, weight_decay)
+    settings = {"task": "conjunctive-search", "split": split, "target": target, "fractions": list(shares),
+                "steps": steps, "lr": lr, "weight_decay": weight_decay, "seed": seed,
+                "split_rule": "random within each (distractors, present) stratum", "interval": "Wilson score, 95%"}
+    return _write(out_path, "conjunctive-search", adapter, dataset, [split], settings, metrics, embedder)
+
+
+def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, pretrained: str | None = None,
+                split: str | None = None, holdout: float = 0.1, epochs: int = 20, fit_batch_size: int = 128,
+                lr: float = 1e-3, seed: int = 0, device: str = "auto", precision: str = "fp32", batch_size: int = 64,
+                cache_dir: str | None = None, use_cache: bool = True, overwrite: bool = False,
+                progress: bool = True):
+    """Fit the D x D LABCLIP map (Koishigarina et al.; docs/alignment.md) on ``data`` and write it to ``out``.
+
+    The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam (``epochs``,
+    ``fit_batch_size`` pairs per batch, ``lr``) on frozen embeddings; negatives are the attribute-swapped
+    captions. Samples describing a held-out combination (share ``holdout`` of the (object, attribute, value)
+    combinations, 0 < holdout < 1) are kept for :func:`labclip_eval`.
+
+    Returns:
+        The fitted :class:`~bindscope.alignment.labclip.LabclipMap` (``meta`` holds the loss history and counts).
+
+    Raises:
+        BadInput: a bad value, a text-only model, an existing ``out`` without ``overwrite``; before fitting.
+    """
+    from bindscope.alignment.data import load_table
+    from bindscope.alignment.workflow import fit_on_dataset, plan_fit
+
+    dataset, split = _open(data, split)
+    if not 0 < holdout < 1:
+        raise BadInput(f"holdout {holdout}: must be between 0 and 1 (exclusive)", param="holdout")
+    out_path = _check_out(out, overwrite)
+    table = load_table(dataset, split)
+    plan_fit(table, holdout, seed)
+    adapter, embedder = _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache)
+    if not adapter.supports_images:
+        raise BadInput(f"model {model!r} is text-only; LABCLIP needs image and text embeddings")
+    with _bar(progress, epochs, "LABCLIP", "epoch") as bar:
+        def step(epoch, loss):
+            bar.set_postfix(loss=f"{loss:.4f}")
+            bar.update()
+
+        labclip = fit_on_dataset(dataset, embedder, split, holdout, seed, epochs, fit_batch_size, lr, step,
+                                 table=table)
+    labclip.save(out_path)
+    return labclip
+
+
+def labclip_eval(data: str | os.PathLike, model: str, labclip: str | os.PathLike, *, pretrained: str | None = None,
+                 split: str | None = None, device: str = "auto", precision: str = "fp32", batch_size: int = 64,
+                 cache_dir: str | None = None, use_cache: bool = True, out: str | os.PathLike | None = None,
+                 overwrite: bool = False) -> Evaluation:
+    """Binding, recognition and the modality gap of ``data`` before and after the LABCLIP map file ``labclip``.
+
+    On the map's fitting split (the default) only the held-out combinations count; on another split every
+    sample with attribute-swapped negatives. Binding is strict (a tie counts as wrong); the modality gap is the
+    distance between the mean L2-normalised image and caption embeddings. A map fitted for another model
+    gives a :class:`UserWarning`.
+
+    Returns:
+        An :class:`~bindscope.evaluation.api.Evaluation` (``result`` with ``metrics["before"|"after"]``, ``path``
+        = ``out``, default ``DATA/eval/labclip-<model>-<tag>.json``).
+    """
+    from bindscope.alignment.labclip import check_dimension, load_labclip
+    from bindscope.alignment.workflow import evaluate_on_dataset
+
+    labclip_path = labclip
+    labclip = load_labclip(labclip_path)
+    dataset, split = _open(data, split or labclip.meta.get("split"))
+    out_path = _check_out(out or _default_out("labclip", data, model, pretrained), overwrite, out is not None)
+    adapter, embedder = _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache)
+    check_dimension(labclip, adapter)
+    if labclip.meta.get("cache_key") not in (None, adapter.cache_key):
+        warnings.warn(f"the map was fitted for {labclip.meta.get('model')!r} ({labclip.meta.get('pretrained')}), "
+                      "not this model", stacklevel=2)
+    metrics = evaluate_on_dataset(dataset, embedder, labclip, split)
+    settings = {"task": "labclip-eval", "split": split, "labclip": str(Path(labclip_path).resolve()),
+                "labclip_meta": {k: v for k, v in labclip.meta.items() if k != "held_out"},
+                "logit_scale": labclip.logit_scale, "tie": "strict: a tie counts as wrong",
+                "modality_gap": "Euclidean distance of the mean L2-normalised image and caption embeddings"}
+    return _write(out_path, "labclip-eval", adapter, dataset, [split], settings, metrics, embedder)
+
+
+def labclip_apply(embeddings, labclip: str | os.PathLike, out: str | os.PathLike | None = None, *,
+                  overwrite: bool = False):
+    """Apply a LABCLIP map to text embeddings without re-encoding.
+
+    Args:
+        embeddings: an (N, D) array, or the path of a .npy file holding one (read with ``allow_pickle=False``).
+        labclip: the map file. out: optional .npy file for the result (written atomically).
+
+    Returns:
+        The mapped (N, D) float32 array.
+    """
+    import numpy as np
+
+    from bindscope.alignment.labclip import load_labclip
+    from bindscope.atomic import atomic_open
+
+    out_path = None if out is None else _check_out(out, overwrite)
+    what = "embeddings"
+    if isinstance(embeddings, (str, os.PathLike)):
+        what = f"embeddings file {str(embeddings)!r}"
+        if not os.path.isfile(embeddings):
+            raise BadInput(f"{what}: no such file")
+        try:
+            embeddings = np.load(embeddings, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise BadInput(f"{what}: not a .npy array ({exc})") from None
+    embeddings = np.asarray(embeddings)
+    if embeddings.dtype.kind not in "fiu" or not np.isfinite(embeddings).all():
+        raise BadInput(f"{what}: must hold finite numbers (found dtype {embeddings.dtype}"
+                       f"{'' if embeddings.dtype.kind not in 'fiu' else ' with NaN or infinite values'})")
+    labclip = load_labclip(labclip)
+    mapped = labclip(embeddings)
+    if out_path is not None:
+        with atomic_open(out_path) as handle:
+            np.save(handle, mapped)
+    return mapped

@@ -1,0 +1,232 @@
+"""``bindscope.evaluate``: the library call behind ``madman eval`` and ``comco eval``.
+
+Example (a notebook)::
+
+    import bindscope
+    run = bindscope.evaluate("data/madman", "ViT-B-32", pretrained="none")
+    run.result["metrics"]["splits"]["test"]["binding"]["accuracy"], run.path
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from bindscope.dataset.ownership import check_output_location
+from bindscope.errors import BadInput
+
+MAX_SAMPLED_CAPTIONS = 1_000_000  # TOR on sampled captions: captions per group
+
+
+class Evaluation(NamedTuple):
+    """What :func:`evaluate` returns: the result dict, the JSON file written (None if none), the plot (or None)."""
+
+    result: dict
+    path: Path | None
+    plot: Path | None
+
+
+def model_slug(model: str, pretrained: str | None) -> str:
+    """File-name part naming the model and weights; resolves (and so validates) open_clip names without loading."""
+    from bindscope.evaluation.adapters import SENTENCE_TRANSFORMERS_PREFIX, resolve_open_clip
+    from bindscope.evaluation.hf_text import HF_PREFIX
+    from bindscope.evaluation.results import short_hash, slug
+
+    local = model[len(HF_PREFIX):] if model.startswith(HF_PREFIX) else model
+    if os.path.isfile(local) or os.path.isdir(local):
+        return f"{slug(Path(local).resolve().stem)}-{short_hash(str(Path(local).resolve()))}"
+    if model.startswith((SENTENCE_TRANSFORMERS_PREFIX, HF_PREFIX)):
+        return slug(model)
+    resolved, tag = resolve_open_clip(model, pretrained)
+    if os.path.isfile(tag):
+        tag = f"{Path(tag).stem}-{short_hash(tag)}"
+    return f"{slug(resolved)}-{slug(tag)}"
+
+
+def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrained: str | None = None,
+             splits: list[str] | None = None, tasks: str | list[str] | None = None,
+             text_transform=None, device: str = "auto", precision: str = "fp32",
+             batch_size: int = 64, pooling: str = "cls", cache_dir: str | None = None, use_cache: bool = True,
+             out: str | os.PathLike | bool | None = None, overwrite: bool = False, plot: str | os.PathLike | None = None,
+             progress: bool = True, matching_negatives: int | None = None, seed: int = 0, objects: int | None = None,
+             vocab: str | None = None, n: int | None = None, split: str | None = None,
+             references: str | os.PathLike | None = None, category_map: str | os.PathLike | None = None,
+             references_per_category: int = 10, generators: tuple[str, ...] = ("madman", "comco", "coco"),
+             task_name: str = "evaluate") -> Evaluation:
+    """Evaluate an encoder on a dataset; return the result (schema ``eval_result``), written as JSON.
+
+    MADMAN datasets: recognition and binding accuracy per attribute and split (binding counted where recognition
+    succeeded for both digits; Gurung et al., GCPR 2025), Wilson 95% intervals. ComCO/SimCO datasets: TOR, IOR,
+    I2TOR, image-text matching (Abbasi et al., CVPR 2025) and, on datasets rendered with attributes, MADMAN's
+    recognition and binding (``binding``). ``data=None``: TOR (and ``claim1``) on captions
+    sampled from the vocabulary ``vocab``. COCO imports: the ComCO tasks, IOR against external reference images
+    (``references``). See docs/evaluation.md and docs/real-data.md.
+
+    Args:
+        data: dataset folder (or an open :class:`~bindscope.dataset.reader.Dataset`), or None (sampled captions).
+        model: encoder (see :func:`bindscope.evaluation.adapters.load_adapter`: open_clip name, ``hf-hub:``,
+            ``sentence-transformers/<name>``, or a ``madman train`` run folder / checkpoint).
+        pretrained: open_clip pretrained tag (``"none"``: random weights).
+        splits: MADMAN splits (default: test and ood, those present).
+        tasks: ComCO tasks, e.g. ``"tor,ior"`` (of tor, ior, i2tor, matching, binding; default: all that
+            apply with data, ``tor`` without).
+        text_transform: a callable on L2-normalised (N, D) text embeddings, e.g. a LABCLIP map
+            (``bindscope.labclip.load(path)``); its ``file_tag`` (if any) names the default result file and
+            its ``check_encoder(adapter)`` (if any) runs before encoding.
+        device / precision / batch_size / pooling: encoder settings (pooling: ``cls`` or ``mean``, ``hf:``
+            text encoders only); cache_dir / use_cache: the embedding cache.
+        out: result file (default ``DATA/eval/<task>-<model>-<tag>.json``, or ``results/comco-sampled-...``
+            without data); ``False``: write nothing. overwrite: replace an existing result file.
+        plot: also draw the result (.png/.pdf/.svg). progress: tqdm bars on stderr.
+        matching_negatives / seed: ComCO matching (wrong captions per scene; seed >= 0).
+        split: ComCO/COCO: the split of scenes (default ``scenes``, or the dataset's only split).
+        references / category_map / references_per_category: ComCO/COCO IOR against external single-object
+            images, one subfolder per category (the DomainNet layout), averaged per category.
+        objects / vocab / n: sampled-caption TOR only (objects per caption >= 2, vocabulary, captions 1..1e6).
+        generators / task_name: the dataset kinds accepted and the name used in messages (the commands
+            pass ``("madman",), "madman eval"`` and ``("comco",), "comco eval"``).
+
+    Returns:
+        An :class:`Evaluation`: ``result`` (the dict written), ``path`` (the JSON file, None with
+        ``out=False``), ``plot`` (or None).
+
+    Raises:
+        BadInput / DatasetError: a bad value or dataset, an existing result file without ``overwrite``; all
+            checked before the model is loaded or a file is written.
+    """
+    from bindscope.evaluation.adapters import load_adapter
+    from bindscope.evaluation.cache import EmbeddingCache, default_cache_dir
+    from bindscope.evaluation.report import check_plot_path, plot_result
+    from bindscope.evaluation.results import check_output, open_dataset, write_result
+
+    # Everything a user can get wrong is checked before the model is loaded or a file is written.
+    _check_seed(seed, matching_negatives)
+    tag = getattr(text_transform, "file_tag", None)
+    suffix = f"-{tag}" if tag else ""
+    if data is not None:
+        given = [p for p, v in (("objects", objects), ("vocab", vocab), ("n", n)) if v is not None]
+        if given:
+            raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
+                           "dataset's scenes are used", param=given[0])
+        ds = open_dataset(data, generators, task_name)
+        if ds.generator == "madman":
+            run, stem, extra = _madman_run(ds, splits)
+        else:
+            run, stem, extra = _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map,
+                                           references_per_category)
+        default_out = Path(ds.path) / "eval" / f"{stem}-{model_slug(model, pretrained)}{suffix}{extra}.json"
+    else:
+        given = [p for p, v in (("split", split), ("references", references), ("category_map", category_map))
+                 if v is not None]
+        if given:
+            raise BadInput(f"{', '.join(given)} need DATA (a ComCO dataset or a COCO import)", param=given[0])
+        run, default_out = _sampled_run(tasks, matching_negatives, seed, objects, vocab, n)
+        default_out = Path(default_out + f"-{model_slug(model, pretrained)}{suffix}.json")
+    out_path = None if out is False else check_output(default_out if out in (None, True) else out, overwrite)
+    plot_path = check_plot_path(plot)
+    check_locations(out_path, plot_path)
+    adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size,
+                           pooling=pooling)
+    if hasattr(text_transform, "check_encoder"):
+        text_transform.check_encoder(adapter)
+    cache = EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key) if use_cache else None
+    result = run(adapter, text_transform, cache, progress)
+    if out_path is not None:
+        write_result(out_path, result, overwrite=overwrite)
+    if plot_path is not None:
+        plot_result(result, plot_path)
+    return Evaluation(result, out_path, plot_path)
+
+
+def check_locations(out_path: Path | None, plot_path: Path | None) -> None:
+    """BadInput unless the result file and the plot can be created (no file in the way, a writable folder)."""
+    for param, path in (("out", out_path), ("plot", plot_path)):
+        if path is not None:
+            check_output_location(param, path)
+
+
+def _madman_run(ds, splits):
+    """Recognition and binding on MADMAN: check the splits; return (run(adapter, transform, cache, progress),
+    file stem, file suffix)."""
+    from bindscope.evaluation.madman import default_splits, evaluate_madman
+    from bindscope.evaluation.results import check_shards
+
+    for name in splits or []:
+        ds.split(name)
+    check_shards(ds, list(splits or []) or default_splits(ds))
+
+    def run(adapter, text_transform, cache, progress):
+        return evaluate_madman(ds, adapter, splits=list(splits or []) or None, text_transform=text_transform,
+                               cache=cache, progress=progress, check=False)
+    return run, "madman", ""
+
+
+def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map, references_per_category):
+    """TOR / IOR / I2TOR / matching on a ComCO dataset or a COCO import: check the options; return (run, file
+    stem, file suffix)."""
+    from bindscope.evaluation.comco import (TASKS, dataset_vocabulary, default_tasks, evaluate_comco, parse_tasks,
+                                            scene_split)
+    from bindscope.evaluation.references import load_references
+    from bindscope.evaluation.results import check_shards, short_hash
+
+    defaults = [t for t in default_tasks(ds) if t != "ior" or references or "references" in ds.split_names]
+    task_list = parse_tasks(tasks or ",".join(defaults), TASKS)
+    if "binding" in task_list and "binding" not in default_tasks(ds):
+        raise BadInput("tasks binding needs a dataset rendered with comco render --attributes (its scenes store "
+                       "recognition and binding negatives)", param="tasks")
+    scenes = scene_split(ds, split)
+    reference_set = None
+    if references is not None:
+        reference_set = load_references(references, dataset_vocabulary(ds, scenes)[0],
+                                        ds.manifest["image_size"][0], category_map, references_per_category)
+    elif category_map is not None:
+        raise BadInput("category_map needs references", param="category_map")
+    elif "ior" in task_list and "references" not in ds.split_names:
+        raise BadInput(f"ior needs single-object reference images: {str(ds.path)!r} has no 'references' split; "
+                       "give --references DIR (one subfolder of images per category, the DomainNet layout)")
+    check_shards(ds, [scenes] + (["references"] if "references" in ds.split_names else []))
+    extra = "" if references is None else f"-refs-{short_hash(str(Path(references).resolve()))}"
+
+    def run(adapter, text_transform, cache, progress):
+        return evaluate_comco(ds, adapter, task_list, text_transform=text_transform, cache=cache,
+                              matching_negatives=matching_negatives, seed=seed, progress=progress, check=False,
+                              split=scenes, references=reference_set)
+    return run, f"comco-{'+'.join(task_list)}", extra
+
+
+def _check_seed(seed: int, matching_negatives: int | None) -> None:
+    if seed < 0:
+        raise BadInput(f"seed {seed} is not allowed; use an integer >= 0", param="seed")
+    if matching_negatives is not None and matching_negatives < 1:
+        raise BadInput(f"matching_negatives {matching_negatives} is not allowed; use an integer >= 1 (or omit "
+                       "it for every absent category)", param="matching_negatives")
+
+
+def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n):
+    """TOR on sampled captions: check the options; return (run, file stem)."""
+    from bindscope.evaluation.comco import SAMPLED_TASKS, evaluate_tor_sampled, load_vocabulary, parse_tasks
+    from bindscope.evaluation.results import slug
+
+    task_list = parse_tasks(tasks or "tor", SAMPLED_TASKS)
+    if matching_negatives is not None:
+        raise BadInput("matching_negatives needs a dataset (matching uses the dataset's images)",
+                       param="matching_negatives")
+    objects, vocab, n = objects or 4, vocab or "comco72", 2000 if n is None else n
+    if objects < 2:
+        raise BadInput(f"objects must be at least 2 for TOR, got {objects}", param="objects")
+    if not 1 <= n <= MAX_SAMPLED_CAPTIONS:
+        raise BadInput(f"n {n} is out of range; allowed: 1..{MAX_SAMPLED_CAPTIONS:,} captions", param="n")
+    try:  # an unknown set fails here, before the model is loaded
+        categories = load_vocabulary(vocab)
+    except BadInput as exc:  # the registry names its own flag (--set); here the parameter is vocab
+        raise BadInput(str(exc).replace("--set ", "vocab ", 1), param="vocab") from None
+    if objects > len(categories):
+        raise BadInput(f"objects {objects} is more than the {len(categories)} categories of vocab {vocab!r}; "
+                       f"allowed: 2..{len(categories)}", param="objects")
+
+    def run(adapter, text_transform, cache, progress):
+        return evaluate_tor_sampled(adapter, vocab=vocab, objects=objects, n=n, seed=seed, tasks=task_list,
+                                    text_transform=text_transform, cache=cache, progress=progress)
+    stem = f"results/comco-sampled-{slug(vocab)}-{objects}obj-n{n}-seed{seed}/{'+'.join(task_list)}"
+    return run, stem

