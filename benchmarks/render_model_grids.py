@@ -80,7 +80,7 @@ def setup_scene(size: int, samples: int):
 def render_tile(set_name: str, category, scene, path: str) -> None:
     import bpy
 
-    from bindscope.generators.comco.models import build_model
+    from bindscope.generators.comco.blender.models import build_model
 
     obj = build_model(category, set_name)
     scene.render.filepath = path

@@ -80,7 +80,7 @@ def test_build_model_is_one_normalised_object(set_name):
     import bpy
     from mathutils import Vector
 
-    from bindscope.generators.comco.models import build_model
+    from bindscope.generators.comco.blender.models import build_model
 
     for category in load_set(set_name):
         bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -106,7 +106,7 @@ def test_build_model_is_one_normalised_object(set_name):
 @pytest.mark.blender
 def test_simco_colour_and_material_overrides():
     import bpy
-    from bindscope.generators.comco.models import build_model, hex_to_linear
+    from bindscope.generators.comco.blender.models import build_model, hex_to_linear
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     cube = category_by_name("simco18", "cube")
@@ -157,7 +157,7 @@ def test_import_gltf_and_obj_then_build(tmp_path):
     from click.testing import CliRunner
 
     from bindscope.cli import comco
-    from bindscope.generators.comco.models import build_model
+    from bindscope.generators.comco.blender.models import build_model
 
     models = tmp_path / "models_in"
     models.mkdir()
@@ -247,7 +247,7 @@ def test_category_from_filename_and_orientation():
     import bpy  # noqa: F401 - bpy is a hard dependency in CI: fail, never skip
     from mathutils import Vector
 
-    from bindscope.generators.comco.importer import orientation_matrix
+    from bindscope.generators.comco.blender.importer import orientation_matrix
 
     m = orientation_matrix("Y", "Z")  # a Y-up model whose front faces +Z (glTF convention before conversion)
     assert tuple((m @ Vector((0, 1, 0, 0))).to_3d()) == pytest.approx((0, 0, 1), abs=1e-6)
@@ -308,7 +308,7 @@ def test_import_fbx_and_blend_with_axes(tmp_path):
     from click.testing import CliRunner
 
     from bindscope.cli import comco
-    from bindscope.generators.comco.models import build_model
+    from bindscope.generators.comco.blender.models import build_model
 
     models = tmp_path / "in"
     models.mkdir()

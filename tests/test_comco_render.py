@@ -198,10 +198,10 @@ def model_mesh_digests(names) -> dict:
     """sha256 of each named procedural model's mesh arrays (built with models.build_mesh, then removed)."""
     import hashlib
 
-    from bindscope.generators.comco.blender.session import import_bpy
+    from bindscope.generators.comco.blender.runtime import import_bpy
 
     bpy = import_bpy()
-    from bindscope.generators.comco import models
+    from bindscope.generators.comco.blender import models
 
     digests = {}
     for set_name, name in names:
@@ -231,10 +231,10 @@ def test_model_meshes_are_identical_across_processes(dataset):
 
 
 def test_canonical_order_depends_on_the_geometry_only():
-    from bindscope.generators.comco.blender.session import import_bpy
+    from bindscope.generators.comco.blender.runtime import import_bpy
 
     bpy = import_bpy()
-    from bindscope.generators.comco import models
+    from bindscope.generators.comco.blender import models
 
     entry = models.model_library()["simco18"]["pot"]
     mesh, _ = models.build_mesh(entry["parts"] if isinstance(entry, dict) else entry, "bindscope-test")
@@ -329,8 +329,16 @@ def test_rejected_layouts_are_replanned_and_bounded(tmp_path):
     gen = _generator(objects={"min": 3, "max": 3})
     session = gen._session()
     spec = planning.plan_scene(gen.config, gen.categories, 0, 0)
-    out = session.render(spec, accept=lambda spec, objects: "no thanks")
-    assert out.image is None and out.rejected == "no thanks" and len(out.objects) == 3
+    layout = session.measure(spec)  # step 1: the layout, measured by the flat id render; no RGB render yet
+    assert len(layout.objects) == 3 and set(layout.timings) == {"build", "ids"}
+    assert [o.area for o in layout.objects] == [int((layout.mask == k).sum()) for k in (1, 2, 3)]
+    session.measure(planning.plan_scene(gen.config, gen.categories, 0, 1))  # rejected: another layout is built
+    with pytest.raises(RuntimeError, match="no longer built"):
+        session.complete(layout)
+    accepted = session.measure(spec)
+    out = session.complete(accepted)  # step 2 for an accepted layout: occlusion and the RGB image
+    assert out.image.shape == (*layout.mask.shape, 3) and np.array_equal(out.mask, layout.mask)
+    assert set(out.timings) == {"build", "ids", "solo", "rgb"}
     # a stricter visibility threshold corrects sizes or re-plans; every accepted scene satisfies it
     strict = _generator(objects={"min": 5, "max": 5}, visibility={"min_pixels": 60})
     samples = strict.make_samples("scenes", 0, 3)

@@ -80,3 +80,29 @@ def test_no_pickle_anywhere():
                     getattr(node.func.value, "id", "") == "torch":
                 assert any(k.arg == "weights_only" and getattr(k.value, "value", None) is True
                            for k in node.keywords), f"{path}:{node.lineno}"
+
+
+BLENDER_MODULES = ("bpy", "bmesh", "mathutils")
+BLENDER_DOOR = ROOT / "generators" / "comco" / "blender" / "runtime.py"
+
+
+def test_blender_modules_are_imported_through_one_module():
+    """bpy, bmesh and mathutils are imported in generators/comco/blender/runtime.py only; the rest of the
+    Blender package gets them from it. Outside that package only the ComCO generator (its session) and
+    ``comco assets`` (the importer) use it, inside functions, so planning code never loads Blender."""
+    found = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n.split(".")[0] in BLENDER_MODULES for n in names):
+                found.append(path.relative_to(ROOT).as_posix())
+    assert sorted(set(found)) == [BLENDER_DOOR.relative_to(ROOT).as_posix()]
+    outside = sorted(m for m, targets in _imports().items() for t in targets
+                     if t.startswith("bindscope.generators.comco.blender")
+                     and not m.startswith("bindscope.generators.comco.blender"))
+    assert outside == ["bindscope.generators.comco.asset_commands", "bindscope.generators.comco.generator"]
+    for name in outside:  # only inside functions: importing the module loads no Blender code
+        path = ROOT.parent / (name.replace(".", "/") + ".py")
+        top = [n for n in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(n, ast.ImportFrom)]
+        assert not any((n.module or "").startswith("bindscope.generators.comco.blender") for n in top), name

@@ -31,7 +31,7 @@ def _import(folder: str, out: str | None, mapping: str | None, licence: str | No
 
     check_output_location("--out", out or folder)  # the output first: no model file is read for a bad --out
     items = plan_import(folder, mapping, licence)  # every other check happens here, before anything is written
-    from bindscope.generators.comco.importer import import_folder
+    from bindscope.generators.comco.blender.importer import import_folder
 
     target = out or folder
     registry = import_folder(items, target,

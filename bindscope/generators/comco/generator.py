@@ -256,10 +256,6 @@ class ComcoGenerator:
         session = self._session()
         tries = self.config["visibility"]["max_tries"]
         reason = ""
-
-        def accept(spec, objects):
-            return rejection(spec, objects, self.config, self.image_size[0])
-
         for attempt in range(tries):
             factors = None
             for correction in range(self.config["sizes"]["corrections"] + 1):
@@ -270,11 +266,12 @@ class ComcoGenerator:
                 reason = planning.plan_rejection(spec, self.config)
                 if reason is not None:
                     break
-                out = session.render(spec, accept=accept, depth=self.config["depth"])
-                reason = out.rejected
+                layout = session.measure(spec)  # build + flat id render: visible areas, no RGB yet
+                reason = rejection(spec, layout.objects, self.config, self.image_size[0])
                 if reason is None:
+                    out = session.complete(layout, depth=self.config["depth"])
                     return {**spec, "corrections": correction}, out, attempt + 1
-                step = size_factors(spec, out.objects, self.config)
+                step = size_factors(spec, layout.objects, self.config)
                 if step is None:
                     break
                 factors = [a * b for a, b in zip(factors or [1.0] * len(step), step)]
@@ -301,7 +298,7 @@ class ComcoGenerator:
             return {**spec, "objects": [first], "scene_objects": spec["objects"]}, cut_out(out, res, fill)
         session = self._session()
         spec = planning.plan_reference(self.config, self.categories, self.seed, index)
-        probe = session.render(spec, accept=lambda spec, objects: "measured")
+        probe = session.measure(spec)  # the object's mask at the planned camera; never completed
         if probe.objects[0].area:
             box, _ = mask_bbox_area(probe.mask, 1)
             spec["camera"] = planning.zoom_to_box(spec["camera"], box, res, fill)

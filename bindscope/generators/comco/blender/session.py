@@ -1,6 +1,10 @@
 """A persistent Blender (``bpy``) session that renders ComCO / SimCO scene specs.
 
-One :class:`BlenderSession` per process (see :func:`get_session`) renders any number of specs:
+One :class:`BlenderSession` per process (see :func:`get_session`) renders any number of specs, each in two
+explicit steps with the caller's decision between them: :meth:`BlenderSession.measure` (steps 1 and 3 below:
+build, flat id render, visible areas) returns a :class:`Layout`; the caller accepts it and calls
+:meth:`BlenderSession.complete` (steps 4 and 2: occlusion, RGB), or rejects it and measures another spec, so a
+rejected layout costs one flat 1-sample render. :meth:`BlenderSession.render` does both without a decision.
 
 1. **Scene.** Models are built once per category with ``models.build_model`` (normalised: largest dimension
    1 m, origin at the base centre, facing -y) and kept in a hidden cache collection; each scene links cheap
@@ -36,17 +40,16 @@ One :class:`BlenderSession` per process (see :func:`get_session`) renders any nu
 from __future__ import annotations
 
 import atexit
-import contextlib
 import math
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from bindscope.errors import BadInput
+from bindscope.generators.comco.blender.runtime import blender_modules, quiet_stdout
 from bindscope.generators.comco.planning import view_direction
 
 CACHE_COLLECTION = "bindscope-model-cache"
@@ -95,7 +98,7 @@ class RenderOutput:
     """One rendered spec: ``image`` (H, W, 3) uint8 RGB (None when rejected), ``mask`` (H, W) uint8 instance
     ids (0 = background or ground, k = object k), ``objects`` one :class:`ObjectResult` per spec object in
     spec order, ``timings`` seconds spent per stage (``build``, ``ids`` (id render + projection), ``solo``,
-    ``rgb``), ``rejected``: the reason returned by the ``accept`` callback, or None, ``camera_K`` (3, 3) and
+    ``rgb``), ``camera_K`` (3, 3) and
     ``world_to_camera`` (4, 4) float64 (see :meth:`BlenderSession.camera_matrices`), and ``depth`` (H, W)
     float32 metres along the camera axis (inf where no surface is hit) when asked for, else None."""
 
@@ -103,52 +106,28 @@ class RenderOutput:
     mask: np.ndarray
     objects: list[ObjectResult]
     timings: dict = field(default_factory=dict)
-    rejected: str | None = None
     camera_K: np.ndarray | None = None
     world_to_camera: np.ndarray | None = None
     depth: np.ndarray | None = None
 
 
-def import_bpy():
-    """Import and return ``bpy`` (the Blender Python module).
+@dataclass
+class Layout:
+    """A built scene measured by the flat id render (:meth:`BlenderSession.measure`), before the caller accepts
+    it (:meth:`BlenderSession.complete`) or rejects it (measures another spec). ``mask`` (H, W) uint8 instance
+    ids, ``objects`` one :class:`ObjectResult` per spec object (visible areas and projected bboxes; occlusion
+    not yet measured), ``camera_K`` / ``world_to_camera`` as in :class:`RenderOutput`, ``depth`` (H, W)
+    float32 metres, ``timings`` (``build``, ``ids``), ``build`` the session's build number (a layout can only be
+    completed while it is still the scene in Blender)."""
 
-    Importing bpy appends Blender's script folders (``.../bpy/<version>/scripts/modules`` ...) to
-    ``sys.path``; a worker process started with the parent's ``sys.path`` (joblib/loky does this) would then
-    find Blender's inner ``bpy`` package before the wheel and fail with "No module named '_bpy'". Those
-    entries are dropped before the first import in a process.
-    """
-    if "bpy" not in sys.modules:
-        def blender_scripts(entry: str) -> bool:
-            parts = os.path.normpath(entry).split(os.sep)
-            return any(parts[i] == "bpy" and parts[i + 2] == "scripts" for i in range(len(parts) - 2)) or \
-                ("blender" in parts and "scripts" in parts)
-        sys.path[:] = [p for p in sys.path if not blender_scripts(p)]
-    with quiet_stdout((1, 2)):  # Cycles logs missing CUDA/HIP libraries on import
-        import bpy
-
-    return bpy
-
-
-@contextlib.contextmanager
-def quiet_stdout(fds: tuple[int, ...] = (1,)):
-    """Send file descriptors ``fds`` (default stdout) to /dev/null inside the block. Blender logs every render
-    ("Saved: ...") to stdout and missing GPU libraries to stderr, which would garble progress bars and command
-    output. Python's ``sys.stdout``/``sys.stderr`` are flushed first."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(fd) for fd in fds]
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        for fd in fds:
-            os.dup2(devnull, fd)
-        yield
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, copy in zip(fds, saved):
-            os.dup2(copy, fd)
-            os.close(copy)
-        os.close(devnull)
+    spec: dict
+    mask: np.ndarray
+    objects: list[ObjectResult]
+    camera_K: np.ndarray
+    world_to_camera: np.ndarray
+    depth: np.ndarray
+    timings: dict
+    build: int
 
 
 class BlenderSession:
@@ -159,22 +138,23 @@ class BlenderSession:
         threads: Cycles CPU threads (fixed; >= 1).
         device: ``"cpu"``, ``"gpu"`` (BadInput if Blender finds none) or ``"auto"`` (GPU when found).
         builder: ``build_model(category, set_spec)`` override (default:
-            :func:`bindscope.generators.comco.models.build_model`).
+            :func:`bindscope.generators.comco.blender.models.build_model`).
 
     Raises:
         BadInput: ``device="gpu"`` and Blender finds no GPU, or bad ``threads``.
     """
 
     def __init__(self, set_spec: str, threads: int = 1, device: str = "cpu", builder=None):
-        bpy = import_bpy()
+        bpy, _, mathutils = blender_modules()
 
         if threads < 1:
             raise BadInput(f"--threads must be at least 1, got {threads}")
         self.bpy = bpy
+        self.mathutils = mathutils
         self.set_spec = set_spec
         self.threads = threads
         if builder is None:
-            from bindscope.generators.comco.models import build_model as builder
+            from bindscope.generators.comco.blender.models import build_model as builder
         self.builder = builder
         self._categories: dict | None = None
         self._models: dict[str, object] = {}
@@ -183,6 +163,7 @@ class BlenderSession:
         self.tmp = tempfile.mkdtemp(prefix="bindscope-comco-")
         atexit.register(shutil.rmtree, self.tmp, True)
         self.renders = 0
+        self.builds = 0  # layouts measured (see measure / complete)
 
         with quiet_stdout((1, 2)):
             bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -348,8 +329,7 @@ class BlenderSession:
 
     def build(self, spec: dict) -> None:
         """Set up the scene of ``spec`` (objects, camera, sun, world, render size and seed)."""
-        from mathutils import Matrix, Vector
-
+        Matrix, Vector = self.mathutils.Matrix, self.mathutils.Vector
         self.clear()
         scene = self.scene
         for entry in spec["objects"]:
@@ -590,32 +570,19 @@ class BlenderSession:
                         "projected_centre": tuple(float(v) for v in project(centre[None])[0])})
         return out
 
-    def render(self, spec: dict, masks: bool = True, accept=None, depth: bool = False) -> RenderOutput:
-        """Build and render ``spec``: exact instance mask, per-object results and the RGB image.
+    def measure(self, spec: dict) -> Layout:
+        """Build ``spec`` and measure its layout with the flat id render (step 1 of a render; one 1-sample
+        render): the exact instance mask, the depth map, the camera matrices and per-object visible areas and
+        projected bboxes (``unoccluded_area`` / ``occlusion`` not yet measured).
 
-        Order: build, id render, visible areas and projected bboxes, then ``accept`` (if given), then the solo
-        renders for possibly occluded objects, then the (expensive) RGB render, so a rejected layout costs one
-        flat 1-sample render only.
-
-        Args:
-            spec: a scene or reference spec (``planning.plan_scene`` / ``plan_reference``).
-            masks: False renders the RGB image only (mask all zeros, no per-object results; for benchmarks).
-            depth: also return the depth map (from the same id render; no extra render).
-            accept: optional ``accept(spec, objects) -> str | None`` called with the per-object results before
-                occlusion is measured (``unoccluded_area``/``occlusion`` not yet set); a returned reason
-                rejects the scene: the output then has ``image=None`` and ``rejected=reason``.
+        The caller then decides whether the layout is acceptable (the ComCO generator applies its visibility
+        and size rules, ``generator.rejection``) and either calls :meth:`complete` or measures another spec.
         """
         import time
 
-        timings = {}
         t0 = time.perf_counter()
         self.build(spec)
         t1 = time.perf_counter()
-        timings["build"] = t1 - t0
-        if not masks:
-            image = self.render_rgb()
-            timings["rgb"] = time.perf_counter() - t1
-            return RenderOutput(image, np.zeros(image.shape[:2], np.uint8), [], timings)
         mask, depth_map = self.render_ids(depth=True)
         height, width = mask.shape
         k_matrix, world_to_camera = self.camera_matrices()
@@ -626,12 +593,26 @@ class BlenderSession:
                                 in_frame=boxes[k][0] >= 0 and boxes[k][1] >= 0 and boxes[k][2] <= width
                                 and boxes[k][3] <= height, **geometry[k])
                    for k, obj in enumerate(self._scene_objects)]
+        self.builds += 1
+        return Layout(spec, mask, results, k_matrix, world_to_camera, depth_map,
+                      {"build": t1 - t0, "ids": time.perf_counter() - t1}, self.builds)
+
+    def complete(self, layout: Layout, depth: bool = False) -> RenderOutput:
+        """Finish an accepted layout from :meth:`measure` (step 2): the solo id renders of possibly occluded
+        objects (their unoccluded areas and occlusion), then the (expensive) RGB render. ``depth``: keep the
+        depth map in the output.
+
+        Raises:
+            RuntimeError: ``layout`` is not the scene this session built last (another spec was measured since).
+        """
+        import time
+
+        if layout.build != self.builds:
+            raise RuntimeError("internal error: complete() got a layout that is no longer built")
         t2 = time.perf_counter()
-        timings["ids"] = t2 - t1
-        reason = accept(spec, results) if accept is not None else None
-        extra = {"camera_K": k_matrix, "world_to_camera": world_to_camera, "depth": depth_map if depth else None}
-        if reason is not None:
-            return RenderOutput(None, mask, results, timings, rejected=reason, **extra)
+        mask, results, areas = layout.mask, layout.objects, [o.area for o in layout.objects]
+        height, width = mask.shape
+        boxes = [r.projected_bbox for r in results]
         for k, obj in enumerate(self._scene_objects):
             if not any(_boxes_overlap(boxes[k], boxes[j]) for j in range(len(boxes)) if j != k):
                 continue  # nothing can hide it: unoccluded area = visible area
@@ -652,10 +633,29 @@ class BlenderSession:
             results[k].unoccluded_area = unoccluded
             results[k].occlusion = float(min(1.0, max(0.0, 1.0 - areas[k] / unoccluded))) if unoccluded else 0.0
         t3 = time.perf_counter()
-        timings["solo"] = t3 - t2
         image = self.render_rgb()
-        timings["rgb"] = time.perf_counter() - t3
-        return RenderOutput(image, mask, results, timings, **extra)
+        timings = {**layout.timings, "solo": t3 - t2, "rgb": time.perf_counter() - t3}
+        return RenderOutput(image, mask, results, timings, camera_K=layout.camera_K,
+                            world_to_camera=layout.world_to_camera, depth=layout.depth if depth else None)
+
+    def render(self, spec: dict, masks: bool = True, depth: bool = False) -> RenderOutput:
+        """Build and render ``spec`` without an accept/reject step: :meth:`measure` then :meth:`complete`.
+
+        Args:
+            spec: a scene or reference spec (``planning.plan_scene`` / ``plan_reference``).
+            masks: False renders the RGB image only (mask all zeros, no per-object results; for benchmarks).
+            depth: also return the depth map (from the same id render; no extra render).
+        """
+        if masks:
+            return self.complete(self.measure(spec), depth=depth)
+        import time
+
+        t0 = time.perf_counter()
+        self.build(spec)
+        t1 = time.perf_counter()
+        image = self.render_rgb()
+        return RenderOutput(image, np.zeros(image.shape[:2], np.uint8), [],
+                            {"build": t1 - t0, "rgb": time.perf_counter() - t1})
 
     def memory_counts(self) -> dict[str, int]:
         """Numbers of Blender data-blocks (objects, meshes, materials, images) - flat across scenes."""

@@ -11,7 +11,8 @@ largest bounding-box dimension exactly 1.0 Blender unit. The part vocabulary is 
 Imported models (``comco assets import``) are stored normalised as ``.blend`` files; for such a set
 :func:`build_model` appends the stored object instead.
 
-This module imports bpy (the Blender Python module, ``bpy==5.0.1``); planning code must not import it.
+This module imports bpy (the Blender Python module, ``bpy==5.0.1``, through :mod:`.runtime`) when it is
+imported; planning code must not import it.
 """
 
 from __future__ import annotations
@@ -21,13 +22,11 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import bmesh
-import bpy
 import numpy as np
 import yaml
-from mathutils import Euler, Matrix, Vector
 
 from bindscope.errors import BadInput
+from bindscope.generators.comco.blender.runtime import blender_modules
 from bindscope.generators.comco.registry import (
     BUILTIN_SETS,
     SIMCO_COLOURS,
@@ -36,6 +35,9 @@ from bindscope.generators.comco.registry import (
     builtin_entries,
     read_folder_registry,
 )
+
+bpy, bmesh, mathutils = blender_modules()
+Euler, Matrix, Vector = mathutils.Euler, mathutils.Matrix, mathutils.Vector
 
 MATERIAL_PREFIX = "bindscope:"
 """Name prefix of every material made here; materials are reused by name within a Blender session."""

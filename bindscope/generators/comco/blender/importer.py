@@ -4,7 +4,7 @@ Each model file is imported with Blender's own importer (glTF/GLB: ``bpy.ops.imp
 ``bpy.ops.wm.obj_import``; FBX: ``bpy.ops.import_scene.fbx``; .blend: appended), its mesh objects are
 evaluated (modifiers applied), baked to world space and joined into one object, turned so that its up axis
 is +Z and its front faces -Y, and normalised like the procedural models (base centre at the origin, resting
-on z = 0, largest dimension 1.0; :func:`bindscope.generators.comco.models.normalise_mesh`). Textures are
+on z = 0, largest dimension 1.0; :func:`bindscope.generators.comco.blender.models.normalise_mesh`). Textures are
 packed. The result is written as ``models/<name>.blend`` and recorded in the folder's ``registry.json``
 with its source, licence and sha256.
 
@@ -21,15 +21,17 @@ import os
 import shutil
 from pathlib import Path
 
-import bpy
 import numpy as np
-from mathutils import Matrix, Vector
 
 from bindscope.dataset.manifest import canonical_json, write_text_atomic
 from bindscope.errors import BadInput
 from bindscope.generators.comco.assets import ImportItem, slug
-from bindscope.generators.comco.models import normalise_mesh
+from bindscope.generators.comco.blender.models import normalise_mesh
+from bindscope.generators.comco.blender.runtime import blender_modules
 from bindscope.generators.comco.registry import ASSET_FORMAT, ASSET_FORMAT_VERSION, REGISTRY_FILE
+
+bpy, _, mathutils = blender_modules()
+Matrix, Vector = mathutils.Matrix, mathutils.Vector
 
 _AXIS_VECTORS = {"X": (1, 0, 0), "Y": (0, 1, 0), "Z": (0, 0, 1), "-X": (-1, 0, 0), "-Y": (0, -1, 0), "-Z": (0, 0, -1)}
 
