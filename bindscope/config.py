@@ -1,13 +1,18 @@
-"""Configs: YAML file + command-line overrides, validated by a JSON Schema, resolved to one plain dict.
+"""The one config layer of both generators: layers merged in order, validated once by a JSON Schema.
 
-Precedence (lowest to highest): the generator's embedded defaults, a ``--preset``, ``--config FILE.yaml``,
-explicit command-line flags. Nested keys are merged key by key.
+Precedence (lowest to highest): the generator's embedded defaults, a preset (MADMAN's ``--preset``), a config
+file (``--config FILE.yaml``, or the same mapping passed to the Python API), explicit overrides (command-line
+flags or keyword arguments). Nested mappings merge key by key; lists and scalars are replaced; a *table*
+(a mapping of named entries, such as ComCO's ``colours``) given in a layer replaces the earlier one whole.
+:func:`resolve_config` does the merge and the one schema validation; ``generators/madman/config.py`` and
+``generators/comco/config.py`` add their cross-key checks on the result.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -16,12 +21,21 @@ from bindscope.errors import BadInput
 from bindscope.schemas import validate
 
 
-def deep_merge(base: dict, override: dict) -> dict:
-    """Return a copy of ``base`` with ``override`` merged in (dicts merged recursively, other values replaced)."""
+def _is_table(path: tuple[str, ...], tables: tuple[str, ...]) -> bool:
+    """True when the key ``path`` matches a dotted table pattern (``*`` matches any one key)."""
+    return any(len(parts) == len(path) and all(p in ("*", k) for p, k in zip(parts, path))
+               for parts in (t.split(".") for t in tables))
+
+
+def deep_merge(base: dict, override: dict, tables: tuple[str, ...] = (), _path: tuple[str, ...] = ()) -> dict:
+    """Return a copy of ``base`` with ``override`` merged in: mappings merged recursively, other values
+    replaced, and a mapping at a key matching a pattern of ``tables`` (dotted, ``*`` = any key, e.g.
+    ``"attributes.*"``) replaced whole."""
     merged = copy.deepcopy(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
+        path = (*_path, str(key))
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and not _is_table(path, tables):
+            merged[key] = deep_merge(merged[key], value, tables, path)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
@@ -126,8 +140,29 @@ def read_yaml(path: str | os.PathLike, flag: str = "--config") -> dict:
     return data
 
 
-def resolve_config(schema: str, *layers: dict | None) -> dict:
-    """Merge ``layers`` in order (later wins; ``None`` layers skipped) and validate against ``schema``.
+def config_layer(config: str | os.PathLike | Mapping | None) -> dict | None:
+    """A config layer from a YAML file path (read by :func:`read_yaml`, with its bounds) or a mapping (copied);
+    None stays None.
+
+    Raises:
+        BadInput: see :func:`read_yaml`; ``config`` of another type.
+    """
+    if config is None:
+        return None
+    if isinstance(config, Mapping):
+        return copy.deepcopy(dict(config))
+    if isinstance(config, (str, os.PathLike)):
+        return read_yaml(config)
+    raise BadInput(f"config must be a YAML file path or a mapping, got {type(config).__name__}", param="config")
+
+
+def resolve_config(schema: str, *layers: dict | None, tables: tuple[str, ...] = ()) -> dict:
+    """Merge ``layers`` in order (later wins; ``None`` or empty layers skipped; see the module docstring) and
+    validate the result once against ``schema`` (``bindscope/schemas/<schema>.json``).
+
+    Args:
+        tables: dotted key patterns (``*`` = any one key; e.g. ``"colours"``, ``"attributes.*"``) whose
+            mapping, when a layer gives one, replaces the earlier layers' whole.
 
     Raises:
         BadInput: the merged config violates the schema; the message names the key and the bad value.
@@ -135,6 +170,6 @@ def resolve_config(schema: str, *layers: dict | None) -> dict:
     config: dict = {}
     for layer in layers:
         if layer:
-            config = deep_merge(config, layer)
+            config = deep_merge(config, layer, tables)
     validate(config, schema, "config")
     return config

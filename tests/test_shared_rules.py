@@ -1,12 +1,19 @@
-"""The shared rules every part uses: one L2 normalisation and one image preprocessing rule (pad a non-square
-image to a centred square, never crop or stretch), checked on hand-made inputs."""
+"""The shared rules every part uses: one L2 normalisation, one image preprocessing rule (pad a non-square
+image to a centred square, never crop or stretch) and one config layer (defaults < preset < file < overrides,
+validated once), checked on hand-made inputs."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+import pytest
+import yaml
+
+from bindscope.errors import BadInput
 from bindscope.evaluation.encoder import l2_normalise, square_resize
+from bindscope.generators.comco.config import resolve_render_config
+from bindscope.generators.madman import config as madman_config
 
 
 def test_l2_normalise_rows_keeps_dtype_and_zero_rows():
@@ -43,3 +50,22 @@ def test_training_and_evaluation_preprocess_non_square_images_alike():
     # the padding rows are black (0 before normalisation), not stretched image content
     assert torch.allclose(got[:, :, 0, :], ((torch.zeros(1, 3, 1) - mean[..., 0]) / std[..., 0]).expand(2, 3, 32),
                           atol=1e-6)
+
+
+def test_one_config_layer_for_both_generators(tmp_path):
+    # madman: defaults < preset < file < overrides; the file may name the preset, a flag replaces it
+    file = {"preset": "realistic", "saliency_bias": 0.2, "layout": {"margin": 3.0}}
+    cfg = madman_config.resolve(None, file, {"saliency_bias": 0.9})
+    assert cfg["preset"] == "realistic" and cfg["saliency_bias"] == 0.9 and cfg["layout"]["margin"] == 3.0
+    assert cfg["layout"]["centre_jitter"] == madman_config.DEFAULTS["layout"]["centre_jitter"]  # merged by key
+    ideal = madman_config.resolve("ideal", file, None)
+    assert ideal["preset"] == "ideal" and ideal["saliency_bias"] == 0.2
+    # comco: the same merge, a file path or a mapping, tables replaced whole, one schema check
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"resolution": 96, "colours": {"red": [0.8, 0.0, 0.0]}}))
+    for source in (path, {"resolution": 96, "colours": {"red": [0.8, 0.0, 0.0]}}):
+        cfg = resolve_render_config(source, {"resolution": 64, "samples": None, "objects": "2-3"})
+        assert cfg["resolution"] == 64 and cfg["colours"] == {"red": [0.8, 0.0, 0.0]}
+        assert cfg["objects"]["min"] == 2 and cfg["objects"]["max"] == 3
+    with pytest.raises(BadInput, match="resolution"):
+        resolve_render_config({"resolution": "big"})

@@ -13,14 +13,15 @@ def resolve_render_config(config: str | os.PathLike | dict | None = None, overri
 
     ``overrides`` holds config keys (``None`` values = not given), nested mappings merge key by key;
     ``objects`` may also be text, a count (``"3"``) or a range (``"2-5"``), and ``attributes`` comma-separated
-    text (``"colour,material"``). The tables ``colours`` and ``materials`` of ``config`` replace the default
-    tables as a whole (they are not merged name by name).
+    text (``"colour,material"``). The tables ``colours`` and ``materials``, when given, replace the earlier
+    tables as a whole (they are not merged name by name). The merge and the schema check are
+    :func:`bindscope.config.resolve_config`'s, shared with MADMAN.
 
     Raises:
         BadInput: a schema violation, ``objects.min > objects.max``, or ``objects.weights`` whose length is not
             the number of counts.
     """
-    from bindscope.config import read_yaml, resolve_config
+    from bindscope.config import config_layer, resolve_config
     from bindscope.generators.comco.attributes import parse_attributes
     from bindscope.generators.comco.planning import DEFAULT_CONFIG, parse_objects
 
@@ -30,10 +31,8 @@ def resolve_render_config(config: str | os.PathLike | dict | None = None, overri
         layer["objects"] = {"min": low, "max": high}
     if isinstance(layer.get("attributes"), str):
         layer["attributes"] = parse_attributes(layer["attributes"])
-    file_layer = config if isinstance(config, dict) else read_yaml(config) if config else None
-    defaults = {k: v for k, v in DEFAULT_CONFIG.items()
-                if not (file_layer and k in ("colours", "materials") and isinstance(file_layer.get(k), dict))}
-    config = resolve_config("comco_config", defaults, file_layer, layer)
+    config = resolve_config("comco_config", DEFAULT_CONFIG, config_layer(config), layer,
+                            tables=("colours", "materials"))
     objects = config["objects"]
     if objects["min"] > objects["max"]:
         raise BadInput(f"config: objects: min {objects['min']} is greater than max {objects['max']}")

@@ -57,7 +57,7 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
     Raises:
         BadInput: a bad value (named, with what is allowed), an unusable ``out``; all before writing.
     """
-    from bindscope.config import read_yaml
+    from bindscope.config import config_layer
     from bindscope.dataset.build import BuildResult, build_dataset, check_output, finish_if_done, refuse_foreign
     from bindscope.dataset.manifest import config_sha256
     from bindscope.generators.madman import config as madman_config
@@ -71,7 +71,7 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
         raise BadInput(f"seed must be >= 0, got {seed}", param="seed")
     check_output_location("out", out)
     refuse_foreign(out, overwrite)  # a foreign out is refused before the digits are loaded
-    file_layer = config if isinstance(config, dict) else read_yaml(config) if config is not None else None
+    file_layer = config_layer(config)
     resolved = madman_config.resolve(preset, file_layer, overrides, seed)
     source = load_source(None if mnist_root is None else str(mnist_root), mnist_download,
                          resolved["digits"]["eval_fraction"])

@@ -15,11 +15,10 @@ from importlib import resources
 
 import yaml
 
-from bindscope.config import deep_merge
+from bindscope.config import resolve_config
 from bindscope.errors import BadInput
 from bindscope.generators.madman.attributes import (ATTRIBUTES, CAPTION_ORDER, DEFAULT_VALUES, check_value_sets,
                                                     parse_holdout)
-from bindscope.schemas import validate
 
 PRESETS = ("realistic", "ideal")
 
@@ -56,19 +55,6 @@ def load_preset(name: str) -> dict:
     return yaml.safe_load(text)
 
 
-def _merge(config: dict, layer: dict | None) -> dict:
-    if not layer:
-        return config
-    layer = copy.deepcopy(layer)
-    attributes = layer.pop("attributes", None)
-    config = deep_merge(config, layer)
-    if isinstance(attributes, dict):
-        config["attributes"] = {**config["attributes"], **attributes}  # a given value set replaces the default
-    elif attributes is not None:
-        config["attributes"] = attributes  # not a mapping: let the schema report it
-    return config
-
-
 def resolve(preset: str | None = None, file_layer: dict | None = None, flags: dict | None = None,
             seed: int = 0) -> dict:
     """Resolve and validate a MADMAN config.
@@ -90,15 +76,12 @@ def resolve(preset: str | None = None, file_layer: dict | None = None, flags: di
     """
     if preset is None and file_layer and file_layer.get("preset"):
         preset = file_layer["preset"]
-    config = copy.deepcopy(DEFAULTS)
-    if preset is not None:
-        if not isinstance(preset, str):
-            raise BadInput(f"preset {preset!r} must be a name; allowed: {', '.join(PRESETS)}")
-        config = _merge(config, load_preset(preset))
-    config = _merge(config, file_layer)
-    config = _merge(config, flags)
-    config["preset"] = preset  # the preset actually applied (a flag wins over a file's "preset" key)
-    validate(config, "madman_config", "config")
+    if preset is not None and not isinstance(preset, str):
+        raise BadInput(f"preset {preset!r} must be a name; allowed: {', '.join(PRESETS)}")
+    # the shared config layer (bindscope.config): merged in order, validated once by the JSON Schema;
+    # "preset" records the preset actually applied (a flag wins over a file's "preset" key)
+    config = resolve_config("madman_config", DEFAULTS, load_preset(preset) if preset is not None else None,
+                            file_layer, flags, {"preset": preset}, tables=("attributes.*",))
     check_value_sets(config["attributes"])
     order = config["caption_order"]
     for name, density in (("attribute_density", config["attribute_density"]),
