@@ -214,3 +214,23 @@ def test_comco_attention_random_vit_end_to_end(comco_data, vit, tmp_path):
     r = run(comco, ["attention", str(comco_data), "--model", "sentence-transformers/all-MiniLM-L6-v2",
                     "--out", str(tmp_path / "x.json")])
     assert r.exit_code == 2 and "no ViT image tower" in r.output and not (tmp_path / "x.json").exists()
+
+
+def test_evaluate_writes_the_bytes_of_madman_eval(madman_data, vit, tmp_path):
+    import bindscope
+    from bindscope.evaluation.results import samples_path
+
+    cli = tmp_path / "cli.json"
+    r = run(madman, ["eval", str(madman_data), "--model", "ViT-B-32", "--pretrained", "none", "--device", "cpu",
+                     "--no-cache", "--out", str(cli), "--quiet"])
+    assert r.exit_code == 0, r.output
+    api = bindscope.evaluate(madman_data, "ViT-B-32", pretrained="none", device="cpu", use_cache=False,
+                             out=tmp_path / "api.json", progress=False)
+    assert api.path == tmp_path / "api.json" and api.plot is None
+    assert api.path.read_bytes() == cli.read_bytes()
+    assert samples_path(api.path).read_bytes() == samples_path(cli).read_bytes()
+    assert api.result == json.loads(cli.read_text())
+    from bindscope.evaluation.api import plan_evaluation  # the default file name is the command's
+
+    default = plan_evaluation(madman_data).default_out("ViT-B-32", "none")
+    assert default == madman_data / "eval" / "madman-ViT-B-32-none.json"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from bindscope.dataset.ownership import check_output_location
 from bindscope.errors import BadInput
@@ -44,8 +44,91 @@ def model_slug(model: str, pretrained: str | None) -> str:
     return f"{slug(resolved)}-{slug(tag)}"
 
 
+class EvaluationPlan(NamedTuple):
+    """An evaluation checked before any model is loaded (:func:`plan_evaluation`): ``run(adapter,
+    text_transform, cache, progress, rows)`` computes the result dict (appending per-sample rows to the list
+    ``rows``), ``folder`` / ``stem`` / ``suffix`` name the default result file (:meth:`default_out`), ``samples``:
+    the per-sample rows are written beside the result."""
+
+    run: Callable
+    folder: Path
+    stem: str
+    suffix: str
+    text_transform: Callable | None
+    samples: bool = True
+
+    def default_out(self, model: str, pretrained: str | None) -> Path:
+        """``<folder>/<stem>-<model>-<tag><suffix>.json`` (e.g. ``DATA/eval/madman-vit-b-32-openai.json``)."""
+        return self.folder / f"{self.stem}-{model_slug(model, pretrained)}{self.suffix}.json"
+
+
+def plan_evaluation(data: str | os.PathLike | None, *, splits: list[str] | None = None,
+                    tasks: str | None = None, text_transform=None, matching_negatives: int | None = None,
+                    seed: int = 0, objects: int | None = None, vocab: str | None = None, n: int | None = None,
+                    split: str | None = None, references: str | os.PathLike | None = None,
+                    category_map: str | os.PathLike | None = None, references_per_category: int = 10,
+                    generators: tuple[str, ...] = ("madman", "comco", "coco"),
+                    task_name: str = "evaluate") -> EvaluationPlan:
+    """Check everything of an evaluation but the model and the output paths (see :func:`evaluate` for the
+    arguments): the dataset (manifest, splits, shard checksums), the tasks and their options.
+
+    Raises:
+        BadInput / DatasetError: as :func:`evaluate`, before any model is loaded.
+    """
+    from bindscope.evaluation.results import open_dataset
+
+    _check_seed(seed, matching_negatives)
+    tag = getattr(text_transform, "file_tag", None)
+    suffix = f"-{tag}" if tag else ""
+    if data is not None:
+        given = [p for p, v in (("objects", objects), ("vocab", vocab), ("n", n)) if v is not None]
+        if given:
+            raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
+                           "dataset's scenes are used", param=given[0])
+        ds = open_dataset(data, generators, task_name)
+        if ds.generator == "madman":
+            run, stem, extra = _madman_run(ds, splits)
+        else:
+            run, stem, extra = _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map,
+                                           references_per_category)
+        return EvaluationPlan(run, Path(ds.path) / "eval", stem, suffix + extra, text_transform)
+    given = [p for p, v in (("split", split), ("references", references), ("category_map", category_map))
+             if v is not None]
+    if given:
+        raise BadInput(f"{', '.join(given)} need DATA (a ComCO dataset or a COCO import)", param=given[0])
+    run, stem = _sampled_run(tasks, matching_negatives, seed, objects, vocab, n)
+    return EvaluationPlan(run, Path(stem).parent, Path(stem).name, suffix, text_transform)
+
+
+def run_evaluation(plan: EvaluationPlan, model: str, pretrained: str | None = None, *, out: Path | None,
+                   plot: Path | None = None, overwrite: bool = False, device: str = "auto",
+                   precision: str = "fp32", batch_size: int = 64, pooling: str = "cls",
+                   cache_dir: str | None = None, use_cache: bool = True, progress: bool = True) -> Evaluation:
+    """Load the encoder and run a checked :class:`EvaluationPlan`; write the result (and its per-sample rows,
+    :func:`bindscope.evaluation.results.samples_path`) to ``out`` (None: nothing written) and the plot.
+    ``out`` and ``plot`` must already be checked (:func:`evaluate` does it)."""
+    from bindscope.evaluation.adapters import load_adapter
+    from bindscope.evaluation.cache import EmbeddingCache, default_cache_dir
+    from bindscope.evaluation.report import plot_result
+    from bindscope.evaluation.results import write_result
+
+    adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size,
+                           pooling=pooling)
+    if hasattr(plan.text_transform, "check_encoder"):
+        plan.text_transform.check_encoder(adapter)
+    cache = EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim) \
+        if use_cache else None
+    rows: list = []
+    result = plan.run(adapter, plan.text_transform, cache, progress, rows)
+    if out is not None:
+        write_result(out, result, overwrite=overwrite, rows=rows if plan.samples else None)
+    if plot is not None:
+        plot_result(result, plot)
+    return Evaluation(result, out, plot)
+
+
 def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrained: str | None = None,
-             splits: list[str] | None = None, tasks: str | list[str] | None = None,
+             splits: list[str] | None = None, tasks: str | None = None,
              text_transform=None, device: str = "auto", precision: str = "fp32",
              batch_size: int = 64, pooling: str = "cls", cache_dir: str | None = None, use_cache: bool = True,
              out: str | os.PathLike | bool | None = None, overwrite: bool = False, plot: str | os.PathLike | None = None,
@@ -54,14 +137,16 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
              references: str | os.PathLike | None = None, category_map: str | os.PathLike | None = None,
              references_per_category: int = 10, generators: tuple[str, ...] = ("madman", "comco", "coco"),
              task_name: str = "evaluate") -> Evaluation:
-    """Evaluate an encoder on a dataset; return the result (schema ``eval_result``), written as JSON.
+    """Evaluate an encoder on a dataset; return the result (schema ``eval_result``), written as JSON with its
+    per-sample rows (``<result>.samples.jsonl``) beside it.
 
     MADMAN datasets: recognition and binding accuracy per attribute and split (binding counted where recognition
     succeeded for both digits; Gurung et al., GCPR 2025), Wilson 95% intervals. ComCO/SimCO datasets: TOR, IOR,
     I2TOR, image-text matching (Abbasi et al., CVPR 2025) and, on datasets rendered with attributes, MADMAN's
     recognition and binding (``binding``). ``data=None``: TOR (and ``claim1``) on captions
     sampled from the vocabulary ``vocab``. COCO imports: the ComCO tasks, IOR against external reference images
-    (``references``). See docs/evaluation.md and docs/real-data.md.
+    (``references``). See docs/evaluation.md and docs/real-data.md. ``madman eval`` and ``comco eval`` are
+    :func:`plan_evaluation` then :func:`run_evaluation` per model, as here.
 
     Args:
         data: dataset folder (or an open :class:`~bindscope.dataset.reader.Dataset`), or None (sampled captions).
@@ -85,7 +170,7 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
             images, one subfolder per category (the DomainNet layout), averaged per category.
         objects / vocab / n: sampled-caption TOR only (objects per caption >= 2, vocabulary, captions 1..1e6).
         generators / task_name: the dataset kinds accepted and the name used in messages (the commands
-            pass ``("madman",), "madman eval"`` and ``("comco",), "comco eval"``).
+            pass ``("madman",), "madman eval"`` and ``("comco", "coco"), "comco eval"``).
 
     Returns:
         An :class:`Evaluation`: ``result`` (the dict written), ``path`` (the JSON file, None with
@@ -95,48 +180,22 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
         BadInput / DatasetError: a bad value or dataset, an existing result file without ``overwrite``; all
             checked before the model is loaded or a file is written.
     """
-    from bindscope.evaluation.adapters import load_adapter
-    from bindscope.evaluation.cache import EmbeddingCache, default_cache_dir
-    from bindscope.evaluation.report import check_plot_path, plot_result
-    from bindscope.evaluation.results import check_output, open_dataset, write_result
+    from bindscope.evaluation.report import check_plot_path
+    from bindscope.evaluation.results import check_output
 
     # Everything a user can get wrong is checked before the model is loaded or a file is written.
-    _check_seed(seed, matching_negatives)
-    tag = getattr(text_transform, "file_tag", None)
-    suffix = f"-{tag}" if tag else ""
-    if data is not None:
-        given = [p for p, v in (("objects", objects), ("vocab", vocab), ("n", n)) if v is not None]
-        if given:
-            raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
-                           "dataset's scenes are used", param=given[0])
-        ds = open_dataset(data, generators, task_name)
-        if ds.generator == "madman":
-            run, stem, extra = _madman_run(ds, splits)
-        else:
-            run, stem, extra = _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map,
-                                           references_per_category)
-        default_out = Path(ds.path) / "eval" / f"{stem}-{model_slug(model, pretrained)}{suffix}{extra}.json"
-    else:
-        given = [p for p, v in (("split", split), ("references", references), ("category_map", category_map))
-                 if v is not None]
-        if given:
-            raise BadInput(f"{', '.join(given)} need DATA (a ComCO dataset or a COCO import)", param=given[0])
-        run, default_out = _sampled_run(tasks, matching_negatives, seed, objects, vocab, n)
-        default_out = Path(default_out + f"-{model_slug(model, pretrained)}{suffix}.json")
+    plan = plan_evaluation(data, splits=splits, tasks=tasks, text_transform=text_transform,
+                           matching_negatives=matching_negatives, seed=seed, objects=objects, vocab=vocab, n=n,
+                           split=split, references=references, category_map=category_map,
+                           references_per_category=references_per_category, generators=generators,
+                           task_name=task_name)
+    default_out = plan.default_out(model, pretrained)
     out_path = None if out is False else check_output(default_out if out in (None, True) else out, overwrite)
     plot_path = check_plot_path(plot)
     check_locations(out_path, plot_path)
-    adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size,
-                           pooling=pooling)
-    if hasattr(text_transform, "check_encoder"):
-        text_transform.check_encoder(adapter)
-    cache = EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key) if use_cache else None
-    result = run(adapter, text_transform, cache, progress)
-    if out_path is not None:
-        write_result(out_path, result, overwrite=overwrite)
-    if plot_path is not None:
-        plot_result(result, plot_path)
-    return Evaluation(result, out_path, plot_path)
+    return run_evaluation(plan, model, pretrained, out=out_path, plot=plot_path, overwrite=overwrite,
+                          device=device, precision=precision, batch_size=batch_size, pooling=pooling,
+                          cache_dir=cache_dir, use_cache=use_cache, progress=progress)
 
 
 def check_locations(out_path: Path | None, plot_path: Path | None) -> None:
@@ -156,9 +215,9 @@ def _madman_run(ds, splits):
         ds.split(name)
     check_shards(ds, list(splits or []) or default_splits(ds))
 
-    def run(adapter, text_transform, cache, progress):
+    def run(adapter, text_transform, cache, progress, rows):
         return evaluate_madman(ds, adapter, splits=list(splits or []) or None, text_transform=text_transform,
-                               cache=cache, progress=progress, check=False)
+                               cache=cache, progress=progress, check=False, rows=rows)
     return run, "madman", ""
 
 
@@ -171,7 +230,7 @@ def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category
     from bindscope.evaluation.results import check_shards, short_hash
 
     defaults = [t for t in default_tasks(ds) if t != "ior" or references or "references" in ds.split_names]
-    task_list = parse_tasks(tasks or ",".join(defaults), TASKS)
+    task_list = parse_tasks(",".join(defaults) if tasks is None else tasks, TASKS)
     if "binding" in task_list and "binding" not in default_tasks(ds):
         raise BadInput("tasks binding needs a dataset rendered with comco render --attributes (its scenes store "
                        "recognition and binding negatives)", param="tasks")
@@ -188,10 +247,10 @@ def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category
     check_shards(ds, [scenes] + (["references"] if "references" in ds.split_names else []))
     extra = "" if references is None else f"-refs-{short_hash(str(Path(references).resolve()))}"
 
-    def run(adapter, text_transform, cache, progress):
+    def run(adapter, text_transform, cache, progress, rows):
         return evaluate_comco(ds, adapter, task_list, text_transform=text_transform, cache=cache,
                               matching_negatives=matching_negatives, seed=seed, progress=progress, check=False,
-                              split=scenes, references=reference_set)
+                              split=scenes, references=reference_set, rows=rows)
     return run, f"comco-{'+'.join(task_list)}", extra
 
 
@@ -208,7 +267,7 @@ def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n):
     from bindscope.evaluation.comco import SAMPLED_TASKS, evaluate_tor_sampled, load_vocabulary, parse_tasks
     from bindscope.evaluation.results import slug
 
-    task_list = parse_tasks(tasks or "tor", SAMPLED_TASKS)
+    task_list = parse_tasks("tor" if tasks is None else tasks, SAMPLED_TASKS)
     if matching_negatives is not None:
         raise BadInput("matching_negatives needs a dataset (matching uses the dataset's images)",
                        param="matching_negatives")
@@ -225,8 +284,8 @@ def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n):
         raise BadInput(f"objects {objects} is more than the {len(categories)} categories of vocab {vocab!r}; "
                        f"allowed: 2..{len(categories)}", param="objects")
 
-    def run(adapter, text_transform, cache, progress):
+    def run(adapter, text_transform, cache, progress, rows):
         return evaluate_tor_sampled(adapter, vocab=vocab, objects=objects, n=n, seed=seed, tasks=task_list,
-                                    text_transform=text_transform, cache=cache, progress=progress)
+                                    text_transform=text_transform, cache=cache, progress=progress, rows=rows)
     stem = f"results/comco-sampled-{slug(vocab)}-{objects}obj-n{n}-seed{seed}/{'+'.join(task_list)}"
     return run, stem

@@ -10,7 +10,6 @@ from bindscope.cli_types import FiniteFloat
 from bindscope.errors import BadInput
 
 
-MAX_SAMPLED_CAPTIONS = 1_000_000  # comco eval without DATA: -n captions per group
 MAX_AUDIT_EPOCHS = 1000  # madman audit --epochs
 
 
@@ -82,21 +81,16 @@ def _check_locations(out_path, plot_path) -> None:
         check_output_location("--plot", plot_path)
 
 
-def _model_slug(model: str, pretrained: str | None) -> str:
-    from bindscope.evaluation.api import model_slug
-
-    return model_slug(model, pretrained)
-
-
 def _plan_outputs(model: str, pretrained: str | None, out: str | None, plot: str | None, overwrite: bool,
-                  default_out) -> list[tuple[str, str | None, Path, Path | None]]:
+                  plan) -> list[tuple[str, str | None, Path, Path | None]]:
     """``(model, pretrained, result path, plot path)`` per model named by ``--model``/``--pretrained``, checked
     before any model is loaded (:func:`bindscope.evaluation.model_list.expand_models`).
 
     One model: ``--out`` is the result file. Several: ``--out`` is a folder holding one ``<default name>`` per
-    model, and ``--plot P.png`` becomes ``P-<model>.png`` per model. ``default_out(slug)`` gives the default
+    model, and ``--plot P.png`` becomes ``P-<model>.png`` per model; ``plan.default_out`` gives the default
     result path of a model. Raises BadInput for any bad name, tag or output path.
     """
+    from bindscope.evaluation.api import model_slug
     from bindscope.evaluation.model_list import expand_models
     from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_output
@@ -104,13 +98,12 @@ def _plan_outputs(model: str, pretrained: str | None, out: str | None, plot: str
     pairs = expand_models(model, pretrained)
     planned = []
     for name, tag in pairs:
-        model_slug = _model_slug(name, tag)
-        path = default_out(model_slug)
+        path = plan.default_out(name, tag)
         if out is not None:
             path = Path(out) / path.name if len(pairs) > 1 else Path(out)
         plot_path = check_plot_path(plot)
         if plot_path is not None and len(pairs) > 1:
-            plot_path = plot_path.with_name(f"{plot_path.stem}-{model_slug}{plot_path.suffix}")
+            plot_path = plot_path.with_name(f"{plot_path.stem}-{model_slug(name, tag)}{plot_path.suffix}")
         out_path = check_output(path, overwrite)
         _check_locations(out_path, plot_path)
         planned.append((name, tag, out_path, plot_path))
@@ -119,24 +112,21 @@ def _plan_outputs(model: str, pretrained: str | None, out: str | None, plot: str
     return planned
 
 
-def _cache(cache_dir: str | None, no_cache: bool, adapter):
-    from bindscope.evaluation.cache import EmbeddingCache, default_cache_dir
+def _run(plan, model, pretrained, out, plot, overwrite, quiet, formatter=None, **encoder) -> None:
+    """Check every model's output paths, then evaluate the models one by one and print each result (with
+    ``formatter``, default :func:`bindscope.evaluation.report.format_result`)."""
+    from bindscope.evaluation.api import run_evaluation
+    from bindscope.evaluation.report import format_result
+    from bindscope.evaluation.results import samples_path
 
-    if no_cache:
-        return None
-    return EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim)
-
-
-def _finish(result: dict, out: Path, overwrite: bool, plot: Path | None, rows: list | None = None) -> None:
-    from bindscope.evaluation.report import format_result, plot_result
-    from bindscope.evaluation.results import samples_path, write_result
-
-    click.echo(format_result(result))
-    write_result(out, result, overwrite=overwrite, rows=rows)
-    click.echo(f"\nwrote {out}" + (f" and its per-sample rows {samples_path(out)}" if rows is not None else ""))
-    if plot is not None:
-        plot_result(result, plot)
-        click.echo(f"wrote {plot}")
+    for name, tag, out_path, plot_path in _plan_outputs(model, pretrained, out, plot, overwrite, plan):
+        run = run_evaluation(plan, name, tag, out=out_path, plot=plot_path, overwrite=overwrite,
+                             progress=not quiet, **encoder)
+        click.echo((formatter or format_result)(run.result))
+        click.echo(f"\nwrote {out_path}" + (f" and its per-sample rows {samples_path(out_path)}" if plan.samples
+                                            else ""))
+        if plot_path is not None:
+            click.echo(f"wrote {plot_path}")
 
 
 _labclip_option = click.option(
@@ -145,21 +135,13 @@ _labclip_option = click.option(
          "(docs/alignment.md).")
 
 
-def _labclip_transform(path: str | None):
-    """``(text_transform, out-file suffix)`` for ``--labclip``; ``(None, "")`` without it. BadInput if unreadable."""
+def _labclip(path: str | None):
+    """The LABCLIP map of ``--labclip`` (a text transform), or None. BadInput if unreadable."""
     if path is None:
-        return None, ""
+        return None
     from bindscope.alignment.labclip import load_labclip
-    from bindscope.evaluation.results import short_hash
 
-    return load_labclip(path), f"-labclip-{short_hash(str(Path(path).resolve()))}"
-
-
-def _check_labclip(text_transform, adapter) -> None:
-    if text_transform is not None:
-        from bindscope.alignment.labclip import check_dimension
-
-        check_dimension(text_transform, adapter)
+    return load_labclip(path)
 
 
 def register_madman(group: click.Group) -> None:
@@ -179,26 +161,13 @@ def register_madman(group: click.Group) -> None:
         GCPR 2025); in-distribution (test) and OOD splits are reported separately, with counts and Wilson 95%
         intervals. See docs/evaluation.md.
         """
-        from bindscope.evaluation.adapters import load_adapter
-        from bindscope.evaluation.madman import default_splits, evaluate_madman
-        from bindscope.evaluation.results import check_shards, open_dataset
+        from bindscope.evaluation.api import plan_evaluation
 
         # Everything a user can get wrong is checked before a model is loaded or a file is written.
-        ds = open_dataset(data, ("madman",), "madman eval")
-        for name in splits:
-            ds.split(name)
-        check_shards(ds, list(splits) or default_splits(ds))
-        text_transform, suffix = _labclip_transform(labclip)  # --labclip: bindscope.alignment's fitted map
-        planned = _plan_outputs(model, pretrained, out, plot, overwrite,
-                                lambda model_slug: Path(data) / "eval" / f"madman-{model_slug}{suffix}.json")
-        for name, tag, out_path, plot_path in planned:
-            adapter = load_adapter(name, tag, device=device, precision=precision, batch_size=batch_size)
-            _check_labclip(text_transform, adapter)
-            rows: list = []
-            result = evaluate_madman(ds, adapter, splits=list(splits) or None, text_transform=text_transform,
-                                     cache=_cache(cache_dir, no_cache, adapter), progress=not quiet, check=False,
-                                     rows=rows)
-            _finish(result, out_path, overwrite, plot_path, rows)
+        plan = plan_evaluation(data, splits=list(splits) or None, text_transform=_labclip(labclip),
+                               generators=("madman",), task_name="madman eval")
+        _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
+             batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache)
 
     @group.command("audit")
     @click.argument("data", type=click.Path(file_okay=False))
@@ -286,22 +255,22 @@ def register_comco(group: click.Group) -> None:
         the share of CLS attention on the object, per patch of the object, its area in patches and how many of
         the top-k attended patches it holds, with bootstrap intervals over scenes. See docs/evaluation.md.
         """
-        from bindscope.evaluation.adapters import load_adapter
+        from bindscope.evaluation.api import EvaluationPlan
         from bindscope.evaluation.attention import cls_attention_by_size
         from bindscope.evaluation.results import check_shards, open_dataset
 
         ds = open_dataset(data, ("comco", "coco"), "comco attention")
         ds.split(split)
         check_shards(ds, [split])
-        name = f"attention-{layers}{'-rollout' if use_rollout else ''}"
-        planned = _plan_outputs(model, pretrained, out, plot, overwrite,
-                                lambda model_slug: Path(data) / "eval" / f"{name}-{model_slug}.json")
-        for model_name, tag, out_path, plot_path in planned:
-            adapter = load_adapter(model_name, tag, device=device, precision=precision, batch_size=batch_size)
-            result = cls_attention_by_size(ds, adapter, layers=layers, use_rollout=use_rollout, top_k=top_k,
-                                           split=split, limit=limit, batch_size=batch_size, seed=seed,
-                                           progress=not quiet, check=False)
-            _finish(result, out_path, overwrite, plot_path)
+
+        def run(adapter, text_transform, cache, progress, rows):
+            return cls_attention_by_size(ds, adapter, layers=layers, use_rollout=use_rollout, top_k=top_k,
+                                         split=split, limit=limit, batch_size=batch_size, seed=seed,
+                                         progress=progress, check=False)
+        plan = EvaluationPlan(run, Path(data) / "eval", f"attention-{layers}{'-rollout' if use_rollout else ''}",
+                              "", None, samples=False)
+        _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
+             batch_size=batch_size, use_cache=False)
 
     @group.command("eval")
     @click.argument("data", required=False, type=click.Path(file_okay=False))
@@ -312,7 +281,7 @@ def register_comco(group: click.Group) -> None:
     @click.option("--objects", type=int, default=None, help="Without DATA: objects per sampled caption [4].")
     @click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "
                                                 "[comco72].")
-    @click.option("-n", "num", type=int, default=None, help="Without DATA: captions to sample (per group), 1..1,000,000 [2000].")
+    @click.option("-n", "n", type=int, default=None, help="Without DATA: captions to sample (per group), 1..1,000,000 [2000].")
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of caption / negative sampling.")
     @click.option("--matching-negatives", type=int, default=None,
                   help="Wrong captions per scene and scenario (a seeded sample); default: every absent category.")
@@ -329,7 +298,7 @@ def register_comco(group: click.Group) -> None:
                   help="Pooling of hf:<model> text encoders (SimCSE: cls; sentence-transformers-style: mean).")
     @_model_options
     @_labclip_option
-    def comco_eval(data, tasks, objects, vocab, num, seed, matching_negatives, split, references, category_map,
+    def comco_eval(data, tasks, objects, vocab, n, seed, matching_negatives, split, references, category_map,
                    references_per_category, pooling, model, pretrained, device, precision, batch_size, cache_dir,
                    no_cache, out, overwrite, plot, quiet, labclip):
         """TOR, IOR, I2TOR and image-text matching on a ComCO/SimCO dataset or a COCO import DATA, or TOR (and
@@ -339,91 +308,15 @@ def register_comco(group: click.Group) -> None:
         IOR on COCO compares with external reference images (--references, e.g. DomainNet). See
         docs/evaluation.md and docs/real-data.md.
         """
-        from bindscope.evaluation.comco import (SAMPLED_TASKS, TASKS, dataset_vocabulary, default_tasks,
-                                                load_vocabulary, parse_tasks, scene_split)
-        from bindscope.evaluation.references import load_references
-        from bindscope.evaluation.results import check_shards, open_dataset, slug
+        from bindscope.evaluation.api import plan_evaluation
 
-        if seed < 0:
-            raise BadInput(f"--seed {seed} is not allowed; use an integer >= 0")
-        if matching_negatives is not None and matching_negatives < 1:
-            raise BadInput(f"--matching-negatives {matching_negatives} is not allowed; use an integer >= 1 (or omit "
-                           "it for every absent category)")
-        text_transform, suffix = _labclip_transform(labclip)  # --labclip: bindscope.alignment's fitted map
-        if data is not None:
-            given = [f for f, v in (("--objects", objects), ("--vocab", vocab), ("-n", num)) if v is not None]
-            if given:
-                raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
-                               "dataset's scenes are used")
-            ds = open_dataset(data, ("comco", "coco"), "comco eval")
-            defaults = [t for t in default_tasks(ds) if t != "ior" or references or "references" in ds.split_names]
-            task_list = parse_tasks(",".join(defaults) if tasks is None else tasks, TASKS)
-            if "binding" in task_list and "binding" not in default_tasks(ds):
-                raise BadInput("--tasks binding needs a dataset rendered with comco render --attributes (its "
-                               "scenes store recognition and binding negatives)")
-            scenes = scene_split(ds, split)
-            reference_set = None
-            if references is not None:
-                reference_set = load_references(references, dataset_vocabulary(ds, scenes)[0],
-                                                ds.manifest["image_size"][0], category_map, references_per_category)
-            elif category_map is not None:
-                raise BadInput("--category-map needs --references")
-            elif "ior" in task_list and "references" not in ds.split_names:
-                raise BadInput(f"ior needs single-object reference images: {data!r} has no 'references' split; give "
-                               "--references DIR (one subfolder of images per category, the DomainNet layout)")
-            check_shards(ds, [scenes] + (["references"] if "references" in ds.split_names else []))
-            if references is not None:
-                from bindscope.evaluation.results import short_hash
-
-                suffix += f"-refs-{short_hash(str(Path(references).resolve()))}"
-
-            def default_out(model_slug):
-                return Path(data) / "eval" / f"comco-{'+'.join(task_list)}-{model_slug}{suffix}.json"
-        else:
-            task_list = parse_tasks("tor" if tasks is None else tasks, SAMPLED_TASKS)
-            given = [f for f, v in (("--split", split), ("--references", references),
-                                    ("--category-map", category_map)) if v is not None]
-            if given:
-                raise BadInput(f"{', '.join(given)} need DATA (a ComCO dataset or a COCO import)")
-            if matching_negatives is not None:
-                raise BadInput("--matching-negatives needs DATA (matching uses the dataset's images)")
-            objects, vocab, num = objects or 4, vocab or "comco72", 2000 if num is None else num
-            if objects < 2:
-                raise BadInput(f"--objects must be at least 2 for TOR, got {objects}")
-            if not 1 <= num <= MAX_SAMPLED_CAPTIONS:
-                raise BadInput(f"-n {num} is out of range; allowed: 1..{MAX_SAMPLED_CAPTIONS:,} captions")
-            try:  # an unknown set fails here, before the model is loaded
-                categories = load_vocabulary(vocab)
-            except BadInput as exc:  # the registry names its own flag (--set); here the flag is --vocab
-                raise BadInput(str(exc).replace("--set ", "--vocab ", 1)) from None
-            if objects > len(categories):
-                raise BadInput(f"--objects {objects} is more than the {len(categories)} categories of --vocab "
-                               f"{vocab!r}; allowed: 2..{len(categories)}")
-
-            def default_out(model_slug):
-                return (Path("results") / f"comco-sampled-{slug(vocab)}-{objects}obj-n{num}-seed{seed}" /
-                        f"{'+'.join(task_list)}-{model_slug}{suffix}.json")
-        from bindscope.evaluation.adapters import load_adapter
-
-        for name, tag, out_path, plot_path in _plan_outputs(model, pretrained, out, plot, overwrite, default_out):
-            adapter = load_adapter(name, tag, device=device, precision=precision, batch_size=batch_size,
-                                   pooling=pooling)
-            _check_labclip(text_transform, adapter)
-            cache = _cache(cache_dir, no_cache, adapter)
-            rows: list = []
-            if data is not None:
-                from bindscope.evaluation.comco import evaluate_comco
-
-                result = evaluate_comco(ds, adapter, task_list, text_transform=text_transform, cache=cache,
-                                        matching_negatives=matching_negatives, seed=seed, progress=not quiet,
-                                        check=False, split=scenes, references=reference_set, rows=rows)
-            else:
-                from bindscope.evaluation.comco import evaluate_tor_sampled
-
-                result = evaluate_tor_sampled(adapter, vocab=vocab, objects=objects, n=num, seed=seed,
-                                              tasks=task_list, text_transform=text_transform, cache=cache,
-                                              progress=not quiet, rows=rows)
-            _finish(result, out_path, overwrite, plot_path, rows)
+        plan = plan_evaluation(data, tasks=tasks, text_transform=_labclip(labclip),
+                               matching_negatives=matching_negatives, seed=seed, objects=objects, vocab=vocab, n=n,
+                               split=split, references=references, category_map=category_map,
+                               references_per_category=references_per_category, generators=("comco", "coco"),
+                               task_name="comco eval")
+        _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
+             batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache, pooling=pooling)
 
 
 def register_bindscope(group: click.Group) -> None:
@@ -483,25 +376,21 @@ def register_bindscope(group: click.Group) -> None:
               device, precision, batch_size, cache_dir, no_cache, labclip):
         """ARO or SugarCrepe from their published files in local folders: accuracy per subset (Wilson 95%
         intervals), macro and micro averages; --labclip applies a fitted LABCLIP map. See docs/real-data.md."""
+        from bindscope.evaluation.api import EvaluationPlan
         from bindscope.evaluation.bench import evaluate_bench, format_bench, read_bench
-        from bindscope.evaluation.results import write_result
 
         chosen = [s.strip() for s in subsets.split(",") if s.strip()] if subsets else None
         items = read_bench(benchmark, data, images, flickr_images, chosen, seed=seed)
-        text_transform, suffix = _labclip_transform(labclip)
-        planned = _plan_outputs(model, pretrained, out, None, overwrite,
-                                lambda model_slug: Path("results") / "bench" / f"{benchmark}-{model_slug}{suffix}.json")
-        from bindscope.evaluation.adapters import load_adapter
+        text_transform = _labclip(labclip)
+        tag = text_transform.file_tag if text_transform is not None else None
 
-        for name, tag, out_path, _ in planned:
-            adapter = load_adapter(name, tag, device=device, precision=precision, batch_size=batch_size)
-            _check_labclip(text_transform, adapter)
-            result = evaluate_bench(benchmark, items, adapter, text_transform=text_transform,
-                                    cache=_cache(cache_dir, no_cache, adapter), data=str(Path(data).resolve()),
-                                    seed=seed, progress=not quiet)
-            click.echo(format_bench(result))
-            write_result(out_path, result, overwrite=overwrite)
-            click.echo(f"\nwrote {out_path}")
+        def run(adapter, text_transform, cache, progress, rows):
+            return evaluate_bench(benchmark, items, adapter, text_transform=text_transform, cache=cache,
+                                  data=str(Path(data).resolve()), seed=seed, progress=progress)
+        plan = EvaluationPlan(run, Path("results") / "bench", benchmark, f"-{tag}" if tag else "", text_transform,
+                              samples=False)
+        _run(plan, model, pretrained, out, None, overwrite, quiet, format_bench, device=device,
+             precision=precision, batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache)
 
     @group.command("collect")
     @click.argument("results", nargs=-1, type=click.Path())
