@@ -9,23 +9,32 @@ from typing import BinaryIO, Iterator
 
 
 @contextmanager
-def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
-    """Open a temporary file beside ``path`` for binary writing; on success fsync it and rename it onto ``path``.
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """The one temp-file-and-rename writer: yield a temporary path beside ``path`` for the caller to write (any
+    writer that needs a file name: h5py, a hard link, a copy); on success fsync it and rename it onto ``path``.
 
     If the block raises, the temporary file is removed and ``path`` is left as it was. The temporary name is
-    ``.<name>.<pid>.tmp`` in the same folder, so the rename is atomic on POSIX file systems.
+    ``.<name>.<pid>.tmp`` in the same folder, so the rename is atomic on POSIX file systems (and a stale one
+    left by a killed process is recognisable).
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
     try:
-        with open(tmp, "wb") as handle:
-            yield handle
-            handle.flush()
+        yield tmp
+        with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """Open a temporary file beside ``path`` for binary writing; on success it replaces ``path`` (see
+    :func:`atomic_path`)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        yield handle
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

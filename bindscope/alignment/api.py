@@ -63,13 +63,10 @@ def _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_ca
 def _write(path: Path, kind, adapter, dataset, splits, settings, metrics, embedder) -> Evaluation:
     """Validate the result envelope (schema ``alignment_result``), write it atomically, return it."""
     from bindscope.dataset.manifest import canonical_json, write_text_atomic
-    from bindscope.evaluation.results import dataset_info, encoder_counts, model_info, versions
-    from bindscope.schemas import validate
+    from bindscope.evaluation.results import dataset_info, encoder_counts, envelope
 
-    result = {"schema_version": 1, "kind": kind, "model": model_info(adapter),
-              "dataset": dataset_info(dataset, splits), "settings": settings, "metrics": metrics,
-              "counts": encoder_counts(embedder), "versions": versions()}
-    validate(result, "alignment_result", "alignment result (internal error)", error=RuntimeError)
+    result = envelope(kind, adapter, dataset_info(dataset, splits), settings, metrics, encoder_counts(embedder),
+                      schema="alignment_result")
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, canonical_json(result))
     return Evaluation(result, path, None)

@@ -24,6 +24,7 @@ import os
 import shutil
 from pathlib import Path
 
+from bindscope.atomic import atomic_path
 from bindscope.dataset.build import (PART_FORMAT, PART_FORMAT_VERSION, PARTS_DIR, RUN_STATE, ShardTask,
                                      assemble_manifest, finish_dataset, shard_tasks)
 from bindscope.dataset.manifest import MANIFEST, config_sha256
@@ -138,16 +139,11 @@ def plan_merge(inputs: list[str | os.PathLike]) -> tuple[object, dict[ShardTask,
 
 def _link_or_copy(source: Path, target: Path) -> None:
     """Put ``source``'s bytes at ``target`` atomically: a hard link when possible, else a copy."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
+    with atomic_path(target) as tmp:
         try:
             os.link(source, tmp)
         except OSError:
             shutil.copyfile(source, tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def merge_parts(inputs: list[str | os.PathLike], out: str | os.PathLike | None = None) -> dict:

@@ -28,6 +28,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from bindscope.atomic import atomic_path
 from bindscope.dataset.records import Negative, ObjectRecord, Sample
 from bindscope.errors import DatasetError
 
@@ -94,53 +95,45 @@ def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: 
         raise ValueError("all samples of a shard must have the same arrays (names, shapes, dtypes)")
     objects = [o for s in samples for o in s.objects]
     negatives = [n for s in samples for n in s.negatives]
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with h5py.File(tmp, "w", libver="v110", track_order=False) as f:
-            f.attrs["format_version"] = FORMAT_VERSION
-            f.attrs["split"] = split
-            f.attrs["first_index"] = first_index
-            f.attrs["count"] = len(samples)
-            f.attrs["statistics"] = json.dumps(statistics or {}, sort_keys=True)
-            f.attrs["run_id"] = run_id
-            f.attrs["object_attributes"] = json.dumps(list(attribute_names))
-            f.attrs["object_extras"] = json.dumps(list(extra_names))
-            _put(f, "images", np.stack([s.image for s in samples]), np.uint8,
-                 chunks=(1, height, width, 3), compression="gzip", compression_opts=1)
-            _put(f, "masks", np.stack([s.mask for s in samples]), np.uint8,
-                 chunks=(1, height, width), compression="gzip", compression_opts=1)
-            _put(f, "captions", [s.caption for s in samples], _STR)
-            _put(f, "specs", [json.dumps(s.spec, sort_keys=True) for s in samples], _STR)
-            _put(f, "object_offsets", np.cumsum([0] + [len(s.objects) for s in samples]), np.int64)
-            g = f.create_group("objects")
-            for name, dtype in _OBJECT_INT_COLUMNS.items():
-                _put(g, name, [getattr(o, name) for o in objects], dtype)
-            _put(g, "category", [o.category for o in objects], _STR)
-            _put(g, "bbox", np.array([o.bbox for o in objects], dtype=np.int32).reshape(-1, 4))
-            _put(g, "salient", [o.salient for o in objects], bool)
-            ga = g.create_group("attributes")
-            for name in attribute_names:
-                _put(ga, name, [o.attributes[name] for o in objects], _STR)
-            ge = g.create_group("extras")
-            for name in extra_names:
-                _put(ge, name, [o.extras.get(name, np.nan) for o in objects], np.float32)
-            _put(f, "negative_offsets", np.cumsum([0] + [len(s.negatives) for s in samples]), np.int64)
-            gn = f.create_group("negatives")
-            for name in _NEGATIVE_STR_COLUMNS:
-                values = ["|".join(map(str, n.objects)) if name == "objects" else getattr(n, name)
-                          for n in negatives]
-                _put(gn, name, values, _STR)
-            garr = f.create_group("arrays")
-            for name, info in layout.items():
-                _put(garr, name, np.stack([s.arrays[name] for s in samples]), info["dtype"],
-                     chunks=(1, *info["shape"]) if info["shape"] else None,
-                     compression="gzip" if info["shape"] else None, compression_opts=1 if info["shape"] else None)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_path(path) as tmp, h5py.File(tmp, "w", libver="v110", track_order=False) as f:
+        f.attrs["format_version"] = FORMAT_VERSION
+        f.attrs["split"] = split
+        f.attrs["first_index"] = first_index
+        f.attrs["count"] = len(samples)
+        f.attrs["statistics"] = json.dumps(statistics or {}, sort_keys=True)
+        f.attrs["run_id"] = run_id
+        f.attrs["object_attributes"] = json.dumps(list(attribute_names))
+        f.attrs["object_extras"] = json.dumps(list(extra_names))
+        _put(f, "images", np.stack([s.image for s in samples]), np.uint8,
+             chunks=(1, height, width, 3), compression="gzip", compression_opts=1)
+        _put(f, "masks", np.stack([s.mask for s in samples]), np.uint8,
+             chunks=(1, height, width), compression="gzip", compression_opts=1)
+        _put(f, "captions", [s.caption for s in samples], _STR)
+        _put(f, "specs", [json.dumps(s.spec, sort_keys=True) for s in samples], _STR)
+        _put(f, "object_offsets", np.cumsum([0] + [len(s.objects) for s in samples]), np.int64)
+        g = f.create_group("objects")
+        for name, dtype in _OBJECT_INT_COLUMNS.items():
+            _put(g, name, [getattr(o, name) for o in objects], dtype)
+        _put(g, "category", [o.category for o in objects], _STR)
+        _put(g, "bbox", np.array([o.bbox for o in objects], dtype=np.int32).reshape(-1, 4))
+        _put(g, "salient", [o.salient for o in objects], bool)
+        ga = g.create_group("attributes")
+        for name in attribute_names:
+            _put(ga, name, [o.attributes[name] for o in objects], _STR)
+        ge = g.create_group("extras")
+        for name in extra_names:
+            _put(ge, name, [o.extras.get(name, np.nan) for o in objects], np.float32)
+        _put(f, "negative_offsets", np.cumsum([0] + [len(s.negatives) for s in samples]), np.int64)
+        gn = f.create_group("negatives")
+        for name in _NEGATIVE_STR_COLUMNS:
+            values = ["|".join(map(str, n.objects)) if name == "objects" else getattr(n, name)
+                      for n in negatives]
+            _put(gn, name, values, _STR)
+        garr = f.create_group("arrays")
+        for name, info in layout.items():
+            _put(garr, name, np.stack([s.arrays[name] for s in samples]), info["dtype"],
+                 chunks=(1, *info["shape"]) if info["shape"] else None,
+                 compression="gzip" if info["shape"] else None, compression_opts=1 if info["shape"] else None)
     return {"file": f"shards/{path.name}", "first_index": first_index, "count": len(samples),
             "num_objects": len(objects), "sha256": sha256_file(path)}
 

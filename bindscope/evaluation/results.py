@@ -134,11 +134,13 @@ def encoder_counts(embedder: Embedder) -> dict:
 
 
 def envelope(kind: str, adapter: EncoderAdapter, dataset: dict | None, settings: dict, metrics: dict,
-             counts: dict) -> dict:
-    """Assemble and schema-validate a result (raises RuntimeError if it violates the schema: a bug)."""
+             counts: dict, schema: str = "eval_result") -> dict:
+    """The one result envelope of every encoder result (evaluations, probes, LABCLIP): assemble it and
+    validate it against ``schema`` (``eval_result`` or ``alignment_result``; RuntimeError if it violates the
+    schema: a bug)."""
     result = {"schema_version": SCHEMA_VERSION, "kind": kind, "model": model_info(adapter), "dataset": dataset,
               "settings": settings, "metrics": metrics, "counts": counts, "versions": versions()}
-    validate(result, "eval_result", "evaluation result (internal error)", error=RuntimeError)
+    validate(result, schema, f"{schema.replace('_', ' ')} (internal error)", error=RuntimeError)
     return result
 
 
