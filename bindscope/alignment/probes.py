@@ -240,6 +240,72 @@ def _by_object_count(targets: list[dict]) -> dict:
     return {str(m): {**proportion(c, n), "bag_of_words": b / n} for m, (c, b, n) in sorted(pooled.items())}
 
 
+def _probe_target(table, emb: np.ndarray, modality: str, attribute: str, pairs: list, part: np.ndarray,
+                  all_values: list[str], steps: int, lr: float, weight_decay: float, seed: int) -> dict:
+    """One target category's probe and bag-of-words probe (see :func:`run_probes`): ``pairs`` are its
+    (sample, value) pairs, ``part`` their split (0 train, 1 val, 2 test, -1 none)."""
+    samples = np.array([s for s, _ in pairs])
+    labels_text = [v for _, v in pairs]
+    train_values = sorted({v for v, p in zip(labels_text, part) if p == 0})
+    info = {"n_train": int(np.sum(part == 0)), "n_val": int(np.sum(part == 1)), "n_test": int(np.sum(part == 2))}
+    if len(train_values) < 2 or info["n_test"] == 0:
+        info["skipped"] = "fewer than 2 classes in training" if len(train_values) < 2 else "no test sample"
+        return info
+    cls = {v: i for i, v in enumerate(train_values)}
+    y = np.array([cls.get(v, -1) for v in labels_text])  # -1: a value unseen in training (wrong)
+    masks = [part == s for s in range(3)]
+    train, val, test = ((samples[m], y[m]) for m in masks)
+    val_ok = val[1] >= 0
+    x = np.asarray(emb[samples], np.float32)
+    probe = fit_linear_probe(x[masks[0]], train[1], len(cls), x[masks[1]][val_ok], val[1][val_ok],
+                             steps=steps, lr=lr, weight_decay=weight_decay, seed=seed)
+    bow = bag_of_words_features(table, list(samples), modality, attribute, all_values)
+    bow_probe = fit_linear_probe(bow[masks[0]], train[1], len(cls), bow[masks[1]][val_ok], val[1][val_ok],
+                                 steps=steps, lr=lr, weight_decay=weight_decay, seed=seed)
+    predicted = probe.predict(x[masks[2]]) == test[1]
+    bow_predicted = bow_probe.predict(bow[masks[2]]) == test[1]
+    by_count: dict[int, list[int]] = {}
+    for sample, ok, bow_ok in zip(test[0], predicted, bow_predicted):
+        tally = by_count.setdefault(len(_view(table, int(sample), modality, attribute)[0]), [0, 0, 0])
+        tally[0] += int(ok)
+        tally[1] += int(bow_ok)
+        tally[2] += 1
+    train_counts = Counter(train[1].tolist())
+    majority_class = min(train_counts, key=lambda c: (-train_counts[c], c))
+    info.update({
+        "n_classes": len(cls),
+        "accuracy": probe.accuracy(x[masks[2]], test[1]),
+        "bag_of_words": bow_probe.accuracy(bow[masks[2]], test[1]),
+        "bag_of_words_bound": float(bag_of_words_bound(bow[masks[2]]).mean()),
+        "chance": 1.0 / len(cls),
+        "majority": float(np.mean(test[1] == majority_class)),
+        "correct": int(predicted.sum()),
+        "bag_of_words_correct": int(bow_predicted.sum()),
+        "by_object_count": {str(m): {"correct": c, "bag_of_words_correct": b, "n": n}
+                            for m, (c, b, n) in sorted(by_count.items())},
+    })
+    return info
+
+
+def _summary(targets: dict) -> dict:
+    """An attribute's summary over its target categories (see :func:`run_probes`)."""
+    done = [t for t in targets.values() if "accuracy" in t]
+    n_test = sum(t["n_test"] for t in done)
+    return {
+        "accuracy": _mean([t["accuracy"] for t in done]),
+        "accuracy_micro": sum(t["correct"] for t in done) / n_test if n_test else None,
+        "bag_of_words": _mean([t["bag_of_words"] for t in done]),
+        "bag_of_words_micro": sum(t["bag_of_words_correct"] for t in done) / n_test if n_test else None,
+        "bag_of_words_bound": _mean([t["bag_of_words_bound"] for t in done]),
+        "chance": _mean([t["chance"] for t in done]),
+        "majority": _mean([t["majority"] for t in done]),
+        "n_targets": len(done),
+        "n_test": n_test,
+        "by_object_count": _by_object_count(done),
+        "targets": targets,
+    }
+
+
 def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] | None = None,
                fractions=(0.6, 0.2, 0.2), seed: int = 0, min_objects: int = 2, steps: int = 300,
                lr: float = 0.01, weight_decay: float = 1e-4, progress=None) -> dict:
@@ -289,67 +355,10 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
         for modality, emb in embeddings.items():
             targets = {}
             for category, pairs in probe_targets(table, modality, attribute, min_objects).items():
-                samples = np.array([s for s, _ in pairs])
-                labels_text = [v for _, v in pairs]
-                part = np.array([split_of.get(category, {}).get(int(s), -1) for s in samples])
-                train_values = sorted({v for v, p in zip(labels_text, part) if p == 0})
-                info = {"n_train": int(np.sum(part == 0)), "n_val": int(np.sum(part == 1)),
-                        "n_test": int(np.sum(part == 2))}
-                if len(train_values) < 2 or info["n_test"] == 0:
-                    info["skipped"] = ("fewer than 2 classes in training" if len(train_values) < 2
-                                       else "no test sample")
-                    targets[category] = info
-                    continue
-                cls = {v: i for i, v in enumerate(train_values)}
-                y = np.array([cls.get(v, -1) for v in labels_text])  # -1: a value unseen in training (wrong)
-                masks = [part == s for s in range(3)]
-                train, val, test = ((samples[m], y[m]) for m in masks)
-                val_ok = val[1] >= 0
-                x = np.asarray(emb[samples], np.float32)
-                probe = fit_linear_probe(x[masks[0]], train[1], len(cls), x[masks[1]][val_ok], val[1][val_ok],
-                                         steps=steps, lr=lr, weight_decay=weight_decay, seed=seed)
-                bow = bag_of_words_features(table, list(samples), modality, attribute, all_values)
-                bow_probe = fit_linear_probe(bow[masks[0]], train[1], len(cls), bow[masks[1]][val_ok],
-                                             val[1][val_ok], steps=steps, lr=lr, weight_decay=weight_decay,
-                                             seed=seed)
-                predicted = probe.predict(x[masks[2]]) == test[1]
-                bow_predicted = bow_probe.predict(bow[masks[2]]) == test[1]
-                by_count: dict[int, list[int]] = {}
-                for sample, ok, bow_ok in zip(test[0], predicted, bow_predicted):
-                    tally = by_count.setdefault(len(_view(table, int(sample), modality, attribute)[0]), [0, 0, 0])
-                    tally[0] += int(ok)
-                    tally[1] += int(bow_ok)
-                    tally[2] += 1
-                train_counts = Counter(train[1].tolist())
-                majority_class = min(train_counts, key=lambda c: (-train_counts[c], c))
-                info.update({
-                    "n_classes": len(cls),
-                    "accuracy": probe.accuracy(x[masks[2]], test[1]),
-                    "bag_of_words": bow_probe.accuracy(bow[masks[2]], test[1]),
-                    "bag_of_words_bound": float(bag_of_words_bound(bow[masks[2]]).mean()),
-                    "chance": 1.0 / len(cls),
-                    "majority": float(np.mean(test[1] == majority_class)),
-                    "correct": int(predicted.sum()),
-                    "bag_of_words_correct": int(bow_predicted.sum()),
-                    "by_object_count": {str(m): {"correct": c, "bag_of_words_correct": b, "n": n}
-                                        for m, (c, b, n) in sorted(by_count.items())},
-                })
-                targets[category] = info
-            done = [t for t in targets.values() if "accuracy" in t]
-            n_test = sum(t["n_test"] for t in done)
-            result["modalities"][modality][attribute] = {
-                "accuracy": _mean([t["accuracy"] for t in done]),
-                "accuracy_micro": sum(t["correct"] for t in done) / n_test if n_test else None,
-                "bag_of_words": _mean([t["bag_of_words"] for t in done]),
-                "bag_of_words_micro": sum(t["bag_of_words_correct"] for t in done) / n_test if n_test else None,
-                "bag_of_words_bound": _mean([t["bag_of_words_bound"] for t in done]),
-                "chance": _mean([t["chance"] for t in done]),
-                "majority": _mean([t["majority"] for t in done]),
-                "n_targets": len(done),
-                "n_test": n_test,
-                "by_object_count": _by_object_count(done),
-                "targets": targets,
-            }
+                part = np.array([split_of.get(category, {}).get(int(s), -1) for s, _ in pairs])
+                targets[category] = _probe_target(table, emb, modality, attribute, pairs, part, all_values,
+                                                  steps, lr, weight_decay, seed)
+            result["modalities"][modality][attribute] = _summary(targets)
         if progress is not None:
             progress(attribute)
     return result

@@ -272,6 +272,63 @@ def check_source(source: str | os.PathLike) -> dict:
         return ds.manifest
 
 
+def _check_release(source, out, licence: str, jobs: int, overwrite: bool) -> tuple[Path, Path, dict]:
+    """The checks of :func:`make_release` before anything is written; returns ``(source, out, manifest)``."""
+    if not licence or not all(c.isalnum() or c in "-." for c in licence) or licence != licence.lower():
+        raise BadInput(f"--license {licence!r} is not a Hub licence id (lower case, like cc-by-4.0, mit, other)")
+    if jobs < 1:
+        raise BadInput(f"--jobs must be at least 1, got {jobs}")
+    source = Path(source).resolve()  # symbolic links followed first: a link cannot hide --out inside the source
+    out = resolve_output(out)
+    if out == source or source in out.parents:
+        raise BadInput(f"--out {str(out)!r} must not be the source dataset or lie inside it")
+    manifest = check_source(source)
+    if out.exists():
+        if not out.is_dir():
+            raise BadInput(f"--out {str(out)!r} exists and is not a folder")
+        if any(out.iterdir()):
+            if not overwrite:
+                raise BadInput(f"--out {str(out)!r} is not empty; pass --overwrite to replace an earlier release")
+            if not (out / SOURCE_FILE).is_file():
+                raise BadInput(f"--overwrite refused: {str(out)!r} is not a folder made by bindscope release")
+    return source, out, manifest
+
+
+def _write_parquet(source: Path, split: str, num_shards: int, features, staging: Path, config: str,
+                   max_bytes: int, jobs: int, out: Path) -> tuple[int, list[str]]:
+    """Convert one split to Parquet files under ``staging/config`` (each at most about ``max_bytes``); return
+    ``(rows, relative file names)``. ``datasets`` keeps an Arrow copy of the split next to ``out`` (same file
+    system, usually more room than /tmp), deleted once the split's Parquet files are written."""
+    import datasets
+
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.cache-", dir=out.parent) as cache:
+        table = datasets.Dataset.from_generator(
+            _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
+            gen_kwargs={"source": str(source), "split": split, "shards": list(range(num_shards))},
+            num_proc=min(jobs, num_shards) if jobs > 1 else None)
+        num_files = max(1, math.ceil(table.data.nbytes / max_bytes))
+        names = []
+        for i in range(num_files):
+            name = f"{config}/{split}-{i:05d}-of-{num_files:05d}.parquet"
+            table.shard(num_files, i, contiguous=True).to_parquet(str(staging / name))
+            names.append(name)
+        rows = len(table)
+        del table
+    return rows, names
+
+
+def _swap_into_place(staging: Path, out: Path) -> None:
+    """Rename the finished ``staging`` folder to ``out`` (an earlier release there is moved aside, then
+    deleted)."""
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+        os.replace(staging, out)
+        shutil.rmtree(old)
+    else:
+        os.replace(staging, out)
+
+
 def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str = "other",
                  pretty_name: str | None = None, max_shard_size: str | int = DEFAULT_MAX_SHARD_SIZE,
                  jobs: int = 1, overwrite: bool = False, repo_id: str | None = None) -> dict:
@@ -297,26 +354,8 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
     Raises:
         BadInput / DatasetError: a broken or partial source, a bad size or licence, an unusable ``out``.
     """
-    import datasets
-
     max_bytes = _parse_size(max_shard_size)
-    if not licence or not all(c.isalnum() or c in "-." for c in licence) or licence != licence.lower():
-        raise BadInput(f"--license {licence!r} is not a Hub licence id (lower case, like cc-by-4.0, mit, other)")
-    if jobs < 1:
-        raise BadInput(f"--jobs must be at least 1, got {jobs}")
-    source = Path(source).resolve()  # symbolic links followed first: a link cannot hide --out inside the source
-    out = resolve_output(out)
-    if out == source or source in out.parents:
-        raise BadInput(f"--out {str(out)!r} must not be the source dataset or lie inside it")
-    manifest = check_source(source)
-    if out.exists():
-        if not out.is_dir():
-            raise BadInput(f"--out {str(out)!r} exists and is not a folder")
-        if any(out.iterdir()):
-            if not overwrite:
-                raise BadInput(f"--out {str(out)!r} is not empty; pass --overwrite to replace an earlier release")
-            if not (out / SOURCE_FILE).is_file():
-                raise BadInput(f"--overwrite refused: {str(out)!r} is not a folder made by bindscope release")
+    source, out, manifest = _check_release(source, out, licence, jobs, overwrite)
     layout = release_layout(manifest)
     features = release_features(manifest["object_attributes"], manifest["object_extras"],
                                 manifest.get("sample_arrays"))
@@ -334,34 +373,16 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
             for config, splits in layout.items():
                 (staging / config).mkdir()
                 for split in splits:
-                    # datasets' Arrow copy of this split, next to --out (same file system, usually more room than
-                    # /tmp), deleted once the split's Parquet files are written.
-                    with tempfile.TemporaryDirectory(prefix=f".{out.name}.cache-", dir=out.parent) as cache:
-                        num_shards = len(manifest["splits"][split]["shards"])
-                        table = datasets.Dataset.from_generator(
-                            _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
-                            gen_kwargs={"source": str(source), "split": split, "shards": list(range(num_shards))},
-                            num_proc=min(jobs, num_shards) if jobs > 1 else None)
-                        rows[split] = len(table)
-                        num_files = max(1, math.ceil(table.data.nbytes / max_bytes))
-                        for i in range(num_files):
-                            name = f"{config}/{split}-{i:05d}-of-{num_files:05d}.parquet"
-                            table.shard(num_files, i, contiguous=True).to_parquet(str(staging / name))
-                            files.append(name)
-                        del table
+                    rows[split], names = _write_parquet(source, split, len(manifest["splits"][split]["shards"]),
+                                                        features, staging, config, max_bytes, jobs, out)
+                    files += names
             source_card = (source / "README.md").read_text(encoding="utf-8") if (source / "README.md").is_file() else ""
             card = release_card(manifest, layout, rows, licence, pretty_name, source_card, repo_id)
             (staging / "README.md").write_text(card, encoding="utf-8")
             (staging / SOURCE_FILE).write_text(canonical_json({
                 "source": str(source), "source_manifest_sha256": sha256_file(source / MANIFEST),
                 "config_sha256": manifest.get("config_sha256"), "configs": layout, "rows": rows}), encoding="utf-8")
-            if out.exists():
-                old = out.with_name(f".{out.name}.old-{os.getpid()}")
-                os.replace(out, old)
-                os.replace(staging, out)
-                shutil.rmtree(old)
-            else:
-                os.replace(staging, out)
+            _swap_into_place(staging, out)
         finally:
             if staging.exists():
                 shutil.rmtree(staging)

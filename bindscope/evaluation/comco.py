@@ -277,6 +277,75 @@ def default_tasks(ds: Dataset) -> list[str]:
     return [t for t in TASKS if t != "binding" or ds.manifest.get("config", {}).get("attributes")]
 
 
+def _check_tasks(ds: Dataset, tasks: list[str], adapter: EncoderAdapter, matching_negatives: int | None,
+                 references) -> None:
+    """BadInput unless ``tasks`` can run on ``ds`` with ``adapter`` (see :func:`evaluate_comco`)."""
+    if "binding" in tasks and "binding" not in default_tasks(ds):
+        raise BadInput("task binding needs a dataset whose scenes store negatives (made by comco render "
+                       "--attributes colour,material); this one has none")
+    needs_images = [t for t in tasks if t in IMAGE_TASKS]
+    if needs_images and not adapter.supports_images:
+        raise BadInput(f"task(s) {', '.join(needs_images)} need an image encoder; {adapter.name!r} is text-only "
+                       "(use --tasks tor)")
+    if matching_negatives is not None and matching_negatives < 1:
+        raise BadInput(f"--matching-negatives must be at least 1, got {matching_negatives}")
+    if "ior" in tasks and references is None and "references" not in ds.split_names:
+        raise BadInput(f"ior needs single-object reference images: dataset {str(ds.path)!r} has no 'references' "
+                       "split; give an external reference folder (--references DIR, the DomainNet layout)")
+
+
+def _matching(embedder: Embedder, text_transform, scene_emb: np.ndarray, objects: list, ids: list[int],
+              vocab: list[str], matching_negatives: int | None, seed: int, rows: list | None):
+    """Image-text matching in both scenarios (:func:`matching_captions`, :func:`matching_accuracy`) on the
+    scenes with two or more objects; returns ``(metrics, texts encoded)`` and appends the per-pair rows."""
+    metrics, texts = {}, []
+    plans = []
+    for sample, sample_objects in enumerate(objects):
+        present = {o.category for o in sample_objects}
+        absent = [v for v in vocab if v not in present]
+        if matching_negatives is not None and matching_negatives < len(absent):
+            rng = np.random.default_rng([seed, sample])
+            keep = np.sort(rng.choice(len(absent), size=matching_negatives, replace=False))
+            absent = [absent[i] for i in keep]
+        plans.append(matching_captions(sample_objects, absent) if len(sample_objects) >= 2 else None)
+    usable = [i for i, p in enumerate(plans) if p is not None]
+    for scenario in ("scenario_1", "scenario_2"):
+        correct = [plans[i][scenario][0] for i in usable]
+        wrong = [plans[i][scenario][1] for i in usable]
+        flat = [w for ws in wrong for w in ws]
+        emb = apply_text_transform(embedder.texts(correct + flat), text_transform)
+        bounds = np.cumsum([len(correct)] + [len(ws) for ws in wrong])
+        wrong_emb = [emb[bounds[k]:bounds[k + 1]] for k in range(len(wrong))]
+        pair_rows = [] if rows is not None else None
+        metrics[scenario] = matching_accuracy(
+            scene_emb[usable], emb[:len(correct)], wrong_emb, [len(objects[i]) for i in usable],
+            [ids[i] for i in usable], pair_rows, seed)
+        position = {ids[i]: j for j, i in enumerate(usable)}
+        for row in pair_rows or []:
+            j = position[row["sample"]]
+            rows.append({"task": "matching", "scenario": scenario, "correct": correct[j],
+                         "wrong_caption": wrong[j][row["wrong"]], **row})
+        texts += correct + flat
+    return metrics, texts
+
+
+def _binding(embedder: Embedder, text_transform, scene_emb: np.ndarray, scene_negatives: list,
+             attribute_names: list[str]):
+    """MADMAN's recognition and binding scoring (:func:`bindscope.evaluation.madman.score_split`) on the scenes
+    that store negatives; returns ``(metrics, texts encoded)``."""
+    from bindscope.evaluation.madman import score_split
+
+    scored = [i for i, (_, negs) in enumerate(scene_negatives) if negs]
+    negatives = [scene_negatives[i][1] for i in scored]
+    neg_texts = [n.caption for negs in negatives for n in negs]
+    emb = apply_text_transform(embedder.texts([scene_negatives[i][0] for i in scored] + neg_texts), text_transform)
+    bounds = np.cumsum([len(scored)] + [len(negs) for negs in negatives])
+    metrics = {"num_scored": len(scored), **score_split(
+        scene_emb[scored], emb[:len(scored)], negatives,
+        [emb[bounds[k]:bounds[k + 1]] for k in range(len(scored))], attribute_names)}
+    return metrics, neg_texts
+
+
 def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, tasks: list[str] | str | None = None,
                    text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
                    embedder: Embedder | None = None, matching_negatives: int | None = None, seed: int = 0,
@@ -315,20 +384,9 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
     """
     ds = open_dataset(dataset, ("comco", "coco"), "comco eval")
     tasks = parse_tasks(default_tasks(ds) if tasks is None else tasks, TASKS)
-    if "binding" in tasks and "binding" not in default_tasks(ds):
-        raise BadInput("task binding needs a dataset whose scenes store negatives (made by comco render "
-                       "--attributes colour,material); this one has none")
+    _check_tasks(ds, tasks, adapter, matching_negatives, references)
     needs_images = [t for t in tasks if t in IMAGE_TASKS]
-    if needs_images and not adapter.supports_images:
-        raise BadInput(f"task(s) {', '.join(needs_images)} need an image encoder; {adapter.name!r} is text-only "
-                       "(use --tasks tor)")
-    if matching_negatives is not None and matching_negatives < 1:
-        raise BadInput(f"--matching-negatives must be at least 1, got {matching_negatives}")
     scene_name = scene_split(ds, split)
-    if "ior" in tasks and references is None:
-        if "references" not in ds.split_names:
-            raise BadInput(f"ior needs single-object reference images: dataset {str(ds.path)!r} has no 'references' "
-                           "split; give an external reference folder (--references DIR, the DomainNet layout)")
     splits = [scene_name] + (["references"] if "references" in ds.split_names and references is None else [])
     if check:
         check_shards(ds, splits)
@@ -381,47 +439,13 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                                 "by_num_objects": retrieval_shares(scene_emb, name_emb, vocab, by_rank, rows,
                                                                    "i2tor", ids)}
         if "matching" in tasks:
-            metrics["matching"] = {}
-            plans = []
-            for sample, sample_objects in enumerate(objects):
-                present = {o.category for o in sample_objects}
-                absent = [v for v in vocab if v not in present]
-                if matching_negatives is not None and matching_negatives < len(absent):
-                    rng = np.random.default_rng([seed, sample])
-                    keep = np.sort(rng.choice(len(absent), size=matching_negatives, replace=False))
-                    absent = [absent[i] for i in keep]
-                plans.append(matching_captions(sample_objects, absent) if len(sample_objects) >= 2 else None)
-            usable = [i for i, p in enumerate(plans) if p is not None]
-            for scenario in ("scenario_1", "scenario_2"):
-                correct = [plans[i][scenario][0] for i in usable]
-                wrong = [plans[i][scenario][1] for i in usable]
-                flat = [w for ws in wrong for w in ws]
-                emb = apply_text_transform(embedder.texts(correct + flat), text_transform)
-                bounds = np.cumsum([len(correct)] + [len(ws) for ws in wrong])
-                wrong_emb = [emb[bounds[k]:bounds[k + 1]] for k in range(len(wrong))]
-                pair_rows = [] if rows is not None else None
-                metrics["matching"][scenario] = matching_accuracy(
-                    scene_emb[usable], emb[:len(correct)], wrong_emb, [len(objects[i]) for i in usable],
-                    [ids[i] for i in usable], pair_rows, seed)
-                position = {ids[i]: j for j, i in enumerate(usable)}
-                for row in pair_rows or []:
-                    j = position[row["sample"]]
-                    rows.append({"task": "matching", "scenario": scenario, "correct": correct[j],
-                                 "wrong_caption": wrong[j][row["wrong"]], **row})
-                texts_used += correct + flat
+            metrics["matching"], used = _matching(embedder, text_transform, scene_emb, objects, ids, vocab,
+                                                  matching_negatives, seed, rows)
+            texts_used += used
         if "binding" in tasks:
-            from bindscope.evaluation.madman import score_split
-
-            scored = [i for i, (_, negs) in enumerate(scene_negatives) if negs]
-            negatives = [scene_negatives[i][1] for i in scored]
-            neg_texts = [n.caption for negs in negatives for n in negs]
-            emb = apply_text_transform(embedder.texts([scene_negatives[i][0] for i in scored] + neg_texts),
-                                       text_transform)
-            bounds = np.cumsum([len(scored)] + [len(negs) for negs in negatives])
-            metrics["binding"] = {"num_scored": len(scored), **score_split(
-                scene_emb[scored], emb[:len(scored)], negatives,
-                [emb[bounds[k]:bounds[k + 1]] for k in range(len(scored))], ds.attribute_names)}
-            texts_used += neg_texts
+            metrics["binding"], used = _binding(embedder, text_transform, scene_emb, scene_negatives,
+                                                ds.attribute_names)
+            texts_used += used
     finally:
         embedder.flush()
     counts = encoder_counts(embedder)

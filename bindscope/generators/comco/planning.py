@@ -500,6 +500,44 @@ def _check_category_count(config: dict, categories: list, count: int) -> None:
                        "distinct objects a scene needs; lower --objects")
 
 
+def _choose_categories(config: dict, categories: list, count: int, rng, look_rng, present: bool | None,
+                       first=None) -> tuple[list, list | None]:
+    """The scene's categories in object order, drawn from ``rng`` (``first`` fixed as object 1), or, for a
+    conjunctive-search scene (``present`` not None), those of :func:`attributes.plan_conjunctive` (drawn from
+    ``look_rng``; its ``(category, colour)`` plan is returned too, else None)."""
+    if present is not None:
+        by_name = {c.name: c for c in categories}
+        planned = attrs.plan_conjunctive(config, list(by_name), count, present, look_rng)
+        return [by_name[name] for name, _ in planned], planned
+    _check_category_count(config, categories, count)
+    if first is None:
+        return [categories[int(i)] for i in rng.choice(len(categories), size=count, replace=False)], None
+    others = [c for c in categories if c.name != first.name]
+    return [first] + [others[int(i)] for i in rng.choice(len(others), size=count - 1, replace=False)], None
+
+
+def _lay_out(config: dict, count: int, yaws: list[float], rng, factors: list[float] | None, first_large: bool):
+    """Scales, the large object's index (-1: none), slots and ground positions of ``count`` objects:
+    :func:`scales_for` (the large one moved to object 1 with ``first_large``), the generator's size
+    ``factors``, then :func:`place_row` or :func:`place` (``random`` size mode redraws the scales up to
+    :data:`RANDOM_SCALE_DRAWS` times when no layout fits)."""
+    p = config["placement"]
+    for draw in range(RANDOM_SCALE_DRAWS if config["size_mode"] == "random" else 1):
+        scales, large = scales_for(config, count, rng)
+        if first_large and large >= 0:
+            scales[0], scales[large], large = scales[large], scales[0], 0
+        if factors is not None:
+            scales = [s * f for s, f in zip(scales, factors)]
+        slots = object_slots(config, count, large)
+        if p["mode"] == "row":
+            return scales, large, slots, place_row(config, scales, yaws, slots, large, rng)
+        try:
+            return scales, large, slots, place(config, scales, rng)
+        except LayoutError:
+            if draw == RANDOM_SCALE_DRAWS - 1 or config["size_mode"] != "random":
+                raise
+
+
 def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: int = 0,
                factors: list[float] | None = None, split: str = SPLIT_SCENES, first=None) -> dict:
     """The spec of scene ``index`` of split ``"scenes"`` (a pure function of its arguments).
@@ -535,36 +573,11 @@ def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: i
     rng = sample_rng(seed, split, index, attempt)
     look_rng = sample_rng(seed, split, index, attempt, stream=3)
     conjunctive = config["task"] == "conjunctive-search"
-    if conjunctive:
-        by_name = {c.name: c for c in categories}
-        present = attrs.conjunctive_present(config, index)
-        planned = attrs.plan_conjunctive(config, list(by_name), count, present, look_rng)
-        chosen = [by_name[name] for name, _ in planned]
-    elif first is None:
-        _check_category_count(config, categories, count)
-        chosen = [categories[int(i)] for i in rng.choice(len(categories), size=count, replace=False)]
-    else:
-        _check_category_count(config, categories, count)
-        others = [c for c in categories if c.name != first.name]
-        chosen = [first] + [others[int(i)] for i in rng.choice(len(others), size=count - 1, replace=False)]
+    present = attrs.conjunctive_present(config, index) if conjunctive else None
+    chosen, planned = _choose_categories(config, categories, count, rng, look_rng, present, first)
     p = config["placement"]
     yaws = [float(v) for v in rng.uniform(-p["yaw_jitter_deg"], p["yaw_jitter_deg"], size=count)]
-    for draw in range(RANDOM_SCALE_DRAWS if config["size_mode"] == "random" else 1):
-        scales, large = scales_for(config, count, rng)
-        if first is not None and large >= 0:
-            scales[0], scales[large], large = scales[large], scales[0], 0
-        if factors is not None:
-            scales = [s * f for s, f in zip(scales, factors)]
-        slots = object_slots(config, count, large)
-        if p["mode"] == "row":
-            positions = place_row(config, scales, yaws, slots, large, rng)
-            break
-        try:
-            positions = place(config, scales, rng)
-            break
-        except LayoutError:
-            if draw == RANDOM_SCALE_DRAWS - 1 or config["size_mode"] != "random":
-                raise
+    scales, large, slots, positions = _lay_out(config, count, yaws, rng, factors, first is not None)
     c = config["camera"]
     elevation = min(89.0, max(0.0, _jittered(c["elevation_deg"], c["jitter"]["elevation_deg"], rng)))
     azimuth = _jittered(0.0, c["jitter"]["azimuth_deg"], rng)

@@ -172,6 +172,15 @@ class BlenderSession:
             self.view_layer = scene.view_layers[0]
             scene.render.engine = "CYCLES"
             self.device = self._configure_device(device)
+        self._configure_render(threads)
+        self._make_stage()
+        self.id_material = self._make_id_material()
+
+    # ----------------------------------------------------------------------------------------------- setup
+    def _configure_render(self, threads: int) -> None:
+        """Render settings shared by every render: fixed threads, full resolution, no border, no dither,
+        OpenImageDenoise (fast prefilter) when denoising, "None" look, unit exposure and gamma."""
+        scene = self.scene
         scene.render.threads_mode = "FIXED"
         scene.render.threads = threads
         scene.render.resolution_percentage = 100
@@ -187,6 +196,10 @@ class BlenderSession:
         scene.view_settings.exposure = 0.0
         scene.view_settings.gamma = 1.0
 
+    def _make_stage(self) -> None:
+        """What every scene shares: the model cache and scene collections, camera, sun, ground material and
+        world (the ground object itself is built per backdrop, :meth:`_set_backdrop`)."""
+        bpy, scene = self.bpy, self.scene
         self._cache = bpy.data.collections.new(CACHE_COLLECTION)
         self._cache.use_fake_user = True
         self._objects_collection = bpy.data.collections.new(SCENE_COLLECTION)
@@ -212,8 +225,6 @@ class BlenderSession:
         world = bpy.data.worlds.new("world")
         scene.world = world
         self.background = world.node_tree.nodes["Background"]
-
-        self.id_material = self._make_id_material()
 
     # ----------------------------------------------------------------------------------------------- setup
     def _set_backdrop(self, kind: str, radius: float) -> None:
