@@ -26,7 +26,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="run only cases whose id contains one of these (comma-separated)")
-    parser.add_argument("--kills", type=int, default=12, help="kill -9 runs (moments spread over the run)")
+    parser.add_argument("--kills", type=int, default=12,
+                        help="timed kill -9 runs (moments spread over the run), besides the exact moments")
     args = parser.parse_args()
     from attack_matrix import build_fixtures, cases, run_case
     from crash_runs import kill_and_repeat, two_writers

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Collection, Iterator
+
+_TEMP_NAME = re.compile(r"\.(?P<name>.+)\.[0-9]+\.tmp")  # the temporary names of atomic_path
 
 
 @contextmanager
@@ -27,6 +30,22 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def remove_temp_files(folder: str | os.PathLike, names: Collection[str] | None = None) -> None:
+    """Delete the temporary files (``.<name>.<pid>.tmp`` of :func:`atomic_path`, any pid) that writers killed
+    before their rename (e.g. by ``kill -9``) left in ``folder``: those of the final names ``names``, or all.
+
+    Call it only while no other process writes into ``folder`` (under its exclusive lock, see
+    :class:`bindscope.dataset.ownership.OutputLock`): a live writer's temporary file would be removed too.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        match = _TEMP_NAME.fullmatch(entry.name)
+        if match and (names is None or match["name"] in names) and entry.is_file() and not entry.is_symlink():
+            entry.unlink(missing_ok=True)
 
 
 @contextmanager

@@ -65,21 +65,23 @@ def shards_done(out: Path) -> int:
     return len(list((out / "shards").glob("*.h5"))) if (out / "shards").is_dir() else 0
 
 
-def kill_and_repeat(root: Path, runs: int, delay: float = 0.15, jobs: int = 1) -> tuple[int, int, list[str]]:
-    """Kill a build with SIGKILL at ``runs`` moments (after 0..all shards, and at three moments of the finish:
-    after the card, after the manifest, half-way through the tidy-up), repeat the same command, and compare the
-    folder with an uninterrupted build. Returns (identical, runs, the moments)."""
+def kill_and_repeat(root: Path, timed: int, delay: float = 0.15, jobs: int = 1) -> tuple[int, int, list[str]]:
+    """Kill a build with SIGKILL at ``timed`` moments spread over it (after 0..all shards) and at every exact
+    moment of ``slow_build.MOMENTS`` (temporary files written but not renamed, at the start, mid-run and in the
+    finish; after the card, after the manifest, half-way through the tidy-up), repeat the same command, and
+    compare the folder with an uninterrupted build. Returns (identical, runs, the moments); the differing
+    files of a run are listed in its moment."""
+    from slow_build import MOMENTS
+
     root.mkdir(parents=True, exist_ok=True)
     reference = root / "reference"
     assert build(reference, "--delay", "0").returncode == 0
     expected = tree(reference)
-    moments = ["card", "manifest", "tidy"]
-    timed = max(0, runs - len(moments))
-    moments = [f"after {round(k * SHARDS / max(1, timed - 1))} shards" for k in range(timed)] + moments
+    moments = [f"after {round(k * SHARDS / max(1, timed - 1))} shards" for k in range(timed)] + MOMENTS
     identical = 0
-    for number, moment in enumerate(moments[:runs]):
+    for number, moment in enumerate(moments):
         out = root / f"run-{number}"
-        common = ["--delay", str(delay), "--jobs", str(jobs)]
+        common = ["--delay", str(delay if moment.startswith("after") else 0), "--jobs", str(jobs)]
         if moment.startswith("after"):
             target = int(moment.split()[1])
             process = start(out, *common)
@@ -90,8 +92,13 @@ def kill_and_repeat(root: Path, runs: int, delay: float = 0.15, jobs: int = 1) -
             killed = build(out, *common, "--die-at", moment)
             assert killed.returncode == -signal.SIGKILL, killed.stderr
         repeated = build(out, *common)
-        identical += repeated.returncode == 0 and tree(out) == expected
-    return identical, min(runs, len(moments)), moments[:runs]
+        found = tree(out)
+        if repeated.returncode == 0 and found == expected:
+            identical += 1
+        else:
+            differ = sorted(n for n in {*found, *expected} if found.get(n) != expected.get(n))
+            moments[number] += f" (exit {repeated.returncode}, differing: {', '.join(differ) or 'none'})"
+    return identical, len(moments), moments
 
 
 def two_writers(root: Path, tries: int = 2) -> tuple[int, int]:

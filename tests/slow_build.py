@@ -3,9 +3,11 @@
     python tests/slow_build.py OUT [--seed S] [--jobs J] [--delay SECONDS] [--overwrite] [--die-at STEP]
 
 The generator is :class:`toy_generator.SquaresGenerator` (12 shards of 3 samples) sleeping ``--delay`` seconds
-per shard. ``--die-at`` makes the process kill itself with SIGKILL at a moment of the finish, e.g. right after
-the manifest is written (``manifest``) or the card (``card``). Bad input prints one ``Error:`` line and exits 2,
-as the CLI does.
+per shard. ``--die-at`` makes the process kill itself with SIGKILL at an exact moment: right after the card
+(``card``) or the manifest (``manifest``) is written, half-way through the tidy-up (``tidy``), or with the
+temporary file of an atomic write complete but not yet renamed (the ``*-tmp`` moments of :data:`BEFORE_RENAME`:
+the run state at the start, the first shard, and the marker, card and manifest of the finish). Bad input prints
+one ``Error:`` line and exits 2, as the CLI does.
 """
 
 from __future__ import annotations
@@ -21,6 +23,28 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from toy_generator import SquaresGenerator  # noqa: E402
+
+
+# --die-at moment -> (final file name, how many renames onto that name to let through before the kill)
+BEFORE_RENAME = {"state-tmp": (".bindscope-run.json", 0), "shard-tmp": ("train-00000.h5", 0),
+                 "marker-tmp": (".bindscope.json", 1), "card-tmp": ("README.md", 0),
+                 "manifest-tmp": ("manifest.json", 0)}
+MOMENTS = ["state-tmp", "shard-tmp", "marker-tmp", "card-tmp", "card", "manifest-tmp", "manifest", "tidy"]
+
+
+def die_before_rename(name: str, skip: int) -> None:
+    """SIGKILL this process when it is about to rename a finished temporary file onto ``name`` for the
+    ``skip + 1``-th time (every atomic write ends with ``os.replace``)."""
+    original, seen = os.replace, [0]
+
+    def replace(src, dst, *args, **kwargs):
+        if Path(dst).name == name:
+            if seen[0] == skip:
+                os.kill(os.getpid(), signal.SIGKILL)
+            seen[0] += 1
+        return original(src, dst, *args, **kwargs)
+
+    os.replace = replace
 
 
 @dataclass
@@ -43,12 +67,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--overwrite", action="store_true")
-    parser.add_argument("--die-at", choices=["card", "manifest", "tidy"], default=None)
+    parser.add_argument("--die-at", choices=MOMENTS, default=None)
     args = parser.parse_args()
     from bindscope.dataset import build
     from bindscope.errors import BadInput
 
-    if args.die_at:
+    if args.die_at in BEFORE_RENAME:
+        die_before_rename(*BEFORE_RENAME[args.die_at])
+    elif args.die_at:
         original = build.write_text_atomic
 
         def write_then_die(path, text):

@@ -40,6 +40,7 @@ from typing import Protocol
 
 from tqdm.auto import tqdm
 
+from bindscope.atomic import remove_temp_files
 from bindscope.dataset.backends import check_backend, open_executor
 from bindscope.dataset.manifest import MANIFEST, canonical_json, config_sha256, load_manifest, write_text_atomic
 from bindscope.dataset.ownership import (OutputLock, bookkeeping, clear_owned, exit_with_parent, parent_alive,
@@ -388,10 +389,9 @@ def check_parts(num_parts: int, part: int, num_shards: int | None = None) -> Non
 
 
 def _remove_temp_files(shards_dir: Path, tasks: list[ShardTask]) -> None:
-    """Delete temporary files left by interrupted writers of ``tasks``' shards (never other parts' files)."""
-    for task in tasks:
-        for stale in shards_dir.glob(f".*{task.filename}.*tmp"):
-            stale.unlink(missing_ok=True)
+    """Delete temporary files left by interrupted writers of ``tasks``' shards and ``.done`` records (never
+    other parts' files)."""
+    remove_temp_files(shards_dir, {name for t in tasks for name in (t.filename, _done_record(shards_dir, t).name)})
 
 
 def assemble_manifest(generator: Generator, results: dict[ShardTask, tuple[dict, dict]]) -> dict:
@@ -438,8 +438,12 @@ def finish_dataset(out: Path, generator: Generator, manifest: dict) -> None:
 
 def tidy_finished(out: Path) -> None:
     """Remove what only an unfinished run needs from the finished dataset ``out``: the run state, the shards'
-    ``.done`` records and any part records. Safe to repeat (a run killed while tidying up is tidied by its
-    repeated command)."""
+    ``.done`` records, any part records, and the temporary files of writes cut short by a kill (e.g. of the
+    marker, card or manifest: :func:`~bindscope.atomic.atomic_open` cannot remove its own after ``kill -9``).
+    Safe to repeat (a run killed while tidying up is tidied by its repeated command). Called with the folder
+    locked and no other writer in it (a finished dataset has none)."""
+    remove_temp_files(out)
+    remove_temp_files(out / "shards")
     (out / RUN_STATE).unlink(missing_ok=True)
     for record in [*(out / "shards").glob(".*.done"), *(out / "shards").glob(".*.previous")]:
         record.unlink(missing_ok=True)

@@ -30,6 +30,7 @@ from typing import Callable
 
 import numpy as np
 
+from bindscope.atomic import remove_temp_files
 from bindscope.dataset.manifest import canonical_json, load_manifest, write_text_atomic
 from bindscope.dataset.ownership import (OutputLock, bookkeeping, clear_owned, is_owned, require_owned, resolve_output,
                                          write_marker)
@@ -357,6 +358,7 @@ class Trainer:
             decision = self._check_out(record, overwrite)
             if decision == "overwrite":
                 clear_owned(self.out, RUN_KIND, "madman train run")
+            remove_temp_files(self.out)  # of writes a kill cut short (e.g. a checkpoint); the folder is locked
             if decision != "resume":
                 write_marker(self.out, RUN_KIND, hashlib.sha256(canonical_json(record).encode()).hexdigest())
                 if self.config.model.tokenizer == "word":
