@@ -6,19 +6,20 @@ import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Collection, Iterator
+from typing import BinaryIO, Callable, Collection, Iterator
 
 _TEMP_NAME = re.compile(r"\.(?P<name>.+)\.[0-9]+\.tmp")  # the temporary names of atomic_path
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, before_rename: Callable[[], None] | None = None) -> Iterator[Path]:
     """The one temp-file-and-rename writer: yield a temporary path beside ``path`` for the caller to write (any
     writer that needs a file name: h5py, a hard link, a copy); on success fsync it and rename it onto ``path``.
 
     If the block raises, the temporary file is removed and ``path`` is left as it was. The temporary name is
     ``.<name>.<pid>.tmp`` in the same folder, so the rename is atomic on POSIX file systems (and a stale one
-    left by a killed process is recognisable).
+    left by a killed process is recognisable, see :func:`remove_temp_files`). ``before_rename()``, if given,
+    is called once the temporary file is fsynced, right before the rename.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -27,6 +28,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
+        if before_rename is not None:
+            before_rename()
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -122,16 +122,21 @@ def two_writers(root: Path, tries: int = 2) -> tuple[int, int]:
     return refused, tries
 
 
-def workers_die_with_parent(root: Path) -> tuple[bool, int]:
-    """Start a 2-process build, kill the parent with SIGKILL after its first shard, and check that its worker
-    processes exit within 10 s (0.2 s on a quiet machine) and write no shard afterwards. Returns (all workers gone, shards written after)."""
+def workers_die_with_parent(root: Path) -> tuple[bool, int, bool]:
+    """Start a 2-process build with its progress bar, kill the parent with SIGKILL after its first shard, check
+    that its child processes (workers and the progress bar's Manager process) exit within 10 s (0.2 s on a
+    quiet machine) and write no shard afterwards, then repeat the command. Returns (all children gone, shards
+    written after, the repeated command exited 0 with the bytes of an undisturbed run)."""
     out = root / "orphans"
-    process = start(out, "--delay", "0.5", "--jobs", "2")
-    wait_for(lambda: shards_done(out) >= 1 and len(children(process.pid)) >= 2)
+    process = start(out, "--delay", "0.5", "--jobs", "2", "--progress")
+    wait_for(lambda: shards_done(out) >= 1 and len(children(process.pid)) >= 3)
     workers = [pid for pid in children(process.pid)]
     before = shards_done(out)
     process.send_signal(signal.SIGKILL)
     process.wait()
     gone = wait_for(lambda: not any(alive(pid) for pid in workers), timeout=10.0)
     time.sleep(1.0)
-    return gone, shards_done(out) - before
+    written_after = shards_done(out) - before
+    repeated = build(out, "--jobs", "2")  # refused (exit 2) if a child kept the folder's lock
+    assert build(root / "reference").returncode == 0
+    return gone, written_after, repeated.returncode == 0 and tree(out) == tree(root / "reference")

@@ -1,6 +1,7 @@
 """Build a toy dataset slowly in its own process, for the kill -9 and concurrency tests (tests/crash_runs.py).
 
-    python tests/slow_build.py OUT [--seed S] [--jobs J] [--delay SECONDS] [--overwrite] [--die-at STEP]
+    python tests/slow_build.py OUT [--seed S] [--jobs J] [--delay SECONDS] [--overwrite] [--progress]
+                               [--die-at STEP]
 
 The generator is :class:`toy_generator.SquaresGenerator` (12 shards of 3 samples) sleeping ``--delay`` seconds
 per shard. ``--die-at`` makes the process kill itself with SIGKILL at an exact moment: right after the card
@@ -67,6 +68,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--progress", action="store_true", help="the progress bar (with --jobs > 1 a "
+                        "multiprocessing Manager process carries the workers' counts)")
     parser.add_argument("--die-at", choices=MOMENTS, default=None)
     args = parser.parse_args()
     from bindscope.dataset import build
@@ -95,7 +98,8 @@ def main() -> None:
             build.tidy_finished = tidy_then_die
     generator = SlowSquares(splits={"train": 24, "test": 12}, shard_size=3, seed=args.seed, delay=args.delay)
     try:
-        build.build_dataset(generator, args.out, jobs=args.jobs, overwrite=args.overwrite, progress=False)
+        build.build_dataset(generator, args.out, jobs=args.jobs, overwrite=args.overwrite,
+                            progress=args.progress)
     except BadInput as exc:
         print(f"Error: {exc}", file=sys.stderr)
         raise SystemExit(2)

@@ -86,8 +86,8 @@ def test_two_writers_on_one_folder_one_refuses(tmp_path):
 def test_workers_exit_with_their_killed_parent(tmp_path):
     from crash_runs import workers_die_with_parent
 
-    gone, written_after = workers_die_with_parent(tmp_path)
-    assert gone and written_after == 0
+    gone, written_after, resumed = workers_die_with_parent(tmp_path)
+    assert gone and written_after == 0 and resumed
 
 
 def test_resume_remakes_corrupt_truncated_or_foreign_shards(tmp_path):

@@ -315,10 +315,13 @@ def _run_task(generator: Generator, shards_dir: Path, task: ShardTask, run_id: s
             tick(len(old))
     samples = old + _make_samples(generator, task.split, task.start + len(old), task.count - len(old), tick)
     counts = generator.shard_statistics(task.split, samples)
-    if not parent_alive(parent_pid):
-        os._exit(1)
+
+    def exit_if_orphaned() -> None:  # the watcher polls; this closes the window before the shard appears
+        if not parent_alive(parent_pid):
+            os._exit(1)
+
     entry = write_shard(shards_dir / task.filename, task.split, task.start, samples, generator.attribute_names,
-                        generator.extra_names, statistics=counts, run_id=run_id)
+                        generator.extra_names, statistics=counts, run_id=run_id, before_rename=exit_if_orphaned)
     write_text_atomic(_done_record(shards_dir, task),
                       canonical_json({"run_id": run_id, "entry": entry, "counts": counts}))
     previous.unlink(missing_ok=True)
@@ -337,10 +340,12 @@ def _progress_channel(executor, bar, enabled: bool):
     if jobs == 1:
         yield bar.update
         return
-    import multiprocessing
     import threading
+    from multiprocessing.managers import SyncManager
 
-    with multiprocessing.Manager() as manager:
+    manager = SyncManager()
+    manager.start(exit_with_parent, (os.getpid(),))  # its server process must not outlive a killed run
+    with manager:
         queue = manager.Queue()
 
         def drain():

@@ -138,6 +138,25 @@ def clear_owned(folder: Path, kind: str, what: str, flag: str = "--out") -> None
             entry.unlink()
 
 
+_held: set[int] = set()  # descriptors of the OutputLocks this process holds
+
+
+def _drop_locks_in_child() -> None:
+    """In a forked child (e.g. the server process of a ``multiprocessing.Manager``): close the descriptors of
+    the parent's locks. An ``flock`` lock belongs to the open file, which a fork shares, so a child that kept
+    the descriptor would hold the folder after its parent's ``kill -9`` and the repeated command would be
+    refused. Closing a shared descriptor does not unlock the parent's."""
+    for fd in _held:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_drop_locks_in_child)
+
+
 def _holder_text() -> str:
     command = " ".join([Path(sys.argv[0]).name] + sys.argv[1:]) if sys.argv and sys.argv[0] else "python"
     return f"pid {os.getpid()} on {socket.gethostname()}: {command[:300]}"
@@ -156,7 +175,8 @@ class OutputLock:
         BadInput: another process holds the lock (the message names it: pid, host, command).
 
     The lock file is removed when the last holder leaves; a holder that dies (even by ``kill -9``) releases
-    the lock with its process.
+    the lock with its process. Only the process that took the lock holds it: processes forked from it while
+    it is held (e.g. by :mod:`multiprocessing`) close their copy of the descriptor at once.
     """
 
     def __init__(self, folder: str | os.PathLike, shared: bool = False, flag: str = "--out", name: str = LOCK):
@@ -193,12 +213,14 @@ class OutputLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, (_holder_text() + "\n").encode(), 0)
         self._fd = fd
+        _held.add(fd)
         return self
 
     def __exit__(self, *exc) -> None:
         fd, self._fd = self._fd, None
-        if fd is None:
+        if fd not in _held:  # not taken, or taken by the process this one was forked from
             return
+        _held.discard(fd)
         try:  # remove the file only when no other holder shares it (upgrade fails while one does)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             self.path.unlink(missing_ok=True)

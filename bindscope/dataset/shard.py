@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 import h5py
 import numpy as np
@@ -62,7 +63,7 @@ def array_layout(sample: Sample) -> dict[str, dict]:
 
 def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: list[Sample],
                 attribute_names: list[str], extra_names: list[str], statistics: dict | None = None,
-                run_id: str = "") -> dict:
+                run_id: str = "", before_rename: Callable[[], None] | None = None) -> dict:
     """Write ``samples`` to the shard file ``path`` atomically (temp file, fsync, rename).
 
     Args:
@@ -76,6 +77,8 @@ def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: 
             rebuild the manifest's statistics without regenerating the shard.
         run_id: the dataset's ``config_sha256`` (generator, config and seed), kept so that ``bindscope verify``
             can tell a shard of another run from one of this run.
+        before_rename: called when the temporary file is complete and fsynced, right before it is renamed
+            onto ``path`` (a worker checks there that its run is still alive).
 
     Returns:
         ``{"file": "shards/<name>", "first_index", "count", "num_objects", "sha256"}`` for the manifest.
@@ -95,7 +98,7 @@ def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: 
         raise ValueError("all samples of a shard must have the same arrays (names, shapes, dtypes)")
     objects = [o for s in samples for o in s.objects]
     negatives = [n for s in samples for n in s.negatives]
-    with atomic_path(path) as tmp, h5py.File(tmp, "w", libver="v110", track_order=False) as f:
+    with atomic_path(path, before_rename) as tmp, h5py.File(tmp, "w", libver="v110", track_order=False) as f:
         f.attrs["format_version"] = FORMAT_VERSION
         f.attrs["split"] = split
         f.attrs["first_index"] = first_index
