@@ -131,9 +131,9 @@ def workers_die_with_parent(root: Path) -> tuple[bool, int, bool]:
     process = start(out, "--delay", "0.5", "--jobs", "2", "--progress")
     wait_for(lambda: shards_done(out) >= 1 and len(children(process.pid)) >= 3)
     workers = [pid for pid in children(process.pid)]
-    before = shards_done(out)
     process.send_signal(signal.SIGKILL)
-    process.wait()
+    process.wait()  # it is dead once reaped (on a busy machine a killed process takes a while to exit)
+    before = shards_done(out)
     gone = wait_for(lambda: not any(alive(pid) for pid in workers), timeout=10.0)
     time.sleep(1.0)
     written_after = shards_done(out) - before
