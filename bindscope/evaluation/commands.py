@@ -8,6 +8,7 @@ import click
 
 from bindscope.cli_types import FiniteFloat
 from bindscope.errors import BadInput
+from bindscope.evaluation.api import check_locations
 
 
 MAX_AUDIT_EPOCHS = 1000  # madman audit --epochs
@@ -71,16 +72,6 @@ def _model_options(func):
     return encoder_options(_apply(func, _result_options()))
 
 
-def _check_locations(out_path, plot_path) -> None:
-    """BadInput unless the result file and the plot can be created (no file in the way, a writable folder)."""
-    from bindscope.dataset.commands import check_output_location
-
-    if out_path is not None:
-        check_output_location("--out", out_path)
-    if plot_path is not None:
-        check_output_location("--plot", plot_path)
-
-
 def _plan_outputs(model: str, pretrained: str | None, out: str | None, plot: str | None, overwrite: bool,
                   plan) -> list[tuple[str, str | None, Path, Path | None]]:
     """``(model, pretrained, result path, plot path)`` per model named by ``--model``/``--pretrained``, checked
@@ -105,7 +96,7 @@ def _plan_outputs(model: str, pretrained: str | None, out: str | None, plot: str
         if plot_path is not None and len(pairs) > 1:
             plot_path = plot_path.with_name(f"{plot_path.stem}-{model_slug(name, tag)}{plot_path.suffix}")
         out_path = check_output(path, overwrite)
-        _check_locations(out_path, plot_path)
+        check_locations(out_path, plot_path)
         planned.append((name, tag, out_path, plot_path))
     if len({p[2] for p in planned}) < len(planned):
         raise BadInput(f"--model {model!r}: two models would write the same result file; name them apart")
@@ -216,7 +207,7 @@ def register_madman(group: click.Group) -> None:
                            "another --plot")
         if out_path is not None and plot_path is not None and out_path.resolve() == plot_path.resolve():
             raise BadInput(f"--out and --plot are the same file {str(out_path)!r}; give two paths")
-        _check_locations(out_path, plot_path)
+        check_locations(out_path, plot_path)
         start = time.perf_counter()
         result = audit_madman(data, train_split=train_split, test_split=test_split, epochs=epochs,
                               batch_size=batch_size, lr=lr, width=width, seed=seed,
@@ -343,7 +334,7 @@ def register_bindscope(group: click.Group) -> None:
 
         out_path = check_output(out or Path(data) / "eval" / "caption-bias.json", overwrite)
         plot_path = out_path.with_suffix(".png") if plot else None
-        _check_locations(out_path, plot_path)
+        check_locations(out_path, plot_path)
         result = caption_bias(data, splits=list(splits) or None, seed=seed)
         click.echo(format_caption_bias(result))
         out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -418,7 +409,7 @@ def register_bindscope(group: click.Group) -> None:
         for flag, path in (("--out", out_path), ("--plot", plot_path)):
             if path is not None and path.exists() and not overwrite:
                 raise BadInput(f"{flag} {str(path)!r} already exists; pass --overwrite to replace it")
-        _check_locations(out_path, plot_path)
+        check_locations(out_path, plot_path)
         table = collect(list(results))
         chosen = None
         if columns is not None:
