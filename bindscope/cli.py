@@ -3,7 +3,7 @@
 Each area defines its commands in its own ``commands.py`` (heavy imports such as torch or bpy happen inside
 the command functions, so ``--help`` stays fast); this module only assembles them. Any
 :class:`bindscope.errors.BadInput` raised by a command becomes one ``Error: ...`` line and exit status 2 (its
-``param``, a library parameter name, is shown as the command's flag), a
+``param`` and the parameter names in its message are shown as the command's flags, see :func:`_in_flags`), a
 :class:`bindscope.errors.GenerationError` one ``Error: ...`` line and exit status 1.
 """
 
@@ -31,6 +31,21 @@ def _flag(command: click.Command | None, param: str) -> str | None:
     return None
 
 
+def _in_flags(message: str, param: str | None, command: click.Command | None) -> str:
+    """A library message in the command's terms: a leading ``param`` (a library parameter name), every
+    ``name=True`` and every ``snake_case`` parameter name that is an option of ``command`` become its flag
+    (``out`` -> ``--out``, ``overwrite=True`` -> ``--overwrite``, ``num_parts`` -> ``--num-parts``)."""
+    if param and message.startswith(param):
+        flag = _flag(command, param)
+        message = (flag + message[len(param):]) if flag else message
+
+    def swap(match: re.Match) -> str:
+        return _flag(command, match.group(1)) or match.group(0)
+
+    message = re.sub(r"\b([a-z]+(?:_[a-z]+)*)=True\b", swap, message)
+    return re.sub(r"(?<![-\w])([a-z]+(?:_[a-z]+)+)\b", swap, message)
+
+
 class Group(click.Group):
     """A click group that reports :class:`BadInput` as one ``Error: <message>`` line with exit status 2, and
     :class:`GenerationError` likewise with exit status 1."""
@@ -41,11 +56,8 @@ class Group(click.Group):
         except (BadInput, GenerationError) as exc:
             # One line, always: a message that embeds a library's multi-line text (PyYAML, h5py) is joined.
             message = re.sub(r"\s*\n\s*", " ", str(exc).strip())
-            param = getattr(exc, "param", None)
-            if param and message.startswith(param):
-                name = ctx.invoked_subcommand
-                flag = _flag(self.get_command(ctx, name) if name else None, param)
-                message = (flag + message[len(param):]) if flag else message
+            name = ctx.invoked_subcommand
+            message = _in_flags(message, getattr(exc, "param", None), self.get_command(ctx, name) if name else None)
             click.echo(f"Error: {message}", err=True)
             ctx.exit(2 if isinstance(exc, BadInput) else 1)
 

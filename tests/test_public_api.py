@@ -76,3 +76,19 @@ def test_the_package_exposes_the_documented_calls():
         assert getattr(bindscope, name) is not None
     with pytest.raises(AttributeError):
         getattr(bindscope, "no_such_call")
+
+
+def test_library_messages_name_parameters_and_the_command_line_shows_flags(tmp_path):
+    root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=8, test_per_class=4)
+    small = {"train": 4, "test": 4, "ood": 4}
+    bindscope.madman.generate(tmp_path / "d", mnist_root=root, seed=1, splits=small, progress=False)
+    with pytest.raises(BadInput, match="^out .* another config or seed; pass overwrite=True to replace it") as caught:
+        bindscope.madman.generate(tmp_path / "d", mnist_root=root, seed=2, splits=small, progress=False)
+    assert caught.value.param == "out"
+    result = CliRunner().invoke(madman, ["generate", "--out", str(tmp_path / "d"), "--mnist-root", str(root),
+                                         "-n", "4", "--seed", "2", "--no-progress"])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"Error: --out {str((tmp_path / 'd').resolve())!r} is not empty")
+    assert "pass --overwrite to replace it" in result.output and "overwrite=True" not in result.output
+    with pytest.raises(BadInput, match="^part 2 is out of range: with num_parts 2"):
+        bindscope.madman.generate(tmp_path / "p", mnist_root=root, splits=small, num_parts=2, part=2)

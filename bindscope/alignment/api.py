@@ -38,8 +38,8 @@ def _check_out(path, overwrite: bool, explicit: bool = True) -> Path:
     if out.is_dir():
         raise BadInput(f"out {str(path)!r} is a folder; give a file path", param="out")
     if out.exists() and not overwrite:
-        raise BadInput(f"output file {str(path)!r} already exists; pass --overwrite to replace it, or choose "
-                       "another --out")
+        raise BadInput(f"output file {str(path)!r} already exists; pass overwrite=True to replace it, or choose "
+                       "another file")
     if explicit and not out.parent.exists():
         raise BadInput(f"out {str(path)!r}: folder {str(out.parent)!r} does not exist", param="out")
     return out

@@ -172,14 +172,15 @@ def refuse_foreign(out: str | Path, overwrite: bool) -> str | None:
     """
     out = resolve_output(out)
     if out.exists() and not out.is_dir():
-        raise BadInput(f"--out {str(out)!r} exists and is not a folder")
+        raise BadInput(f"out {str(out)!r} exists and is not a folder", param="out")
     if not out.is_dir() or _just_started(out):
         return None
     owner = _folder_run_id(out)
     if owner is None:
         if overwrite:
             require_owned(out, KIND, "bindscope dataset")
-        raise BadInput(f"--out {str(out)!r} is not empty and holds no bindscope run; choose an empty or new folder")
+        raise BadInput(f"out {str(out)!r} is not empty and holds no bindscope run; choose an empty or new folder",
+                       param="out")
     return owner
 
 
@@ -199,8 +200,8 @@ def check_output(out: str | Path, run_id: str, overwrite: bool, extends=None) ->
 
     Raises:
         BadInput: ``out`` is empty, the current folder or an ancestor of it, or a file; or it is not empty and
-            neither a matching run nor ``--overwrite`` allows using it (the message says what it holds and
-            which flag to pass); or ``--overwrite`` would delete a folder bindscope did not make.
+            neither a matching run nor ``overwrite`` allows using it (the message says what it holds and
+            what to pass); or ``overwrite`` would delete a folder bindscope did not make.
     """
     owner = refuse_foreign(out, overwrite)
     if owner is None:
@@ -218,15 +219,15 @@ def check_output(out: str | Path, run_id: str, overwrite: bool, extends=None) ->
                 return "extend"
         if overwrite:
             return "overwrite"
-        raise BadInput(f"--out {str(out)!r} is not empty: it holds a finished dataset of another config or seed; "
-                       "pass --overwrite to replace it, or choose another --out")
+        raise BadInput(f"out {str(out)!r} is not empty: it holds a finished dataset of another config or seed; "
+                       "pass overwrite=True to replace it, or choose another folder", param="out")
     if owner == run_id:
         return "resume"
     if overwrite:
         return "overwrite"
-    raise BadInput(f"--out {str(out)!r} is not empty: it holds an unfinished run with another config or "
-                   "seed; repeat that run's command to resume it, pass --overwrite to replace it, or choose "
-                   "another --out")
+    raise BadInput(f"out {str(out)!r} is not empty: it holds an unfinished run with another config or "
+                   "seed; repeat that run's command to resume it, pass overwrite=True to replace it, or choose "
+                   "another folder", param="out")
 
 
 def finish_if_done(out: str | Path, run_id: str) -> dict | None:
@@ -385,12 +386,13 @@ def check_parts(num_parts: int, part: int, num_shards: int | None = None) -> Non
     ``num_shards=None`` skips the last check (used by the CLI before the generator exists).
     """
     if num_parts < 1:
-        raise BadInput(f"--num-parts must be at least 1, got {num_parts}")
+        raise BadInput(f"num_parts must be at least 1, got {num_parts}", param="num_parts")
     if not 0 <= part < num_parts:
-        raise BadInput(f"--part {part} is out of range: with --num-parts {num_parts} it must be 0..{num_parts - 1}")
+        raise BadInput(f"part {part} is out of range: with num_parts {num_parts} it must be 0..{num_parts - 1}",
+                       param="part")
     if num_shards is not None and num_parts > num_shards:
-        raise BadInput(f"--num-parts {num_parts} is more than the dataset's {num_shards} shard(s); "
-                       f"use at most {num_shards} parts (or a smaller shard size)")
+        raise BadInput(f"num_parts {num_parts} is more than the dataset's {num_shards} shard(s); "
+                       f"use at most {num_shards} parts (or a smaller shard size)", param="num_parts")
 
 
 def _remove_temp_files(shards_dir: Path, tasks: list[ShardTask]) -> None:
@@ -531,7 +533,7 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
             return load_manifest(out)
         if decision == "overwrite":
             if shared:
-                raise BadInput(f"--out {str(out)!r} changed while this run started; repeat the command")
+                raise BadInput(f"out {str(out)!r} changed while this run started; repeat the command", param="out")
             clear_owned(out, KIND, "bindscope dataset")
         write_marker(out, KIND, run_id)
         if decision != "resume":

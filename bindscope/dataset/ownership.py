@@ -41,7 +41,7 @@ LOCK = ".bindscope.lock"
 MARKER_FORMAT = "bindscope-output"
 
 
-def resolve_output(path: str | os.PathLike, flag: str = "--out") -> Path:
+def resolve_output(path: str | os.PathLike, flag: str = "out") -> Path:
     """The absolute, symlink-free form of an output folder path, after refusing paths no run may use.
 
     Raises:
@@ -55,7 +55,7 @@ def resolve_output(path: str | os.PathLike, flag: str = "--out") -> Path:
     if resolved == cwd or resolved in cwd.parents:
         what = "the current folder" if resolved == cwd else "an ancestor of the current folder"
         raise BadInput(f"{flag} {str(path)!r} is {what} ({str(resolved)!r}); give a new or empty folder "
-                       f"below it, e.g. {flag} out", param=flag)
+                       f"below it, e.g. {str(Path(path) / 'out')!r}", param=flag)
     return resolved
 
 
@@ -112,7 +112,7 @@ def bookkeeping(name: str) -> bool:
             or (name.startswith(".") and name.endswith(".tmp")))
 
 
-def require_owned(folder: Path, kind: str, what: str, flag: str = "--out") -> None:
+def require_owned(folder: Path, kind: str, what: str, flag: str = "out") -> None:
     """Raise :class:`BadInput` (nothing deleted) unless ``folder`` is bindscope's output of ``kind``.
 
     ``what`` names the kind for the message, e.g. ``"bindscope dataset"``.
@@ -122,10 +122,11 @@ def require_owned(folder: Path, kind: str, what: str, flag: str = "--out") -> No
     foreign = sorted(p.name for p in folder.iterdir() if not bookkeeping(p.name))
     example = f" (e.g. {foreign[0]!r})" if foreign else ""
     raise BadInput(f"{flag} {str(folder)!r} is not a {what} (it holds no {MARKER} marker of one){example}; "
-                   f"--overwrite only replaces folders bindscope made: delete it yourself or choose another {flag}")
+                   "overwrite=True only replaces folders bindscope made: delete it yourself or choose another "
+                   "folder", param=flag)
 
 
-def clear_owned(folder: Path, kind: str, what: str, flag: str = "--out") -> None:
+def clear_owned(folder: Path, kind: str, what: str, flag: str = "out") -> None:
     """Delete everything inside ``folder`` (not the folder itself) after :func:`require_owned`; the lock file
     is kept (the caller holds it)."""
     require_owned(folder, kind, what, flag)
@@ -179,7 +180,7 @@ class OutputLock:
     it is held (e.g. by :mod:`multiprocessing`) close their copy of the descriptor at once.
     """
 
-    def __init__(self, folder: str | os.PathLike, shared: bool = False, flag: str = "--out", name: str = LOCK):
+    def __init__(self, folder: str | os.PathLike, shared: bool = False, flag: str = "out", name: str = LOCK):
         self.folder = Path(folder)
         self.path = self.folder / name
         self.shared = shared
@@ -202,7 +203,7 @@ class OutputLock:
                 except OSError:
                     holder = "unknown"
                 raise BadInput(f"{self.flag} {str(self.folder)!r} is in use by another bindscope run ({holder}); "
-                               "wait until it ends, or choose another folder") from None
+                               "wait until it ends, or choose another folder", param=self.flag) from None
             try:  # the file we locked must still be the one under the name (a leaving holder may remove it)
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
             except FileNotFoundError:

@@ -167,11 +167,11 @@ def check_output(path: str | os.PathLike, overwrite: bool) -> Path:
     """
     path = Path(path)
     if path.is_dir():
-        raise BadInput(f"--out {str(path)!r} is a folder; give a .json file path")
+        raise BadInput(f"out {str(path)!r} is a folder; give a .json file path", param="out")
     for existing in (path, samples_path(path)):
         if existing.exists() and not overwrite:
-            raise BadInput(f"result file {str(existing)!r} already exists; pass --overwrite to replace it, or "
-                           "choose another --out")
+            raise BadInput(f"result file {str(existing)!r} already exists; pass overwrite=True to replace it, or "
+                           "choose another file")
     return path
 
 
