@@ -32,18 +32,15 @@ def _flag(command: click.Command | None, param: str) -> str | None:
 
 
 def _in_flags(message: str, param: str | None, command: click.Command | None) -> str:
-    """A library message in the command's terms: a leading ``param`` (a library parameter name), every
-    ``name=True`` and every ``snake_case`` parameter name that is an option of ``command`` become its flag
-    (``out`` -> ``--out``, ``overwrite=True`` -> ``--overwrite``, ``num_parts`` -> ``--num-parts``)."""
+    """A library message in the command's terms: a leading ``param`` (a library parameter name) and every
+    ``name=True`` whose ``name`` is an option of ``command`` become its flag (``out`` -> ``--out``,
+    ``overwrite=True`` -> ``--overwrite``). Other words are left alone (a config key such as
+    ``attribute_density`` in a message may come from a YAML file)."""
     if param and message.startswith(param):
         flag = _flag(command, param)
         message = (flag + message[len(param):]) if flag else message
-
-    def swap(match: re.Match) -> str:
-        return _flag(command, match.group(1)) or match.group(0)
-
-    message = re.sub(r"\b([a-z]+(?:_[a-z]+)*)=True\b", swap, message)
-    return re.sub(r"(?<![-\w])([a-z]+(?:_[a-z]+)+)\b", swap, message)
+    return re.sub(r"\b([a-z]+(?:_[a-z]+)*)=True\b",
+                  lambda match: _flag(command, match.group(1)) or match.group(0), message)
 
 
 class Group(click.Group):

@@ -90,5 +90,5 @@ def test_library_messages_name_parameters_and_the_command_line_shows_flags(tmp_p
     assert result.exit_code == 2
     assert result.output.startswith(f"Error: --out {str((tmp_path / 'd').resolve())!r} is not empty")
     assert "pass --overwrite to replace it" in result.output and "overwrite=True" not in result.output
-    with pytest.raises(BadInput, match="^part 2 is out of range: with num_parts 2"):
+    with pytest.raises(BadInput, match="^part 2 is out of range: with 2 parts"):
         bindscope.madman.generate(tmp_path / "p", mnist_root=root, splits=small, num_parts=2, part=2)

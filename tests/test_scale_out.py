@@ -202,7 +202,7 @@ def test_merge_refuses_mismatched_or_incomplete_parts_with_exit_2(tmp_path):
 
 def test_bad_scale_out_options_are_refused_before_writing(tmp_path):
     gen = Squares(splits=SPLITS)
-    with pytest.raises(BadInput, match="^part 3 is out of range: with num_parts 3 it must be 0..2"):
+    with pytest.raises(BadInput, match="^part 3 is out of range: with 3 parts it must be 0..2"):
         build_dataset(gen, tmp_path / "d", num_parts=3, part=3, progress=False)
     with pytest.raises(BadInput, match="^num_parts 9 is more than the dataset's 8 shard"):
         build_dataset(gen, tmp_path / "d", num_parts=9, part=0, progress=False)

@@ -388,7 +388,7 @@ def check_parts(num_parts: int, part: int, num_shards: int | None = None) -> Non
     if num_parts < 1:
         raise BadInput(f"num_parts must be at least 1, got {num_parts}", param="num_parts")
     if not 0 <= part < num_parts:
-        raise BadInput(f"part {part} is out of range: with num_parts {num_parts} it must be 0..{num_parts - 1}",
+        raise BadInput(f"part {part} is out of range: with {num_parts} parts it must be 0..{num_parts - 1}",
                        param="part")
     if num_shards is not None and num_parts > num_shards:
         raise BadInput(f"num_parts {num_parts} is more than the dataset's {num_shards} shard(s); "
