@@ -110,40 +110,25 @@ class Planner:
         return {"digit": digit, "source": int(source), "attributes": attributes,
                 "swell": rng.random(), "cuts": [rng.random() for _ in range(cuts)]}
 
-    def plan(self, split: str, index: int) -> tuple[dict, str, list[Negative]]:
-        """Plan sample ``index`` of ``split``; return ``(spec, caption, negatives)``.
-
-        The spec holds ``digits`` (object 1 first: digit class, MNIST source index, the six attribute
-        values, swelling and fracture draws), ``layout`` (centre jitter in pixels, direction of object 2 in
-        radians), ``mentions`` (object index and mentioned attributes, in caption order) and ``holdout``.
-        """
-        cfg = self.config
-        rng = random.Random(f"madman/{self.seed}/{split}/{index}")
-        u = rng.random
-        holdout = None
-        if split == "train":
-            two = u() < cfg["multi_object_images"]
-        else:
-            two = True
+    def _classes(self, u, split: str, two: bool) -> tuple[list[int], tuple | None, int | None]:
+        """The digit classes (object 1 first) and, for ``ood``, the held-out combination and the object
+        (1 or 2) that carries it; draws from ``u`` in plan order."""
         if split == "ood":
             holdout = _pick(u(), self.holdout)
             held_index = 1 if u() < 0.5 else 2
             other = _pick(u(), [d for d in range(10) if d != holdout[0]])
-            classes = [holdout[0], other] if held_index == 1 else [other, holdout[0]]
-        else:
-            first = int(u() * 10) % 10
-            classes = [first]
-            if two:
-                classes.append(_pick(u(), [d for d in range(10) if d != first]))
-        digits = [self._digit(rng, split, c, restricted=split != "ood") for c in classes]
-        if holdout is not None:
-            digits[held_index - 1]["attributes"][holdout[1]] = holdout[2]
-            cuts = int(cfg["attributes"]["fracture"][digits[held_index - 1]["attributes"]["fracture"]])
-            digits[held_index - 1]["cuts"] = digits[held_index - 1]["cuts"][:cuts] + [
-                u() for _ in range(cuts - len(digits[held_index - 1]["cuts"]))]
-        jitter = cfg["layout"]["centre_jitter"]
-        layout = {"jitter": [(2 * u() - 1) * jitter, (2 * u() - 1) * jitter], "direction": 2 * math.pi * u()}
-        n = len(self.order)
+            return ([holdout[0], other] if held_index == 1 else [other, holdout[0]]), holdout, held_index
+        first = int(u() * 10) % 10
+        classes = [first]
+        if two:
+            classes.append(_pick(u(), [d for d in range(10) if d != first]))
+        return classes, None, None
+
+    def _mentions(self, rng: random.Random, split: str, two: bool, holdout: tuple | None) -> list[dict]:
+        """Which objects the caption describes, in order, and their mentioned attributes: in ``train`` from
+        the four data properties (multi-object captions, saliency bias, attribute density); in test and ood
+        both objects with one shared attribute subset (holding the held-out attribute in ood)."""
+        cfg, n, u = self.config, len(self.order), rng.random
         if split == "train":
             if two:
                 both = u() < cfg["multi_object_captions"]
@@ -155,17 +140,38 @@ class Planner:
             for k in described:
                 count = draw_count(rng, cfg["attribute_density"], n, cfg["density_distribution"])
                 mentions.append({"index": k, "attributes": _subset(rng, self.order, count)})
+            return mentions
+        density = cfg["eval_attribute_density"]
+        density = cfg["attribute_density"] if density is None else density
+        count = max(1, draw_count(rng, density, n, cfg["density_distribution"]))
+        if holdout is not None:
+            subset = [holdout[1]] + _subset(rng, [a for a in self.order if a != holdout[1]], count - 1)
         else:
-            density = cfg["eval_attribute_density"]
-            density = cfg["attribute_density"] if density is None else density
-            count = max(1, draw_count(rng, density, n, cfg["density_distribution"]))
-            if holdout is not None:
-                rest = _subset(rng, [a for a in self.order if a != holdout[1]], count - 1)
-                subset = [holdout[1]] + rest
-            else:
-                subset = _subset(rng, self.order, count)
-            described = [1, 2] if u() < 0.5 else [2, 1]
-            mentions = [{"index": k, "attributes": list(subset)} for k in described]
+            subset = _subset(rng, self.order, count)
+        described = [1, 2] if u() < 0.5 else [2, 1]
+        return [{"index": k, "attributes": list(subset)} for k in described]
+
+    def plan(self, split: str, index: int) -> tuple[dict, str, list[Negative]]:
+        """Plan sample ``index`` of ``split``; return ``(spec, caption, negatives)``.
+
+        The spec holds ``digits`` (object 1 first: digit class, MNIST source index, the six attribute
+        values, swelling and fracture draws), ``layout`` (centre jitter in pixels, direction of object 2 in
+        radians), ``mentions`` (object index and mentioned attributes, in caption order) and ``holdout``.
+        """
+        cfg = self.config
+        rng = random.Random(f"madman/{self.seed}/{split}/{index}")
+        u = rng.random
+        two = u() < cfg["multi_object_images"] if split == "train" else True
+        classes, holdout, held_index = self._classes(u, split, two)
+        digits = [self._digit(rng, split, c, restricted=split != "ood") for c in classes]
+        if holdout is not None:
+            digits[held_index - 1]["attributes"][holdout[1]] = holdout[2]
+            cuts = int(cfg["attributes"]["fracture"][digits[held_index - 1]["attributes"]["fracture"]])
+            digits[held_index - 1]["cuts"] = digits[held_index - 1]["cuts"][:cuts] + [
+                u() for _ in range(cuts - len(digits[held_index - 1]["cuts"]))]
+        jitter = cfg["layout"]["centre_jitter"]
+        layout = {"jitter": [(2 * u() - 1) * jitter, (2 * u() - 1) * jitter], "direction": 2 * math.pi * u()}
+        mentions = self._mentions(rng, split, two, holdout)
         for m in mentions:
             m["attributes"] = [a for a in self.order if a in m["attributes"]]
         parts = [(k, digits[k - 1]["digit"], {a: digits[k - 1]["attributes"][a] for a in m["attributes"]})
