@@ -35,18 +35,15 @@ def _first_missing(out: str):
     return path
 
 
-def _remove_if_nothing_made(out) -> bool:
+def _remove_if_nothing_made(out) -> None:
     """Delete the folder ``out`` (created by this run) if it holds no file but the run-state record: a run that
-    failed before finishing a shard leaves nothing behind. A folder with any finished shard is kept (it resumes).
-    Returns True when the folder was removed."""
+    failed before finishing a shard leaves nothing behind. A folder with any finished shard is kept (it resumes)."""
     from bindscope.dataset.build import RUN_STATE
     from bindscope.dataset.ownership import MARKER
 
     root = Path(out)
     if root.is_dir() and not any(p.is_file() and p.name not in (RUN_STATE, MARKER) for p in root.rglob("*")):
         shutil.rmtree(root, ignore_errors=True)
-        return True
-    return False
 
 
 def _require_bpy() -> None:
