@@ -124,7 +124,8 @@ def main() -> None:
     parser.add_argument("--vision", default="vit", choices=["vit", "cnn", "resnet"])
     parser.add_argument("--width", type=int, default=64, help="width of both towers")
     parser.add_argument("--layers", type=int, default=2, help="blocks of both towers")
-    parser.add_argument("--patch-size", type=int, default=8)
+    parser.add_argument("--patch-size", type=int, default=12,
+                        help="ViT patch side: the 96-pixel default canvas gives 8 x 8 patches")
     parser.add_argument("--tokenizer", default="word", choices=["word", "bpe"])
     parser.add_argument("--context-length", type=int, default=18,
                         help="tokens per caption (a 2-digit, 6-attribute caption has 15 words + start/end)")

@@ -107,7 +107,7 @@ def test_generate_verify_and_read_back(tmp_path, mnist_root):
         n_train = 400  # the fake MNIST root's training set: 40 per class, then 10 per class of test digits
         for split in ds.split_names:
             for s in ds.split(split):
-                assert s.image.shape == (64, 64, 3) and s.mask.shape == (64, 64)
+                assert s.image.shape == (96, 96, 3) and s.mask.shape == (96, 96)  # the default canvas
                 parsed = parse_caption(s.caption, values)
                 by_position = {o.mention_position: o for o in s.objects if o.mention_position}
                 assert len(parsed) == len(by_position)

@@ -91,12 +91,13 @@ def test_cuts_keep_away_from_stroke_ends():
     clearance = []
     for n in range(0, len(t.legible), 7):
         for v in range(len(t.amounts)):
-            points, tangent, reach = t.skeleton(n, v)
+            points, tangent, reach, room = t.skeleton(n, v)
             stroke = float(t.stroke[n, v])
             for size in gen.config["attributes"]["size"].values():
                 scale = size * 64 / float(t.ink_box[n, v, 2] - t.ink_box[n, v, 0])
                 gap = max(2.5, 0.12 * size * 64) / scale
-                cuts = gen.renderer._cuts([0.1, 0.6], points, tangent, reach, stroke, gap, None, 0.0)
+                half = stroke / 2 + max(1.0, 1.0 / scale)
+                cuts = gen.renderer._cuts([0.1, 0.6], points, tangent, reach, room, stroke, half, gap, None, 0.0)
                 assert 1 <= len(cuts) <= 2
                 for y, x, _ in cuts:
                     i = int(np.argmin(((points - [y, x]) ** 2).sum(1)))

@@ -251,7 +251,7 @@ def confusion_figures(truth: np.ndarray, predicted: np.ndarray, classes: list[st
 
 
 def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train", test_split: str = "test",
-                 epochs: int = 8, batch_size: int = 128, lr: float = 3e-3, width: int = 16, seed: int = 0,
+                 epochs: int = 8, batch_size: int = 128, lr: float = 3e-3, width: int = 32, seed: int = 0,
                  max_train_objects: int | None = None, max_test_objects: int | None = None, threads: int = 1,
                  progress: bool = False) -> dict:
     """Train the oracle CNN on the isolated objects of ``train_split`` and score it on ``test_split``.

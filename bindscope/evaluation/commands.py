@@ -175,7 +175,7 @@ def register_madman(group: click.Group) -> None:
                   help="Objects per training step.")
     @click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=3e-3, show_default=True,
                   help="Peak learning rate (Adam, one-cycle schedule).")
-    @click.option("--width", type=click.IntRange(min=1, max=256), default=16, show_default=True,
+    @click.option("--width", type=click.IntRange(min=1, max=256), default=32, show_default=True,
                   help="Channels of the first of four conv stages (then 2x, 4x, 8x).")
     @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
                   help="Seed of the weights and the visiting order (same seed, same result).")

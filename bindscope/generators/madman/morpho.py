@@ -18,8 +18,12 @@ Every source digit is normalised before any attribute is applied, so that attrib
 
 Swelling and fracture depend on the sample and are applied at render time as coordinate maps composed with
 the digit's scale, rotation and placement (:mod:`bindscope.generators.madman.render`), at skeleton points
-kept here with their stroke direction and their distance along the skeleton to the nearest stroke end or
-junction (``reach``), so cuts and swellings can keep away from stroke ends.
+kept here with their stroke direction, their distance along the skeleton to the nearest stroke end or
+junction (``reach``) and their distance to the nearest *other* stroke (``clearance``), so cuts and swellings
+keep away from stroke ends and never fill a loop or touch a neighbouring stroke.
+
+A source whose skeleton is more than one connected stroke (a detached bar, a broken loop) would look fractured
+while intact; it is marked not ``connected`` and never drawn.
 """
 
 from __future__ import annotations
@@ -37,12 +41,14 @@ from skimage.morphology import skeletonize
 from bindscope.atomic import atomic_open
 from bindscope.cache import cache_root
 
-TABLE_VERSION = 4
+TABLE_VERSION = 6
 FRAME = 36          # frame side in pixels (the normalised glyph's coordinate system)
 GLYPH = 20.0        # skeleton height of every normalised glyph, frame pixels
 MAX_POINTS = 64     # skeleton points kept per digit (evenly subsampled)
 SWELL_MIN = 1.8     # a swelling is at least this many stroke widths wide
-SWELL_LENGTH = 1.6  # half-length of a swelling along the stroke, in bulge half-widths
+SWELL_LENGTH = 1.3  # half-length of a swelling along the stroke, in bulge half-widths
+FOREIGN = 1.5       # a skeleton point is on another stroke when the way to it along the skeleton is longer
+FOREIGN_SLACK = 1.0  # than FOREIGN times the straight distance plus FOREIGN_SLACK frame pixels
 _EIGHT = np.ones((3, 3), bool)
 
 
@@ -138,15 +144,30 @@ def _edges(skeleton: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> tuple[np.nda
     return np.concatenate(first), np.concatenate(second)
 
 
-def _reach(points: np.ndarray, edges: tuple[np.ndarray, np.ndarray], ends: np.ndarray) -> np.ndarray:
-    """Distance along the skeleton graph (``points`` ``(P, 2)``, ``edges``) from every point to the nearest of
-    ``ends`` (indices; stroke ends and junctions), ``inf`` where none is connected."""
-    if not len(ends):
-        return np.full(len(points), np.inf)
+def _graph(points: np.ndarray, edges: tuple[np.ndarray, np.ndarray]):
+    """The skeleton as a sparse graph: ``points`` ``(P, 2)`` joined by ``edges``, weighted by their distance."""
     i, j = edges
     weights = np.sqrt(((points[i] - points[j]) ** 2).sum(1))
-    graph = coo_matrix((weights, (i, j)), shape=(len(points), len(points))).tocsr()
+    return coo_matrix((weights, (i, j)), shape=(len(points), len(points))).tocsr()
+
+
+def _reach(points: np.ndarray, graph, ends: np.ndarray) -> np.ndarray:
+    """Distance along the skeleton ``graph`` (:func:`_graph`) from every point to the nearest of ``ends``
+    (indices; stroke ends and junctions), ``inf`` where none is connected."""
+    if not len(ends):
+        return np.full(len(points), np.inf)
     return dijkstra(graph, directed=False, indices=ends, min_only=True)
+
+
+def _clearance(points: np.ndarray, graph, keep: np.ndarray) -> np.ndarray:
+    """Distance (frame pixels, centre line to centre line) from each point ``keep`` of the skeleton to the
+    nearest point of another stroke: one whose way along the skeleton is longer than ``FOREIGN`` times the
+    straight distance plus ``FOREIGN_SLACK`` (the other side of a loop, a neighbouring stroke, a stroke across a
+    junction's far side). ``1e6`` where there is none. A swelling or a cut at a point must fit within it."""
+    along = dijkstra(graph, directed=False, indices=keep)
+    straight = np.sqrt(((points[keep, None, :] - points[None, :, :]) ** 2).sum(-1))
+    foreign = along > FOREIGN * straight + FOREIGN_SLACK
+    return np.where(foreign, straight, 1e6).min(axis=1)
 
 
 @dataclass
@@ -164,7 +185,11 @@ class DigitRecord:
         fits: False if the widest variant touches the frame's border (the glyph is much wider than tall).
         points: ``(P, 2)`` float32 skeleton points ``(y, x)``; tangent ``(P,)`` radians (stroke direction,
             ``atan2(dy, dx)``); reach ``(P,)`` float32 distance along the skeleton to the nearest stroke end or
-            junction (frame pixels; a large number on a closed loop).
+            junction (frame pixels; a large number on a closed loop); clearance ``(P,)`` float32 distance to
+            the nearest other stroke (:func:`_clearance`, frame pixels between centre lines; 1e6 if none).
+        end_gap: the smallest distance (frame pixels, centre lines) from a stroke end to another stroke (1e6
+            if none): a loop left open by the writer looks fractured when this is small.
+        connected: the skeleton is one connected stroke.
     """
 
     variants: np.ndarray
@@ -177,6 +202,9 @@ class DigitRecord:
     points: np.ndarray
     tangent: np.ndarray
     reach: np.ndarray
+    clearance: np.ndarray
+    end_gap: float
+    connected: bool
 
 
 def _diameter(shape: np.ndarray) -> float:
@@ -279,8 +307,12 @@ def digit_record(digit: np.ndarray, amounts: list[float], upsample: int = 4, thr
         diameters[v] = _diameter(shape) / u
         fits = fits and ok and r[0] > 0 and c[0] > 0 and r[-1] < side - 1 and c[-1] < side - 1
     count = _neighbours(skeleton)[ys, xs]
-    reach = _reach(points, edges, np.flatnonzero((count == 1) | (count >= 3)))
+    graph = _graph(points, edges)
+    reach = _reach(points, graph, np.flatnonzero((count == 1) | (count >= 3)))
     keep = np.arange(0, len(ys), max(1, int(np.ceil(len(ys) / MAX_POINTS))))
+    clearance = _clearance(points, graph, keep)
+    ends = np.flatnonzero(count == 1)
+    end_gap = float(_clearance(points, graph, ends).min()) if len(ends) else 1e6
     # local stroke direction: principal axis of the skeleton points within 2 frame pixels of each kept point
     ey = points[None, :, 0] - points[keep, None, 0]
     ex = points[None, :, 1] - points[keep, None, 1]
@@ -289,7 +321,9 @@ def digit_record(digit: np.ndarray, amounts: list[float], upsample: int = 4, thr
     return DigitRecord(variants=variants, ink_box=boxes, diameter=diameters, stroke=np.array(widths, np.float32), shear=shears,
                        skew=skew + residual, fits=bool(fits),
                        points=points[keep].astype(np.float32), tangent=tangent.astype(np.float32),
-                       reach=np.minimum(reach[keep], 1e6).astype(np.float32))
+                       reach=np.minimum(reach[keep], 1e6).astype(np.float32),
+                       clearance=clearance.astype(np.float32), end_gap=end_gap,
+                       connected=ndi.label(skeleton, _EIGHT)[1] == 1)
 
 
 @dataclass
@@ -302,10 +336,11 @@ class MorphoTable:
             (largest diameter, frame pixels); stroke ``(N, V)`` float32
             (frame pixels); shear ``(N, V)`` float32 (see :class:`DigitRecord`); skew ``(N,)`` float32 (the
             deslanting shear of the source).
-        legible: ``(N,)`` bool, the glyph fits the frame and the reader of
+        legible: ``(N,)`` bool, the glyph fits the frame, its skeleton is one connected stroke and the reader of
             :mod:`~bindscope.generators.madman.legibility` reads every variant as its label.
+        end_gap: ``(N,)`` float32 (see :class:`DigitRecord`).
         offsets: ``(N + 1,)`` int64 row ranges of digit n's skeleton points in points ``(P, 2)`` float32,
-            tangent ``(P,)`` and reach ``(P,)`` float32.
+            tangent ``(P,)``, reach ``(P,)`` and clearance ``(P,)`` float32.
     """
 
     amounts: list[float]
@@ -316,22 +351,25 @@ class MorphoTable:
     shear: np.ndarray
     skew: np.ndarray
     legible: np.ndarray
+    end_gap: np.ndarray
     offsets: np.ndarray
     points: np.ndarray
     tangent: np.ndarray
     reach: np.ndarray
+    clearance: np.ndarray
 
-    ARRAYS = ("variants", "ink_box", "diameter", "stroke", "shear", "skew", "legible", "offsets", "points", "tangent", "reach")
+    ARRAYS = ("variants", "ink_box", "diameter", "stroke", "shear", "skew", "legible", "end_gap", "offsets", "points",
+              "tangent", "reach", "clearance")
 
-    def skeleton(self, n: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(points, tangent, reach)`` of digit ``n`` as drawn in variant ``v`` (its shear applied)."""
+    def skeleton(self, n: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(points, tangent, reach, clearance)`` of digit ``n`` as drawn in variant ``v`` (its shear applied)."""
         a, b = self.offsets[n], self.offsets[n + 1]
         shear = float(self.shear[n, v])
         points = self.points[a:b].copy()
         points[:, 1] -= shear * (points[:, 0] - (FRAME - 1) / 2)
         tangent = self.tangent[a:b]
         tangent = np.arctan2(np.sin(tangent), np.cos(tangent) - shear * np.sin(tangent)).astype(np.float32)
-        return points, tangent, self.reach[a:b]
+        return points, tangent, self.reach[a:b], self.clearance[a:b]
 
 
 def _records(images: np.ndarray, amounts: list[float], upsample: int, threshold: float) -> list[DigitRecord]:
@@ -385,7 +423,7 @@ def build_table(images: np.ndarray, labels: np.ndarray, amounts: list[float], up
             bar.update(len(part))
     counts = [len(r.points) for r in records]
     variants = np.stack([r.variants for r in records])
-    fits = np.array([r.fits for r in records], bool)
+    fits = np.array([r.fits and r.connected for r in records], bool)
     table = MorphoTable(
         amounts=amounts,
         variants=variants,
@@ -395,10 +433,12 @@ def build_table(images: np.ndarray, labels: np.ndarray, amounts: list[float], up
         shear=np.stack([r.shear for r in records]).astype(np.float32),
         skew=np.array([r.skew for r in records], np.float32),
         legible=fits & legible_digits(variants, np.asarray(labels)),
+        end_gap=np.array([r.end_gap for r in records], np.float32),
         offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
         points=np.concatenate([r.points for r in records]).astype(np.float32),
         tangent=np.concatenate([r.tangent for r in records]).astype(np.float32),
-        reach=np.concatenate([r.reach for r in records]).astype(np.float32))
+        reach=np.concatenate([r.reach for r in records]).astype(np.float32),
+        clearance=np.concatenate([r.clearance for r in records]).astype(np.float32))
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -409,12 +449,30 @@ def build_table(images: np.ndarray, labels: np.ndarray, amounts: list[float], up
     return table
 
 
-def swelling_centre(points: np.ndarray, reach: np.ndarray, bulge: float, draw: float) -> np.ndarray:
-    """The swelling's centre ``(y, x)``: the skeleton point ``draw`` (in [0, 1)) of the way through the points whose
-    ``reach`` (distance along the skeleton to a stroke end or junction) is at least the swelling's half-length
-    ``SWELL_LENGTH * bulge`` (through all points if none is)."""
-    choices = np.flatnonzero(reach >= SWELL_LENGTH * bulge)
-    choices = choices if len(choices) else np.arange(len(points))
+def bulge_half_width(swelling: float, glyph: float, stroke: float) -> float:
+    """Half-width (frame pixels) of the swelling of value ``swelling`` (width / glyph height) on a glyph
+    ``glyph`` frame pixels tall with strokes ``stroke`` wide: ``max(swelling * glyph, SWELL_MIN * stroke) / 2``;
+    0 for no swelling."""
+    return max(swelling * glyph, SWELL_MIN * stroke) / 2 if swelling > 0 else 0.0
+
+
+def swelling_room(reach: np.ndarray, clearance: np.ndarray, bulge: float, stroke: float) -> np.ndarray:
+    """Skeleton points that can carry a swelling of half-width ``bulge``: ``(P,)`` bool. Their ``reach``
+    (distance along the skeleton to a stroke end or junction) is at least the swelling's half-length
+    ``SWELL_LENGTH * bulge`` and their ``clearance`` leaves half a stroke width (at least a frame pixel) between
+    the bulge and any other stroke (half-width ``stroke / 2``), so a swelling never fills a loop (frame pixels
+    throughout)."""
+    return (clearance >= bulge + stroke / 2 + max(1.0, stroke / 2)) & (reach >= SWELL_LENGTH * bulge)
+
+
+def swelling_centre(points: np.ndarray, reach: np.ndarray, clearance: np.ndarray, bulge: float, stroke: float,
+                    draw: float) -> np.ndarray:
+    """The swelling's centre ``(y, x)``: the skeleton point ``draw`` (in [0, 1)) of the way through the points
+    with room for it (:func:`swelling_room`); without any (only for digits the generator does not draw, see
+    :func:`~bindscope.generators.madman.legibility.visible_attributes`), the point of largest clearance."""
+    choices = np.flatnonzero(swelling_room(reach, clearance, bulge, stroke))
+    if not len(choices):
+        choices = np.array([int(np.argmax(clearance))])
     return points[choices[min(int(draw * len(choices)), len(choices) - 1)]]
 
 

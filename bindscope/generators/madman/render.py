@@ -41,7 +41,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from bindscope.dataset.records import ObjectRecord, mask_bbox_area, size_ranks
-from bindscope.generators.madman.morpho import (SWELL_LENGTH, SWELL_MIN, MorphoTable, fracture_factor,
+from bindscope.generators.madman.morpho import (SWELL_LENGTH, MorphoTable, bulge_half_width, fracture_factor,
                                                swelling_centre, swelling_cover)
 
 _TURNS = tuple(math.radians(a) for a in (0, 45, -45, 90, -90, 135, -135, 180))
@@ -101,9 +101,9 @@ class Renderer:
         # that: then its largest diameter is WIDEST * size * canvas (sizes stay apart after any rotation)
         scale = target / max(glyph, float(t.diameter[n, v]) / WIDEST)
         stroke = float(t.stroke[n, v])
-        bulge = max(swelling * glyph, SWELL_MIN * stroke) / 2 if swelling > 0 else 0.0  # swollen half-width
+        bulge = bulge_half_width(swelling, glyph, stroke)
         if bulge > 0 or digit["cuts"]:
-            points, tangent, reach = t.skeleton(n, v)
+            points, tangent, reach, clearance = t.skeleton(n, v)
         ey, ex, cy, cx = _extent(box, scale, theta, max(0.0, bulge - stroke / 2))
         gy, gx, _, _ = _extent(box, scale, theta, max(0.0, bulge - stroke / 2) + 1.5 / scale)
         if centre is None:
@@ -122,10 +122,12 @@ class Renderer:
             centre = best[1]
         py, px = centre
         gap = max(float(self.morpho["fracture_min_gap"]), float(self.morpho["fracture_gap"]) * target)
-        swell_at = swelling_centre(points, reach, bulge, digit["swell"]) if bulge > 0 and len(points) else None
+        swell_at = (swelling_centre(points, reach, clearance, bulge, stroke, digit["swell"])
+                    if bulge > 0 and len(points) else None)
+        half = stroke / 2 + max(1.0, 1.0 / scale)  # a cut runs a canvas pixel beyond the stroke on each side
         cuts = []
         if digit["cuts"]:
-            cuts = self._cuts(digit["cuts"], points, tangent, reach, stroke, gap / scale, swell_at,
+            cuts = self._cuts(digit["cuts"], points, tangent, reach, clearance, stroke, half, gap / scale, swell_at,
                               SWELL_LENGTH * bulge)
         placement = {"centre": [py, px], "scale": scale, "box": [py - ey, px - ex, py + ey, px + ex],
                      "stroke": stroke * scale, "cuts": cuts, "gap": gap}
@@ -160,7 +162,6 @@ class Renderer:
             part = patch[..., rows, cols]
             np.maximum(part, swelling_cover(qy[..., rows, cols], qx[..., rows, cols], points, swell_at, stroke / 2,
                                             bulge, scale), out=part)
-        half = stroke / 2 + max(1.0, 1.0 / scale)
         for y, x, angle in cuts:
             rows, cols = window(y, x, math.hypot(half, gap / scale / 2 + 1.0 / scale))
             patch[..., rows, cols] *= fracture_factor(qy[..., rows, cols], qx[..., rows, cols],
@@ -173,18 +174,21 @@ class Renderer:
         return alpha, placement
 
     @staticmethod
-    def _cuts(draws: list[float], points: np.ndarray, tangent: np.ndarray, reach: np.ndarray, stroke: float,
-              gap: float, swell_at: np.ndarray | None, swell_length: float) -> list[list[float]]:
+    def _cuts(draws: list[float], points: np.ndarray, tangent: np.ndarray, reach: np.ndarray,
+              clearance: np.ndarray, stroke: float, half: float, gap: float, swell_at: np.ndarray | None,
+              swell_length: float) -> list[list[float]]:
         """Fracture cuts ``[y, x, tangent]`` (frame coordinates) for the plan's draws in [0, 1).
 
-        A cut sits at a skeleton point whose distance along the skeleton to a stroke end or junction is at least
-        ``(stroke + gap) / 2 + 1`` (frame pixels, so ink remains on both sides of it), ``2 * (stroke + gap)``
+        A cut (``half`` frame pixels long on each side of the centre line) sits at a skeleton point whose
+        distance along the skeleton to a stroke end or junction is at least ``(stroke + gap) / 2 + 1`` (frame
+        pixels, so ink remains on both sides of it), whose clearance to any other stroke exceeds
+        ``half + stroke / 2`` (the cut never touches, nor is bridged by, another stroke), ``2 * (stroke + gap)``
         from every earlier cut and ``swell_length + (stroke + gap) / 2`` from the swelling's centre. Where no
         point qualifies, the first cut goes to the point farthest along the skeleton from any end or junction
         and later cuts are dropped: a fractured digit always has at least one cut.
         """
         clear = (stroke + gap) / 2
-        free = np.flatnonzero(reach >= clear + 1.0)
+        free = np.flatnonzero((reach >= clear + 1.0) & (clearance > half + stroke / 2 + 0.5))
         if swell_at is not None:
             free = free[((points[free] - swell_at) ** 2).sum(1) >= (swell_length + clear) ** 2]
         cuts = []

@@ -1,0 +1,74 @@
+"""The source-digit rules of generator version 3, on hand-made shapes: stroke clearance, open loops, one connected
+stroke, rotation overlap, and room for a swelling."""
+
+import math
+
+import numpy as np
+import pytest
+from skimage.draw import circle_perimeter, line
+
+from bindscope.generators.madman.legibility import ROTATION_IOU_MAX, rotation_overlap
+from bindscope.generators.madman.morpho import (FRAME, GLYPH, bulge_half_width, digit_record, swelling_room)
+
+THICKNESS = [0.07, 0.13, 0.22]
+
+
+def drawn(*strokes) -> np.ndarray:
+    """A 28x28 uint8 "digit": the given pixel lists drawn 2 pixels wide at full ink."""
+    img = np.zeros((28, 28), np.uint8)
+    for rows, cols in strokes:
+        for dy in (0, 1):
+            img[np.clip(rows + dy, 0, 27), cols] = 255
+            img[rows, np.clip(cols + dy, 0, 27)] = 255
+    return img
+
+
+def ring() -> np.ndarray:
+    return drawn(circle_perimeter(14, 14, 8))
+
+
+def test_a_bar_has_no_other_stroke_and_a_ring_sees_its_far_side():
+    bar = digit_record(drawn(line(4, 14, 23, 14)), THICKNESS)
+    assert bar.connected and (bar.clearance >= 1e6).all() and bar.end_gap >= 1e6
+    o = digit_record(ring(), THICKNESS)
+    assert o.connected and o.end_gap >= 1e6  # a closed loop has no stroke end
+    # the ring is scaled to GLYPH frame pixels tall: each point's nearest other stroke is the far side of the
+    # ring, about one diameter away, never the neighbouring points of its own stroke
+    far = o.clearance[o.clearance < 1e6]
+    assert len(far) >= 0.9 * len(o.clearance)
+    assert 0.6 * GLYPH <= np.median(far) <= 1.1 * GLYPH, np.median(far)
+
+
+def test_a_loop_left_open_has_a_small_end_gap_and_a_detached_bar_is_not_connected():
+    rows, cols = circle_perimeter(14, 14, 8)
+    opened = drawn((rows[cols < 21], cols[cols < 21]))  # a "C": the ring without its right-most arc
+    c = digit_record(opened, THICKNESS)
+    assert c.connected
+    assert 3.0 < c.end_gap < 0.6 * GLYPH, c.end_gap  # the two ends face each other across the opening
+    two = digit_record(drawn(line(4, 10, 23, 10), line(4, 18, 23, 18)), THICKNESS)
+    assert not two.connected
+
+
+def test_rotation_overlap_is_high_for_a_disk_and_low_for_a_bar():
+    disk = np.zeros((1, 1, FRAME, FRAME), np.uint8)
+    yy, xx = np.mgrid[:FRAME, :FRAME]
+    disk[0, 0][(yy - 17.5) ** 2 + (xx - 17.5) ** 2 <= 64] = 255
+    bar = np.zeros((1, 1, FRAME, FRAME), np.uint8)
+    bar[0, 0, 8:28, 16:20] = 255
+    assert rotation_overlap(disk, [0, 45, -45])[0] > 0.9
+    assert rotation_overlap(bar, [0, 45, -45])[0] < ROTATION_IOU_MAX
+    # bar 20 x 4 turned by 45 degrees: the overlap is about the 4 x 4 square where they cross over the union
+    assert rotation_overlap(bar, [0, 45, -45])[0] == pytest.approx(4 * 4 / (2 * 80 - 4 * 4 * math.sqrt(2)), abs=0.06)
+    assert rotation_overlap(bar, [0])[0] == 0.0  # a single angle: nothing to tell apart
+
+
+def test_swelling_room_needs_reach_and_clearance():
+    stroke, glyph = 3.0, 23.0
+    bulge = bulge_half_width(0.3, glyph, stroke)
+    assert bulge == pytest.approx(max(0.3 * glyph, 1.8 * stroke) / 2)
+    assert bulge_half_width(0.0, glyph, stroke) == 0.0
+    reach = np.array([100.0, 100.0, 1.0])
+    clearance = np.array([1e6, bulge + stroke / 2 + 1.0, 1e6])
+    # point 0: far from ends and strokes; point 1: would leave less than half a stroke width to another
+    # stroke; point 2: too near a stroke end for the swelling's length
+    assert swelling_room(reach, clearance, bulge, stroke).tolist() == [True, False, False]
