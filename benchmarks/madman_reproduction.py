@@ -22,7 +22,7 @@ machine (`idle_2core_minutes`: the larger of the two CPU times when they run in 
 With `--eval-every K` each run's log also holds binding every K steps (the binding-vs-steps curve, written to
 `--out` as `curve`).
 
-Run: `.venv/bin/python benchmarks/madman_reproduction.py --out result.json [--steps 3000] ...` (see --help).
+Run: `.venv/bin/python benchmarks/madman_reproduction.py --out result.json [--steps 8000] ...` (see --help).
 The work folder (default `runs/madman-reproduction`, git-ignored) keeps datasets and runs, so a rerun reuses them
 (a finished run only reprints its result).
 """
@@ -116,7 +116,7 @@ def main() -> None:
     parser.add_argument("--num-train", type=int, default=20000, help="training images per preset")
     parser.add_argument("--num-test", type=int, default=3000, help="evaluation images (ideal test split)")
     parser.add_argument("--data-seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--steps", type=int, default=8000)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--warmup", type=int, default=100)
