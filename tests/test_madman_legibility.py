@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from skimage.draw import circle_perimeter, line
 
-from bindscope.generators.madman.legibility import ROTATION_IOU_MAX, rotation_overlap
+from bindscope.generators.madman.visibility import ROTATION_IOU_MAX, rotation_overlap
 from bindscope.generators.madman.morpho import (FRAME, GLYPH, bulge_half_width, digit_record, swelling_room)
 
 THICKNESS = [0.07, 0.13, 0.22]

@@ -39,8 +39,8 @@ def test_dataloader_with_two_workers_yields_the_sequential_samples(data):
     loader = DataLoader(torch_split, batch_size=3, num_workers=2, collate_fn=collate)
     batches = list(loader)
     assert [len(b["caption"]) for b in batches] == [3, 3, 3, 1]
-    assert batches[0]["image"].shape == (3, 3, 64, 64) and batches[0]["image"].dtype == torch.uint8
-    assert batches[0]["mask"].shape == (3, 64, 64) and batches[0]["mask"].dtype == torch.uint8
+    assert batches[0]["image"].shape == (3, 3, 96, 96) and batches[0]["image"].dtype == torch.uint8
+    assert batches[0]["mask"].shape == (3, 96, 96) and batches[0]["mask"].dtype == torch.uint8
     got = [(int(i), img, m, c, o, n, s) for b in batches
            for i, img, m, c, o, n, s in zip(b["index"], b["image"], b["mask"], b["caption"], b["objects"],
                                               b["negatives"], b["spec"])]
@@ -66,7 +66,7 @@ def test_transform_gets_a_pil_image(data):
         return torch.zeros(1)
 
     item = Dataset(data).split("test").as_torch(transform)[2]
-    assert isinstance(seen[0], Image.Image) and seen[0].size == (64, 64) and seen[0].mode == "RGB"
+    assert isinstance(seen[0], Image.Image) and seen[0].size == (96, 96) and seen[0].mode == "RGB"
     assert item["image"].tolist() == [0.0] and item["index"] == 2
 
 

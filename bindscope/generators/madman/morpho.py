@@ -469,7 +469,7 @@ def swelling_centre(points: np.ndarray, reach: np.ndarray, clearance: np.ndarray
                     draw: float) -> np.ndarray:
     """The swelling's centre ``(y, x)``: the skeleton point ``draw`` (in [0, 1)) of the way through the points
     with room for it (:func:`swelling_room`); without any (only for digits the generator does not draw, see
-    :func:`~bindscope.generators.madman.legibility.visible_attributes`), the point of largest clearance."""
+    :func:`~bindscope.generators.madman.visibility.visible_attributes`), the point of largest clearance."""
     choices = np.flatnonzero(swelling_room(reach, clearance, bulge, stroke))
     if not len(choices):
         choices = np.array([int(np.argmax(clearance))])
