@@ -9,7 +9,6 @@ import shutil
 
 import numpy as np
 import pytest
-import yaml
 from click.testing import CliRunner
 from scipy import ndimage
 
@@ -21,6 +20,7 @@ from bindscope.dataset.verify import verify_dataset
 from bindscope.generators.comco import attributes as A
 from bindscope.generators.comco import planning
 from bindscope.generators.comco.registry import load_set
+from comco_support import render_cli
 
 pytestmark = pytest.mark.blender
 
@@ -31,12 +31,7 @@ ARGS = ["render", "--set", "simco18", "--objects", "2-3", "-n", "6", "--resoluti
 
 
 def _render(folder, *extra: str, config: dict | None = None):
-    cfg = folder / "tiny.yaml"
-    cfg.write_text(yaml.safe_dump({**TINY, **(config or {})}))
-    out = folder / "data"
-    result = CliRunner().invoke(comco, [*ARGS, "--config", str(cfg), "--out", str(out), *extra])
-    assert result.exit_code == 0, result.output
-    return out
+    return render_cli(folder, {**TINY, **(config or {})}, ARGS, *extra)
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from bindscope.dataset.verify import verify_dataset  # noqa: E402
 from bindscope.generators.comco import planning  # noqa: E402
 from bindscope.generators.comco.generator import ComcoGenerator  # noqa: E402
 from bindscope.generators.comco.registry import load_set  # noqa: E402
+from comco_support import render_cli  # noqa: E402
 
 pytestmark = pytest.mark.blender
 
@@ -29,13 +30,7 @@ ARGS = ["render", "--set", "simco18", "--objects", "2-5", "-n", "8", "--resoluti
 
 
 def _render(tmp_path_factory, name: str, *extra: str):
-    folder = tmp_path_factory.mktemp(name)
-    cfg = folder / "tiny.yaml"
-    cfg.write_text(yaml.safe_dump(TINY))
-    out = folder / "data"
-    result = CliRunner().invoke(comco, [*ARGS, "--config", str(cfg), "--out", str(out), *extra])
-    assert result.exit_code == 0, result.output
-    return out
+    return render_cli(tmp_path_factory.mktemp(name), TINY, ARGS, *extra)
 
 
 @pytest.fixture(scope="module")
