@@ -31,16 +31,28 @@ def _flag(command: click.Command | None, param: str) -> str | None:
     return None
 
 
+_KEYWORD = re.compile(r"(?<![\w.])([a-z]+(?:_[a-z]+)*)=(True\b|'[^']*'|[^\s,;()']+)")
+"""``name=value`` in a library message: a keyword argument as Python spells it (``overwrite=True``,
+``backend='dask'``, ``num_parts=2``); not after a dot, so config keys (``sizes.min_area_ratio``) never match."""
+
+
 def _in_flags(message: str, param: str | None, command: click.Command | None) -> str:
-    """A library message in the command's terms: a leading ``param`` (a library parameter name) and every
-    ``name=True`` whose ``name`` is an option of ``command`` become its flag (``out`` -> ``--out``,
-    ``overwrite=True`` -> ``--overwrite``). Other words are left alone (a config key such as
-    ``attribute_density`` in a message may come from a YAML file)."""
+    """A library message in the command's terms: a leading ``param`` (a library parameter name) becomes its
+    flag (``out`` -> ``--out``), and every keyword argument ``name=value`` whose ``name`` is an option of
+    ``command`` becomes the flag with its value (``overwrite=True`` -> ``--overwrite``, ``backend='dask'`` ->
+    ``--backend 'dask'``). Other words are left alone (a config key such as ``attribute_density`` in a
+    message may come from a YAML file)."""
     if param and message.startswith(param):
         flag = _flag(command, param)
         message = (flag + message[len(param):]) if flag else message
-    return re.sub(r"\b([a-z]+(?:_[a-z]+)*)=True\b",
-                  lambda match: _flag(command, match.group(1)) or match.group(0), message)
+
+    def keyword(match: re.Match) -> str:
+        flag = _flag(command, match.group(1))
+        if flag is None:
+            return match.group(0)
+        return flag if match.group(2) == "True" else f"{flag} {match.group(2)}"
+
+    return _KEYWORD.sub(keyword, message)
 
 
 class Group(click.Group):

@@ -117,26 +117,27 @@ def load_yaml(text: str, where: str):
         loader.dispose()
 
 
-def read_yaml(path: str | os.PathLike, flag: str = "--config") -> dict:
-    """Read a YAML mapping with :func:`load_yaml`'s bounds.
+def read_yaml(path: str | os.PathLike, param: str = "config") -> dict:
+    """Read a YAML mapping with :func:`load_yaml`'s bounds; messages start with ``param`` (the parameter that
+    named the file).
 
     Raises:
         BadInput: the file is missing, unreadable, too large, not YAML, beyond the bounds, or not a mapping.
     """
     path = Path(path)
-    where = f"{flag} {str(path)!r}"
+    where = f"{param} {str(path)!r}"
     if not path.is_file():
-        raise BadInput(f"{where}: no such file")
+        raise BadInput(f"{where}: no such file", param=param)
     try:
         if path.stat().st_size > MAX_YAML_BYTES:
-            raise BadInput(f"{where}: larger than {MAX_YAML_BYTES >> 20} MiB; a config is a few kB")
+            raise BadInput(f"{where}: larger than {MAX_YAML_BYTES >> 20} MiB; a config is a few kB", param=param)
         data = load_yaml(path.read_text(encoding="utf-8"), where)
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{where}: not readable ({exc.__class__.__name__}: {exc})") from None
+        raise BadInput(f"{where}: not readable ({exc.__class__.__name__}: {exc})", param=param) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise BadInput(f"{where}: must hold a mapping of config keys, got {type(data).__name__}")
+        raise BadInput(f"{where}: must hold a mapping of config keys, got {type(data).__name__}", param=param)
     return data
 
 

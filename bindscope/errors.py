@@ -20,6 +20,9 @@ class BadInput(ValueError):
         super().__init__(message)
         self.param = param
 
+    def __reduce__(self):  # keeps ``param`` when raised in a worker process and re-raised here
+        return type(self), (str(self), self.param)
+
 
 class DatasetError(BadInput):
     """A dataset directory is missing, incomplete, corrupt, or of the wrong generator."""

@@ -163,5 +163,5 @@ def test_rejects_models_without_a_vit_class_token(tmp_path):
     data = _dataset(tmp_path, [np.ones((16, 16), np.uint8)])
     with pytest.raises(BadInput, match="no ViT image tower"):
         cls_attention_by_size(data, TextOnly(), progress=False)
-    with pytest.raises(BadInput, match="--layer"):
+    with pytest.raises(BadInput, match="^layers .first. is not allowed"):
         cls_attention_by_size(data, HandSetAdapter(0), layers="first", progress=False)

@@ -201,7 +201,7 @@ def test_bad_bench_files(tmp_path):
         read_bench("sugarcrepe", data, images)
     with pytest.raises(BadInput, match="unknown sugarcrepe subset 'swap_rel'"):
         read_bench("sugarcrepe", data, images, subsets=["swap_rel"])
-    with pytest.raises(BadInput, match="sugarcrepe needs --images"):
+    with pytest.raises(BadInput, match="^images: sugarcrepe needs the COCO val2017"):
         read_bench("sugarcrepe", data)
     with pytest.raises(BadInput, match="holds none of the aro files"):
         read_bench("aro", data)

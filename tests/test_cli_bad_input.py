@@ -207,14 +207,25 @@ def test_multi_line_library_message_is_joined(work):  # PyYAML's message in a Ba
 
 
 # --- a render that fails on its first scene (here: a large object 100 times any other's area is asked for) left
-# --- an empty run folder (.bindscope-run.json + shards/) behind, and the missing parent folders it had made ---
+# --- an empty run folder (.bindscope-run.json + shards/) behind, and the missing parent folders it had made.
+# --- The config is valid, so this is a GenerationError (exit status 1), not bad input, with one Error line ---
 
 def test_comco_render_failing_first_scene_leaves_nothing(work):
     (work / "strict.yaml").write_text("sizes: {min_area_ratio: 100, corrections: 0}\nvisibility: {max_tries: 2}\n")
-    _bad(comco, ["render", "-n", 2, "--resolution", 48, "--samples", 1, "--set", "simco18", "--threads", 1,
-                 "--config", "strict.yaml", "--quiet", "--out", "new/r1"], work, "scenes 0",
-         "sizes.min_area_ratio = 100", "max_tries = 2")
-    assert not (work / "new").exists()
+    before = _snapshot(work)
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        result = CliRunner().invoke(comco, ["render", "-n", "2", "--resolution", "48", "--samples", "1", "--set",
+                                            "simco18", "--threads", "1", "--config", "strict.yaml", "--quiet",
+                                            "--out", "new/r1"], catch_exceptions=False)
+    finally:
+        os.chdir(cwd)
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: scenes 0: no acceptable render"), result.output
+    assert "sizes.min_area_ratio = 100" in lines[0] and "max_tries = 2" in lines[0]
+    assert _snapshot(work) == before and not (work / "new").exists()
 
 
 @pytest.mark.parametrize("args, message", [

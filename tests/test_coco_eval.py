@@ -108,11 +108,11 @@ def test_reference_errors(tmp_path, coco_dataset):
     refs, _ = write_references(tmp_path / "domainnet" / "real")
     bad_map = tmp_path / "bad.json"
     bad_map.write_text(json.dumps({"couch": "sofa"}))
-    with pytest.raises(BadInput, match="maps 'couch' to 'sofa', but --references .* has no such subfolder"):
+    with pytest.raises(BadInput, match="maps 'couch' to 'sofa', but references .* has no such subfolder"):
         load_references(refs, NAMES, 40, bad_map)
     escape = tmp_path / "escape.json"
     escape.write_text(json.dumps({"couch": "../../src"}))
-    with pytest.raises(BadInput, match="outside --references"):
+    with pytest.raises(BadInput, match="outside references"):
         load_references(refs, NAMES, 40, escape)
     with pytest.raises(BadInput, match="no image folder for any"):
         load_references(refs, ["zebra"], 40)

@@ -122,7 +122,7 @@ def _broken(tmp_path, **kwargs):
 
 
 @pytest.mark.parametrize("case, needle", [
-    ("missing image", "image id 9 (file_name '000000000009.png') is missing from --images"),
+    ("missing image", "image id 9 (file_name '000000000009.png') is missing"),
     ("unknown category", "annotation id 202 has unknown category id 99"),
     ("polygon outside", "annotation id 201: polygon outside the image (60x30 pixels)"),
     ("unknown image", "annotation id 201 refers to image id 555"),

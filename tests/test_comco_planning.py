@@ -34,7 +34,7 @@ def test_parse_objects():
     assert planning.parse_objects("3") == (3, 3)
     assert planning.parse_objects("2-5") == (2, 5)
     for bad in ("0", "6", "4-2", "two", "1-6", "2-"):
-        with pytest.raises(BadInput, match="--objects"):
+        with pytest.raises(BadInput, match="^objects "):
             planning.parse_objects(bad)
 
 

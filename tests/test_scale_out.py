@@ -206,12 +206,12 @@ def test_bad_scale_out_options_are_refused_before_writing(tmp_path):
         build_dataset(gen, tmp_path / "d", num_parts=3, part=3, progress=False)
     with pytest.raises(BadInput, match="^num_parts 9 is more than the dataset's 8 shard"):
         build_dataset(gen, tmp_path / "d", num_parts=9, part=0, progress=False)
-    with pytest.raises(BadInput, match="--scheduler 'tcp://x:1' needs --backend dask"):
+    with pytest.raises(BadInput, match="^scheduler 'tcp://x:1' needs backend='dask'"):
         build_dataset(gen, tmp_path / "d", scheduler="tcp://x:1", progress=False)
     import dask
 
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), \
-            pytest.raises(BadInput, match="--scheduler 'tcp://127.0.0.1:9': cannot connect to a Dask scheduler"):
+            pytest.raises(BadInput, match="^scheduler 'tcp://127.0.0.1:9': cannot connect to a Dask scheduler"):
         build_dataset(gen, tmp_path / "d", backend="dask", scheduler="tcp://127.0.0.1:9", progress=False)
     assert not (tmp_path / "d").exists()
 

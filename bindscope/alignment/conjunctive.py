@@ -33,8 +33,8 @@ def conjunctive_target(dataset) -> dict:
     """
     config = dataset.manifest.get("config", {})
     if dataset.generator != "comco" or config.get("task") != "conjunctive-search":
-        raise BadInput(f"dataset {str(dataset.path)!r} was not made by `comco render --task conjunctive-search`; "
-                       "--task conjunctive-search needs such a dataset")
+        raise BadInput(f"task conjunctive-search needs a dataset rendered with task='conjunctive-search'; "
+                       f"{str(dataset.path)!r} is not one", param="task")
     return dict(config["conjunctive_search"]["target"])
 
 

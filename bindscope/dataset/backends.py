@@ -91,17 +91,17 @@ def check_backend(backend: str, scheduler: str | None, jobs: int) -> None:
             ``dask.distributed`` package is missing for ``backend="dask"``.
     """
     if backend not in BACKENDS:
-        raise BadInput(f"--backend {backend!r} is not allowed; choose one of: {', '.join(BACKENDS)}")
+        raise BadInput(f"backend {backend!r} is not allowed; choose one of: {', '.join(BACKENDS)}", param="backend")
     if jobs < 1:
-        raise BadInput(f"--jobs must be at least 1, got {jobs}")
+        raise BadInput(f"jobs must be at least 1, got {jobs}", param="jobs")
     if scheduler is not None and backend != "dask":
-        raise BadInput(f"--scheduler {scheduler!r} needs --backend dask (got --backend {backend})")
+        raise BadInput(f"scheduler {scheduler!r} needs backend='dask' (got backend={backend!r})", param="scheduler")
     if backend == "dask":
         try:
             import distributed  # noqa: F401
         except ImportError:
-            raise BadInput("--backend dask needs the dask.distributed package: "
-                           "pip install 'bindscope[scale]'") from None
+            raise BadInput("backend 'dask' needs the dask.distributed package: "
+                           "pip install 'bindscope[scale]'", param="backend") from None
 
 
 @contextlib.contextmanager
@@ -144,7 +144,8 @@ def open_executor(backend: str = "local", scheduler: str | None = None, jobs: in
     try:
         client = Client(**kwargs)
     except (OSError, TimeoutError, ValueError) as exc:
-        raise BadInput(f"--scheduler {scheduler!r}: cannot connect to a Dask scheduler there ({exc}); "
-                       "give its address (tcp://HOST:8786) or the path of its scheduler file") from None
+        raise BadInput(f"scheduler {scheduler!r}: cannot connect to a Dask scheduler there ({exc}); "
+                       "give its address (tcp://HOST:8786) or the path of its scheduler file",
+                       param="scheduler") from None
     with client:
         yield DaskExecutor(client)

@@ -562,7 +562,7 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
         missing = [t.filename for t in mine if not (shards_dir / t.filename).is_file()]
         if missing:
             raise GenerationError(f"the workers wrote shards this machine cannot see in {str(shards_dir)!r} "
-                                  f"(e.g. {missing[0]}): with a remote Dask cluster, --out must be on a file "
+                                  f"(e.g. {missing[0]}): with a remote Dask cluster, out must be on a file "
                                   "system shared by every worker and this machine, at the same path")
         results = {t: results[t] for t in mine}  # manifest order
         if num_parts > 1:

@@ -99,10 +99,10 @@ def register(group: click.Group) -> None:
     @click.option("--out", "out", type=click.Path(file_okay=False, path_type=str), metavar="RELEASE_DIR",
                   help="Release folder to write (Parquet shards + dataset card). With --push and no DATA: "
                        "the release folder to upload.")
-    @click.option("--check", "check", type=click.Path(file_okay=False, path_type=str), metavar="RELEASE_DIR",
+    @click.option("--check", "release_dir", type=click.Path(file_okay=False, path_type=str), metavar="RELEASE_DIR",
                   help="Load RELEASE_DIR with datasets.load_dataset and compare it with its source dataset "
                        "(DATA, or the source recorded in the release). Exit 0 if equal, 1 otherwise.")
-    @click.option("--push", "push", metavar="REPO_ID", help="Upload the release to the Hub dataset repo REPO_ID "
+    @click.option("--push", "repo_id", metavar="REPO_ID", help="Upload the release to the Hub dataset repo REPO_ID "
                   "(created if needed). Uses HF_TOKEN / `hf auth login` and HF_ENDPOINT.")
     @click.option("--private", is_flag=True, help="With --push: create the repository private.")
     @click.option("--commit-message", default="Upload bindscope release", show_default=True,
@@ -115,7 +115,7 @@ def register(group: click.Group) -> None:
     @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
                   help="Processes encoding PNGs (the output does not depend on it).")
     @click.option("--overwrite", is_flag=True, help="Replace an earlier release in --out.")
-    def release(data, out, check, push, private, commit_message, licence, pretty_name, max_shard_size, jobs,
+    def release(data, out, release_dir, repo_id, private, commit_message, licence, pretty_name, max_shard_size, jobs,
                 overwrite):
         """Publish dataset DATA in the Hugging Face Hub's format: Parquet + dataset card.
 
@@ -129,42 +129,42 @@ def register(group: click.Group) -> None:
         """
         from bindscope.errors import BadInput
 
-        if check is not None:
-            if out or push:
+        if release_dir is not None:
+            if out or repo_id:
                 raise BadInput("--check cannot be combined with --out or --push")
             from bindscope.dataset.release import check_release
 
-            problems = check_release(check, data)
-            exit_with_problems(f"{check}: {len(problems)} difference(s) from the source", problems)
-            click.echo(f"{check}: OK, every image, mask, caption, object row and negative equals the source")
+            problems = check_release(release_dir, data)
+            exit_with_problems(f"{release_dir}: {len(problems)} difference(s) from the source", problems)
+            click.echo(f"{release_dir}: OK, every image, mask, caption, object row and negative equals the source")
             return
         if out is None:
             raise BadInput("give --out RELEASE_DIR (the release to write, or with --push the one to upload)")
         if data is not None:
             check_output_location("--out", out)
-        if data is None and push is None:
+        if data is None and repo_id is None:
             raise BadInput("give the dataset to release: bindscope release DATA --out RELEASE_DIR")
         from bindscope.dataset.hub import HubError, connect, push_release
 
-        if push is not None:  # check the repo id and reach the Hub before the (long) conversion
+        if repo_id is not None:  # check the repo id and reach the Hub before the (long) conversion
             try:
-                connect(push)
+                connect(repo_id)
             except HubError as exc:
                 raise click.ClickException(str(exc)) from None
         if data is not None:
             from bindscope.dataset.release import make_release
 
             summary = make_release(data, out, licence=licence, pretty_name=pretty_name,
-                                   max_shard_size=max_shard_size, jobs=jobs, overwrite=overwrite, repo_id=push)
+                                   max_shard_size=max_shard_size, jobs=jobs, overwrite=overwrite, repo_id=repo_id)
             rows = ", ".join(f"{split} {n}" for split, n in summary["rows"].items())
             click.echo(f"{out}: {len(summary['files']) - 1} Parquet file(s), configs "
                        f"{', '.join(summary['configs'])}; rows: {rows}")
-        if push is not None:
+        if repo_id is not None:
             try:
-                url = push_release(out, push, private=private, commit_message=commit_message)
+                url = push_release(out, repo_id, private=private, commit_message=commit_message)
             except HubError as exc:
                 raise click.ClickException(str(exc)) from None
-            click.echo(f"pushed {out} to {push}: {url}")
+            click.echo(f"pushed {out} to {repo_id}: {url}")
 
     @group.command("merge")
     @click.argument("parts", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=str))

@@ -40,9 +40,10 @@ def connect(repo_id: str, token: str | None = None, endpoint: str | None = None)
     try:
         validate_repo_id(repo_id)
     except HFValidationError as exc:
-        raise BadInput(f"--push {repo_id!r} is not a Hub repository id ({exc}); use NAMESPACE/NAME") from None
+        raise BadInput(f"repo_id {repo_id!r} is not a Hub repository id ({exc}); use NAMESPACE/NAME",
+                       param="repo_id") from None
     if "/" not in repo_id:
-        raise BadInput(f"--push {repo_id!r}: give the namespace too, e.g. your-user/{repo_id}")
+        raise BadInput(f"repo_id {repo_id!r}: give the namespace too, e.g. your-user/{repo_id}", param="repo_id")
     api = HfApi(endpoint=endpoint, token=token)
     where = api.endpoint
     if constants.HF_HUB_OFFLINE:

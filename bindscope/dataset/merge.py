@@ -103,7 +103,7 @@ def plan_merge(inputs: list[str | os.PathLike]) -> tuple[object, dict[ShardTask,
     missing = [p for p in range(num_parts) if p not in by_part]
     if missing:
         raise BadInput(f"parts {', '.join(map(str, missing))} of {num_parts} (0-based) are missing; "
-                       f"found {len(by_part)}: run the missing parts first (same command with --part I)")
+                       f"found {len(by_part)}: run the missing parts first (the same command with part=I)")
     try:
         config = json.loads(first["config_json"])
     except (TypeError, json.JSONDecodeError) as exc:
@@ -161,16 +161,17 @@ def merge_parts(inputs: list[str | os.PathLike], out: str | os.PathLike | None =
     folders = [Path(p).absolute() for p in inputs]
     if out is None:
         if len(folders) != 1:
-            raise BadInput("merging several part folders needs --out (the merged dataset's folder)")
+            raise BadInput("out is needed to merge several part folders (the merged dataset's folder)", param="out")
         out_path = folders[0]
     else:
         out_path = resolve_output(out)
     generator, results, sources = plan_merge(folders)
     if out_path.exists() and out_path not in folders:
         if not out_path.is_dir():
-            raise BadInput(f"--out {str(out_path)!r} exists and is not a folder")
+            raise BadInput(f"out {str(out_path)!r} exists and is not a folder", param="out")
         if any(not bookkeeping(p.name) for p in out_path.iterdir()):
-            raise BadInput(f"--out {str(out_path)!r} is not empty; choose a new folder or one of the part folders")
+            raise BadInput(f"out {str(out_path)!r} is not empty; choose a new folder or one of the part folders",
+                           param="out")
     manifest = assemble_manifest(generator, results)
     with OutputLock(out_path):  # refused while a part (or another merge) still writes there
         (out_path / "shards").mkdir(parents=True, exist_ok=True)

@@ -38,13 +38,14 @@ def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: st
 
     from bindscope.dataset.reader import Dataset
 
-    if count < 1 or cols < 1:
-        raise BadInput(f"-n and --cols must be at least 1, got {count} and {cols}")
+    for name, value in (("count", count), ("cols", cols)):
+        if value < 1:
+            raise BadInput(f"{name} must be at least 1, got {value}", param=name)
     out = Path(out)
     if out.suffix.lower() != ".png":
-        raise BadInput(f"--out {str(out)!r} must end in .png")
+        raise BadInput(f"out {str(out)!r} must end in .png", param="out")
     if not out.parent.is_dir():
-        raise BadInput(f"--out {str(out)!r}: folder {str(out.parent)!r} does not exist")
+        raise BadInput(f"out {str(out)!r}: folder {str(out.parent)!r} does not exist", param="out")
     with Dataset(directory) as ds:
         if generators:
             ds.require_generator(*generators)

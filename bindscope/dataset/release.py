@@ -250,7 +250,8 @@ def _parse_size(max_shard_size: str | int) -> int:
     except ValueError:
         size = -1
     if size <= 0:
-        raise BadInput(f"--max-shard-size {max_shard_size!r} is not a size; use e.g. 500MB, 2GB or a byte count")
+        raise BadInput(f"max_shard_size {max_shard_size!r} is not a size; use e.g. 500MB, 2GB or a byte count",
+                       param="max_shard_size")
     return size
 
 
@@ -275,22 +276,25 @@ def check_source(source: str | os.PathLike) -> dict:
 def _check_release(source, out, licence: str, jobs: int, overwrite: bool) -> tuple[Path, Path, dict]:
     """The checks of :func:`make_release` before anything is written; returns ``(source, out, manifest)``."""
     if not licence or not all(c.isalnum() or c in "-." for c in licence) or licence != licence.lower():
-        raise BadInput(f"--license {licence!r} is not a Hub licence id (lower case, like cc-by-4.0, mit, other)")
+        raise BadInput(f"licence {licence!r} is not a Hub licence id (lower case, like cc-by-4.0, mit, other)",
+                       param="licence")
     if jobs < 1:
-        raise BadInput(f"--jobs must be at least 1, got {jobs}")
-    source = Path(source).resolve()  # symbolic links followed first: a link cannot hide --out inside the source
+        raise BadInput(f"jobs must be at least 1, got {jobs}", param="jobs")
+    source = Path(source).resolve()  # symbolic links followed first: a link cannot hide out inside the source
     out = resolve_output(out)
     if out == source or source in out.parents:
-        raise BadInput(f"--out {str(out)!r} must not be the source dataset or lie inside it")
+        raise BadInput(f"out {str(out)!r} must not be the source dataset or lie inside it", param="out")
     manifest = check_source(source)
     if out.exists():
         if not out.is_dir():
-            raise BadInput(f"--out {str(out)!r} exists and is not a folder")
+            raise BadInput(f"out {str(out)!r} exists and is not a folder", param="out")
         if any(out.iterdir()):
             if not overwrite:
-                raise BadInput(f"--out {str(out)!r} is not empty; pass --overwrite to replace an earlier release")
+                raise BadInput(f"out {str(out)!r} is not empty; pass overwrite=True to replace an earlier release",
+                               param="out")
             if not (out / SOURCE_FILE).is_file():
-                raise BadInput(f"--overwrite refused: {str(out)!r} is not a folder made by bindscope release")
+                raise BadInput(f"out {str(out)!r} is not a folder made by bindscope release; overwrite=True only "
+                               "replaces an earlier release", param="out")
     return source, out, manifest
 
 
@@ -425,8 +429,9 @@ def check_release(release_dir: str | os.PathLike, source: str | os.PathLike | No
     if source is None:
         info_file = release_dir / SOURCE_FILE
         if not info_file.is_file():
-            raise BadInput(f"{str(release_dir)!r} does not record its source dataset; give it: "
-                           "bindscope release DATA --check RELEASE_DIR")
+            raise BadInput(f"release_dir {str(release_dir)!r} does not record its source dataset; give it "
+                           "(source=DATA; on the command line: bindscope release DATA --check RELEASE_DIR)",
+                           param="release_dir")
         source = json.loads(info_file.read_text(encoding="utf-8"))["source"]
     manifest = check_source(source)
     layout = release_layout(manifest)

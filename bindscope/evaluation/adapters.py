@@ -52,7 +52,8 @@ RANDOM_WEIGHTS_SEED = 0
 
 def _check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
-        raise BadInput(f"--precision {precision!r} is not allowed; use one of {', '.join(PRECISIONS)}")
+        raise BadInput(f"precision {precision!r} is not allowed; use one of {', '.join(PRECISIONS)}",
+                       param="precision")
 
 
 def known_model_names() -> list[str]:
@@ -109,10 +110,10 @@ def resolve_open_clip(model: str, pretrained: str | None) -> tuple[str, str]:
     tags = open_clip.list_pretrained_tags_by_model(model)
     if tag.lower() not in [t.lower() for t in tags]:
         if os.sep in tag or tag.endswith((".pt", ".pth", ".bin", ".safetensors")):
-            raise BadInput(f"--pretrained {tag!r}: no such checkpoint file")
+            raise BadInput(f"pretrained {tag!r}: no such checkpoint file", param="pretrained")
         listed = ", ".join(tags) if tags else "(open_clip lists no pretrained weights for it)"
-        raise BadInput(f"--pretrained {tag!r} is not a known tag for {model!r}; allowed: {listed}, none (random "
-                       "weights), a local checkpoint file, or hf-hub:<org>/<repo>")
+        raise BadInput(f"pretrained {tag!r} is not a known tag for {model!r}; allowed: {listed}, none (random "
+                       "weights), a local checkpoint file, or hf-hub:<org>/<repo>", param="pretrained")
     tag = next(t for t in tags if t.lower() == tag.lower())
     cfg = open_clip.get_pretrained_cfg(model, tag)
     quick = f"{model}-quickgelu"
@@ -162,7 +163,7 @@ class OpenCLIPAdapter(EncoderAdapter):
             # a garbage checkpoint: torch.load(weights_only=True) refuses it with an UnpicklingError
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise BadInput(f"could not load open_clip {self.resolved_name!r} with pretrained {tag!r}: {reason} "
-                           "(weights are downloaded on first use; offline, use --pretrained none or a local "
+                           "(weights are downloaded on first use; offline, use pretrained='none' or a local "
                            "checkpoint file)") from None
         net.eval()
         self.model = net
@@ -325,7 +326,7 @@ class SentenceTransformerAdapter(EncoderAdapter):
 
 def _load_open_clip(model: str, pretrained: str | None, **options) -> EncoderAdapter:
     if model.endswith((".pt", ".pth", ".bin", ".safetensors")):
-        raise BadInput(f"--model {model!r}: no such checkpoint file")
+        raise BadInput(f"model {model!r}: no such checkpoint file", param="model")
     resolve_open_clip(model, pretrained)  # fail fast on names before importing weights
     options.pop("pooling", None)
     return OpenCLIPAdapter(model, pretrained, **options)
@@ -418,7 +419,7 @@ def load_adapter(model: str, pretrained: str | None = None, device: str = "auto"
             or weights that cannot be loaded.
     """
     if batch_size < 1:
-        raise BadInput(f"--batch-size must be at least 1, got {batch_size}")
+        raise BadInput(f"batch_size must be at least 1, got {batch_size}", param="batch_size")
     _check_precision(precision)
     from bindscope.evaluation.hf_text import check_pooling
 

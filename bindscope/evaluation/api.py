@@ -232,8 +232,8 @@ def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category
     defaults = [t for t in default_tasks(ds) if t != "ior" or references or "references" in ds.split_names]
     task_list = parse_tasks(",".join(defaults) if tasks is None else tasks, TASKS)
     if "binding" in task_list and "binding" not in default_tasks(ds):
-        raise BadInput("tasks binding needs a dataset rendered with comco render --attributes (its scenes store "
-                       "recognition and binding negatives)", param="tasks")
+        raise BadInput("tasks binding needs a dataset rendered with attributes (its scenes store recognition "
+                       "and binding negatives)", param="tasks")
     scenes = scene_split(ds, split)
     reference_set = None
     if references is not None:
@@ -243,7 +243,7 @@ def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category
         raise BadInput("category_map needs references", param="category_map")
     elif "ior" in task_list and "references" not in ds.split_names:
         raise BadInput(f"ior needs single-object reference images: {str(ds.path)!r} has no 'references' split; "
-                       "give --references DIR (one subfolder of images per category, the DomainNet layout)")
+                       "give references=DIR (one subfolder of images per category, the DomainNet layout)", param="references")
     check_shards(ds, [scenes] + (["references"] if "references" in ds.split_names else []))
     extra = "" if references is None else f"-refs-{short_hash(str(Path(references).resolve()))}"
 
@@ -278,8 +278,9 @@ def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n):
         raise BadInput(f"n {n} is out of range; allowed: 1..{MAX_SAMPLED_CAPTIONS:,} captions", param="n")
     try:  # an unknown set fails here, before the model is loaded
         categories = load_vocabulary(vocab)
-    except BadInput as exc:  # the registry names its own flag (--set); here the parameter is vocab
-        raise BadInput(str(exc).replace("--set ", "vocab ", 1), param="vocab") from None
+    except BadInput as exc:  # the registry names its own parameter (set); here it is vocab
+        message = str(exc)
+        raise BadInput("vocab" + message[len("set"):] if exc.param == "set" else message, param="vocab") from None
     if objects > len(categories):
         raise BadInput(f"objects {objects} is more than the {len(categories)} categories of vocab {vocab!r}; "
                        f"allowed: 2..{len(categories)}", param="objects")

@@ -60,7 +60,7 @@ def vision_transformer(adapter: EncoderAdapter):
     blocks = getattr(getattr(visual, "transformer", None), "resblocks", None)
     if visual is None or blocks is None or not hasattr(visual, "grid_size"):
         raise BadInput(f"model {adapter.name!r} has no ViT image tower: CLS attention needs an open_clip "
-                       "VisionTransformer (e.g. ViT-B-32, or a ViT trained with `madman train --vision vit`)")
+                       "VisionTransformer (e.g. ViT-B-32, or a model trained with vision='vit')")
     import torch
 
     if not all(isinstance(b.attn, torch.nn.MultiheadAttention) for b in blocks):
@@ -244,12 +244,12 @@ def cls_attention_by_size(dataset: str | os.PathLike | Dataset, adapter: Encoder
     import torch
 
     if layers not in LAYER_CHOICES:
-        raise BadInput(f"--layer {layers!r} is not allowed; use one of {', '.join(LAYER_CHOICES)}")
-    for name, value in (("--top-k", top_k), ("--batch-size", batch_size)):
+        raise BadInput(f"layers {layers!r} is not allowed; use one of {', '.join(LAYER_CHOICES)}", param="layers")
+    for name, value in (("top_k", top_k), ("batch_size", batch_size)):
         if value < 1:
-            raise BadInput(f"{name} must be at least 1, got {value}")
+            raise BadInput(f"{name} must be at least 1, got {value}", param=name)
     if limit is not None and limit < 1:
-        raise BadInput(f"--limit must be at least 1, got {limit}")
+        raise BadInput(f"limit must be at least 1, got {limit}", param="limit")
     visual = vision_transformer(adapter)
     if not hasattr(adapter, "preprocess_images"):
         raise BadInput(f"model {adapter.name!r} does not expose its image preprocessing")

@@ -159,7 +159,7 @@ def spacy_tagger() -> Tagger:
         nlp = spacy.load("en_core_web_sm", disable=["parser", "ner", "lemmatizer"])
     except (ImportError, OSError):
         raise BadInput("aro coco_order/flickr_order need a part-of-speech tagger: pip install spacy && python -m "
-                       "spacy download en_core_web_sm (or choose --subsets vg_relation,vg_attribution)") from None
+                       "spacy download en_core_web_sm (or choose subsets=vg_relation,vg_attribution)") from None
     from spacy.tokens import Doc
 
     def tag(words: list[str]) -> list[bool]:
@@ -221,7 +221,7 @@ def read_bench(benchmark: str, data: str | os.PathLike, images: str | os.PathLik
         raise BadInput(f"unknown benchmark {benchmark!r}; allowed: {', '.join(BENCHMARKS)}")
     data = Path(data)
     if not data.is_dir():
-        raise BadInput(f"--data {str(data)!r} is not a folder")
+        raise BadInput(f"data {str(data)!r} is not a folder", param="data")
     names = BENCHMARKS[benchmark]
     file_of = (lambda s: f"{s}.json") if benchmark == "sugarcrepe" else ARO_FILES.get
     if subsets:
@@ -232,12 +232,12 @@ def read_bench(benchmark: str, data: str | os.PathLike, images: str | os.PathLik
     else:
         chosen = [s for s in names if (data / file_of(s)).is_file()]
         if not chosen:
-            raise BadInput(f"--data {str(data)!r} holds none of the {benchmark} files "
-                           f"({', '.join(file_of(s) for s in names)})")
+            raise BadInput(f"data {str(data)!r} holds none of the {benchmark} files "
+                           f"({', '.join(file_of(s) for s in names)})", param="data")
     if benchmark == "sugarcrepe":
         if images is None or not Path(images).is_dir():
-            raise BadInput("sugarcrepe needs --images: the COCO val2017 image folder"
-                           + (f" ({str(images)!r} is not a folder)" if images is not None else ""))
+            raise BadInput("images: sugarcrepe needs the COCO val2017 image folder"
+                           + (f" ({str(images)!r} is not a folder)" if images is not None else ""), param="images")
         return {s: _read_sugarcrepe(data, s, Path(images)) for s in chosen}
     out = {}
     for subset in chosen:

@@ -85,7 +85,7 @@ def parse_tasks(text: str | list[str], allowed: tuple[str, ...]) -> list[str]:
         if task not in tasks:
             tasks.append(task)
     if not tasks:
-        raise BadInput(f"--tasks is empty; allowed: {', '.join(allowed)}")
+        raise BadInput(f"tasks is empty; allowed: {', '.join(allowed)}", param="tasks")
     return tasks
 
 
@@ -95,7 +95,7 @@ def load_vocabulary(spec: str) -> list[VocabEntry]:
     Reads them with :func:`bindscope.generators.comco.registry.load_set` (pure Python, no Blender).
 
     Raises:
-        BadInput: an unknown set or a broken asset folder (the message names the registry's ``--set`` flag).
+        BadInput: an unknown set or a broken asset folder (the message names the registry's ``set`` parameter).
     """
     from bindscope.generators.comco.registry import load_set
 
@@ -250,8 +250,8 @@ def scene_split(ds: Dataset, split: str | None = None) -> str:
         return "scenes"
     if len(ds.split_names) == 1:
         return ds.split_names[0]
-    raise BadInput(f"dataset {str(ds.path)!r} has several splits ({', '.join(ds.split_names)}); choose one with "
-                   "--split")
+    raise BadInput(f"split: dataset {str(ds.path)!r} has several splits ({', '.join(ds.split_names)}); "
+                   "choose one", param="split")
 
 
 def dataset_vocabulary(ds: Dataset, scenes: str) -> tuple[list[str], str]:
@@ -281,17 +281,19 @@ def _check_tasks(ds: Dataset, tasks: list[str], adapter: EncoderAdapter, matchin
                  references) -> None:
     """BadInput unless ``tasks`` can run on ``ds`` with ``adapter`` (see :func:`evaluate_comco`)."""
     if "binding" in tasks and "binding" not in default_tasks(ds):
-        raise BadInput("task binding needs a dataset whose scenes store negatives (made by comco render "
-                       "--attributes colour,material); this one has none")
+        raise BadInput("tasks: binding needs a dataset whose scenes store negatives (rendered with attributes "
+                       "colour,material); this one has none", param="tasks")
     needs_images = [t for t in tasks if t in IMAGE_TASKS]
     if needs_images and not adapter.supports_images:
         raise BadInput(f"task(s) {', '.join(needs_images)} need an image encoder; {adapter.name!r} is text-only "
-                       "(use --tasks tor)")
+                       "(use tasks='tor')", param="tasks")
     if matching_negatives is not None and matching_negatives < 1:
-        raise BadInput(f"--matching-negatives must be at least 1, got {matching_negatives}")
+        raise BadInput(f"matching_negatives must be at least 1, got {matching_negatives}",
+                       param="matching_negatives")
     if "ior" in tasks and references is None and "references" not in ds.split_names:
         raise BadInput(f"ior needs single-object reference images: dataset {str(ds.path)!r} has no 'references' "
-                       "split; give an external reference folder (--references DIR, the DomainNet layout)")
+                       "split; give an external reference folder (references=DIR, the DomainNet layout)",
+                       param="references")
 
 
 def _matching(embedder: Embedder, text_transform, scene_emb: np.ndarray, objects: list, ids: list[int],
@@ -468,7 +470,8 @@ def sample_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int) ->
         BadInput: fewer categories than ``objects``.
     """
     if objects > len(vocab):
-        raise BadInput(f"--objects {objects} is more than the {len(vocab)} categories of the vocabulary")
+        raise BadInput(f"objects {objects} is more than the {len(vocab)} categories of the vocabulary",
+                       param="objects")
     names = [v.name for v in vocab]
     out = []
     for i in range(n):
@@ -525,9 +528,9 @@ def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", object
     """
     tasks = parse_tasks(tasks, SAMPLED_TASKS)
     if objects < 2:
-        raise BadInput(f"--objects must be at least 2 for TOR, got {objects}")
+        raise BadInput(f"objects must be at least 2 for TOR, got {objects}", param="objects")
     if n < 1:
-        raise BadInput(f"-n must be at least 1, got {n}")
+        raise BadInput(f"n must be at least 1, got {n}", param="n")
     entries = vocabulary if vocabulary is not None else load_vocabulary(vocab)
     names = [v.name for v in entries]
     groups = {}

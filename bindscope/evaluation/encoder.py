@@ -23,11 +23,13 @@ def resolve_device(device: str) -> str:
     import torch
 
     if device not in DEVICES and not device.startswith("cuda:"):
-        raise BadInput(f"--device {device!r} is not allowed; use one of {', '.join(DEVICES)} (or cuda:N)")
+        raise BadInput(f"device {device!r} is not allowed; use one of {', '.join(DEVICES)} (or cuda:N)",
+                       param="device")
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise BadInput(f"--device {device!r}: torch sees no CUDA GPU on this machine; use --device cpu")
+        raise BadInput(f"device {device!r}: torch sees no CUDA GPU on this machine; use device='cpu'",
+                       param="device")
     return device
 
 

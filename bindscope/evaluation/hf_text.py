@@ -36,7 +36,7 @@ MAX_LENGTH = 512
 def check_pooling(pooling: str) -> str:
     """``pooling`` if it is one of :data:`POOLINGS`; BadInput naming the allowed values otherwise."""
     if pooling not in POOLINGS:
-        raise BadInput(f"--pooling {pooling!r} is not allowed; use one of {', '.join(POOLINGS)}")
+        raise BadInput(f"pooling {pooling!r} is not allowed; use one of {', '.join(POOLINGS)}", param="pooling")
     return pooling
 
 
@@ -75,7 +75,8 @@ class HFTextAdapter(EncoderAdapter):
 
         source = model[len(HF_PREFIX):].strip()
         if not source:
-            raise BadInput(f"--model {model!r}: give a Hugging Face repository id or a folder after 'hf:'")
+            raise BadInput(f"model {model!r}: give a Hugging Face repository id or a folder after 'hf:'",
+                           param="model")
         self.pooling = check_pooling(pooling)
         self.name = model
         self.device = resolve_device(device)
@@ -87,7 +88,8 @@ class HFTextAdapter(EncoderAdapter):
             identity = f"{local}|{_weights_fingerprint(local)}"
             source = str(local)
         elif local.exists():
-            raise BadInput(f"--model {model!r}: {source!r} is a file; give a model folder or a repository id")
+            raise BadInput(f"model {model!r}: {source!r} is a file; give a model folder or a repository id",
+                           param="model")
         else:
             identity = source
         try:

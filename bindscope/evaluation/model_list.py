@@ -45,12 +45,13 @@ def expand_models(model: str, pretrained: str | None = None) -> list[tuple[str, 
     models: list[str]
     tags: list[str | None] = _split(pretrained) if pretrained is not None else [None]
     if pretrained is not None and not tags:
-        raise BadInput("--pretrained is empty; give a tag, 'none', a checkpoint file or a comma-separated list")
+        raise BadInput("pretrained is empty; give a tag, 'none', a checkpoint file or a comma-separated list",
+                       param="pretrained")
     path = Path(model)
     if path.suffix.lower() in MODEL_LIST_SUFFIXES and path.is_file():
         if pretrained is not None:
-            raise BadInput(f"--model {model!r} is a model list file; put the pretrained tags in the file "
-                           "(model,pretrained per line) instead of --pretrained")
+            raise BadInput(f"model {model!r} is a model list file; put the pretrained tags in the file "
+                           "(model,pretrained per line) instead of passing pretrained", param="model")
         pairs = []
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             line = line.strip()
@@ -66,14 +67,14 @@ def expand_models(model: str, pretrained: str | None = None) -> list[tuple[str, 
     if any(c in model for c in GLOB_CHARS) and not path.exists():
         models = sorted(glob.glob(model), key=_natural_key)
         if not models:
-            raise BadInput(f"--model {model!r} matches no file")
+            raise BadInput(f"model {model!r} matches no file", param="model")
     else:
         models = _split(model)
     if not models:
-        raise BadInput("--model is empty; give a model name, a checkpoint, a list file or a glob")
+        raise BadInput("model is empty; give a model name, a checkpoint, a list file or a glob", param="model")
     if len(models) > 1 and len(tags) > 1 and len(models) != len(tags):
-        raise BadInput(f"--model lists {len(models)} models but --pretrained lists {len(tags)} tags; give one tag, "
-                       "or one tag per model (paired in order)")
+        raise BadInput(f"model lists {len(models)} models but pretrained lists {len(tags)} tags; give one tag, "
+                       "or one tag per model (paired in order)", param="model")
     if len(tags) == 1:
         pairs = [(m, tags[0]) for m in models]
     elif len(models) == 1:

@@ -92,18 +92,20 @@ def read_category_map(path: str | os.PathLike | None) -> dict[str, str]:
 
     path = Path(path)
     if not path.is_file():
-        raise BadInput(f"--category-map {str(path)!r} does not exist or is not a file")
+        raise BadInput(f"category_map {str(path)!r} does not exist or is not a file", param="category_map")
     try:
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix.lower() == ".json" else load_yaml(text, f"--category-map {str(path)!r}")
+        data = json.loads(text) if path.suffix.lower() == ".json" else load_yaml(text, f"category_map {str(path)!r}")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"--category-map {str(path)!r} is not valid JSON/YAML ({exc})") from None
+        raise BadInput(f"category_map {str(path)!r} is not valid JSON/YAML ({exc})",
+                       param="category_map") from None
     if not isinstance(data, dict):
-        raise BadInput(f"--category-map {str(path)!r} must map category names to folder names")
+        raise BadInput(f"category_map {str(path)!r} must map category names to folder names",
+                       param="category_map")
     for key, value in data.items():
         if not isinstance(key, str) or not isinstance(value, str) or not value:
-            raise BadInput(f"--category-map {str(path)!r}: entry {key!r}: {value!r} must map a category name to a "
-                           "folder name (both strings)")
+            raise BadInput(f"category_map {str(path)!r}: entry {key!r}: {value!r} must map a category name to "
+                           "a folder name (both strings)", param="category_map")
     return data
 
 
@@ -123,9 +125,11 @@ def load_references(root: str | os.PathLike, categories: list[str], size: int,
     """
     root = Path(root)
     if not root.is_dir():
-        raise BadInput(f"--references {str(root)!r} is not a folder (expected one subfolder of images per category)")
+        raise BadInput(f"references {str(root)!r} is not a folder (expected one subfolder of images per category)",
+                       param="references")
     if per_category < 1:
-        raise BadInput(f"--references-per-category {per_category} is not allowed; use an integer >= 1")
+        raise BadInput(f"references_per_category {per_category} is not allowed; use an integer >= 1",
+                       param="references_per_category")
     mapping = category_map if isinstance(category_map, dict) else read_category_map(category_map)
     real_root = root.resolve()
     files, folders, missing = {}, {}, []
@@ -138,15 +142,15 @@ def load_references(root: str | os.PathLike, categories: list[str], size: int,
         for name in candidates:
             folder = (root / name).resolve()
             if real_root not in folder.parents:
-                raise BadInput(f"--category-map: folder {name!r} of category {category!r} is outside --references "
-                               f"{str(root)!r}")
+                raise BadInput(f"category_map: folder {name!r} of category {category!r} is outside references "
+                               f"{str(root)!r}", param="category_map")
             if folder.is_dir():
                 chosen = name
                 break
         if chosen is None:
             if category in mapping:
-                raise BadInput(f"--category-map maps {category!r} to {mapping[category]!r}, but --references "
-                               f"{str(root)!r} has no such subfolder")
+                raise BadInput(f"category_map maps {category!r} to {mapping[category]!r}, but references "
+                               f"{str(root)!r} has no such subfolder", param="category_map")
             missing.append(category)
             continue
         images = sorted(p for p in (root / chosen).iterdir()
@@ -156,7 +160,7 @@ def load_references(root: str | os.PathLike, categories: list[str], size: int,
             continue
         files[category], folders[category] = images, chosen
     if not files:
-        raise BadInput(f"--references {str(root)!r} has no image folder for any of the dataset's categories "
+        raise BadInput(f"references {str(root)!r} has no image folder for any of the dataset's categories "
                        f"({', '.join(categories[:8])}{', ...' if len(categories) > 8 else ''}); name subfolders after "
-                       "the categories or give --category-map")
+                       "the categories or give category_map", param="references")
     return ReferenceSet(root, files, size, folders, missing)

@@ -31,7 +31,7 @@ def _random_weights_warning(result: dict) -> list[str]:
     """A warning when the model has random weights: they are not a neutral baseline (docs/evaluation.md)."""
     if result["model"]["pretrained"] != "none":
         return []
-    return ["WARNING: random weights (--pretrained none) are not a neutral baseline (an untrained open_clip text "
+    return ["WARNING: random weights (pretrained none) are not a neutral baseline (an untrained open_clip text "
             "tower, for one, already favours the first-mentioned object in TOR; docs/evaluation.md): use them to "
             "test the pipeline, not as chance level"]
 
@@ -162,16 +162,17 @@ def format_result(result: dict) -> str:
 
 
 def check_plot_path(path: str | os.PathLike | None) -> Path | None:
-    """Validate a ``--plot`` path before any work: suffix .png/.pdf/.svg. Raises BadInput otherwise."""
+    """Validate a ``plot`` path before any work: suffix .png/.pdf/.svg. Raises BadInput otherwise."""
     from bindscope.errors import BadInput
 
     if path is None:
         return None
     path = Path(path)
     if path.suffix.lower() not in PLOT_SUFFIXES:
-        raise BadInput(f"--plot {str(path)!r}: the file name must end in one of {', '.join(PLOT_SUFFIXES)}")
+        raise BadInput(f"plot {str(path)!r}: the file name must end in one of {', '.join(PLOT_SUFFIXES)}",
+                       param="plot")
     if path.is_dir():
-        raise BadInput(f"--plot {str(path)!r} is a folder")
+        raise BadInput(f"plot {str(path)!r} is a folder", param="plot")
     return path
 
 

@@ -80,14 +80,14 @@ class CocoSubset:
     def check(self) -> None:
         """Raise BadInput naming a bad bound."""
         if self.min_objects < 0:
-            raise BadInput(f"--min-objects {self.min_objects} is not allowed; use an integer >= 0")
+            raise BadInput(f"min_objects {self.min_objects} is not allowed; use an integer >= 0", param="min_objects")
         if self.max_objects is not None and not self.min_objects <= self.max_objects <= MAX_OBJECTS:
-            raise BadInput(f"--max-objects {self.max_objects} is not allowed; use {self.min_objects}..{MAX_OBJECTS}")
+            raise BadInput(f"max_objects {self.max_objects} is not allowed; use {self.min_objects}..{MAX_OBJECTS}", param="max_objects")
         if self.largest_ratio is not None:
             if not (math.isfinite(self.largest_ratio) and self.largest_ratio >= 1):
-                raise BadInput(f"--largest-ratio {self.largest_ratio} is not allowed; use a finite number >= 1")
+                raise BadInput(f"largest_ratio {self.largest_ratio} is not allowed; use a finite number >= 1", param="largest_ratio")
             if self.min_objects < 2:
-                raise BadInput("--largest-ratio compares the two largest objects; it needs --min-objects 2 or more")
+                raise BadInput("largest_ratio compares the two largest objects; it needs min_objects=2 or more", param="largest_ratio")
 
     def keeps(self, areas: list[float]) -> bool:
         """Whether an image with these non-crowd annotation areas is in the subset."""
@@ -108,15 +108,16 @@ SUBSETS = {"all": CocoSubset(), "image-side": CocoSubset(2, 5, 2.0)}
 # --------------------------------------------------------------------------------------------- reading inputs
 
 
-def _load_json(path: Path, flag: str) -> dict:
+def _load_json(path: Path, param: str) -> dict:
     if not path.is_file():
-        raise BadInput(f"{flag} {str(path)!r} does not exist or is not a file")
+        raise BadInput(f"{param} {str(path)!r} does not exist or is not a file", param=param)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{flag} {str(path)!r} is not valid JSON ({exc})") from None
+        raise BadInput(f"{param} {str(path)!r} is not valid JSON ({exc})", param=param) from None
     if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
-        raise BadInput(f"{flag} {str(path)!r} is not a COCO annotation file: it needs an 'annotations' list")
+        raise BadInput(f"{param} {str(path)!r} is not a COCO annotation file: it needs an 'annotations' list",
+                       param=param)
     return data
 
 
@@ -139,20 +140,20 @@ def _check_segmentation(ann: dict, image: dict, where: str) -> None:
         size = seg.get("size")
         if size != [height, width] or not isinstance(seg.get("counts"), (list, str)):
             raise BadInput(f"{where}: RLE segmentation must have size [{height}, {width}] (the image's height, "
-                           f"width) and counts; got size {size!r}")
+                           f"width) and counts; got size {size!r}", param="instances")
         return
     if not isinstance(seg, list) or not seg:
-        raise BadInput(f"{where}: segmentation must be a non-empty list of polygons or an RLE dict")
+        raise BadInput(f"{where}: segmentation must be a non-empty list of polygons or an RLE dict", param="instances")
     for polygon in seg:
         if (not isinstance(polygon, list) or not polygon or len(polygon) % 2
                 or not all(_is_num(v) for v in polygon)):
-            raise BadInput(f"{where}: a polygon must be a flat list of (x, y) number pairs")
+            raise BadInput(f"{where}: a polygon must be a flat list of (x, y) number pairs", param="instances")
         xs, ys = polygon[0::2], polygon[1::2]
         if (min(xs) < -POLYGON_TOLERANCE or max(xs) > width + POLYGON_TOLERANCE or min(ys) < -POLYGON_TOLERANCE
                 or max(ys) > height + POLYGON_TOLERANCE):
             raise BadInput(f"{where}: polygon outside the image ({width}x{height} pixels): x spans "
                            f"{min(xs)}..{max(xs)}, y spans {min(ys)}..{max(ys)} (allowed 0..width, 0..height, "
-                           f"±{POLYGON_TOLERANCE:g} px)")
+                           f"±{POLYGON_TOLERANCE:g} px)", param="instances")
 
 
 def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, captions: str | os.PathLike,
@@ -183,56 +184,56 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
 
     subset.check()
     if limit is not None and limit < 1:
-        raise BadInput(f"--limit {limit} is not allowed; use an integer >= 1")
+        raise BadInput(f"limit {limit} is not allowed; use an integer >= 1", param="limit")
     images_dir = Path(images_dir)
     if not images_dir.is_dir():
-        raise BadInput(f"--images {str(images_dir)!r} is not a folder")
-    inst = _load_json(Path(instances), "--instances")
-    caps = _load_json(Path(captions), "--captions")
+        raise BadInput(f"images {str(images_dir)!r} is not a folder", param="images")
+    inst = _load_json(Path(instances), "instances")
+    caps = _load_json(Path(captions), "captions")
     for key in ("images", "categories"):
         if not isinstance(inst.get(key), list):
-            raise BadInput(f"--instances {str(instances)!r} is not a COCO instances file: it needs an {key!r} list")
+            raise BadInput(f"instances {str(instances)!r} is not a COCO instances file: it needs an {key!r} list", param="instances")
 
     categories: dict[int, dict] = {}
     for cat in inst["categories"]:
         if not isinstance(cat, dict) or not _is_int(cat.get("id")) or not isinstance(cat.get("name"), str):
-            raise BadInput(f"--instances: {_entry('category', cat)} needs an integer id and a string name")
+            raise BadInput(f"instances: {_entry('category', cat)} needs an integer id and a string name", param="instances")
         if cat["id"] in categories:
-            raise BadInput(f"--instances: category id {cat['id']} appears twice")
+            raise BadInput(f"instances: category id {cat['id']} appears twice", param="instances")
         categories[cat["id"]] = {"name": cat["name"], "supercategory": str(cat.get("supercategory", ""))}
     names = [c["name"] for c in categories.values()]
     if len(set(names)) != len(names):
-        raise BadInput("--instances: two categories share a name; names must be unique")
+        raise BadInput("instances: two categories share a name; names must be unique", param="instances")
 
     images: dict[int, dict] = {}
     for img in inst["images"]:
         if (not isinstance(img, dict) or not _is_int(img.get("id")) or not isinstance(img.get("file_name"), str)
                 or not _is_int(img.get("width")) or not _is_int(img.get("height"))
                 or img["width"] < 1 or img["height"] < 1):
-            raise BadInput(f"--instances: {_entry('image', img)} needs an integer id, a file_name and positive "
-                           "integer width and height")
+            raise BadInput(f"instances: {_entry('image', img)} needs an integer id, a file_name and positive "
+                           "integer width and height", param="instances")
         if img["id"] in images:
-            raise BadInput(f"--instances: image id {img['id']} appears twice")
+            raise BadInput(f"instances: image id {img['id']} appears twice", param="instances")
         images[img["id"]] = {"id": img["id"], "file_name": img["file_name"], "width": img["width"],
                              "height": img["height"], "objects": [], "crowd": [], "captions": []}
 
     seen: set[int] = set()
     for ann in inst["annotations"]:
         if not isinstance(ann, dict) or not _is_int(ann.get("id")):
-            raise BadInput(f"--instances: {_entry('annotation', ann)} needs an integer id")
-        where = f"--instances: annotation id {ann['id']}"
+            raise BadInput(f"instances: {_entry('annotation', ann)} needs an integer id", param="instances")
+        where = f"instances: annotation id {ann['id']}"
         if ann["id"] in seen:
-            raise BadInput(f"{where} appears twice")
+            raise BadInput(f"{where} appears twice", param="instances")
         seen.add(ann["id"])
         if ann.get("image_id") not in images:
-            raise BadInput(f"{where} refers to image id {ann.get('image_id')!r}, which is not in 'images'")
+            raise BadInput(f"{where} refers to image id {ann.get('image_id')!r}, which is not in 'images'", param="instances")
         if ann.get("category_id") not in categories:
             raise BadInput(f"{where} has unknown category id {ann.get('category_id')!r}; the file's categories "
-                           f"are ids {sorted(categories)}")
+                           f"are ids {sorted(categories)}", param="instances")
         if ann.get("iscrowd", 0) not in (0, 1):
-            raise BadInput(f"{where}: iscrowd must be 0 or 1, got {ann.get('iscrowd')!r}")
+            raise BadInput(f"{where}: iscrowd must be 0 or 1, got {ann.get('iscrowd')!r}", param="instances")
         if not _is_num(ann.get("area", 0)) or ann.get("area", 0) < 0:
-            raise BadInput(f"{where}: area must be a number >= 0, got {ann.get('area')!r}")
+            raise BadInput(f"{where}: area must be a number >= 0, got {ann.get('area')!r}", param="instances")
         image = images[ann["image_id"]]
         _check_segmentation(ann, image, where)
         entry = {"id": ann["id"], "category_id": ann["category_id"], "segmentation": ann["segmentation"],
@@ -242,13 +243,13 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
     seen.clear()
     for cap in caps["annotations"]:
         if not isinstance(cap, dict) or not _is_int(cap.get("id")) or not isinstance(cap.get("caption"), str):
-            raise BadInput(f"--captions: {_entry('caption', cap)} needs an integer id and a caption string")
+            raise BadInput(f"captions: {_entry('caption', cap)} needs an integer id and a caption string", param="captions")
         if cap["id"] in seen:
-            raise BadInput(f"--captions: caption id {cap['id']} appears twice")
+            raise BadInput(f"captions: caption id {cap['id']} appears twice", param="captions")
         seen.add(cap["id"])
         if cap.get("image_id") not in images:
-            raise BadInput(f"--captions: caption id {cap['id']} refers to image id {cap.get('image_id')!r}, which "
-                           "is not in the instances file's 'images' (are both files of the same split?)")
+            raise BadInput(f"captions: caption id {cap['id']} refers to image id {cap.get('image_id')!r}, which "
+                           "is not in the instances file's 'images' (are both files of the same split?)", param="captions")
         images[cap["image_id"]]["captions"].append({"id": cap["id"], "caption": cap["caption"].strip()})
 
     selected = []
@@ -263,24 +264,24 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
     root = images_dir.resolve()
     for image in selected:
         if len(image["objects"]) > MAX_OBJECTS:
-            raise BadInput(f"--instances: image id {image['id']} has {len(image['objects'])} objects; at most "
-                           f"{MAX_OBJECTS} fit the dataset format (choose a subset with --max-objects)")
+            raise BadInput(f"instances: image id {image['id']} has {len(image['objects'])} objects; at most "
+                           f"{MAX_OBJECTS} fit the dataset format (choose a subset with max_objects)", param="instances")
         for key in ("objects", "crowd", "captions"):
             image[key].sort(key=lambda a: a["id"])
         path = (images_dir / image["file_name"]).resolve()
         where = f"image id {image['id']} (file_name {image['file_name']!r})"
         if root not in path.parents:
-            raise BadInput(f"--instances: {where} points outside --images {str(images_dir)!r}")
+            raise BadInput(f"instances: {where} points outside images {str(images_dir)!r}", param="instances")
         if not path.is_file():
-            raise BadInput(f"{where} is missing from --images {str(images_dir)!r}")
+            raise BadInput(f"images {str(images_dir)!r}: {where} is missing", param="images")
         try:
             with Image.open(path) as handle:
                 size = handle.size
         except (OSError, UnidentifiedImageError) as exc:
-            raise BadInput(f"{where}: not a readable image ({exc})") from None
+            raise BadInput(f"images: {where} is not a readable image ({exc})", param="images") from None
         if size != (image["width"], image["height"]):
             raise BadInput(f"{where} is {size[0]}x{size[1]} pixels, but the instances file says "
-                           f"{image['width']}x{image['height']}")
+                           f"{image['width']}x{image['height']}", param="instances")
     counts = {"images_in_file": len(images), "images_selected": len(selected),
               "images_without_captions": sum(not i["captions"] for i in selected)}
     return {"categories": categories, "images": selected, "counts": counts}
@@ -507,14 +508,14 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
             raise BadInput(f"unknown subset {subset!r}; allowed: {', '.join(SUBSETS)}")
         subset = SUBSETS[subset]
     if not re.fullmatch(r"[A-Za-z0-9_]+", split):
-        raise BadInput(f"--split {split!r} is not allowed; use letters, digits and '_' (e.g. val2017)")
+        raise BadInput(f"split {split!r} is not allowed; use letters, digits and '_' (e.g. val2017)", param="split")
     if not 32 <= image_size <= 2048:
-        raise BadInput(f"--image-size {image_size} is not allowed; use 32..2048 pixels")
+        raise BadInput(f"image_size {image_size} is not allowed; use 32..2048 pixels", param="image_size")
     if shard_size < 1:
-        raise BadInput(f"--shard-size {shard_size} is not allowed; use an integer >= 1")
+        raise BadInput(f"shard_size {shard_size} is not allowed; use an integer >= 1", param="shard_size")
     from bindscope.dataset.ownership import check_output_location
 
-    check_output_location("--out", out)
+    check_output_location("out", out)
     plan = read_coco(images, instances, captions, subset, limit)
     config = {"source": "coco", "split": split, "image_size": image_size, "subset": asdict(subset),
               "limit": limit, "shard_size": shard_size, "instances": Path(instances).name,

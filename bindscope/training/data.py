@@ -74,8 +74,8 @@ def batch_indices(step: int, num_samples: int, batch_size: int, seed: int) -> np
     """
     per_epoch = num_samples // batch_size
     if per_epoch < 1:
-        raise BadInput(f"--batch-size {batch_size} is larger than the training split ({num_samples} samples); "
-                       f"use at most {num_samples}")
+        raise BadInput(f"batch_size {batch_size} is larger than the training split ({num_samples} samples); "
+                       f"use at most {num_samples}", param="batch_size")
     epoch, within = divmod(step, per_epoch)
     order = np.random.default_rng([seed, epoch]).permutation(num_samples)
     return order[within * batch_size:(within + 1) * batch_size]

@@ -40,7 +40,7 @@ PROPERTIES = {"multi-object-images": "multi_object_images", "multi-object-captio
 
 @dataclass
 class SweepConfig:
-    """Settings of ``madman sweep`` (CLI flag names).
+    """Settings of ``madman sweep`` (each field's flag in brackets).
 
     Attributes:
         property: ``multi-object-images`` | ``multi-object-captions`` | ``attribute-density`` | ``saliency-bias``
@@ -70,19 +70,19 @@ class SweepConfig:
     train_options: dict = field(default_factory=dict)
 
 
-def _parse_list(text, kind, flag: str) -> list:
+def _parse_list(text, kind, name: str) -> list:
     items = text if isinstance(text, (list, tuple)) else [t for t in str(text).split(",") if t.strip()]
     try:
         parsed = [kind(str(t).strip()) if isinstance(t, str) else kind(t) for t in items]
     except ValueError:
-        raise BadInput(f"{flag} {text!r}: expected comma-separated {kind.__name__} values, e.g. "
-                       f"{'0,0.25,0.5' if kind is float else '0,1,2'}") from None
+        raise BadInput(f"{name} {text!r}: expected comma-separated {kind.__name__} values, e.g. "
+                       f"{'0,0.25,0.5' if kind is float else '0,1,2'}", param=name) from None
     if not parsed:
-        raise BadInput(f"{flag} is empty; give at least one value")
+        raise BadInput(f"{name} is empty; give at least one value", param=name)
     if len(set(parsed)) != len(parsed):
-        raise BadInput(f"{flag} {text!r} repeats a value")
+        raise BadInput(f"{name} {text!r} repeats a value", param=name)
     if kind is float and not all(math.isfinite(v) for v in parsed):
-        raise BadInput(f"{flag} {text!r}: values must be finite numbers")
+        raise BadInput(f"{name} {text!r}: values must be finite numbers", param=name)
     return parsed
 
 
@@ -107,21 +107,21 @@ class Sweep:
         key = PROPERTIES.get(config.property) or (config.property if config.property in PROPERTIES.values()
                                                    else None)
         if key is None:
-            raise BadInput(f"--property {config.property!r} is not a MADMAN data property; allowed: "
-                           f"{', '.join(PROPERTIES)}")
+            raise BadInput(f"property {config.property!r} is not a MADMAN data property; allowed: "
+                           f"{', '.join(PROPERTIES)}", param="property")
         self.config = config
         self.key = key
-        self.values = _parse_list(config.values, float, "--values")
-        self.seeds = _parse_list(config.seeds, int, "--seeds")
+        self.values = _parse_list(config.values, float, "values")
+        self.seeds = _parse_list(config.seeds, int, "seeds")
         if any(s < 0 for s in self.seeds):
-            raise BadInput(f"--seeds {config.seeds!r}: seeds must be >= 0")
+            raise BadInput(f"seeds {config.seeds!r}: seeds must be >= 0", param="seeds")
         if config.data_seed < 0:
-            raise BadInput(f"--data-seed must be >= 0, got {config.data_seed}")
+            raise BadInput(f"data_seed must be >= 0, got {config.data_seed}", param="data_seed")
         for name in ("num_train", "num_test", "jobs"):
             if getattr(config, name) < 1:
-                raise BadInput(f"--{name.replace('_', '-')} must be at least 1, got {getattr(config, name)}")
+                raise BadInput(f"{name} must be at least 1, got {getattr(config, name)}", param=name)
         self.out = resolve_output(config.out)
-        file_layer = read_yaml(config.generator_config) if config.generator_config else None
+        file_layer = read_yaml(config.generator_config, "generator_config") if config.generator_config else None
         base = madman_config.resolve(config.base_preset, file_layer, None, config.data_seed)
         holdout = bool(base["ood"]["holdout"])
         extra = config.num_test if holdout else 0
@@ -135,11 +135,11 @@ class Sweep:
                 self.point_configs[value] = madman_config.resolve(config.base_preset, file_layer, flags,
                                                                   config.data_seed)
             except BadInput as exc:
-                raise BadInput(f"--values: {config.property} = {value:g} is not allowed ({exc})") from None
+                raise BadInput(f"values: {config.property} = {value:g} is not allowed ({exc})", param="values") from None
         options = dict(config.train_options)
         if options.get("batch_size", 128) > config.num_train:
-            raise BadInput(f"--batch-size {options.get('batch_size', 128)} is larger than --num-train "
-                           f"{config.num_train}")
+            raise BadInput(f"batch_size {options.get('batch_size', 128)} is larger than num_train="
+                           f"{config.num_train}", param="batch_size")
         self.train_configs = {}
         for value in self.values:
             for seed in self.seeds:
@@ -170,7 +170,8 @@ class Sweep:
         if (out / "manifest.json").is_file():
             manifest = load_manifest(out)
             if manifest["config_sha256"] != run_id:
-                raise BadInput(f"{str(out)!r} holds a dataset of another config; remove it or choose another --out")
+                raise BadInput(f"out: {str(out)!r} holds a dataset of another config; remove it or choose another "
+                               "sweep folder", param="out")
             return manifest
         return build_dataset(generator, out, jobs=self.config.jobs, progress=progress)
 

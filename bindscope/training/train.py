@@ -45,8 +45,8 @@ VOCAB = "vocab.json"
 LOG = "log.jsonl"
 RESULT = "result.json"
 KEPT = "checkpoints"  # OUT/checkpoints/step-<step>.pt, written with keep_checkpoints
-# Config fields whose command-line flag is not simply the field name with dashes.
-_FLAGS = {"warmup_steps": "--warmup", "hard_negatives": "--hard-negatives-per-sample"}
+# Config fields whose parameter of :func:`bindscope.train` has another name.
+_PARAMS = {"hard_negatives": "hard_negatives_per_sample"}
 # Config keys that change the training trajectory: a resumed run must match them.
 _IDENTITY_KEYS = ("split", "batch_size", "steps", "lr", "weight_decay", "warmup_steps", "hard_negatives", "seed",
                   "precision", "model")
@@ -112,12 +112,12 @@ class TrainConfig:
         for name, low in checks:
             value = getattr(self, name)
             if not isinstance(value, int) or value < low:
-                flag = _FLAGS.get(name, "--" + name.replace("_", "-"))
-                raise BadInput(f"{flag} must be an integer >= {low}, got {value!r}")
+                param = _PARAMS.get(name, name)
+                raise BadInput(f"{param} must be an integer >= {low}, got {value!r}", param=param)
         if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise BadInput(f"--lr must be a positive number, got {self.lr!r}")
+            raise BadInput(f"lr must be a positive number, got {self.lr!r}", param="lr")
         if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
-            raise BadInput(f"--weight-decay must be >= 0, got {self.weight_decay!r}")
+            raise BadInput(f"weight_decay must be >= 0, got {self.weight_decay!r}", param="weight_decay")
 
     def identity(self) -> dict:
         """The values a resumed run must share with the interrupted one."""
@@ -130,14 +130,15 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
     """A validated :class:`TrainConfig` from option values (the keys of ``madman train``'s options).
 
     Args:
-        canvas: the training images' side in pixels, used for the default ``--image-size``; read from the
+        canvas: the training images' side in pixels, used for the default ``image_size``; read from the
             dataset's manifest when None.
 
     Raises:
         BadInput: a bad value (named), or a dataset that cannot be read.
     """
     if options["hard_negatives_per_sample"] < 1:
-        raise BadInput(f"--hard-negatives-per-sample must be >= 1, got {options['hard_negatives_per_sample']}")
+        raise BadInput(f"hard_negatives_per_sample must be >= 1, got {options['hard_negatives_per_sample']}",
+                       param="hard_negatives_per_sample")
     image_size = options["image_size"]
     if image_size is None:
         side = canvas if canvas is not None else min(load_manifest(data)["image_size"])
@@ -267,20 +268,20 @@ class Trainer:
             torch.set_num_threads(config.threads)
         self.device = resolve_device(config.device)
         self._dtype = autocast_dtype(config.precision, self.device)
-        flag = "--eval" if config.eval_data is not None else "DATA"
+        param = "eval_data" if config.eval_data is not None else "data"
         if config.eval_data is None:
             config = replace(config, eval_data=config.data)
         eval_manifest = load_manifest(config.eval_data)
         if eval_manifest["generator"]["name"] != "madman":
-            raise BadInput(f"{flag} {config.eval_data!r} was made by {eval_manifest['generator']['name']!r}; "
-                           "madman train needs a madman dataset")
+            raise BadInput(f"{param} {config.eval_data!r} was made by {eval_manifest['generator']['name']!r}; "
+                           "training needs a madman dataset", param=param)
         available = list(eval_manifest["splits"])
         if config.eval_splits is None:
             config = replace(config, eval_splits=[s for s in ("test", "ood") if s in available])
         missing = [s for s in config.eval_splits if s not in available]
         if missing or not config.eval_splits:
-            raise BadInput(f"--eval {config.eval_data!r} has no split {', '.join(missing) or 'test'}; "
-                           f"it has: {', '.join(available)}")
+            raise BadInput(f"eval_data {config.eval_data!r} has no split {', '.join(missing) or 'test'}; "
+                           f"it has: {', '.join(available)}", param="eval_data")
         from bindscope.dataset import Dataset
 
         with Dataset(config.eval_data) as eval_data:  # a bad evaluation shard is refused before training
@@ -325,13 +326,14 @@ class Trainer:
         """``"new"``, ``"resume"`` (the same run) or ``"overwrite"``; BadInput for a folder that is not ours."""
         out = self.out
         if out.exists() and not out.is_dir():
-            raise BadInput(f"--out {str(out)!r} exists and is not a folder")
+            raise BadInput(f"out {str(out)!r} exists and is not a folder", param="out")
         if not out.is_dir() or all(bookkeeping(p.name) for p in out.iterdir()):
             return "new"
         if not is_owned(out, RUN_KIND):
             if overwrite:
                 require_owned(out, RUN_KIND, "madman train run")
-            raise BadInput(f"--out {str(out)!r} holds files that are not a madman train run; choose another --out")
+            raise BadInput(f"out {str(out)!r} holds files that are not a madman train run; choose another folder",
+                           param="out")
         try:
             old = json.loads((out / RUN).read_text())
         except (OSError, ValueError):
@@ -345,8 +347,8 @@ class Trainer:
                              record["identity"][k])
             if old.get("data_config_sha256") != record["data_config_sha256"]:
                 changed.append("training data")
-            raise BadInput(f"--out {str(out)!r} holds another run (different {', '.join(changed)}); "
-                           "pass --overwrite to replace it, or choose another --out")
+            raise BadInput(f"out {str(out)!r} holds another run (different {', '.join(changed)}); "
+                           "pass overwrite=True to replace it, or choose another folder", param="out")
         return "overwrite"
 
     def _prepare_out(self, record: dict, overwrite: bool) -> bool:

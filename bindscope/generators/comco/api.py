@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bindscope.dataset.ownership import check_output_location
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, GenerationError
 
 if TYPE_CHECKING:
     from bindscope.dataset.build import BuildResult
@@ -49,7 +49,7 @@ def _remove_if_nothing_made(out) -> None:
 def _require_bpy() -> None:
     """BadInput unless the Blender Python module is installed (checked without importing it)."""
     if importlib.util.find_spec("bpy") is None:
-        raise BadInput("comco render needs the Blender Python module: pip install 'bindscope[render]' "
+        raise BadInput("rendering needs the Blender Python module: pip install 'bindscope[render]' "
                        "(bpy==5.0.1, Python 3.11)")
 
 
@@ -82,8 +82,11 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
 
     Raises:
         BadInput: a bad value (named, with what is allowed), an impossible layout, an unusable ``out``, bpy not
-            installed, no GPU with ``device="gpu"`` (all before writing); a scene without an acceptable render
-            in ``visibility.max_tries`` attempts (a folder this run created is removed if it holds no shard).
+            installed, no GPU with ``device="gpu"`` (all before writing).
+        GenerationError: after writing began, a scene (or reference image) without an acceptable render in
+            ``visibility.max_tries`` attempts; the message names the split, the index and the last rejection.
+            Finished shards are kept (the same call resumes); a folder this run created is removed if it holds
+            no finished shard.
     """
     from bindscope.dataset.build import BuildResult, build_dataset, check_output, finish_if_done
     from bindscope.dataset.manifest import config_sha256
@@ -114,8 +117,8 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
     try:
         made = build_dataset(generator, out, jobs=jobs, overwrite=overwrite, progress=progress, backend=backend,
                              scheduler=scheduler, num_parts=num_parts, part=part)
-    except BadInput:
-        if created is not None:  # e.g. scene 1 fails the visibility check: leave no empty run folder behind
+    except (BadInput, GenerationError):
+        if created is not None:  # e.g. scene 0 finds no acceptable render: leave no empty run folder behind
             _remove_if_nothing_made(created)
         raise
     if num_parts > 1:

@@ -22,7 +22,7 @@ def _echo_table(rows: list[list[str]], header: list[str]) -> None:
         click.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-def _import(folder: str, out: str | None, mapping: str | None, licence: str | None) -> dict:
+def _import(folder: str, out: str | None, mapping_file: str | None, licence: str | None) -> dict:
     from tqdm import tqdm
 
     from bindscope.generators.comco.assets import UNKNOWN_LICENCE, plan_import
@@ -30,7 +30,7 @@ def _import(folder: str, out: str | None, mapping: str | None, licence: str | No
     from bindscope.dataset.commands import check_output_location
 
     check_output_location("--out", out or folder)  # the output first: no model file is read for a bad --out
-    items = plan_import(folder, mapping, licence)  # every other check happens here, before anything is written
+    items = plan_import(folder, mapping_file, licence)  # every other check happens here, before anything is written
     from bindscope.generators.comco.blender.importer import import_folder
 
     target = out or folder
@@ -56,11 +56,11 @@ def register(group: click.Group) -> None:
     @click.argument("folder", type=click.Path(path_type=str))
     @click.option("--out", type=click.Path(file_okay=False, path_type=str), default=None,
                   help="Asset folder to write (default: FOLDER itself).")
-    @click.option("--mapping", type=click.Path(dir_okay=False, path_type=str), default=None,
+    @click.option("--mapping", "mapping_file", type=click.Path(dir_okay=False, path_type=str), default=None,
                   help="YAML/JSON file mapping file names to categories (default: FOLDER/mapping.yaml if present).")
     @click.option("--licence", "--license", "licence", default=None,
                   help="Licence recorded for files without one in the mapping, e.g. 'CC-BY-4.0 (author, url)'.")
-    def import_cmd(folder, out, mapping, licence):
+    def import_cmd(folder, out, mapping_file, licence):
         """Import the glTF/GLB, OBJ, FBX and .blend models in FOLDER as an asset set.
 
         A file's category is its name (traffic_light.glb -> "traffic light") or its mapping entry
@@ -69,7 +69,7 @@ def register(group: click.Group) -> None:
         at the origin, largest dimension 1.0) and saved as FOLDER/models/<name>.blend; registry.json records
         source, licence and sha256. A broken file stops the import with its name and changes nothing.
         """
-        _import(folder, out, mapping, licence)
+        _import(folder, out, mapping_file, licence)
 
     @assets.command("fetch")
     @click.option("--source", type=click.Choice(["objaverse"]), default="objaverse", show_default=True,

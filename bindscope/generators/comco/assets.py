@@ -31,7 +31,7 @@ from bindscope.generators.comco.registry import SIZE_CLASSES, builtin_entries, s
 MODEL_SUFFIXES = {".glb": "gltf", ".gltf": "gltf", ".obj": "obj", ".fbx": "fbx", ".blend": "blend"}
 """File suffix -> importer (bpy.ops.import_scene.gltf, bpy.ops.wm.obj_import, bpy.ops.import_scene.fbx, append)."""
 MAPPING_NAMES = ("mapping.yaml", "mapping.yml", "mapping.json")
-"""Mapping files picked up from the model folder when ``--mapping`` is not given."""
+"""Mapping files picked up from the model folder when no ``mapping_file`` is given."""
 AXES = ("X", "Y", "Z", "-X", "-Y", "-Z")
 UNKNOWN_LICENCE = "unknown (not recorded)"
 
@@ -215,7 +215,7 @@ def plan_import(folder: str | os.PathLike, mapping_file: str | os.PathLike | Non
     if mapping_file is None:
         mapping_file = next((folder / n for n in MAPPING_NAMES if (folder / n).is_file()), None)
     elif not Path(mapping_file).is_file():
-        raise BadInput(f"--mapping {str(mapping_file)!r}: no such file")
+        raise BadInput(f"mapping_file {str(mapping_file)!r}: no such file", param="mapping_file")
     mapping = read_mapping(Path(mapping_file)) if mapping_file is not None else {}
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in MODEL_SUFFIXES)
     names = {p.name for p in files} | {p.stem for p in files}

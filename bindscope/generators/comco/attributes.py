@@ -66,7 +66,7 @@ DEFAULT_ATTRIBUTE_CONFIG = {
 
 
 def parse_attributes(text: str) -> list[str]:
-    """``--attributes colour,material`` -> ``["colour", "material"]`` (order kept, duplicates dropped).
+    """``"colour,material"`` -> ``["colour", "material"]`` (order kept, duplicates dropped).
 
     Raises:
         BadInput: an unknown name (allowed: colour, material, size) or an empty list.
@@ -74,9 +74,10 @@ def parse_attributes(text: str) -> list[str]:
     names = [t.strip() for t in str(text).split(",") if t.strip()]
     for name in names:
         if name not in ATTRIBUTES:
-            raise BadInput(f"--attributes {text!r}: unknown attribute {name!r}; allowed: {', '.join(ATTRIBUTES)}")
+            raise BadInput(f"attributes {text!r}: unknown attribute {name!r}; allowed: {', '.join(ATTRIBUTES)}",
+                           param="attributes")
     if not names:
-        raise BadInput(f"--attributes {text!r}: name at least one of {', '.join(ATTRIBUTES)}")
+        raise BadInput(f"attributes {text!r}: name at least one of {', '.join(ATTRIBUTES)}", param="attributes")
     return list(dict.fromkeys(names))
 
 
@@ -116,8 +117,8 @@ def check_attribute_config(config: dict, category_names: list[str]) -> None:
     """
     sampled = config["attributes"]
     if "size" in sampled and config["size_mode"] != "one-large":
-        raise BadInput(f"--attributes size needs --size-mode one-large (sizes large/small); got "
-                       f"{config['size_mode']!r}")
+        raise BadInput(f"attributes size needs size_mode='one-large' (sizes large/small); got "
+                       f"{config['size_mode']!r}", param="attributes")
     names = set(category_names)
     for entry in config["combinations"]["held_out"]:
         if entry["category"] not in names:
@@ -128,7 +129,7 @@ def check_attribute_config(config: dict, category_names: list[str]) -> None:
         for key, table in (("colour", "colours"), ("material", "materials")):
             if key in entry and (key not in sampled or entry[key] not in config[table]):
                 raise BadInput(f"combinations.held_out: {key} {entry[key]!r} is not a sampled {key}; "
-                               f"--attributes must include {key} and {table} has {', '.join(config[table])}")
+                               f"attributes must include {key} and {table} has {', '.join(config[table])}")
     for name in sorted({e["category"] for e in config["combinations"]["held_out"]}):
         if not allowed_pairs(config, name):
             raise BadInput(f"combinations.held_out leaves category {name!r} no colour/material to draw "
@@ -136,19 +137,19 @@ def check_attribute_config(config: dict, category_names: list[str]) -> None:
     if config["task"] == "conjunctive-search":
         target = config["conjunctive_search"]["target"]
         if "colour" not in sampled:
-            raise BadInput("task conjunctive-search needs --attributes colour (the target is a shape-colour "
-                           "conjunction)")
+            raise BadInput("task conjunctive-search needs attributes='colour' (the target is a shape-colour "
+                           "conjunction)", param="task")
         if target["category"] not in names or target["colour"] not in config["colours"]:
             raise BadInput(f"conjunctive_search.target {target}: the category must be in set {config['set']!r} "
                            f"and the colour in colours ({', '.join(config['colours'])})")
         if len(names) < 2 or len(config["colours"]) < 2 or config["objects"]["min"] < 2:
-            raise BadInput("task conjunctive-search needs at least 2 categories, 2 colours and --objects of at "
-                           "least 2 (target plus a distractor)")
+            raise BadInput("task conjunctive-search needs at least 2 categories, 2 colours and objects of at "
+                           "least 2 (target plus a distractor)", param="task")
         pool = len(names) + len(config["colours"]) - 4
         if config["objects"]["max"] - 2 > pool:
             raise BadInput(f"task conjunctive-search: {config['objects']['max']} objects need "
                            f"{config['objects']['max'] - 2} distinct distractors, but set and colours allow {pool}; "
-                           "lower --objects or add colours")
+                           "lower objects or add colours", param="task")
 
 
 def sample_attributes(config: dict, categories: list[str], rng: np.random.Generator) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ def register(group: click.Group) -> None:
     @click.option("-n", "n", type=int, default=None, help="Number of multi-object scenes [config n: 1000].")
     @click.option("--objects", default=None,
                   help="Objects per scene: a count (3) or a range (2-5), counts 1..5, spread evenly [2-5].")
-    @click.option("--set", "set_spec", default=None,
+    @click.option("--set", "set", default=None,
                   help="Object set: comco72, simco18, or an asset folder from `comco assets import` [comco72].")
     @click.option("--size-mode", type=click.Choice(["one-large", "equal", "random"]), default=None,
                   help="one-large: one object at scale.large, the rest at scale.small; equal; random [one-large].")
@@ -39,13 +39,13 @@ def register(group: click.Group) -> None:
                        "config.")
     @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
                   help="Cycles device: GPU where Blender finds one (auto), or force cpu / gpu.")
-    @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+    @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=str), default=None,
                   help="YAML config (schema bindscope/schemas/comco_config.json); flags override it.")
     @click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
     @click.option("--quiet", is_flag=True, help="No progress bar.")
     @build_options
-    def render(out, n, objects, set_spec, size_mode, resolution, samples, references, attributes, task, depth,
-               seed, jobs, threads, device, config_file, overwrite, quiet, **build):
+    def render(out, n, objects, set, size_mode, resolution, samples, references, attributes, task, depth,
+               seed, jobs, threads, device, config, overwrite, quiet, **build):
         """Render ComCO / SimCO scenes with exact per-object instance masks into a dataset folder OUT.
 
         Headless Blender (bpy, Cycles). Splits: `scenes` (multi-object images, captions = names joined with
@@ -56,8 +56,8 @@ def register(group: click.Group) -> None:
         """
         from bindscope.generators.comco.api import render
 
-        result = render(out, config_file, seed=seed, jobs=jobs, threads=threads, device=device,
-                        overwrite=overwrite, progress=not quiet, **build, set=set_spec, objects=objects,
+        result = render(out, config, seed=seed, jobs=jobs, threads=threads, device=device,
+                        overwrite=overwrite, progress=not quiet, **build, set=set, objects=objects,
                         size_mode=size_mode, resolution=resolution, samples=samples, n=n, references=references,
                         attributes=attributes, task=task, depth=depth)
         if result.already_complete:

@@ -8,7 +8,8 @@ identical for any ``--jobs``). Two splits:
   rule of :func:`rejection` (visibility minimum as a fraction of the image, in frame, ``one-large``: the large
   object's visible area >= ``sizes.min_area_ratio`` times every other's, ``equal``: areas within
   ``sizes.equal_ratio``) is planned again with corrected scales (:func:`size_factors`), then re-planned with
-  the next attempt number; after ``visibility.max_tries`` attempts the run stops with :class:`BadInput`.
+  the next attempt number; after ``visibility.max_tries`` attempts the run stops with
+  :class:`~bindscope.errors.GenerationError` (the config was valid; this scene found no acceptable render).
 - ``"references"``: one single-object reference image per category of the set, in registry order
   (:func:`planning.plan_reference`), caption = the category name (Abbasi et al., CVPR 2025; docs/papers.md
   section 1: IOR retrieves among single-object images): framed on the object (``references: true``) or cut
@@ -41,7 +42,7 @@ import numpy as np
 
 from bindscope import __version__
 from bindscope.dataset.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
-from bindscope.errors import BadInput
+from bindscope.errors import GenerationError
 from bindscope.generators.comco import attributes, planning
 from bindscope.generators.comco.planning import SPLIT_REFERENCES, SPLIT_SCENES
 
@@ -251,7 +252,8 @@ class ComcoGenerator:
         "references"`` (``references: crop``) the scene is the one of :func:`planning.plan_reference`.
 
         Raises:
-            BadInput: no acceptable render within ``visibility.max_tries`` attempts.
+            GenerationError: no acceptable render within ``visibility.max_tries`` attempts (the message names
+                the split, the scene index and the last rejection).
         """
         session = self._session()
         tries = self.config["visibility"]["max_tries"]
@@ -275,9 +277,9 @@ class ComcoGenerator:
                 if step is None:
                     break
                 factors = [a * b for a, b in zip(factors or [1.0] * len(step), step)]
-        raise BadInput(f"{split} {index}: no acceptable render in visibility.max_tries = {tries} attempts "
-                       f"(last: {reason}); lower visibility.min_fraction / visibility.min_pixels or "
-                       "sizes.min_area_ratio, raise --resolution or lower --objects")
+        raise GenerationError(f"{split} {index}: no acceptable render in visibility.max_tries = {tries} attempts "
+                              f"(last: {reason}); lower visibility.min_fraction / visibility.min_pixels or "
+                              "sizes.min_area_ratio, raise resolution or lower objects")
 
     def render_reference(self, index: int):
         """Render reference image ``index`` (category ``categories[index]``); return ``(spec, RenderOutput)``.
@@ -288,7 +290,7 @@ class ComcoGenerator:
         (:meth:`render_scene`) and the object cut out (:func:`cut_out`).
 
         Raises:
-            BadInput: the object shows fewer pixels than the visibility minimum.
+            GenerationError: the object shows fewer pixels than the visibility minimum.
         """
         res = self.image_size[0]
         fill = self.config["camera"]["reference_fill"]
@@ -305,8 +307,9 @@ class ComcoGenerator:
         out = session.render(spec, depth=self.config["depth"])
         threshold = planning.min_visible_pixels(self.config)
         if out.objects[0].area < threshold:
-            raise BadInput(f"reference image of {spec['caption']!r} shows {out.objects[0].area} pixels, fewer "
-                           f"than the visibility minimum of {threshold}; raise camera.reference_fill or --resolution")
+            raise GenerationError(f"references {index}: the reference image of {spec['caption']!r} shows "
+                                  f"{out.objects[0].area} pixels, fewer than the visibility minimum of {threshold}; "
+                                  "raise camera.reference_fill or resolution")
         return spec, out
 
     def make_samples(self, split: str, start: int, count: int) -> list[Sample]:

@@ -79,18 +79,19 @@ neighbours' summed half-widths; ``sizes`` ratios compare visible pixel areas."""
 
 
 def parse_objects(text: str) -> tuple[int, int]:
-    """Parse ``--objects``: ``"3"`` -> ``(3, 3)``, ``"2-5"`` -> ``(2, 5)``. Counts must lie in 1..5.
+    """Parse ``objects``: ``"3"`` -> ``(3, 3)``, ``"2-5"`` -> ``(2, 5)``. Counts must lie in 1..5.
 
     Raises:
         BadInput: not a count or range, out of 1..5, or min > max.
     """
     match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
     if not match:
-        raise BadInput(f"--objects {text!r}: expected a count like 3 or a range like 2-5 (counts 1..5)")
+        raise BadInput(f"objects {text!r}: expected a count like 3 or a range like 2-5 (counts 1..5)",
+                       param="objects")
     low = int(match.group(1))
     high = int(match.group(2)) if match.group(2) else low
     if not 1 <= low <= high <= 5:
-        raise BadInput(f"--objects {text!r}: counts must satisfy 1 <= min <= max <= 5")
+        raise BadInput(f"objects {text!r}: counts must satisfy 1 <= min <= max <= 5", param="objects")
     return low, high
 
 
@@ -162,7 +163,7 @@ def _layout_error(config: dict, scales: list[float], why: str) -> LayoutError:
         f"impossible layout: cannot place {len(scales)} objects of scale {', '.join(f'{v:g}' for v in scales)} m "
         f"(size mode {config['size_mode']!r}) on the {width:g} x {depth:g} m ground with min_gap "
         f"{config['placement']['min_gap']:g} m ({why}); enlarge ground.size, lower scale.large/scale.small, "
-        f"lower --objects, or lower placement.min_gap")
+        f"lower objects, or lower placement.min_gap")
 
 
 def check_capacity(config: dict, scales: list[float]) -> None:
@@ -211,7 +212,7 @@ def place(config: dict, scales: list[float], rng: np.random.Generator) -> list[t
         slots = _grid_slots(config)
         if len(scales) > len(slots):
             raise BadInput(f"placement.grid {p['grid']} has {len(slots)} slots, fewer than the {len(scales)} "
-                           "objects of a scene; enlarge placement.grid or lower --objects")
+                           "objects of a scene; enlarge placement.grid or lower objects")
     for _ in range(p["max_tries"]):
         positions: dict[int, tuple[float, float]] = {}
         if p["mode"] == "grid":
@@ -496,8 +497,8 @@ def _world(config: dict, objects: list[dict]) -> dict:
 
 def _check_category_count(config: dict, categories: list, count: int) -> None:
     if count > len(categories):
-        raise BadInput(f"--set {config['set']!r} has {len(categories)} categories, fewer than the {count} "
-                       "distinct objects a scene needs; lower --objects")
+        raise BadInput(f"set {config['set']!r} has {len(categories)} categories, fewer than the {count} "
+                       "distinct objects a scene needs; lower objects", param="set")
 
 
 def _choose_categories(config: dict, categories: list, count: int, rng, look_rng, present: bool | None,
@@ -695,6 +696,6 @@ def check_plannable(config: dict, categories: list, seed: int, probe: int = 64) 
             cols, rows = config["placement"]["grid"]
             if count > cols * rows:
                 raise BadInput(f"placement.grid {[cols, rows]} has {cols * rows} slots, fewer than {count} "
-                               "objects; enlarge placement.grid or lower --objects")
+                               "objects; enlarge placement.grid or lower objects")
     for index in range(min(probe, config["n"])):
         plan_scene(config, categories, seed, index)

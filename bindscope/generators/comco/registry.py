@@ -127,8 +127,8 @@ def read_folder_registry(folder: str | os.PathLike) -> dict:
     folder = Path(folder)
     path = folder / REGISTRY_FILE
     if not path.is_file():
-        raise BadInput(f"--set {str(folder)!r}: not an asset folder (no {REGISTRY_FILE}; make one with "
-                       f"`comco assets import`); allowed: {', '.join(BUILTIN_SETS)} or such a folder")
+        raise BadInput(f"set {str(folder)!r}: not an asset folder (no {REGISTRY_FILE}; make one with "
+                       f"`comco assets import`); allowed: {', '.join(BUILTIN_SETS)} or such a folder", param="set")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -153,8 +153,8 @@ def load_set(spec: str) -> list[Category]:
     if spec in BUILTIN_SETS:
         return [_from_entry(e) for e in builtin_entries(spec)]
     if not spec or not Path(spec).is_dir():
-        raise BadInput(f"--set {spec!r}: unknown set; allowed: {', '.join(BUILTIN_SETS)} or a folder made by "
-                       "`comco assets import`")
+        raise BadInput(f"set {spec!r}: unknown set; allowed: {', '.join(BUILTIN_SETS)} or a folder made by "
+                       "`comco assets import`", param="set")
     data = read_folder_registry(spec)
     categories = []
     for entry in data["categories"]:
@@ -163,7 +163,8 @@ def load_set(spec: str) -> list[Category]:
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"{Path(spec) / REGISTRY_FILE}: broken entry {entry!r} ({exc})") from None
     if not categories:
-        raise BadInput(f"--set {spec!r}: the asset folder holds no categories (run `comco assets import`)")
+        raise BadInput(f"set {spec!r}: the asset folder holds no categories (run `comco assets import`)",
+                       param="set")
     return categories
 
 

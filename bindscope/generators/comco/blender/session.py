@@ -148,7 +148,7 @@ class BlenderSession:
         bpy, _, mathutils = blender_modules()
 
         if threads < 1:
-            raise BadInput(f"--threads must be at least 1, got {threads}")
+            raise BadInput(f"threads must be at least 1, got {threads}", param="threads")
         self.bpy = bpy
         self.mathutils = mathutils
         self.set_spec = set_spec
@@ -259,7 +259,7 @@ class BlenderSession:
 
     def _configure_device(self, device: str) -> str:
         if device not in ("cpu", "gpu", "auto"):
-            raise BadInput(f"--device {device!r}: allowed: cpu, gpu, auto")
+            raise BadInput(f"device {device!r}: allowed: cpu, gpu, auto", param="device")
         scene = self.scene
         scene.cycles.device = "CPU"
         if device == "cpu":
@@ -285,8 +285,8 @@ class BlenderSession:
             scene.cycles.device = "GPU"
             return f"gpu ({found})"
         if device == "gpu":
-            raise BadInput("--device gpu: Blender finds no GPU (OptiX, CUDA, HIP, oneAPI or Metal); "
-                           "use --device cpu or auto")
+            raise BadInput("device 'gpu': Blender finds no GPU (OptiX, CUDA, HIP, oneAPI or Metal); "
+                           "use device='cpu' or 'auto'", param="device")
         return "cpu"
 
     def _make_id_material(self):
