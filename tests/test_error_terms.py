@@ -1,0 +1,162 @@
+"""Library messages name the Python parameter (``licence 'x' ...``, ``pass overwrite=True``); the command line
+shows the same message with the command's flag (``--license 'x' ...``, ``pass --overwrite``), one ``Error:`` line,
+exit status 2, nothing written. One or more cases per area: release and Hub, scale-out backends, merge, preview,
+MNIST source, COCO import, ComCO render and assets, evaluation (models, devices, references), training, sweep,
+alignment."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import bindscope
+from bindscope.cli import bindscope as bindscope_cli
+from bindscope.cli import comco, madman
+from bindscope.dataset import backends, hub, merge, release
+from bindscope.errors import BadInput
+from bindscope.evaluation import adapters, encoder
+from bindscope.generators.comco import assets
+from bindscope.generators.madman import preview
+from bindscope.importers import coco
+from coco_fixture import write_coco
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory) -> Path:
+    """A folder holding a tiny MADMAN dataset ``madman``, a COCO import ``coco``, the COCO source files under
+    ``src`` and a model folder ``models`` with one (unread) model file."""
+    from tiny_madman import tiny_madman
+
+    from bindscope.dataset.build import build_dataset
+
+    root = tmp_path_factory.mktemp("terms")
+    build_dataset(tiny_madman(), root / "madman", progress=False)
+    coco.import_coco(*write_coco(root / "src"), root / "coco", image_size=40, progress=False)
+    (root / "models").mkdir()
+    (root / "models" / "cat.glb").write_bytes(b"glTF")
+    return root
+
+
+def _snapshot(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
+
+
+def _cli_error(group, args, root: Path) -> str:
+    """Run the command in ``root``; assert exit 2, one ``Error:`` line and nothing written; return the line."""
+    before = _snapshot(root)
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        result = CliRunner().invoke(group, [str(a) for a in args], catch_exceptions=False)
+    finally:
+        os.chdir(cwd)
+    assert result.exit_code == 2, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    assert _snapshot(root) == before, "something was written"
+    return lines[0][len("Error: "):]
+
+
+def _sweep(**fields):
+    from bindscope.training.sweep import Sweep, SweepConfig
+
+    return Sweep(SweepConfig(**{"property": "saliency-bias", "values": "0,1", "out": "sweep", **fields}))
+
+
+TRAIN = ["--steps", "1", "--embed-dim", "8", "--quiet"]
+
+# (id, library call on the place folder P, library message (regex from the start), its param,
+#  command group, command arguments, the command's message (regex from the start))
+CASES = [
+    ("release licence", lambda p: release.make_release(p / "madman", p / "rel", licence="CC BY"),
+     r"licence 'CC BY' is not a Hub licence id", "licence",
+     bindscope_cli, ["release", "madman", "--out", "rel", "--license", "CC BY"],
+     r"--license 'CC BY' is not a Hub licence id"),
+    ("hub repo id", lambda p: hub.connect("a b"),
+     r"repo_id 'a b' is not a Hub repository id", "repo_id",
+     bindscope_cli, ["release", "--out", "rel", "--push", "a b"], r"--push 'a b' is not a Hub repository id"),
+    ("backend", lambda p: backends.check_backend("local", "tcp://x:1", 1),
+     r"scheduler 'tcp://x:1' needs backend='dask' \(got backend='local'\)", "scheduler",
+     madman, ["generate", "-n", "4", "--out", "out", "--scheduler", "tcp://x:1", "--no-progress"],
+     r"--scheduler 'tcp://x:1' needs --backend 'dask' \(got --backend 'local'\)"),
+    ("merge out", lambda p: merge.merge_parts([p / "a", p / "b"]),
+     r"out is needed to merge several part folders", "out",
+     bindscope_cli, ["merge", "a", "b"], r"--out is needed to merge several part folders"),
+    ("preview count", lambda p: preview.draw_preview(p / "madman", p / "p.png", count=0),
+     r"count must be at least 1, got 0", "count",
+     madman, ["preview", "madman", "--out", "p.png", "-n", "0"], r"--num must be at least 1, got 0"),
+    ("mnist root", lambda p: bindscope.madman.generate(p / "out", mnist_root=p / "none"),
+     r"mnist_root '.*none': no such folder \(pass mnist_download=True to fetch", "mnist_root",
+     madman, ["generate", "-n", "4", "--out", "out", "--mnist-root", "none", "--no-progress"],
+     r"--mnist-root '.*none': no such folder \(pass --mnist-download to fetch"),
+    ("coco image size", lambda p: coco.import_coco(
+        p / "src" / "images", p / "src" / "instances.json", p / "src" / "captions.json", p / "out", image_size=10),
+     r"image_size 10 is not allowed; use 32..2048 pixels", "image_size",
+     bindscope_cli, ["import", "coco", "--images", "src/images", "--instances", "src/instances.json",
+                     "--captions", "src/captions.json", "--out", "out", "--image-size", "10"],
+     r"--image-size 10 is not allowed; use 32..2048 pixels"),
+    ("comco objects", lambda p: bindscope.comco.render(p / "out", objects="9"),
+     r"objects '9': counts must satisfy 1 <= min <= max <= 5", "objects",
+     comco, ["render", "--objects", "9", "--out", "out"], r"--objects '9': counts must satisfy"),
+    ("comco set", lambda p: bindscope.comco.render(p / "out", set="nope"),
+     r"set 'nope': unknown set; allowed: comco72, simco18", "set",
+     comco, ["render", "--set", "nope", "--out", "out"], r"--set 'nope': unknown set; allowed: comco72, simco18"),
+    ("asset mapping", lambda p: assets.plan_import(p / "models", p / "nope.yaml"),
+     r"mapping_file '.*nope.yaml': no such file", "mapping_file",
+     comco, ["assets", "import", "models", "--mapping", "nope.yaml"], r"--mapping 'nope.yaml': no such file"),
+    ("eval pretrained", lambda p: adapters.resolve_open_clip("ViT-B-32", "nonsense"),
+     r"pretrained 'nonsense' is not a known tag for 'ViT-B-32'", "pretrained",
+     madman, ["eval", "madman", "--model", "ViT-B-32", "--pretrained", "nonsense", "--out", "r.json"],
+     r"--pretrained 'nonsense' is not a known tag for 'ViT-B-32'"),
+    ("eval device", lambda p: encoder.resolve_device("tpu"),
+     r"device 'tpu' is not allowed", "device",
+     madman, ["eval", "madman", "--model", "ViT-B-32", "--pretrained", "none", "--device", "tpu", "--out", "r.json"],
+     r"--device 'tpu' is not allowed"),
+    ("references", lambda p: bindscope.evaluate(p / "coco", "ViT-B-32", pretrained="none", tasks="ior",
+                                                references=p / "nope", out=False),
+     r"references '.*nope' is not a folder", "references",
+     comco, ["eval", "coco", "--model", "ViT-B-32", "--pretrained", "none", "--tasks", "ior", "--references",
+             "nope", "--out", "r.json"], r"--references 'nope' is not a folder"),
+    ("train warmup", lambda p: bindscope.train(p / "madman", p / "run", warmup_steps=-5, steps=1),
+     r"warmup_steps must be an integer >= 0, got -5", "warmup_steps",
+     madman, ["train", "madman", "--out", "run", "--warmup", "-5", *TRAIN], r"--warmup must be an integer >= 0"),
+    ("train per sample", lambda p: bindscope.train(p / "madman", p / "run", hard_negatives_per_sample=0),
+     r"hard_negatives_per_sample must be >= 1, got 0", "hard_negatives_per_sample",
+     madman, ["train", "madman", "--out", "run", "--hard-negatives-per-sample", "0", *TRAIN],
+     r"--hard-negatives-per-sample must be >= 1, got 0"),
+    ("train eval data", lambda p: bindscope.train(p / "madman", p / "run", eval_data=p / "coco", steps=1),
+     r"eval_data '.*coco' was made by 'coco'", "eval_data",
+     madman, ["train", "madman", "--out", "run", "--eval", "coco", *TRAIN], r"--eval 'coco' was made by 'coco'"),
+    ("sweep values", lambda p: _sweep(values="1,x"),
+     r"values '1,x': expected comma-separated float values", "values",
+     madman, ["sweep", "--property", "saliency-bias", "--values", "1,x", "--out", "sweep", "--quiet"],
+     r"--values '1,x': expected comma-separated float values"),
+    ("sweep batch", lambda p: _sweep(num_train=32, train_options={"batch_size": 64}),
+     r"batch_size 64 is larger than num_train=32", "batch_size",
+     madman, ["sweep", "--property", "saliency-bias", "--values", "0,1", "--num-train", "32", "--batch-size", "64",
+              "--out", "sweep", "--quiet"], r"--batch-size 64 is larger than --num-train 32"),
+    ("conjunctive probe", lambda p: bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", device="cpu",
+                                                    task="conjunctive-search", out=False),
+     r"task conjunctive-search needs a dataset rendered with task='conjunctive-search'", "task",
+     bindscope_cli, ["probe", "madman", "--model", "ViT-B-32", "--pretrained", "none", "--device", "cpu",
+                     "--task", "conjunctive-search", "--out", "p.json"],
+     r"--task conjunctive-search needs a dataset rendered with --task 'conjunctive-search'"),
+]
+
+
+@pytest.mark.parametrize("call, library, param, group, args, command", [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_library_names_the_parameter_and_the_command_the_flag(place, call, library, param, group, args, command):
+    before = _snapshot(place)
+    with pytest.raises(BadInput) as caught:
+        call(place)
+    assert re.match(library, str(caught.value)), str(caught.value)
+    assert caught.value.param == param and "--" not in str(caught.value)
+    assert _snapshot(place) == before, "the library call wrote something"
+    line = _cli_error(group, args, place)
+    assert re.match(command, line), line
+    assert not line.startswith(f"{param} ") and "=True" not in line and "='" not in line
