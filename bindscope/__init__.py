@@ -6,6 +6,7 @@ The public Python API (docs/python-api.md); every command-line tool is a thin wr
     bindscope.madman.generate(out, config=None, **overrides)    # MADMAN dataset -> BuildResult
     bindscope.comco.render(out, config=None, **overrides)       # ComCO / SimCO dataset (Blender) -> BuildResult
     bindscope.evaluate(data, model, ...)                        # recognition / binding, TOR / IOR -> result dict
+    bindscope.audit / caption_bias / collect                    # oracle audit, caption bias, result tables
     bindscope.train(data, out, ...)                             # a small CLIP on MADMAN -> summary dict
     bindscope.probe(data, model, ...)                           # linear probes -> result dict
     bindscope.labclip.fit / eval / apply                        # LABCLIP alignment
@@ -26,6 +27,9 @@ _EXPORTS = {
     "madman": "bindscope.generators.madman",
     "comco": "bindscope.generators.comco",
     "evaluate": "bindscope.evaluation.api:evaluate",
+    "audit": "bindscope.evaluation.api:audit",
+    "caption_bias": "bindscope.evaluation.api:caption_bias",
+    "collect": "bindscope.evaluation.api:collect",
     "train": "bindscope.training.api:train",
     "probe": "bindscope.alignment.api:probe",
     "labclip": "bindscope.alignment.labclip_api",

@@ -89,12 +89,14 @@ def test_comco_eval_writes_the_bytes_of_the_command(trained, tmp_path):
     sampled = tmp_path / "sampled" / "result.json"
     sampled.parent.mkdir()
     cli, api, run = _then_api(
-        sampled.parent, lambda: _cli(comco, "eval", "--model", model, "-n", "40", "--objects", "3", "--vocab", "simco18",
-                              "--seed", "2", "--device", "cpu", "--no-cache", "--quiet", "--out", sampled),
+        sampled.parent, lambda: _cli(comco, "eval", "--model", model, "-n", "40", "--objects", "3", "--vocab",
+                                     "simco18", "--seed", "2", "--device", "cpu", "--no-cache", "--quiet", "--out",
+                                     sampled),
         lambda: bindscope.evaluate(None, str(model), n=40, objects=3, vocab="simco18", seed=2, device="cpu",
                                    use_cache=False, progress=False, out=sampled))
     assert cli == api and set(cli) == {"result.json", "result.samples.jsonl"}
-    assert run.result == json.loads(api["result.json"]) and run.result["metrics"]["tor"]["by_num_objects"]["3"]["num_queries"] == 40
+    assert run.result == json.loads(api["result.json"])
+    assert run.result["metrics"]["tor"]["by_num_objects"]["3"]["num_queries"] == 40
 
     from bindscope.importers.coco import import_coco
 
@@ -108,6 +110,21 @@ def test_comco_eval_writes_the_bytes_of_the_command(trained, tmp_path):
         lambda: bindscope.evaluate(coco, str(model), device="cpu", use_cache=False, progress=False, out=out))
     assert cli == api and set(cli) == {"result.json", "result.samples.jsonl"}
     assert set(run.result["metrics"]) >= {"tor", "i2tor", "matching"}
+
+    # the analyses of results and captions: bindscope collect and bindscope caption-bias
+    table = tmp_path / "table" / "t.csv"
+    table.parent.mkdir()
+    results = [sampled, out]
+    cli, api, made = _then_api(
+        table.parent,
+        lambda: _cli(bindscope_cli, "collect", *results, "--out", table, "--plot", table.parent / "t.png"),
+        lambda: bindscope.collect(results, table, plot=table.parent / "t.png"))
+    assert cli == api and set(cli) == {"t.csv", "t.png"} and len(made["rows"]) == 2
+    bias = tmp_path / "bias" / "b.json"
+    bias.parent.mkdir()
+    cli, api, run = _then_api(bias.parent, lambda: _cli(bindscope_cli, "caption-bias", coco, "--out", bias, "--plot"),
+                              lambda: bindscope.caption_bias(coco, out=bias, plot=True))
+    assert cli == api and set(cli) == {"b.json", "b.png"} and run.path == bias and run.plot == bias.with_suffix(".png")
 
 
 def test_probe_and_labclip_write_the_bytes_of_the_commands(trained, tmp_path):

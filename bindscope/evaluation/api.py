@@ -243,7 +243,8 @@ def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category
         raise BadInput("category_map needs references", param="category_map")
     elif "ior" in task_list and "references" not in ds.split_names:
         raise BadInput(f"ior needs single-object reference images: {str(ds.path)!r} has no 'references' split; "
-                       "give references=DIR (one subfolder of images per category, the DomainNet layout)", param="references")
+                       "give references=DIR (one subfolder of images per category, the DomainNet layout)",
+                       param="references")
     check_shards(ds, [scenes] + (["references"] if "references" in ds.split_names else []))
     extra = "" if references is None else f"-refs-{short_hash(str(Path(references).resolve()))}"
 
@@ -290,3 +291,132 @@ def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n):
                                     text_transform=text_transform, cache=cache, progress=progress, rows=rows)
     stem = f"results/comco-sampled-{slug(vocab)}-{objects}obj-n{n}-seed{seed}/{'+'.join(task_list)}"
     return run, stem
+
+
+def _check_new_file(param: str, path: Path | None, overwrite: bool) -> None:
+    """BadInput when ``path`` exists and ``overwrite`` is off (the message names ``param``)."""
+    if path is not None and path.exists() and not overwrite:
+        raise BadInput(f"{param} {str(path)!r} already exists; pass overwrite=True to replace it, or choose "
+                       "another file", param=param)
+
+
+def audit(data, *, out: str | os.PathLike | None = None, plot: str | os.PathLike | None = None,
+          overwrite: bool = False, progress: bool = True, **options) -> Evaluation:
+    """Audit a MADMAN dataset with the supervised oracle (:func:`bindscope.evaluation.audit.audit_madman`, the
+    library call behind ``madman audit``; docs/madman.md): accuracy per attribute and for the digit identity
+    (per class, confusion matrices, per size level) of a small CNN trained on the isolated objects.
+
+    Args:
+        data: MADMAN dataset folder (or an open Dataset).
+        out: result JSON (schema ``bindscope/schemas/audit_result.json``), or None to write none.
+        plot: confusion-matrix figure (.png, .pdf or .svg), or None. overwrite: replace existing files.
+        progress: tqdm bar on stderr.
+        **options: :func:`~bindscope.evaluation.audit.audit_madman`'s ``train_split``, ``test_split``,
+            ``epochs``, ``batch_size``, ``lr``, ``width`` (channels), ``seed``, ``max_train_objects``,
+            ``max_test_objects``, ``threads`` (torch CPU threads; the result depends on it).
+
+    Returns:
+        ``Evaluation(result, out path or None, plot path or None)``.
+
+    Raises:
+        BadInput / DatasetError: an existing ``out``/``plot`` without ``overwrite``, both the same file, a bad
+            suffix or location, a bad option or dataset; all before the oracle is trained.
+    """
+    from bindscope.evaluation.audit import audit_madman, plot_audit
+    from bindscope.evaluation.report import check_plot_path
+    from bindscope.evaluation.results import check_output, write_result
+
+    out_path = check_output(out, overwrite) if out is not None else None
+    plot_path = check_plot_path(plot)
+    _check_new_file("plot", plot_path, overwrite)
+    if out_path is not None and plot_path is not None and out_path.resolve() == plot_path.resolve():
+        raise BadInput(f"out and plot are the same file {str(out_path)!r}; give two paths", param="out")
+    check_locations(out_path, plot_path)
+    result = audit_madman(data, progress=progress, **options)
+    if plot_path is not None:
+        plot_audit(result, plot_path)
+    if out_path is not None:
+        write_result(out_path, result, overwrite=overwrite, schema="audit_result")
+    return Evaluation(result, out_path, plot_path)
+
+
+def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: str | os.PathLike | None = None,
+                 overwrite: bool = False, plot: bool = False) -> Evaluation:
+    """Where captions mention the image's largest object (ComCO Claim 2; the library call behind
+    ``bindscope caption-bias``): :func:`bindscope.evaluation.caption_bias.caption_bias` written as canonical
+    JSON.
+
+    Args:
+        data: any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
+        splits: splits to read (default: all but ``references``). seed: bootstrap seed (>= 0).
+        out: result JSON (default ``DATA/eval/caption-bias.json``). overwrite: replace an existing result.
+        plot: also draw a bar plot beside the JSON (same name, ``.png``).
+
+    Returns:
+        ``Evaluation(result, out path, plot path or None)``.
+
+    Raises:
+        BadInput / DatasetError: an existing result without ``overwrite``, an unusable location, an unknown
+            split or a dataset without captions; before anything is written.
+    """
+    from bindscope.dataset.manifest import canonical_json, write_text_atomic
+    from bindscope.evaluation.caption_bias import caption_bias as measure
+    from bindscope.evaluation.caption_bias import plot_caption_bias
+    from bindscope.evaluation.results import check_output
+
+    out_path = check_output(out or Path(data) / "eval" / "caption-bias.json", overwrite)
+    plot_path = out_path.with_suffix(".png") if plot else None
+    check_locations(out_path, plot_path)
+    result = measure(data, splits=splits, seed=seed)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_path, canonical_json(result))
+    if plot_path is not None:
+        plot_caption_bias(result, plot_path)
+    return Evaluation(result, out_path, plot_path)
+
+
+def collect(results: list[str | os.PathLike], out: str | os.PathLike, *, plot: str | os.PathLike | None = None,
+            columns: list[str] | None = None, overwrite: bool = False) -> dict:
+    """Write the paper-style table of result JSONs (the library call behind ``bindscope collect``; see
+    :mod:`bindscope.evaluation.collect`): rows are models or checkpoints, columns positions, attributes or
+    size ranks, each figure in percent with its 95% interval.
+
+    Args:
+        results: result files or folders of them (``madman eval``, ``comco eval``, ``comco attention``).
+        out: the table, ``.csv`` (value/low/high columns) or ``.md`` (Markdown). overwrite: replace files.
+        plot: also draw the table (.png, .pdf or .svg): curves over training steps for checkpoints, else
+            grouped bars. columns: the columns to plot (default: binding and recognition micro averages, else
+            the first 8).
+
+    Returns:
+        The table dict (``columns``, ``rows``, ...) of :func:`bindscope.evaluation.collect.collect`.
+
+    Raises:
+        BadInput: a bad ``out`` suffix, an existing ``out``/``plot`` without ``overwrite``, an unknown column,
+            an unreadable or invalid result file; before anything is written.
+    """
+    from bindscope.atomic import write_text_atomic
+    from bindscope.evaluation.collect import TABLE_SUFFIXES, format_table, plot_table
+    from bindscope.evaluation.collect import collect as gather
+    from bindscope.evaluation.report import check_plot_path
+
+    out_path = Path(out)
+    if out_path.suffix.lower() not in TABLE_SUFFIXES:
+        raise BadInput(f"out {str(out)!r}: the file name must end in one of {', '.join(TABLE_SUFFIXES)}",
+                       param="out")
+    plot_path = check_plot_path(plot)
+    for param, path in (("out", out_path), ("plot", plot_path)):
+        _check_new_file(param, path, overwrite)
+    check_locations(out_path, plot_path)
+    table = gather(list(results))
+    if columns is not None:
+        unknown = [c for c in columns if c not in table["columns"]]
+        if unknown or not columns:
+            raise BadInput(f"columns {','.join(columns)!r}: unknown column(s) {', '.join(unknown) or '(none given)'}; "
+                           f"the table has: {', '.join(table['columns'][:20])}"
+                           f"{' ...' if len(table['columns']) > 20 else ''}", param="columns")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_path, format_table(table, out_path.suffix.lower().lstrip(".")))
+    if plot_path is not None:
+        plot_table(table, plot_path, columns)
+    return table

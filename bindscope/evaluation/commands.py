@@ -196,31 +196,18 @@ def register_madman(group: click.Group) -> None:
         """
         import time
 
-        from bindscope.evaluation.audit import audit_madman, format_audit, plot_audit
-        from bindscope.evaluation.report import check_plot_path
-        from bindscope.evaluation.results import check_output, write_result
+        from bindscope.evaluation.api import audit
+        from bindscope.evaluation.audit import format_audit
 
-        out_path = check_output(out, overwrite) if out is not None else None
-        plot_path = check_plot_path(plot)
-        if plot_path is not None and plot_path.exists() and not overwrite:
-            raise BadInput(f"--plot {str(plot_path)!r} already exists; pass --overwrite to replace it, or choose "
-                           "another --plot")
-        if out_path is not None and plot_path is not None and out_path.resolve() == plot_path.resolve():
-            raise BadInput(f"--out and --plot are the same file {str(out_path)!r}; give two paths")
-        check_locations(out_path, plot_path)
         start = time.perf_counter()
-        result = audit_madman(data, train_split=train_split, test_split=test_split, epochs=epochs,
-                              batch_size=batch_size, lr=lr, width=width, seed=seed,
-                              max_train_objects=max_train_objects, max_test_objects=max_test_objects,
-                              threads=threads, progress=not quiet)
-        click.echo(format_audit(result))
+        run = audit(data, out=out, plot=plot, overwrite=overwrite, progress=not quiet, train_split=train_split,
+                    test_split=test_split, epochs=epochs, batch_size=batch_size, lr=lr, width=width, seed=seed,
+                    max_train_objects=max_train_objects, max_test_objects=max_test_objects, threads=threads)
+        click.echo(format_audit(run.result))
         click.echo(f"\nfinished in {time.perf_counter() - start:.0f} s")
-        if plot_path is not None:
-            plot_audit(result, plot_path)
-            click.echo(f"wrote {plot_path}")
-        if out_path is not None:
-            write_result(out_path, result, overwrite=overwrite, schema="audit_result")
-            click.echo(f"wrote {out_path}")
+        for path in (run.plot, run.path):
+            if path is not None:
+                click.echo(f"wrote {path}")
 
 
 def register_comco(group: click.Group) -> None:
@@ -328,21 +315,14 @@ def register_bindscope(group: click.Group) -> None:
 
         Works on any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
         """
-        from bindscope.dataset.manifest import canonical_json, write_text_atomic
-        from bindscope.evaluation.caption_bias import caption_bias, format_caption_bias, plot_caption_bias
-        from bindscope.evaluation.results import check_output
+        from bindscope.evaluation.api import caption_bias
+        from bindscope.evaluation.caption_bias import format_caption_bias
 
-        out_path = check_output(out or Path(data) / "eval" / "caption-bias.json", overwrite)
-        plot_path = out_path.with_suffix(".png") if plot else None
-        check_locations(out_path, plot_path)
-        result = caption_bias(data, splits=list(splits) or None, seed=seed)
-        click.echo(format_caption_bias(result))
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(out_path, canonical_json(result))
-        click.echo(f"\nwrote {out_path}")
-        if plot_path is not None:
-            plot_caption_bias(result, plot_path)
-            click.echo(f"wrote {plot_path}")
+        run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot)
+        click.echo(format_caption_bias(run.result))
+        click.echo(f"\nwrote {run.path}")
+        if run.plot is not None:
+            click.echo(f"wrote {run.plot}")
 
     @group.command("bench")
     @click.argument("benchmark", type=click.Choice(["aro", "sugarcrepe"]))
@@ -398,32 +378,12 @@ def register_bindscope(group: click.Group) -> None:
         """Paper-style table from result JSONs (RESULTS: files or folders of `madman eval`, `comco eval`,
         `comco attention` results): rows are models or checkpoints, columns positions / attributes / size ranks,
         each figure in percent with its 95% interval. See docs/evaluation.md."""
-        from bindscope.atomic import write_text_atomic
-        from bindscope.evaluation.collect import TABLE_SUFFIXES, collect, format_table, plot_table
-        from bindscope.evaluation.report import check_plot_path
+        from bindscope.evaluation.api import collect
+        from bindscope.evaluation.collect import format_table
 
-        out_path = Path(out)
-        if out_path.suffix.lower() not in TABLE_SUFFIXES:
-            raise BadInput(f"--out {out!r}: the file name must end in one of {', '.join(TABLE_SUFFIXES)}")
-        plot_path = check_plot_path(plot)
-        for flag, path in (("--out", out_path), ("--plot", plot_path)):
-            if path is not None and path.exists() and not overwrite:
-                raise BadInput(f"{flag} {str(path)!r} already exists; pass --overwrite to replace it")
-        check_locations(out_path, plot_path)
-        table = collect(list(results))
-        chosen = None
-        if columns is not None:
-            chosen = [c.strip() for c in columns.split(",") if c.strip()]
-            unknown = [c for c in chosen if c not in table["columns"]]
-            if unknown or not chosen:
-                raise BadInput(f"--columns {columns!r}: unknown column(s) {', '.join(unknown) or '(none given)'}; "
-                               f"the table has: {', '.join(table['columns'][:20])}"
-                               f"{' ...' if len(table['columns']) > 20 else ''}")
-        text = format_table(table, out_path.suffix.lower().lstrip("."))
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(out_path, text)
-        click.echo(format_table(table, "md") if out_path.suffix.lower() == ".csv" else text)
-        click.echo(f"wrote {out_path} ({len(table['rows'])} results, {len(table['columns'])} columns)")
-        if plot_path is not None:
-            plot_table(table, plot_path, chosen)
-            click.echo(f"wrote {plot_path}")
+        chosen = [c.strip() for c in columns.split(",") if c.strip()] if columns is not None else None
+        table = collect(list(results), out, plot=plot, columns=chosen, overwrite=overwrite)
+        click.echo(format_table(table, "md"))
+        click.echo(f"wrote {out} ({len(table['rows'])} results, {len(table['columns'])} columns)")
+        if plot is not None:
+            click.echo(f"wrote {plot}")

@@ -82,12 +82,15 @@ class CocoSubset:
         if self.min_objects < 0:
             raise BadInput(f"min_objects {self.min_objects} is not allowed; use an integer >= 0", param="min_objects")
         if self.max_objects is not None and not self.min_objects <= self.max_objects <= MAX_OBJECTS:
-            raise BadInput(f"max_objects {self.max_objects} is not allowed; use {self.min_objects}..{MAX_OBJECTS}", param="max_objects")
+            raise BadInput(f"max_objects {self.max_objects} is not allowed; use {self.min_objects}..{MAX_OBJECTS}",
+                           param="max_objects")
         if self.largest_ratio is not None:
             if not (math.isfinite(self.largest_ratio) and self.largest_ratio >= 1):
-                raise BadInput(f"largest_ratio {self.largest_ratio} is not allowed; use a finite number >= 1", param="largest_ratio")
+                raise BadInput(f"largest_ratio {self.largest_ratio} is not allowed; use a finite number >= 1",
+                               param="largest_ratio")
             if self.min_objects < 2:
-                raise BadInput("largest_ratio compares the two largest objects; it needs min_objects=2 or more", param="largest_ratio")
+                raise BadInput("largest_ratio compares the two largest objects; it needs min_objects=2 or more",
+                               param="largest_ratio")
 
     def keeps(self, areas: list[float]) -> bool:
         """Whether an image with these non-crowd annotation areas is in the subset."""
@@ -192,12 +195,14 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
     caps = _load_json(Path(captions), "captions")
     for key in ("images", "categories"):
         if not isinstance(inst.get(key), list):
-            raise BadInput(f"instances {str(instances)!r} is not a COCO instances file: it needs an {key!r} list", param="instances")
+            raise BadInput(f"instances {str(instances)!r} is not a COCO instances file: it needs an {key!r} list",
+                           param="instances")
 
     categories: dict[int, dict] = {}
     for cat in inst["categories"]:
         if not isinstance(cat, dict) or not _is_int(cat.get("id")) or not isinstance(cat.get("name"), str):
-            raise BadInput(f"instances: {_entry('category', cat)} needs an integer id and a string name", param="instances")
+            raise BadInput(f"instances: {_entry('category', cat)} needs an integer id and a string name",
+                           param="instances")
         if cat["id"] in categories:
             raise BadInput(f"instances: category id {cat['id']} appears twice", param="instances")
         categories[cat["id"]] = {"name": cat["name"], "supercategory": str(cat.get("supercategory", ""))}
@@ -226,7 +231,8 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
             raise BadInput(f"{where} appears twice", param="instances")
         seen.add(ann["id"])
         if ann.get("image_id") not in images:
-            raise BadInput(f"{where} refers to image id {ann.get('image_id')!r}, which is not in 'images'", param="instances")
+            raise BadInput(f"{where} refers to image id {ann.get('image_id')!r}, which is not in 'images'",
+                           param="instances")
         if ann.get("category_id") not in categories:
             raise BadInput(f"{where} has unknown category id {ann.get('category_id')!r}; the file's categories "
                            f"are ids {sorted(categories)}", param="instances")
@@ -243,13 +249,15 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
     seen.clear()
     for cap in caps["annotations"]:
         if not isinstance(cap, dict) or not _is_int(cap.get("id")) or not isinstance(cap.get("caption"), str):
-            raise BadInput(f"captions: {_entry('caption', cap)} needs an integer id and a caption string", param="captions")
+            raise BadInput(f"captions: {_entry('caption', cap)} needs an integer id and a caption string",
+                           param="captions")
         if cap["id"] in seen:
             raise BadInput(f"captions: caption id {cap['id']} appears twice", param="captions")
         seen.add(cap["id"])
         if cap.get("image_id") not in images:
             raise BadInput(f"captions: caption id {cap['id']} refers to image id {cap.get('image_id')!r}, which "
-                           "is not in the instances file's 'images' (are both files of the same split?)", param="captions")
+                           "is not in the instances file's 'images' (are both files of the same split?)",
+                           param="captions")
         images[cap["image_id"]]["captions"].append({"id": cap["id"], "caption": cap["caption"].strip()})
 
     selected = []
@@ -265,7 +273,8 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
     for image in selected:
         if len(image["objects"]) > MAX_OBJECTS:
             raise BadInput(f"instances: image id {image['id']} has {len(image['objects'])} objects; at most "
-                           f"{MAX_OBJECTS} fit the dataset format (choose a subset with max_objects)", param="instances")
+                           f"{MAX_OBJECTS} fit the dataset format (choose a subset with max_objects)",
+                           param="instances")
         for key in ("objects", "crowd", "captions"):
             image[key].sort(key=lambda a: a["id"])
         path = (images_dir / image["file_name"]).resolve()

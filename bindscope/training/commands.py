@@ -151,10 +151,7 @@ def register(group: click.Group) -> None:
         OUT/sweep.json, OUT/sweep.csv and OUT/sweep.png (binding and recognition accuracy per attribute
         against the value: the MADMAN paper's figures 3 and 4). Finished points are skipped on rerun.
         """
-        from bindscope.dataset.commands import check_output_location
         from bindscope.training.sweep import SweepConfig, run_sweep
-
-        check_output_location("--out", out)
 
         sweep = SweepConfig(property=property, values=values, base_preset=base_preset, out=out, seeds=seeds,
                             num_train=num_train, num_test=num_test, data_seed=data_seed,

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bindscope.atomic import save_figure
 from bindscope.dataset.manifest import canonical_json, load_manifest, write_text_atomic
-from bindscope.dataset.ownership import resolve_output
+from bindscope.dataset.ownership import check_output_location, resolve_output
 from bindscope.errors import BadInput
 
 PROPERTIES = {"multi-object-images": "multi_object_images", "multi-object-captions": "multi_object_captions",
@@ -120,6 +120,7 @@ class Sweep:
         for name in ("num_train", "num_test", "jobs"):
             if getattr(config, name) < 1:
                 raise BadInput(f"{name} must be at least 1, got {getattr(config, name)}", param=name)
+        check_output_location("out", config.out)
         self.out = resolve_output(config.out)
         file_layer = read_yaml(config.generator_config, "generator_config") if config.generator_config else None
         base = madman_config.resolve(config.base_preset, file_layer, None, config.data_seed)
@@ -135,7 +136,8 @@ class Sweep:
                 self.point_configs[value] = madman_config.resolve(config.base_preset, file_layer, flags,
                                                                   config.data_seed)
             except BadInput as exc:
-                raise BadInput(f"values: {config.property} = {value:g} is not allowed ({exc})", param="values") from None
+                raise BadInput(f"values: {config.property} = {value:g} is not allowed ({exc})",
+                               param="values") from None
         options = dict(config.train_options)
         if options.get("batch_size", 128) > config.num_train:
             raise BadInput(f"batch_size {options.get('batch_size', 128)} is larger than num_train="
@@ -236,7 +238,17 @@ class Sweep:
 
 
 def run_sweep(config: SweepConfig, progress: bool = True, source=None) -> dict:
-    """Validate ``config`` fully, then run the sweep (see :meth:`Sweep.run`)."""
+    """The library call behind ``madman sweep``: validate ``config`` fully (every generator config and training
+    option, the sweep folder ``config.out``), then generate, train and evaluate every (value, seed) point and
+    write ``sweep.json``, ``sweep.csv`` and ``sweep.png`` into ``config.out`` (see :meth:`Sweep.run`).
+
+    Returns:
+        ``{"points": [...], "table": str, "files": {"json", "csv", "plot"}, "skipped": int}``; finished
+        points of an earlier run are skipped.
+
+    Raises:
+        BadInput: see :class:`Sweep` (all before anything is written); an unusable sweep folder.
+    """
     return Sweep(config).run(progress=progress, source=source)
 
 
