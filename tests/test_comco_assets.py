@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from bindscope.errors import BadInput
@@ -166,6 +168,15 @@ def test_import_gltf_and_obj_then_build(tmp_path):
     out = tmp_path / "assets"
     result = CliRunner().invoke(comco, ["assets", "import", str(models), "--out", str(out), "--licence", "CC-BY-4.0 (tester)"])
     assert result.exit_code == 0, result.output
+    import bindscope  # the library call behind the command writes the same registry and model files (the .blend
+    # bytes differ between two imports of the same models: Blender's save; only their names are compared)
+
+    shutil.move(out, tmp_path / "assets-cli")
+    registry = bindscope.comco.import_assets(models, out, licence="CC-BY-4.0 (tester)", progress=False)
+    assert (out / "registry.json").read_bytes() == (tmp_path / "assets-cli" / "registry.json").read_bytes()
+    assert sorted(p.name for p in (out / "models").iterdir()) == ["lighthouse.blend", "pizza.blend"]
+    assert sorted(p.name for p in (tmp_path / "assets-cli" / "models").iterdir()) == ["lighthouse.blend", "pizza.blend"]
+    assert [e["name"] for e in registry["categories"]] == ["lighthouse", "pizza"]
     categories = load_set(str(out))
     assert [(c.name, c.id, c.size_class, c.nominal_size_m, c.source, c.licence) for c in categories] == [
         ("lighthouse", 0, "large", 20.0, "tower.obj", "CC0-1.0 (test)"),

@@ -89,7 +89,7 @@ BLENDER_DOOR = ROOT / "generators" / "comco" / "blender" / "runtime.py"
 def test_blender_modules_are_imported_through_one_module():
     """bpy, bmesh and mathutils are imported in generators/comco/blender/runtime.py only; the rest of the
     Blender package gets them from it. Outside that package only the ComCO generator (its session) and
-    ``comco assets`` (the importer) use it, inside functions, so planning code never loads Blender."""
+    the asset calls (the importer) use it, inside functions, so planning code never loads Blender."""
     found = []
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -101,7 +101,7 @@ def test_blender_modules_are_imported_through_one_module():
     outside = sorted(m for m, targets in _imports().items() for t in targets
                      if t.startswith("bindscope.generators.comco.blender")
                      and not m.startswith("bindscope.generators.comco.blender"))
-    assert outside == ["bindscope.generators.comco.asset_commands", "bindscope.generators.comco.generator"]
+    assert outside == ["bindscope.generators.comco.asset_api", "bindscope.generators.comco.generator"]
     for name in outside:  # only inside functions: importing the module loads no Blender code
         path = ROOT.parent / (name.replace(".", "/") + ".py")
         top = [n for n in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(n, ast.ImportFrom)]

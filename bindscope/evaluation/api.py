@@ -293,6 +293,37 @@ def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n):
     return run, stem
 
 
+def plan_bench(benchmark: str, data: str | os.PathLike, *, images: str | os.PathLike | None = None,
+               flickr_images: str | os.PathLike | None = None, subsets: list[str] | None = None, seed: int = 0,
+               text_transform=None) -> EvaluationPlan:
+    """ARO or SugarCrepe from their published files (``bindscope bench``; docs/real-data.md) as an
+    :class:`EvaluationPlan`: the files and every image are checked here, before any model is loaded
+    (:func:`bindscope.evaluation.bench.read_bench`); :func:`run_evaluation` then scores a model
+    (:func:`bindscope.evaluation.bench.evaluate_bench`: accuracy per subset with Wilson 95% intervals, macro and
+    micro averages). Default result file: ``results/bench/<benchmark>-<model>-<tag>[-<labclip tag>].json``.
+
+    Args:
+        benchmark: ``"aro"`` or ``"sugarcrepe"``. data: folder of the benchmark's JSON files.
+        images / flickr_images: image roots (SugarCrepe: COCO val2017; ARO: the COCO and Flickr30k roots of
+            the order subsets' image paths, default ``data``). subsets: the subsets (default: every subset whose
+            file is in ``data``). seed: seed of ARO's order perturbations.
+        text_transform: e.g. a LABCLIP map applied to the text embeddings (its ``file_tag`` names the file).
+
+    Raises:
+        BadInput: unknown benchmark or subset, a missing folder, file or image, a malformed entry.
+    """
+    from bindscope.evaluation.bench import evaluate_bench, read_bench
+
+    items = read_bench(benchmark, data, images, flickr_images, subsets, seed=seed)
+    tag = getattr(text_transform, "file_tag", None)
+
+    def run(adapter, text_transform, cache, progress, rows):
+        return evaluate_bench(benchmark, items, adapter, text_transform=text_transform, cache=cache,
+                              data=str(Path(data).resolve()), seed=seed, progress=progress)
+    return EvaluationPlan(run, Path("results") / "bench", benchmark, f"-{tag}" if tag else "", text_transform,
+                          samples=False)
+
+
 def _check_new_file(param: str, path: Path | None, overwrite: bool) -> None:
     """BadInput when ``path`` exists and ``overwrite`` is off (the message names ``param``)."""
     if path is not None and path.exists() and not overwrite:

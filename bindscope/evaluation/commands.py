@@ -347,19 +347,12 @@ def register_bindscope(group: click.Group) -> None:
               device, precision, batch_size, cache_dir, no_cache, labclip):
         """ARO or SugarCrepe from their published files in local folders: accuracy per subset (Wilson 95%
         intervals), macro and micro averages; --labclip applies a fitted LABCLIP map. See docs/real-data.md."""
-        from bindscope.evaluation.api import EvaluationPlan
-        from bindscope.evaluation.bench import evaluate_bench, format_bench, read_bench
+        from bindscope.evaluation.api import plan_bench
+        from bindscope.evaluation.bench import format_bench
 
         chosen = [s.strip() for s in subsets.split(",") if s.strip()] if subsets else None
-        items = read_bench(benchmark, data, images, flickr_images, chosen, seed=seed)
-        text_transform = _labclip(labclip)
-        tag = text_transform.file_tag if text_transform is not None else None
-
-        def run(adapter, text_transform, cache, progress, rows):
-            return evaluate_bench(benchmark, items, adapter, text_transform=text_transform, cache=cache,
-                                  data=str(Path(data).resolve()), seed=seed, progress=progress)
-        plan = EvaluationPlan(run, Path("results") / "bench", benchmark, f"-{tag}" if tag else "", text_transform,
-                              samples=False)
+        plan = plan_bench(benchmark, data, images=images, flickr_images=flickr_images, subsets=chosen, seed=seed,
+                          text_transform=_labclip(labclip))
         _run(plan, model, pretrained, out, None, overwrite, quiet, format_bench, device=device,
              precision=precision, batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache)
 

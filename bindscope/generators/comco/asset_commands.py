@@ -1,18 +1,15 @@
 """``comco assets import|fetch|list``: real 3D models for the ComCO categories, and what each set holds.
 
-bpy and objaverse are imported inside the commands, so ``comco assets --help`` stays fast.
+The commands parse, print and exit; the work is :func:`bindscope.comco.import_assets` and
+:func:`bindscope.comco.fetch_assets` (:mod:`bindscope.generators.comco.asset_api`, which imports bpy and
+objaverse only when called, so ``comco assets --help`` stays fast).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import sys
-from pathlib import Path
 
 import click
-
-from bindscope.errors import BadInput
 
 
 def _echo_table(rows: list[list[str]], header: list[str]) -> None:
@@ -22,27 +19,15 @@ def _echo_table(rows: list[list[str]], header: list[str]) -> None:
         click.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-def _import(folder: str, out: str | None, mapping_file: str | None, licence: str | None) -> dict:
-    from tqdm import tqdm
+def _report(registry: dict, target: str) -> None:
+    from bindscope.generators.comco.assets import UNKNOWN_LICENCE
 
-    from bindscope.generators.comco.assets import UNKNOWN_LICENCE, plan_import
-
-    from bindscope.dataset.commands import check_output_location
-
-    check_output_location("--out", out or folder)  # the output first: no model file is read for a bad --out
-    items = plan_import(folder, mapping_file, licence)  # every other check happens here, before anything is written
-    from bindscope.generators.comco.blender.importer import import_folder
-
-    target = out or folder
-    registry = import_folder(items, target,
-                             progress=lambda it: tqdm(it, desc="importing", unit="model", file=sys.stderr))
     unknown = [e["name"] for e in registry["categories"] if e["licence"] == UNKNOWN_LICENCE]
     click.echo(f"{target}: {len(registry['categories'])} model(s) imported and normalised; "
                f"use it with `comco render --set {target}`")
     if unknown:
         click.echo(f"warning: no licence recorded for {', '.join(unknown)} (give --licence or a mapping entry)",
                    err=True)
-    return registry
 
 
 def register(group: click.Group) -> None:
@@ -69,7 +54,9 @@ def register(group: click.Group) -> None:
         at the origin, largest dimension 1.0) and saved as FOLDER/models/<name>.blend; registry.json records
         source, licence and sha256. A broken file stops the import with its name and changes nothing.
         """
-        _import(folder, out, mapping_file, licence)
+        from bindscope.generators.comco.asset_api import import_assets
+
+        _report(import_assets(folder, out, mapping_file, licence), out or folder)
 
     @assets.command("fetch")
     @click.option("--source", type=click.Choice(["objaverse"]), default="objaverse", show_default=True,
@@ -89,64 +76,13 @@ def register(group: click.Group) -> None:
         only licences 'by' (CC-BY-4.0) and 'cc0' (CC0-1.0) are kept; the most-liked one wins (ties by uid).
         The licence text with title, author and URL goes to the registry.
         """
-        from bindscope.config import read_yaml
-        from bindscope.dataset.commands import check_output_location
-        from bindscope.generators.comco.assets import candidate_uids, lvis_mapping as default_mapping, select_objaverse
-        from bindscope.generators.comco.registry import load_set
+        from bindscope.generators.comco.asset_api import fetch_assets
 
-        check_output_location("--out", out)
-        names = [c.name for c in load_set("comco72")]
-        wanted = [c.strip() for c in categories.split(",")] if categories else names
-        if lvis_mapping:
-            try:
-                mapping = read_yaml(lvis_mapping, "--lvis-mapping")["comco72"]
-            except (KeyError, TypeError) as exc:
-                raise BadInput(f"--lvis-mapping {lvis_mapping!r}: expected a YAML file with a 'comco72' mapping "
-                               f"({type(exc).__name__}: {exc})") from None
-        else:
-            mapping = default_mapping()
-        unknown = [c for c in wanted if c not in mapping]
-        if unknown:
-            raise BadInput(f"--categories: {', '.join(map(repr, unknown))} not in the LVIS mapping; allowed: "
-                           f"{', '.join(mapping)}")
-        try:
-            import objaverse
-        except ImportError:
-            raise BadInput("`comco assets fetch --source objaverse` needs the objaverse package: "
-                           "pip install objaverse (or pip install 'bindscope[render]')") from None
-        try:
-            lvis = objaverse.load_lvis_annotations()
-            annotations = objaverse.load_annotations(candidate_uids(lvis, wanted, mapping))
-        except OSError as exc:  # urllib errors are OSErrors
-            raise BadInput(f"cannot reach the Objaverse annotations on huggingface.co ({exc}); "
-                           "fetch needs a connected machine") from None
-        chosen = select_objaverse(lvis, annotations, wanted, mapping)
-        missing = [c for c in wanted if c not in chosen]
-        if not chosen:
-            raise BadInput(f"no CC-BY/CC0 Objaverse-LVIS model found for {', '.join(wanted)}")
-        try:
-            paths = objaverse.load_objects([v["uid"] for v in chosen.values()], download_processes=processes)
-        except OSError as exc:
-            raise BadInput(f"downloading Objaverse objects failed ({exc})") from None
-        download = Path(out).resolve().parent / f".{Path(out).name}.download"
-        download.mkdir(parents=True, exist_ok=True)
-        try:
-            entries = {}
-            for category, info in chosen.items():
-                local = paths.get(info["uid"])
-                if local is None:
-                    missing.append(category)
-                    continue
-                name = f"{category.replace(' ', '_')}.glb"
-                shutil.copyfile(local, download / name)
-                entries[name] = {"category": category, "licence": info["licence"], "source": info["source"]}
-            (download / "mapping.json").write_text(json.dumps(entries, indent=2, sort_keys=True), encoding="utf-8")
-            _import(str(download), out, None, None)
-        finally:
-            shutil.rmtree(download, ignore_errors=True)
+        wanted = [c.strip() for c in categories.split(",")] if categories else None
+        registry, missing = fetch_assets(out, wanted, lvis_mapping, processes)
+        _report(registry, out)
         if missing:
-            click.echo(f"no CC-BY/CC0 model for: {', '.join(sorted(missing))} (these keep no model in {out})",
-                       err=True)
+            click.echo(f"no CC-BY/CC0 model for: {', '.join(missing)} (these keep no model in {out})", err=True)
 
     @assets.command("list")
     @click.argument("set_spec", metavar="[SET]", default="comco72", required=False)
