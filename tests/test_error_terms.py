@@ -18,7 +18,7 @@ from bindscope.cli import bindscope as bindscope_cli
 from bindscope.cli import comco, madman
 from bindscope.dataset import backends, hub, merge, release
 from bindscope.errors import BadInput
-from bindscope.evaluation import adapters, encoder
+from bindscope.evaluation import adapters, encoder, model_list
 from bindscope.generators.comco import assets
 from bindscope.generators.madman import preview
 from bindscope.importers import coco
@@ -112,6 +112,10 @@ CASES = [
      r"pretrained 'nonsense' is not a known tag for 'ViT-B-32'", "pretrained",
      madman, ["eval", "madman", "--model", "ViT-B-32", "--pretrained", "nonsense", "--out", "r.json"],
      r"--pretrained 'nonsense' is not a known tag for 'ViT-B-32'"),
+    ("eval model list", lambda p: model_list.expand_models("ViT-B-32,RN50", "a,b,c"),
+     r"model lists 2 models but pretrained='a,b,c' lists 3 tags", "model",
+     madman, ["eval", "madman", "--model", "ViT-B-32,RN50", "--pretrained", "a,b,c", "--out", "r.json"],
+     r"--model lists 2 models but --pretrained 'a,b,c' lists 3 tags"),
     ("eval device", lambda p: encoder.resolve_device("tpu"),
      r"device 'tpu' is not allowed", "device",
      madman, ["eval", "madman", "--model", "ViT-B-32", "--pretrained", "none", "--device", "tpu", "--out", "r.json"],

@@ -122,7 +122,7 @@ def test_expand_models(tmp_path):
     assert expand_models("ViT-B-32", "openai, laion2b_s34b_b79k") == [("ViT-B-32", "openai"),
                                                                       ("ViT-B-32", "laion2b_s34b_b79k")]
     assert expand_models("A,B", "x,y") == [("A", "x"), ("B", "y")]
-    with pytest.raises(BadInput, match="2 models but pretrained lists 3"):
+    with pytest.raises(BadInput, match="^model lists 2 models but pretrained=.* lists 3 tags"):
         expand_models("A,B", "x,y,z")
     listing = tmp_path / "models.txt"
     listing.write_text("# table 1\nViT-B-32,openai\n\nRN50\n")

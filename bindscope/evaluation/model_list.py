@@ -73,8 +73,8 @@ def expand_models(model: str, pretrained: str | None = None) -> list[tuple[str, 
     if not models:
         raise BadInput("model is empty; give a model name, a checkpoint, a list file or a glob", param="model")
     if len(models) > 1 and len(tags) > 1 and len(models) != len(tags):
-        raise BadInput(f"model lists {len(models)} models but pretrained lists {len(tags)} tags; give one tag, "
-                       "or one tag per model (paired in order)", param="model")
+        raise BadInput(f"model lists {len(models)} models but pretrained={pretrained!r} lists {len(tags)} tags; "
+                       "give one tag, or one tag per model (paired in order)", param="model")
     if len(tags) == 1:
         pairs = [(m, tags[0]) for m in models]
     elif len(models) == 1:
