@@ -135,3 +135,25 @@ def test_audit_subsets_and_another_split(data):
     assert audit["counts"]["train_objects"] == 10 and audit["counts"]["test_objects"] == 7
     assert audit["settings"]["train_split"] == "test" and audit["dataset"]["splits"] == ["test", "train"]
     assert audit["digit"]["n"] == 7
+
+
+def test_training_shift_moves_each_crop_within_bounds():
+    import torch
+
+    from bindscope.evaluation.audit import _shifted
+
+    crops = torch.zeros((64, 16, 16, 3), dtype=torch.uint8)
+    crops[:, 6:10, 5:9] = torch.arange(1, 17, dtype=torch.uint8).reshape(1, 4, 4, 1)  # a 4x4 patch, row-major 1..16
+    out = _shifted(crops, 3, torch.Generator().manual_seed(0))
+    assert out.shape == crops.shape and out.dtype == torch.uint8
+    moves = set()
+    for moved in out:
+        ys, xs = np.nonzero(moved[:, :, 0].numpy())
+        dy, dx = int(ys.min()) - 6, int(xs.min()) - 5
+        assert -3 <= dy <= 3 and -3 <= dx <= 3
+        assert torch.equal(moved[6 + dy:10 + dy, 5 + dx:9 + dx], crops[0, 6:10, 5:9])  # moved whole, unchanged
+        assert int(moved.sum()) == int(crops[0].sum())
+        moves.add((dy, dx))
+    assert len(moves) > 20  # 49 possible offsets, 64 draws
+    again = _shifted(crops, 3, torch.Generator().manual_seed(0))
+    assert torch.equal(out, again)

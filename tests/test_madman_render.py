@@ -153,3 +153,90 @@ def test_swelling_widens_strokes_locally(gen128):
         widest = lambda a: 2 * ndi.distance_transform_edt(a >= 0.5).max()  # noqa: E731
         assert widest(swollen) >= 0.85 * bulge and widest(swollen) > widest(plain), (n, widest(swollen), bulge,
                                                                                    widest(plain))
+
+
+@pytest.fixture(scope="module")
+def gen96():
+    return make_generator({"image_size": 96})
+
+
+@pytest.fixture(scope="module")
+def gen96r():
+    return make_generator({"image_size": 96}, train_per_class=100)  # enough digits of every class for the reader
+
+
+def test_two_large_digits_never_overlap(gen96):
+    """Version 4 layout: the hardest pairs (two large, swollen digits, most of them turned 45 degrees) keep their
+    ink apart, nothing of object 2 is hidden, the recorded boxes hold the ink, and object 1 moves off the centre
+    only in some images and never farther out than object 2."""
+    r = gen96.renderer
+    mid = (96 - 1) / 2
+    moved = []
+    drawn = [int(n) for pool in gen96.pools["train"] for n in pool[:4]]  # 4 drawable digits of each class
+    room = mid - 1.0  # canvas half-width inside the 1-pixel margin
+    tight = 0
+    for i, (n1, n2) in enumerate(zip(drawn[::2], drawn[1::2])):
+        rotation = ("tilted-left", "tilted-right", "upright")[i % 3]
+        second = spec_for(gen96, n2, swelling="swollen", rotation=rotation)["digits"][0]
+        spec = spec_for(gen96, n1, swelling="swollen", rotation=rotation, second=second)
+        spec["layout"]["direction"] = 2 * math.pi * i / 20
+        image, mask, objects, placements = r.render(spec)
+        a1, _ = r.digit_alpha(spec["digits"][0], tuple(placements[0]["centre"]))
+        a2, _ = r.digit_alpha(spec["digits"][1], tuple(placements[1]["centre"]))
+        one, two = (r.pose(d).extent for d in spec["digits"])
+        if min(one[a] + one[a + 2] + two[a] + two[a + 2] + 1.0 for a in (0, 1)) > 2 * room:
+            tight += 1  # the canvas cannot hold the two ink extents apart along either axis
+            continue
+        assert not ((a1 > 0) & (a2 > 0)).any()
+        assert objects[1].area == int((a2 >= 0.5).sum()) > 100
+        for a, p in ((a1, placements[0]), (a2, placements[1])):  # the recorded box holds all the ink
+            ys, xs = np.nonzero(a > 0)
+            y0, x0, y1, x1 = p["box"]
+            assert y0 <= ys.min() and ys.max() <= y1 and x0 <= xs.min() and xs.max() <= x1
+        moved.append(math.dist(placements[0]["centre"], (mid, mid)))
+        # at most as far out as object 2 (the tightest pairs end up side by side, about equally far)
+        assert moved[-1] < math.dist(placements[1]["centre"], (mid, mid)) + 1.0
+    assert max(moved) < 96 / 4 and 0 < sum(m > 0.5 for m in moved) < len(moved) and tight <= 4
+
+
+def test_drawn_source_is_the_first_candidate_the_reader_reads(gen96r):
+    """Version 4: each digit is drawn from the first of its source and three alternates (same class, same pool)
+    that the reader reads as the class with the digit's swelling and cuts; plain digits are never re-drawn."""
+    r = gen96r.renderer
+    assert r.reader is not None
+    switched, read_drawn, read_planned, judged = 0, 0, 0, 0
+    for sample in gen96r.make_samples("train", 0, 60):
+        for digit, obj, placed in zip(sample.spec["digits"], sample.objects, sample.spec["placements"]):
+            candidates = [digit["source"], *digit["alternates"]]
+            assert len(candidates) == 4 and set(candidates) <= set(gen96r.pools["train"][digit["digit"]].tolist())
+            reads = []
+            for n in candidates:
+                pose = r.pose({**digit, "source": n})
+                ink = r.frame_ink(pose)
+                if pose.swell_at is None and not pose.cuts:
+                    np.testing.assert_array_equal(ink, gen96r.table.variants[n, pose.v].astype(np.float32) * np.float32(1 / 255))
+                    reads.append(None)
+                else:
+                    reads.append(int(r.reader.read(ink[None], pose.v, np.array([n]))[0]) == digit["digit"])
+            if reads[0] is None:
+                expected = candidates[0]
+            else:
+                expected = next((n for n, ok in zip(candidates, reads) if ok), candidates[0])
+                judged += 1
+                read_planned += reads[0]
+                read_drawn += reads[candidates.index(expected)]
+            assert placed["source"] == expected == int(obj.extras["source_index"])
+            switched += expected != candidates[0]
+    assert switched > 0 and judged > 40
+    assert read_drawn > read_planned and read_drawn >= 0.9 * judged
+
+
+def test_frame_ink_cuts_the_stroke(gen96):
+    n = int(gen96.pools["train"][7][0])
+    pose = gen96.renderer.pose(spec_for(gen96, n, fracture="fractured")["digits"][0])
+    ink = gen96.renderer.frame_ink(pose)
+    plain = gen96.table.variants[n, pose.v] / 255.0
+    assert pose.cuts and ink.sum() < plain.sum() - 2
+    for y, x, _ in pose.cuts:  # nothing left at a cut's centre; ink remains elsewhere
+        assert ink[int(round(y)), int(round(x))] == 0.0 and plain[int(round(y)), int(round(x))] > 0.5
+    assert (ink <= plain + 1e-6).all()

@@ -344,7 +344,7 @@ def audit(data, *, out: str | os.PathLike | None = None, plot: str | os.PathLike
         progress: tqdm bar on stderr.
         **options: :func:`~bindscope.evaluation.audit.audit_madman`'s ``train_split``, ``test_split``,
             ``epochs``, ``batch_size``, ``lr``, ``width`` (channels), ``seed``, ``max_train_objects``,
-            ``max_test_objects``, ``threads`` (torch CPU threads; the result depends on it).
+            ``max_test_objects``, ``threads`` (torch CPU threads; the result depends on it), ``shift`` (pixels).
 
     Returns:
         ``Evaluation(result, out path or None, plot path or None)``.

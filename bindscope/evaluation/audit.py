@@ -46,6 +46,7 @@ SCHEMA_VERSION = 1
 DIGIT = "digit"
 SIZE = "size"
 CROP_MULTIPLE = 8
+SHIFT = 3  # default largest random offset (pixels) of a training crop (docs/madman.md, "Attribute-legibility audit")
 
 
 @dataclass
@@ -173,14 +174,28 @@ def _to_input(images):
     return images.permute(0, 3, 1, 2).float().div_(255.0)
 
 
+def _shifted(images, shift: int, generator):
+    """``(B, crop, crop, 3)`` uint8 crops each moved by its own whole-pixel offset in ``[-shift, shift]`` along
+    both axes (drawn from ``generator``), black where the window leaves the crop."""
+    import torch
+
+    crop = images.shape[1]
+    padded = torch.nn.functional.pad(images, (0, 0, shift, shift, shift, shift))
+    offsets = torch.randint(0, 2 * shift + 1, (len(images), 2), generator=generator).tolist()
+    return torch.stack([padded[i, dy:dy + crop, dx:dx + crop] for i, (dy, dx) in enumerate(offsets)])
+
+
 def train_oracle(train: ObjectCrops, heads: dict[str, int], epochs: int, batch_size: int, lr: float, width: int,
-                 seed: int, progress: bool = False):
+                 seed: int, progress: bool = False, shift: int = 0):
     """Train the oracle on ``train`` (see the module docstring); returns the model in eval mode.
+
+    ``shift`` (pixels, >= 0): each training crop is moved by a random whole-pixel offset of at most ``shift``
+    along each axis in every epoch (augmentation that changes no attribute; 0 = none).
 
     Deterministic: the weights come from ``torch.manual_seed(seed)`` inside :func:`torch.random.fork_rng` (the
     caller's global RNG is untouched) and epoch ``e`` visits the objects in ``torch.randperm`` order of a
-    generator seeded with ``(seed, e)``; the same inputs and seed give the same model on the same machine and
-    thread count.
+    generator seeded with ``(seed, e)``, which then draws the shifts; the same inputs and seed give the same
+    model on the same machine and thread count.
     """
     import torch
     from torch import nn
@@ -201,12 +216,14 @@ def train_oracle(train: ObjectCrops, heads: dict[str, int], epochs: int, batch_s
     bar = tqdm(total=epochs * steps_per_epoch, desc="audit: training the oracle", disable=not progress,
                unit="step")
     for epoch in range(epochs):
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+        generator = torch.Generator().manual_seed(seed * 100_003 + epoch)
+        order = torch.randperm(n, generator=generator)
         for start in range(0, n, batch_size):
             rows = order[start:start + batch_size]
             if len(rows) < 2:  # batch norm needs two samples
                 continue
-            out = model(_to_input(x_all[rows]))
+            x = _shifted(x_all[rows], shift, generator) if shift else x_all[rows]
+            out = model(_to_input(x))
             loss = sum(loss_fn(out[h], y_all[h][rows]) for h in heads)
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
@@ -253,7 +270,7 @@ def confusion_figures(truth: np.ndarray, predicted: np.ndarray, classes: list[st
 def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train", test_split: str = "test",
                  epochs: int = 8, batch_size: int = 128, lr: float = 3e-3, width: int = 32, seed: int = 0,
                  max_train_objects: int | None = None, max_test_objects: int | None = None, threads: int = 1,
-                 progress: bool = False) -> dict:
+                 shift: int = SHIFT, progress: bool = False) -> dict:
     """Train the oracle CNN on the isolated objects of ``train_split`` and score it on ``test_split``.
 
     Args:
@@ -265,6 +282,7 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
         max_train_objects / max_test_objects: use only the first N visible objects of the split (None: all).
         threads: torch CPU threads (>= 1). The result depends on it (the order of floating-point sums); more
             threads than idle cores make torch many times slower, so the default is 1.
+        shift: largest random offset (pixels, >= 0) of a training crop per axis (:func:`train_oracle`).
         progress: show a progress bar.
 
     Returns:
@@ -280,7 +298,7 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
         BadInput: equal splits, a value out of range, a split without visible objects.
     """
     for name, value, low in (("epochs", epochs, 1), ("batch_size", batch_size, 2), ("width", width, 1),
-                             ("seed", seed, 0), ("threads", threads, 1), ("max_train_objects", max_train_objects, 1),
+                             ("seed", seed, 0), ("threads", threads, 1), ("shift", shift, 0), ("max_train_objects", max_train_objects, 1),
                              ("max_test_objects", max_test_objects, 1)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             raise BadInput(f"{name} {value!r} is not allowed; use an integer >= {low}")
@@ -305,7 +323,7 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
                            f"{'train' if part is train else 'test'} on")
     heads = {h: len(c) for h, c in classes.items() if len(c) > 1}
     with torch_threads(threads):
-        model = train_oracle(train, heads, epochs, batch_size, lr, width, seed, progress)
+        model = train_oracle(train, heads, epochs, batch_size, lr, width, seed, progress, shift)
         predicted = predict(model, test.images, list(heads))
 
     def figures(rows: np.ndarray) -> dict:
@@ -328,9 +346,9 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
               "dataset": dataset_info(ds, [train_split, test_split]),
               "settings": {"train_split": train_split, "test_split": test_split, "epochs": epochs,
                            "batch_size": batch_size, "lr": lr, "width": width, "seed": seed, "threads": threads,
-                           "crop": crop,
+                           "crop": crop, "shift": shift,
                            "max_train_objects": max_train_objects, "max_test_objects": max_test_objects,
-                           "model": "oracle CNN (3 conv stages, one head per attribute and the digit)",
+                           "model": "oracle CNN (4 conv stages, one head per attribute and the digit)",
                            "confusion": "rows = true class, columns = predicted class"},
               "counts": {"train_objects": len(train.images), "test_objects": len(test.images),
                          "train_skipped_invisible": train.skipped, "test_skipped_invisible": test.skipped},

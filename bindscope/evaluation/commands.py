@@ -9,6 +9,7 @@ import click
 from bindscope.cli_types import FiniteFloat
 from bindscope.errors import BadInput
 from bindscope.evaluation.api import check_locations
+from bindscope.evaluation.audit import SHIFT  # no torch at import
 
 
 MAX_AUDIT_EPOCHS = 1000  # madman audit --epochs
@@ -185,9 +186,11 @@ def register_madman(group: click.Group) -> None:
                   help="Test on the first N visible objects only (default: all).")
     @click.option("--threads", type=click.IntRange(min=1, max=256), default=1, show_default=True,
                   help="torch CPU threads; the result depends on it. More than the idle cores slows torch down.")
+    @click.option("--shift", type=click.IntRange(min=0, max=16), default=SHIFT, show_default=True,
+                  help="Largest random offset (pixels, per axis) of a training crop; 0 = no augmentation.")
     @click.option("--quiet", is_flag=True, help="No progress bar.")
     def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, batch_size, lr, width, seed,
-                     max_train_objects, max_test_objects, threads, quiet):
+                     max_train_objects, max_test_objects, threads, shift, quiet):
         """Can a supervised model see each attribute and the digit? Audit a MADMAN dataset DATA.
 
         Trains a small CNN (the oracle; CPU, seeded) on the objects of --train-split, each isolated by its own
@@ -202,7 +205,8 @@ def register_madman(group: click.Group) -> None:
         start = time.perf_counter()
         run = audit(data, out=out, plot=plot, overwrite=overwrite, progress=not quiet, train_split=train_split,
                     test_split=test_split, epochs=epochs, batch_size=batch_size, lr=lr, width=width, seed=seed,
-                    max_train_objects=max_train_objects, max_test_objects=max_test_objects, threads=threads)
+                    max_train_objects=max_train_objects, max_test_objects=max_test_objects, threads=threads,
+                    shift=shift)
         click.echo(format_audit(run.result))
         click.echo(f"\nfinished in {time.perf_counter() - start:.0f} s")
         for path in (run.plot, run.path):

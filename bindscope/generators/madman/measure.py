@@ -104,7 +104,7 @@ def measure_objects(generator, split: str = "test", count: int = 100) -> list[di
             alpha, placement = generator.renderer.digit_alpha(digit, tuple(placed["centre"]))
             attrs = digit["attributes"]
             theta = math.radians(values["rotation"][attrs["rotation"]])
-            box = table.ink_box[digit["source"], table.amounts.index(values["thickness"][attrs["thickness"]])]
+            box = table.ink_box[placement["source"], table.amounts.index(values["thickness"][attrs["thickness"]])]
             mask = alpha >= 0.5
             tall = height(mask, theta)
             stroke = stroke_width(alpha)

@@ -46,6 +46,10 @@ from bindscope.dataset.records import Negative
 from bindscope.generators.madman.attributes import ATTRIBUTES
 from bindscope.generators.madman.captions import describe, make_negatives
 
+#: Other instances of the same class drawn for each digit (``alternates``): the renderer draws the first of
+#: ``source``, ``alternates`` that stays legible with the digit's attributes (generator version 4).
+ALTERNATES = 3
+
 
 def _pick(u: float, items: Sequence):
     return items[min(int(u * len(items)), len(items) - 1)]
@@ -155,7 +159,8 @@ class Planner:
         """Plan sample ``index`` of ``split``; return ``(spec, caption, negatives)``.
 
         The spec holds ``digits`` (object 1 first: digit class, MNIST source index, the six attribute
-        values, swelling and fracture draws), ``layout`` (centre jitter in pixels, direction of object 2 in
+        values, swelling and fracture draws, :data:`ALTERNATES` other source indices of the class as
+        ``alternates``), ``layout`` (centre jitter in pixels, direction of object 2 in
         radians), ``mentions`` (object index and mentioned attributes, in caption order) and ``holdout``.
         """
         cfg = self.config
@@ -178,6 +183,9 @@ class Planner:
                  for m in mentions for k in [m["index"]]]
         caption = describe([(d, attrs) for _, d, attrs in parts], self.order)
         negatives = make_negatives(parts, self.values, u, self.order)
+        for d in digits:  # drawn last, so that nothing above depends on them
+            pool = self.pools["train" if split == "train" else "eval"][d["digit"]]
+            d["alternates"] = [int(_pick(u(), pool)) for _ in range(ALTERNATES)]
         spec = {"split": split, "index": index, "digits": digits, "layout": layout, "mentions": mentions,
                 "holdout": None if holdout is None else f"{holdout[0]}:{holdout[1]}={holdout[2]}"}
         return spec, caption, negatives

@@ -18,9 +18,12 @@ Geometry (canvas pixel ``(i, j)`` is centred at ``(i, j)``; angles counter-clock
   size * canvas)`` canvas pixels wide, at skeleton points at least one stroke width plus one gap along the
   skeleton from any stroke end or junction, two (stroke + gap) apart and clear of the swelling (seeded draws;
   fewer cuts if the glyph has no room left).
-- **placement**: object 1 (salient) has its ink-box centre at the canvas centre plus the plan's jitter;
-  object 2's centre lies along the plan's direction, as far from the centre as keeps its rotated ink box
-  ``margin`` pixels inside the canvas. Object 1 is drawn over object 2.
+- **placement** (:meth:`Renderer.layout`): object 1 (salient) has its ink-box centre at the canvas centre plus
+  the plan's jitter; object 2's centre lies along the plan's direction (or that direction turned by a multiple
+  of 45 degrees), as far from the centre as keeps its rotated ink box ``margin`` pixels inside the canvas and
+  at least a pixel clear of object 1's box. Where only a move of object 1 makes room (two large digits),
+  object 1 moves as little as that needs (generator version 4; before, the two digits overlapped). Object 1
+  is drawn over object 2.
 - **colour**: a digit's ink coverage ``a`` (0..1) is painted as ``a * rgb`` over black; with two digits,
   object 1 covers ``c1 = a1`` and object 2 ``c2 = a2 * (1 - a1)``; the image is ``round(c1 * rgb1 + c2 *
   rgb2)``.
@@ -36,11 +39,13 @@ Supersampling is a box-filter anti-aliasing: strokes thinner than a pixel stay c
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import ndimage as ndi
 
 from bindscope.dataset.records import ObjectRecord, mask_bbox_area, size_ranks
+from bindscope.generators.madman.legibility import Reader
 from bindscope.generators.madman.morpho import (SWELL_LENGTH, MorphoTable, bulge_half_width, fracture_factor,
                                                swelling_centre, swelling_cover)
 
@@ -49,129 +54,252 @@ WIDEST = 1.25  # no glyph's largest diameter exceeds this many times its size le
 EXTRAS = ["source_index", "scale", "centre_y", "centre_x", "stroke_thickness"]
 
 
-def _extent(box: np.ndarray, scale: float, theta: float, grow: float) -> tuple[float, float, float, float]:
-    """Half extents (ey, ex) of the rotated, scaled ink box (+ ``grow`` frame pixels) and its centre in the frame."""
-    y0, x0, y1, x1 = (float(v) for v in box)
-    cy, cx = (y0 + y1) / 2, (x0 + x1) / 2
+def _extent(box: tuple[float, float, float, float], scale: float, theta: float, grow: float) -> tuple[float, float]:
+    """Half extents ``(ey, ex)`` (canvas pixels) of the rotated, scaled ink box grown by ``grow`` frame pixels."""
+    y0, x0, y1, x1 = box
     hy, hx = (y1 - y0) / 2 + grow, (x1 - x0) / 2 + grow
     c, s = abs(math.cos(theta)), abs(math.sin(theta))
-    return scale * (hy * c + hx * s), scale * (hx * c + hy * s), cy, cx
+    return scale * (hy * c + hx * s), scale * (hx * c + hy * s)
+
+
+@dataclass
+class Pose:
+    """One planned digit's geometry before it is placed (frame pixels unless noted).
+
+    ``n``/``v``: source digit and glyph variant (thickness); ``theta``: rotation (radians); ``scale``: canvas
+    pixels per frame pixel; ``target``: the size level's height (canvas pixels); ``stroke``: stroke width;
+    ``bulge``: the swelling's half-width (0 without); ``box``: the variant's ink box ``(y0, x0, y1, x1)``;
+    ``extent``: ``(up, left, down, right)``, how far the drawn ink (swelling included, plus one canvas pixel
+    of anti-aliasing) reaches from the ink-box centre (canvas pixels, after rotation and scaling); ``guard``: half
+    extents ``(ey, ex)`` of the rotated, scaled ink box grown by the swelling and 1.5 canvas pixels (the window
+    that is drawn); ``skeleton``: ``(points, tangent, reach, clearance)`` of :meth:`MorphoTable.skeleton` when a
+    swelling or a cut needs it, else None; ``swell_at``: the swelling's centre ``(y, x)`` or None; ``cuts``:
+    the fracture cuts ``[y, x, tangent]`` (radians); ``gap``: their width (canvas pixels); ``cut_half``: how far
+    a cut runs to each side of the centre line.
+    """
+
+    n: int
+    v: int
+    theta: float
+    scale: float
+    target: float
+    stroke: float
+    bulge: float
+    box: tuple[float, float, float, float]
+    extent: tuple[float, float, float, float]
+    guard: tuple[float, float]
+    skeleton: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
+    swell_at: np.ndarray | None
+    cuts: list[list[float]]
+    gap: float
+    cut_half: float
 
 
 class Renderer:
-    """Draws planned digits. Holds the digit source's :class:`MorphoTable` and the config's value sets."""
+    """Draws planned digits. Holds the digit source's :class:`MorphoTable`, the config's value sets and the
+    reader that picks among a digit's candidate sources (:meth:`choose`; None: always the planned source)."""
 
-    def __init__(self, config: dict, table: MorphoTable):
+    def __init__(self, config: dict, table: MorphoTable, reader: Reader | None = None):
         self.config = config
         self.table = table
+        self.reader = reader
         self.size = int(config["image_size"])
         self.values = config["attributes"]
         self.morpho = config["morpho"]
         self.margin = float(config["layout"]["margin"])
         self.supersample = int(config["render"]["supersample"])
 
-    def digit_alpha(self, digit: dict, centre: tuple[float, float] | None = None, direction: float = 0.0,
-                    avoid: list[float] | None = None) -> tuple[np.ndarray, dict]:
-        """Ink coverage ``(S, S)`` float32 in [0, 1] of one planned digit on the canvas, and its placement.
-
-        Args:
-            digit: one entry of a plan's ``digits``.
-            centre: canvas position ``(y, x)`` (pixels) of the ink-box centre; None places the digit as far
-                out as the canvas allows along ``direction`` (radians, 0 = right, counter-clockwise) or, if
-                its box would overlap ``avoid``, along the first of ``direction`` + 45, -45, 90, -90, 135,
-                -135, 180 degrees where it does not (the least overlap if it overlaps everywhere).
-            avoid: a box ``(y0, x0, y1, x1)`` in canvas pixels to keep clear (object 1's rotated ink box).
-
-        Returns:
-            ``(alpha, placement)`` with placement ``{"centre": [y, x], "scale": s, "box": [y0, x0, y1, x1],
-            "stroke": w, "cuts": [[y, x, tangent], ...], "gap": g}``: the rotated ink box (canvas pixels), the
-            stroke width (canvas pixels), the fracture cuts (frame coordinates, radians) and their width
-            (canvas pixels).
-        """
+    def pose(self, digit: dict) -> Pose:
+        """The geometry of one planned digit (an entry of a plan's ``digits``): see :class:`Pose`."""
         t = self.table
         n = digit["source"]
         attrs = digit["attributes"]
         v = t.amounts.index(float(self.values["thickness"][attrs["thickness"]]))
-        swelling = float(self.values["swelling"][attrs["swelling"]])
         theta = math.radians(float(self.values["rotation"][attrs["rotation"]]))
-        box = t.ink_box[n, v]
-        glyph = float(box[2] - box[0])
+        box = tuple(float(b) for b in t.ink_box[n, v])
+        glyph = box[2] - box[0]
         target = float(self.values["size"][attrs["size"]]) * self.size
         # the glyph is size * canvas tall, unless it is so wide that its largest diameter would exceed WIDEST times
         # that: then its largest diameter is WIDEST * size * canvas (sizes stay apart after any rotation)
         scale = target / max(glyph, float(t.diameter[n, v]) / WIDEST)
         stroke = float(t.stroke[n, v])
-        bulge = bulge_half_width(swelling, glyph, stroke)
-        if bulge > 0 or digit["cuts"]:
-            points, tangent, reach, clearance = t.skeleton(n, v)
-        ey, ex, cy, cx = _extent(box, scale, theta, max(0.0, bulge - stroke / 2))
-        gy, gx, _, _ = _extent(box, scale, theta, max(0.0, bulge - stroke / 2) + 1.5 / scale)
-        if centre is None:
-            best = None
-            for turn in _TURNS:
-                cand = self._far_point(direction + turn, ey, ex)
-                overlap = 0.0
-                if avoid is not None:
-                    oy = min(cand[0] + ey, avoid[2]) - max(cand[0] - ey, avoid[0])
-                    ox = min(cand[1] + ex, avoid[3]) - max(cand[1] - ex, avoid[1])
-                    overlap = max(0.0, oy) * max(0.0, ox)
-                if best is None or overlap < best[0] - 1e-9:
-                    best = (overlap, cand)
-                if overlap == 0.0:
-                    break
-            centre = best[1]
-        py, px = centre
+        bulge = bulge_half_width(float(self.values["swelling"][attrs["swelling"]]), glyph, stroke)
+        skeleton = t.skeleton(n, v) if bulge > 0 or digit["cuts"] else None
+        swell_at = None
+        # disks (frame centre, radius) that hold all drawn ink: a frame pixel of the variant (bilinear sampling
+        # spreads it over one frame pixel around its centre) and the swelling's disks
+        ys, xs = np.nonzero(t.variants[n, v])
+        centres, radii = np.stack([ys, xs], 1).astype(np.float64), np.ones(len(ys))
+        if bulge > 0 and len(skeleton[0]):
+            points, _, reach, clearance = skeleton
+            swell_at = swelling_centre(points, reach, clearance, bulge, stroke, digit["swell"])
+            near = points[((points - swell_at) ** 2).sum(1) < (SWELL_LENGTH * bulge) ** 2]
+            centres, radii = np.concatenate([centres, near]), np.concatenate([radii, np.full(len(near), bulge)])
+        cy, cx = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        cos, sin = math.cos(theta), math.sin(theta)
+        dx, dy = centres[:, 1] - cx, centres[:, 0] - cy
+        oy, ox = scale * (-dx * sin + dy * cos), scale * (dx * cos + dy * sin)  # canvas offsets (see _window)
+        pad = scale * radii + 1.0
+        extent = (float(np.max(pad - oy)), float(np.max(pad - ox)), float(np.max(oy + pad)), float(np.max(ox + pad)))
+        guard = _extent(box, scale, theta, max(0.0, bulge - stroke / 2) + 1.5 / scale)
         gap = max(float(self.morpho["fracture_min_gap"]), float(self.morpho["fracture_gap"]) * target)
-        swell_at = (swelling_centre(points, reach, clearance, bulge, stroke, digit["swell"])
-                    if bulge > 0 and len(points) else None)
         half = stroke / 2 + max(1.0, 1.0 / scale)  # a cut runs a canvas pixel beyond the stroke on each side
         cuts = []
         if digit["cuts"]:
+            points, tangent, reach, clearance = skeleton
             cuts = self._cuts(digit["cuts"], points, tangent, reach, clearance, stroke, half, gap / scale, swell_at,
                               SWELL_LENGTH * bulge)
-        placement = {"centre": [py, px], "scale": scale, "box": [py - ey, px - ex, py + ey, px + ex],
+        return Pose(n, v, theta, scale, target, stroke, bulge, box, extent, guard, skeleton, swell_at, cuts, gap,
+                    half)
+
+    def frame_ink(self, pose: Pose) -> np.ndarray:
+        """The posed digit's ink coverage in the frame of the normalised glyphs, before rotation and scaling:
+        ``(FRAME, FRAME)`` float32 in [0, 1], swelling and cuts applied as :meth:`draw` applies them (one sample
+        per frame pixel)."""
+        frame = self.table.variants.shape[-1]
+        ink = self.table.variants[pose.n, pose.v].astype(np.float32) * np.float32(1 / 255)
+        qy, qx = np.mgrid[0:frame, 0:frame].astype(np.float32)
+        if pose.swell_at is not None:
+            np.maximum(ink, swelling_cover(qy, qx, pose.skeleton[0], pose.swell_at, pose.stroke / 2, pose.bulge,
+                                           pose.scale), out=ink)
+        if pose.cuts:
+            ink *= fracture_factor(qy, qx, np.array([c + [pose.cut_half] for c in pose.cuts], np.float32),
+                                   pose.gap / pose.scale, 1.0 / pose.scale)
+        return ink
+
+    def choose(self, digit: dict) -> Pose:
+        """The pose of the first of the digit's candidate sources (``source``, then ``alternates``) that the
+        :class:`~bindscope.generators.madman.legibility.Reader` reads as the planned class once thickness,
+        swelling and cuts are applied (:meth:`frame_ink`); the first candidate if none is read so, or without a
+        reader. A candidate without swelling and cuts is taken unread: its glyph is the table's variant, which
+        the table's reader (:func:`~bindscope.generators.madman.legibility.legible_digits`) already read.
+
+        Measured on 2,000 default training objects: the planned source is read as its class for 91.9 % (plain
+        98.2 %, swollen 85.4 %, thin 84.2 %, the digit 1 73.9 %), one of the four candidates for 97.4 %."""
+        first = None
+        for n in [digit["source"], *digit.get("alternates", [])]:
+            pose = self.pose(digit if n == digit["source"] else {**digit, "source": n})
+            if self.reader is None or (pose.swell_at is None and not pose.cuts):
+                return pose  # a plain glyph is the table's variant, read when the table was built
+            first = first or pose
+            if self.reader.read(self.frame_ink(pose)[None], pose.v, np.array([n]))[0] == digit["digit"]:
+                return pose
+        return first
+
+    def layout(self, poses: list[Pose], jitter: tuple[float, float], direction: float) -> list[tuple[float, float]]:
+        """Canvas centres ``(y, x)`` (pixels) of the posed digits' ink boxes.
+
+        Object 1 (salient) sits at the canvas centre plus ``jitter``. Object 2 goes as far out as the canvas
+        allows (``margin`` pixels inside) along ``direction`` (radians, 0 = right, counter-clockwise) turned by
+        0, 45, -45, 90, -90, 135, -135 or 180 degrees; its rotated ink box must be at least a pixel clear of
+        object 1's. Where object 1 would have to move for that, it moves straight up, down, left or right, away
+        from object 2, only as far as needed and never out of the canvas: the turn that needs the least such
+        move wins (ties: the order above), so object 1 stays as near the centre as two digits allow. Where no
+        turn gives room (digits too large for the canvas), object 1 stays put and object 2 takes the turn of
+        least box overlap.
+        """
+        mid = (self.size - 1) / 2.0
+        first = (mid + jitter[0], mid + jitter[1])
+        if len(poses) == 1:
+            return [first]
+        one, two = poses[0].extent, poses[1].extent  # (up, left, down, right)
+        low, high = self.margin, self.size - 1 - self.margin
+        best, fallback = None, None
+        for turn in _TURNS:
+            second = self._far_point(direction + turn, two)
+            gaps = [max(second[a] - two[a] - first[a] - one[a + 2], first[a] - one[a] - second[a] - two[a + 2])
+                    for a in (0, 1)]  # per axis: free pixels between the two ink extents (< 0: they overlap)
+            if max(gaps) >= 1.0:
+                best = (0.0, first, second)
+                break
+            overlap = max(0.0, -gaps[0]) * max(0.0, -gaps[1])
+            if fallback is None or overlap < fallback[0] - 1e-9:
+                fallback = (overlap, first, second)
+            for a in (0, 1):
+                # object 1 moved along axis a to one pixel beyond object 2's extent, on its own side
+                if first[a] >= second[a]:
+                    moved = second[a] + two[a + 2] + 1.0 + one[a]
+                else:
+                    moved = second[a] - two[a] - 1.0 - one[a + 2]
+                if low - 1e-9 <= moved - one[a] and moved + one[a + 2] <= high + 1e-9:
+                    shift = abs(moved - first[a])
+                    if best is None or shift < best[0] - 1e-9:
+                        best = (shift, (moved, first[1]) if a == 0 else (first[0], moved), second)
+        _, one_centre, two_centre = best if best is not None else fallback
+        return [one_centre, two_centre]
+
+    def draw(self, pose: Pose, centre: tuple[float, float]) -> tuple[np.ndarray, dict]:
+        """Ink coverage ``(S, S)`` float32 in [0, 1] of one posed digit with its ink-box centre at canvas
+        ``centre`` ``(y, x)`` (pixels), and its placement ``{"source": n, "centre": [y, x], "scale": s, "box": [y0, x0, y1,
+        x1], "stroke": w, "cuts": [[y, x, tangent], ...], "gap": g}``: the rotated ink box (canvas pixels), the
+        stroke width (canvas pixels), the fracture cuts (frame coordinates, radians) and their width (canvas
+        pixels)."""
+        scale, stroke, bulge = pose.scale, pose.stroke, pose.bulge
+        gy, gx = pose.guard
+        py, px = centre
+        gap, half, swell_at, cuts = pose.gap, pose.cut_half, pose.swell_at, pose.cuts
+        up, left_, down, right_ = pose.extent
+        placement = {"source": pose.n, "centre": [py, px], "scale": scale, "box": [py - up, px - left_, py + down, px + right_],
                      "stroke": stroke * scale, "cuts": cuts, "gap": gap}
         top, left = max(0, int(math.floor(py - gy))), max(0, int(math.floor(px - gx)))
         bottom, right = min(self.size, int(math.ceil(py + gy)) + 1), min(self.size, int(math.ceil(px + gx)) + 1)
         alpha = np.zeros((self.size, self.size), np.float32)
         if bottom <= top or right <= left:
             return alpha, placement
-        # ss x ss samples per pixel at (i + (k + 0.5) / ss - 0.5): enough for >= 1 sample per frame pixel
-        ss = max(1, min(self.supersample, math.ceil(1.0 / scale - 1e-6)))
-        sub = (np.arange(ss, dtype=np.float32) + 0.5) / ss - 0.5
-        h, w = bottom - top, right - left
-        # sample grids of shape (ss, ss, h, w): sub-sample offsets first, so averaging adds whole planes
-        vy = ((np.arange(top, bottom, dtype=np.float32)[None, :] + sub[:, None] - py) / scale).reshape(ss, 1, h, 1)
-        vx = ((np.arange(left, right, dtype=np.float32)[None, :] + sub[:, None] - px) / scale).reshape(1, ss, 1, w)
-        cos, sin = math.cos(theta), math.sin(theta)
-        qx = (cx + vx * cos) - vy * sin
-        qy = (cy + vx * sin) + vy * cos
-        variant = t.variants[n, v].astype(np.float32) * np.float32(1 / 255)
+        qy, qx, ss = self._sample_points(pose, centre, top, left, bottom, right)
+        variant = self.table.variants[pose.n, pose.v].astype(np.float32) * np.float32(1 / 255)
         patch = ndi.map_coordinates(variant, [qy, qx], order=1, mode="constant", cval=0.0, prefilter=False)
-
-        def window(y: float, x: float, radius: float) -> tuple[slice, slice]:
-            """The patch rows and columns within ``radius`` frame pixels of the frame point ``(y, x)``."""
-            vx_, vy_ = (x - cx) * cos + (y - cy) * sin, -(x - cx) * sin + (y - cy) * cos
-            ry, rx = py + vy_ * scale - top, px + vx_ * scale - left
-            reach = radius * scale + 1.0
-            return (slice(max(0, int(math.floor(ry - reach))), max(0, int(math.ceil(ry + reach)) + 1)),
-                    slice(max(0, int(math.floor(rx - reach))), max(0, int(math.ceil(rx + reach)) + 1)))
-
         if swell_at is not None:
-            rows, cols = window(float(swell_at[0]), float(swell_at[1]), (SWELL_LENGTH + 1.0) * bulge)
+            rows, cols = self._window(pose, centre, top, left, swell_at, (SWELL_LENGTH + 1.0) * bulge)
             part = patch[..., rows, cols]
-            np.maximum(part, swelling_cover(qy[..., rows, cols], qx[..., rows, cols], points, swell_at, stroke / 2,
-                                            bulge, scale), out=part)
+            np.maximum(part, swelling_cover(qy[..., rows, cols], qx[..., rows, cols], pose.skeleton[0], swell_at,
+                                            stroke / 2, bulge, scale), out=part)
         for y, x, angle in cuts:
-            rows, cols = window(y, x, math.hypot(half, gap / scale / 2 + 1.0 / scale))
+            rows, cols = self._window(pose, centre, top, left, (y, x), math.hypot(half, gap / scale / 2 + 1.0 / scale))
             patch[..., rows, cols] *= fracture_factor(qy[..., rows, cols], qx[..., rows, cols],
                                                       np.array([[y, x, angle, half]], np.float32),
                                                       gap / scale, 1.0 / scale)
+        h, w = bottom - top, right - left
         patch = patch.reshape(ss * ss, h, w)
         patch = patch[0] if ss == 1 else patch.sum(axis=0) * np.float32(1.0 / (ss * ss))
         np.clip(patch, 0.0, 1.0, out=patch)
         alpha[top:bottom, left:right] = patch
         return alpha, placement
+
+    def digit_alpha(self, digit: dict, centre: tuple[float, float]) -> tuple[np.ndarray, dict]:
+        """:meth:`draw` of one planned digit (an entry of a plan's ``digits``; the source :meth:`choose` picks)
+        at canvas ``centre`` ``(y, x)``."""
+        return self.draw(self.choose(digit), centre)
+
+    def _sample_points(self, pose: Pose, centre: tuple[float, float], top: int, left: int, bottom: int,
+                       right: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """Frame coordinates ``(qy, qx)``, each ``(ss, ss, h, w)`` float32, of the ``ss x ss`` samples of every
+        canvas pixel of rows ``top:bottom`` and columns ``left:right``, and ``ss``: samples at ``(i + (k + 0.5)
+        / ss - 0.5)``, enough for at least one sample per frame pixel."""
+        scale, (py, px) = pose.scale, centre
+        ss = max(1, min(self.supersample, math.ceil(1.0 / scale - 1e-6)))
+        sub = (np.arange(ss, dtype=np.float32) + 0.5) / ss - 0.5
+        h, w = bottom - top, right - left
+        # sub-sample offsets first, so averaging adds whole planes
+        vy = ((np.arange(top, bottom, dtype=np.float32)[None, :] + sub[:, None] - py) / scale).reshape(ss, 1, h, 1)
+        vx = ((np.arange(left, right, dtype=np.float32)[None, :] + sub[:, None] - px) / scale).reshape(1, ss, 1, w)
+        cy, cx = (pose.box[0] + pose.box[2]) / 2, (pose.box[1] + pose.box[3]) / 2
+        cos, sin = math.cos(pose.theta), math.sin(pose.theta)
+        return (cy + vx * sin) + vy * cos, (cx + vx * cos) - vy * sin, ss
+
+    @staticmethod
+    def _window(pose: Pose, centre: tuple[float, float], top: int, left: int, point, radius: float
+                ) -> tuple[slice, slice]:
+        """The rows and columns of the drawn patch (its corner at canvas ``(top, left)``) within ``radius``
+        frame pixels of the frame point ``point`` ``(y, x)``."""
+        y, x = float(point[0]), float(point[1])
+        cy, cx = (pose.box[0] + pose.box[2]) / 2, (pose.box[1] + pose.box[3]) / 2
+        cos, sin = math.cos(pose.theta), math.sin(pose.theta)
+        vx_, vy_ = (x - cx) * cos + (y - cy) * sin, -(x - cx) * sin + (y - cy) * cos
+        ry, rx = centre[0] + vy_ * pose.scale - top, centre[1] + vx_ * pose.scale - left
+        reach = radius * pose.scale + 1.0
+        return (slice(max(0, int(math.floor(ry - reach))), max(0, int(math.ceil(ry + reach)) + 1)),
+                slice(max(0, int(math.floor(rx - reach))), max(0, int(math.ceil(rx + reach)) + 1)))
 
     @staticmethod
     def _cuts(draws: list[float], points: np.ndarray, tangent: np.ndarray, reach: np.ndarray,
@@ -203,25 +331,24 @@ class Renderer:
             free = free[((points[free] - points[i]) ** 2).sum(1) >= (4 * clear) ** 2]
         return cuts
 
-    def _far_point(self, direction: float, ey: float, ex: float) -> tuple[float, float]:
-        """The point farthest from the canvas centre along ``direction`` where a box of half extents
-        ``(ey, ex)`` stays ``margin`` pixels inside the canvas."""
+    def _far_point(self, direction: float, extent: tuple[float, float, float, float]) -> tuple[float, float]:
+        """The point farthest from the canvas centre along ``direction`` (radians, 0 = right, counter-clockwise)
+        where ink of ``extent`` ``(up, left, down, right)`` stays ``margin`` pixels inside the canvas."""
         mid = (self.size - 1) / 2.0
-        half = mid - self.margin
+        room = mid - self.margin
         dy, dx = -math.sin(direction), math.cos(direction)
-        reach = [(half - e) / abs(d) for e, d in ((ey, dy), (ex, dx)) if abs(d) > 1e-9]
+        reach = [(room - (extent[a + 2] if d > 0 else extent[a])) / abs(d)
+                 for a, d in ((0, dy), (1, dx)) if abs(d) > 1e-9]
         r = max(0.0, min(reach))
         return mid + r * dy, mid + r * dx
 
     def render(self, spec: dict) -> tuple[np.ndarray, np.ndarray, list[ObjectRecord], list[dict]]:
         """Realise a plan: ``(image (S,S,3) uint8, mask (S,S) uint8, objects, placements)``."""
-        mid = (self.size - 1) / 2.0
-        jy, jx = spec["layout"]["jitter"]
+        poses = [self.choose(digit) for digit in spec["digits"]]
+        centres = self.layout(poses, tuple(spec["layout"]["jitter"]), spec["layout"]["direction"])
         alphas, placements = [], []
-        for k, digit in enumerate(spec["digits"], start=1):
-            centre = (mid + jy, mid + jx) if k == 1 else None
-            avoid = placements[0]["box"] if k == 2 else None
-            alpha, placement = self.digit_alpha(digit, centre, spec["layout"]["direction"], avoid)
+        for pose, centre in zip(poses, centres):
+            alpha, placement = self.draw(pose, centre)
             alphas.append(alpha)
             placements.append(placement)
         cover = [alphas[0]]
@@ -240,7 +367,7 @@ class Renderer:
         ranks = size_ranks([area for _, area in boxes])
         objects = []
         for k, (digit, (bbox, area), placement) in enumerate(zip(spec["digits"], boxes, placements), start=1):
-            n = digit["source"]
+            n = placement["source"]
             objects.append(ObjectRecord(
                 index=k, category=str(digit["digit"]), category_id=int(digit["digit"]),
                 attributes=dict(digit["attributes"]), bbox=bbox, area=area, size_rank=ranks[k - 1],
