@@ -32,3 +32,41 @@ class GenerationError(RuntimeError):
     """Generation failed after writing began (the input was valid, e.g. a ComCO scene found no acceptable
     render). Finished shards are kept: after changing the config, a rerun into a new folder starts afresh;
     the same command resumes."""
+
+
+def check_int(param: str, value, low: int, high: int | None = None, what: str = "") -> int:
+    """``value`` as an int if it is an integer (not a bool, not a float) in ``low..high`` (no upper bound when
+    ``high`` is None); otherwise :class:`BadInput` naming ``param``, the value and the allowed range (``what``:
+    the unit, e.g. ``"pixels"``)."""
+    import numbers
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) \
+            and low <= value and (high is None or value <= high):
+        return int(value)
+    allowed = f"an integer >= {low}" if high is None else f"an integer in {low}..{high}"
+    raise BadInput(f"{param} {value!r} is not allowed; use {allowed}{' ' + what if what else ''}", param=param)
+
+
+def check_number(param: str, value, low: float = 0.0, *, inclusive: bool = False) -> float:
+    """``value`` as a float if it is a finite real number above ``low`` (or equal to it with ``inclusive``);
+    otherwise :class:`BadInput` naming ``param``, the value and what is allowed."""
+    import math
+    import numbers
+
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
+            and (value >= low if inclusive else value > low):
+        return float(value)
+    raise BadInput(f"{param} {value!r} is not allowed; use a finite number {'>=' if inclusive else '>'} {low:g}",
+                   param=param)
+
+
+def name_list(param: str, value) -> list[str] | None:
+    """A list-of-names parameter (``splits``, ``eval_splits``, ``attributes``): None stays None, a single string
+    is one name (``"test"`` -> ``["test"]``), a list or tuple of strings is kept; anything else is
+    :class:`BadInput` naming ``param``."""
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise BadInput(f"{param} {value!r} is not allowed; give a name or a list of names", param=param)
+    return list(names)

@@ -28,7 +28,8 @@ from coco_fixture import write_coco
 @pytest.fixture(scope="module")
 def place(tmp_path_factory) -> Path:
     """A folder holding a tiny MADMAN dataset ``madman``, a COCO import ``coco``, the COCO source files under
-    ``src`` and a model folder ``models`` with one (unread) model file."""
+    ``src``, a model folder ``models`` with one (unread) model file, and two existing output files ``old.json``
+    and ``old.png``."""
     from tiny_madman import tiny_madman
 
     from bindscope.dataset.build import build_dataset
@@ -38,6 +39,8 @@ def place(tmp_path_factory) -> Path:
     coco.import_coco(*write_coco(root / "src"), root / "coco", image_size=40, progress=False)
     (root / "models").mkdir()
     (root / "models" / "cat.glb").write_bytes(b"glTF")
+    (root / "old.json").write_text("{}")
+    (root / "old.png").write_bytes(b"png")
     return root
 
 
@@ -164,3 +167,150 @@ def test_library_names_the_parameter_and_the_command_the_flag(place, call, libra
     line = _cli_error(group, args, place)
     assert re.match(command, line), line
     assert not line.startswith(f"{param} ") and "=True" not in line and "='" not in line
+
+
+def _madman_eval(p, **options):
+    return bindscope.evaluate(p / "madman", "ViT-B-32", pretrained="none", device="cpu", out=False, **options)
+
+
+def _probe(p, **options):
+    return bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", device="cpu", out=False, **options)
+
+
+def _fit(p, **options):
+    return bindscope.labclip.fit(p / "madman", "ViT-B-32", p / "map.pt", pretrained="none", device="cpu", **options)
+
+
+def _train(p, **options):
+    return bindscope.train(p / "madman", p / "run", progress=False, **{"steps": 1, "embed_dim": 8, **options})
+
+
+AUDIT_ALLOWED = ("train_split, test_split, epochs, batch_size, lr, width, seed, max_train_objects, "
+                 "max_test_objects, threads, shift")
+SCENE_ONLY = "only applies to ComCO datasets and COCO imports; a MADMAN dataset is evaluated per split"
+
+# (id, library call on the place folder P, its exact message (regex, whole), its param): every call is refused
+# with BadInput before any model is loaded, any work is done or anything is written.
+LIBRARY_CASES = [
+    ("madman eval unknown task", lambda p: _madman_eval(p, tasks="nonsense"),
+     r"tasks 'nonsense': unknown task 'nonsense'; allowed here: tor, ior, i2tor, matching, binding", "tasks"),
+    ("madman eval tasks", lambda p: _madman_eval(p, tasks="tor"), rf"tasks 'tor' {SCENE_ONLY} \(splits=\)", "tasks"),
+    ("madman eval matching", lambda p: _madman_eval(p, matching_negatives=7),
+     rf"matching_negatives 7 {SCENE_ONLY} \(splits=\)", "matching_negatives"),
+    ("madman eval references", lambda p: _madman_eval(p, references="nowhere"),
+     rf"references 'nowhere' {SCENE_ONLY} \(splits=\)", "references"),
+    ("madman eval split", lambda p: _madman_eval(p, split="test"), rf"split 'test' {SCENE_ONLY} \(splits=\)",
+     "split"),
+    ("madman eval category map", lambda p: _madman_eval(p, category_map="x.json"),
+     rf"category_map 'x.json' {SCENE_ONLY} \(splits=\)", "category_map"),
+    ("eval splits string", lambda p: _madman_eval(p, splits="tset"),
+     r"splits 'tset': dataset '.*madman' has no such split; it has: ood, test, train", "splits"),
+    ("eval existing out", lambda p: bindscope.evaluate(p / "madman", "ViT-B-32", pretrained="none", out=p / "old.json"),
+     r"out '.*old.json' already exists; pass overwrite=True to replace it, or choose another file", "out"),
+    ("eval unknown model", lambda p: bindscope.evaluate(p / "madman", "ViT-B-23", out=p / "new.json"),
+     r"model 'ViT-B-23' is not known: .*did you mean .*ViT-B-32.*", "model"),
+    ("eval missing data", lambda p: _madman_eval(p / "nowhere"), r"dataset folder '.*nowhere/madman' does not exist",
+     "data"),
+    ("dataset is a file", lambda p: bindscope.Dataset(p / "old.json"),
+     r"'.*old.json' is a file, not a dataset folder", "data"),
+    ("train vision", lambda p: _train(p, vision="transformer"),
+     r"vision 'transformer' is not known; allowed: vit, resnet, cnn", "vision"),
+    ("train patch size", lambda p: _train(p, patch_size=0),
+     r"patch_size 0 is not allowed; use an integer >= 1 pixels", "patch_size"),
+    ("train tokenizer", lambda p: _train(p, tokenizer="chars"), r"tokenizer 'chars' is not known; allowed: bpe, word",
+     "tokenizer"),
+    ("train embed dim", lambda p: _train(p, embed_dim=0), r"embed_dim 0 is not allowed; use an integer >= 1",
+     "embed_dim"),
+    ("train eval split", lambda p: _train(p, eval_splits=["trian"]),
+     r"eval_splits 'trian': data '.*madman' has no such split; it has: ood, test, train", "eval_splits"),
+    ("train eval split string", lambda p: _train(p, eval_splits="trian"),
+     r"eval_splits 'trian': data '.*madman' has no such split; it has: ood, test, train", "eval_splits"),
+    ("probe seed", lambda p: _probe(p, seed=-1), r"seed -1 is not allowed; use an integer >= 0", "seed"),
+    ("probe lr", lambda p: _probe(p, lr=-0.1), r"lr -0.1 is not allowed; use a finite number > 0", "lr"),
+    ("probe steps 0", lambda p: _probe(p, steps=0), r"steps 0 is not allowed; use an integer >= 1", "steps"),
+    ("probe steps -1", lambda p: _probe(p, steps=-1), r"steps -1 is not allowed; use an integer >= 1", "steps"),
+    ("probe attributes string", lambda p: _probe(p, attributes="color"),
+     r"attributes: 'color' is not an attribute of this dataset; it has colour, .*", "attributes"),
+    ("probe existing out", lambda p: bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", out=p / "old.json"),
+     r"out '.*old.json' already exists; pass overwrite=True to replace it, or choose another file", "out"),
+    ("labclip seed", lambda p: _fit(p, seed=-1), r"seed -1 is not allowed; use an integer >= 0", "seed"),
+    ("labclip epochs", lambda p: _fit(p, epochs=0), r"epochs 0 is not allowed; use an integer >= 1", "epochs"),
+    ("labclip batch", lambda p: _fit(p, fit_batch_size=1),
+     r"fit_batch_size 1 is not allowed; use an integer >= 2 pairs", "fit_batch_size"),
+    ("labclip lr", lambda p: _fit(p, lr=0), r"lr 0 is not allowed; use a finite number > 0", "lr"),
+    ("audit unknown option", lambda p: bindscope.audit(p / "madman", epoch=1),
+     rf"epoch is not an audit option; allowed: {AUDIT_ALLOWED}", "epoch"),
+    ("audit epochs", lambda p: bindscope.audit(p / "madman", epochs=0),
+     r"epochs 0 is not allowed; use an integer in 1..1000", "epochs"),
+    ("audit width", lambda p: bindscope.audit(p / "madman", width=1000),
+     r"width 1000 is not allowed; use an integer in 1..256", "width"),
+    ("audit shift", lambda p: bindscope.audit(p / "madman", shift=100),
+     r"shift 100 is not allowed; use an integer in 0..16", "shift"),
+    ("generate seed string", lambda p: bindscope.madman.generate(p / "out", seed="1"),
+     r"seed '1' is not allowed; use an integer >= 0", "seed"),
+    ("generate seed float", lambda p: bindscope.madman.generate(p / "out", seed=1.5),
+     r"seed 1.5 is not allowed; use an integer >= 0", "seed"),
+    ("generate jobs string", lambda p: bindscope.madman.generate(p / "out", jobs="2"),
+     r"jobs '2' is not allowed; use an integer in 1..256 worker processes", "jobs"),
+    ("generate empty splits", lambda p: bindscope.madman.generate(p / "out", splits={"train": 0, "test": 0, "ood": 0}),
+     r"splits \{'train': 0, 'test': 0, 'ood': 0\}: every split is empty; give at least one of train, test, ood a "
+     r"size >= 1", "splits"),
+    ("generate unknown split", lambda p: bindscope.madman.generate(p / "out", splits={"trian": 5}),
+     r"config: splits: Additional properties are not allowed \('trian' was unexpected\); allowed: train, test, ood",
+     "splits"),
+    ("generate preset", lambda p: bindscope.madman.generate(p / "out", preset="nope"),
+     r"preset 'nope' is not known; allowed: realistic, ideal", "preset"),
+    ("preview existing png", lambda p: preview.draw_preview(p / "madman", p / "old.png"),
+     r"out '.*old.png' already exists; pass overwrite=True to replace it, or choose another file", "out"),
+]
+
+
+@pytest.mark.parametrize("call, message, param", [c[1:] for c in LIBRARY_CASES], ids=[c[0] for c in LIBRARY_CASES])
+def test_library_refuses_a_bad_argument_by_name(place, call, message, param):
+    before = _snapshot(place)
+    with pytest.raises(BadInput) as caught:
+        call(place)
+    assert re.fullmatch(message, str(caught.value)), str(caught.value)
+    assert caught.value.param == param
+    assert _snapshot(place) == before, "the library call wrote something"
+
+
+# (id, command group, arguments run in the place folder, the whole Error line without "Error: ")
+CLI_CASES = [
+    ("audit width", madman, ["audit", "madman", "--width", "1000", "--out", "r.json"],
+     r"--width 1000 is not allowed; use an integer in 1..256"),
+    ("audit shift", madman, ["audit", "madman", "--shift", "100", "--out", "r.json"],
+     r"--shift 100 is not allowed; use an integer in 0..16"),
+    ("train eval split", madman, ["train", "madman", "--out", "run", "--eval-split", "trian", *TRAIN],
+     r"--eval-split 'trian': data 'madman' has no such split; it has: ood, test, train"),
+    ("preview existing png", madman, ["preview", "madman", "--out", "old.png"],
+     r"--out 'old.png' already exists; pass --overwrite to replace it, or choose another file"),
+    ("generate empty splits", madman, ["generate", "--out", "out", "--no-progress", "--config", "zero.yaml"],
+     r"splits \{'train': 0, 'test': 0, 'ood': 0\}: every split is empty; give at least one of train, test, ood a "
+     r"size >= 1"),
+]
+
+
+@pytest.mark.parametrize("group, args, line", [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
+def test_command_refuses_a_bad_argument_by_its_flag(place, group, args, line):
+    if "zero.yaml" in args and not (place / "zero.yaml").exists():
+        (place / "zero.yaml").write_text("splits: {train: 0, test: 0, ood: 0}\n")
+    shown = _cli_error(group, args, place)
+    assert re.fullmatch(line, shown), shown
+
+
+def test_preview_creates_its_folder_and_replaces_only_with_overwrite(place, tmp_path):
+    out = tmp_path / "new" / "grid.png"
+    assert preview.draw_preview(place / "madman", out, count=2) == out
+    first = out.read_bytes()
+    assert first.startswith(b"\x89PNG")
+    out.write_bytes(b"mine")
+    assert preview.draw_preview(place / "madman", out, count=2, overwrite=True) == out
+    assert out.read_bytes() == first
+
+
+def test_generate_help_shows_the_canvas_default():
+    from bindscope.generators.madman.config import DEFAULTS
+
+    text = CliRunner().invoke(madman, ["generate", "--help"]).output
+    assert DEFAULTS["image_size"] == 96 and "Canvas side in pixels (default 96)." in " ".join(text.split())

@@ -151,7 +151,7 @@ def test_madman_eval_random_vit_end_to_end(madman_data, vit, tmp_path):
 
 def test_cli_errors_exit_2(comco_data, tmp_path):
     r = CliRunner().invoke(comco, ["eval", str(comco_data), "--model", "ViT-B-23", "--out", str(tmp_path / "x.json")])
-    assert r.exit_code == 2 and "unknown model 'ViT-B-23'" in r.output and "did you mean ViT-B-32" in r.output
+    assert r.exit_code == 2 and "--model 'ViT-B-23' is not known" in r.output and "did you mean ViT-B-32" in r.output
     r = CliRunner().invoke(comco, ["eval", str(comco_data), "--model", "ViT-B-32", "--tasks", "tor,iorr"])
     assert r.exit_code == 2 and "unknown task 'iorr'; allowed here: tor, ior, i2tor, matching" in r.output
     r = CliRunner().invoke(madman, ["eval", str(comco_data), "--model", "ViT-B-32", "--pretrained", "none"])

@@ -134,7 +134,7 @@ def test_probe_and_labclip_write_the_bytes_of_the_commands(trained, tmp_path):
     out = tmp_path / "probe" / "result.json"
     out.parent.mkdir()
     cli, api, run = _then_api(
-        out.parent, lambda: _cli(bindscope_cli, "probe", data, *common, "--steps", "20", "--out", out),
+        out.parent, lambda: _cli(bindscope_cli, "probe", data, *common, "--steps", "20", "--out", out, "--quiet"),
         lambda: bindscope.probe(data, model, device="cpu", use_cache=False, steps=20, out=out, progress=False))
     assert cli == api and "result.json" in cli
     assert run.result == json.loads(api["result.json"]) and run.result["metrics"]["modalities"]
@@ -153,6 +153,6 @@ def test_probe_and_labclip_write_the_bytes_of_the_commands(trained, tmp_path):
     out.parent.mkdir()
     cli, api, run = _then_api(
         out.parent, lambda: _cli(bindscope_cli, "labclip", "eval", data, *common, "--labclip", fit, "--out", out),
-        lambda: bindscope.labclip.eval(data, model, fit, device="cpu", use_cache=False, out=out))
+        lambda: bindscope.labclip.eval(data, model, fit, device="cpu", use_cache=False, out=out, progress=False))
     assert cli == api and "result.json" in cli
     assert run.result["metrics"]["before"]["binding"]["n"] > 0

@@ -118,11 +118,11 @@ def test_preprocess_images_shapes_and_values():
 
 
 def test_model_config_rejects_bad_values():
-    with pytest.raises(BadInput, match="not divisible by patch size"):
+    with pytest.raises(BadInput, match="image_size 30 is not divisible by patch_size 8"):
         ModelConfig(image_size=30, patch_size=8)
-    with pytest.raises(BadInput, match="vision tower 'convnext'"):
+    with pytest.raises(BadInput, match="vision 'convnext' is not known; allowed: vit, resnet, cnn"):
         ModelConfig(vision="convnext")
-    with pytest.raises(BadInput, match="cnn vision tower needs an image size divisible by 8"):
+    with pytest.raises(BadInput, match="image_size 60 is not allowed: the cnn vision tower needs a multiple of 8"):
         ModelConfig(vision="cnn", image_size=60)
     with pytest.raises(BadInput, match="tokenizer 'chars' is not known"):
         ModelConfig(tokenizer="chars")
@@ -344,11 +344,11 @@ def test_cli_train_end_to_end_then_rerun_prints_the_finished_result(ideal_data, 
 @pytest.mark.parametrize("extra, message", [
     (["--batch-size", "500"], "larger than the training split (96 samples)"),
     (["--precision", "fp16", "--device", "cpu"], "fp16 needs a CUDA device"),
-    (["--image-size", "30"], "not divisible by patch size 8"),
+    (["--image-size", "30"], "--image-size 30 is not divisible by --patch-size 8"),
     (["--steps", "0"], "--steps must be an integer >= 1"),
     (["--eval-split", "ood"], "has no split ood"),
     (["--tokenizer", "chars"], "'chars' is not one of 'bpe', 'word'"),
-    (["--vision", "cnn", "--image-size", "60"], "cnn vision tower needs an image size divisible by 8, got 60"),
+    (["--vision", "cnn", "--image-size", "60"], "--image-size 60 is not allowed: the cnn vision tower needs a multiple of 8"),
 ])
 def test_cli_train_rejects_bad_input_before_writing(ideal_data, tmp_path, extra, message):
     out = tmp_path / "bad"

@@ -16,7 +16,7 @@ import os
 import warnings
 from pathlib import Path
 
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_int, check_number, name_list
 from bindscope.evaluation.api import Evaluation
 
 
@@ -38,8 +38,8 @@ def _check_out(path, overwrite: bool, explicit: bool = True) -> Path:
     if out.is_dir():
         raise BadInput(f"out {str(path)!r} is a folder; give a file path", param="out")
     if out.exists() and not overwrite:
-        raise BadInput(f"output file {str(path)!r} already exists; pass overwrite=True to replace it, or choose "
-                       "another file")
+        raise BadInput(f"out {str(path)!r} already exists; pass overwrite=True to replace it, or choose "
+                       "another file", param="out")
     if explicit and not out.parent.exists():
         raise BadInput(f"out {str(path)!r}: folder {str(out.parent)!r} does not exist", param="out")
     return out
@@ -52,12 +52,12 @@ def _default_out(kind: str, data, model: str, pretrained: str | None) -> str:
     return str(Path(data) / "eval" / f"{kind}-{model_slug(model, pretrained)}.json")
 
 
-def _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache):
+def _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache, progress=False):
     from bindscope.alignment.data import make_embedder
     from bindscope.evaluation.adapters import load_adapter
 
     adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
-    return adapter, make_embedder(adapter, cache_dir, use_cache=use_cache)
+    return adapter, make_embedder(adapter, cache_dir, use_cache=use_cache, progress=progress)
 
 
 def _write(path: Path, kind, adapter, dataset, splits, settings, metrics, embedder) -> Evaluation:
@@ -121,6 +121,12 @@ def probe(data: str | os.PathLike, model: str = "ViT-B-32", *, pretrained: str |
         raise BadInput(f"task {task!r} is not allowed; allowed: attributes, conjunctive-search", param="task")
     if modality not in ("image", "text", "both"):
         raise BadInput(f"modality {modality!r} is not allowed; allowed: image, text, both", param="modality")
+    check_int("steps", steps, 1)
+    check_number("lr", lr)
+    check_number("weight_decay", weight_decay, inclusive=True)
+    check_int("seed", seed, 0)
+    check_int("min_objects", min_objects, 1)
+    attributes = name_list("attributes", attributes)
     dataset, split = _open(data, split)
     if task == "conjunctive-search":
         return _conjunctive(dataset, data, split, model, pretrained, fractions, steps, lr, weight_decay, seed,
@@ -190,9 +196,13 @@ def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, 
     from bindscope.alignment.data import load_table
     from bindscope.alignment.workflow import fit_on_dataset, plan_fit
 
-    dataset, split = _open(data, split)
     if not 0 < holdout < 1:
         raise BadInput(f"holdout {holdout}: must be between 0 and 1 (exclusive)", param="holdout")
+    check_int("epochs", epochs, 1)
+    check_int("fit_batch_size", fit_batch_size, 2, what="pairs")
+    check_number("lr", lr)
+    check_int("seed", seed, 0)
+    dataset, split = _open(data, split)
     out_path = _check_out(out, overwrite)
     table = load_table(dataset, split)
     plan_fit(table, holdout, seed)
@@ -213,13 +223,14 @@ def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, 
 def labclip_eval(data: str | os.PathLike, model: str, labclip: str | os.PathLike, *, pretrained: str | None = None,
                  split: str | None = None, device: str = "auto", precision: str = "fp32", batch_size: int = 64,
                  cache_dir: str | None = None, use_cache: bool = True, out: str | os.PathLike | None = None,
-                 overwrite: bool = False) -> Evaluation:
+                 overwrite: bool = False, progress: bool = True) -> Evaluation:
     """Binding, recognition and the modality gap of ``data`` before and after the LABCLIP map file ``labclip``.
 
     On the map's fitting split (the default) only the held-out combinations count; on another split every
     sample with attribute-swapped negatives. Binding is strict (a tie counts as wrong); the modality gap is the
     distance between the mean L2-normalised image and caption embeddings. A map fitted for another model
-    gives a :class:`UserWarning`.
+    gives a :class:`UserWarning`. ``progress``: tqdm bars on stderr while encoding (as :func:`labclip_fit`'s
+    ``progress``, a bar per epoch there); the other arguments as in :func:`labclip_fit`.
 
     Returns:
         An :class:`~bindscope.evaluation.api.Evaluation` (``result`` with ``metrics["before"|"after"]``, ``path``
@@ -232,7 +243,7 @@ def labclip_eval(data: str | os.PathLike, model: str, labclip: str | os.PathLike
     labclip = load_labclip(labclip_path)
     dataset, split = _open(data, split or labclip.meta.get("split"))
     out_path = _check_out(out or _default_out("labclip", data, model, pretrained), overwrite, out is not None)
-    adapter, embedder = _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache)
+    adapter, embedder = _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache, progress)
     check_dimension(labclip, adapter)
     if labclip.meta.get("cache_key") not in (None, adapter.cache_key):
         warnings.warn(f"the map was fitted for {labclip.meta.get('model')!r} ({labclip.meta.get('pretrained')}), "

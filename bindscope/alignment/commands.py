@@ -49,8 +49,9 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--out", default=None, help="result JSON (default DATA/eval/probe-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 def probe_command(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, task, modality, split,
-                  attributes, fractions, min_objects, steps, lr, weight_decay, seed, out, overwrite):
+                  attributes, fractions, min_objects, steps, lr, weight_decay, seed, out, overwrite, quiet):
     """Linear probes on frozen embeddings of dataset DATA: one probe per target object and attribute.
 
     Each probe is Linear(D, n_classes) on L2-normalised image or caption embeddings, trained with
@@ -66,7 +67,7 @@ def probe_command(data, model, pretrained, device, precision, batch_size, cache_
     run = probe(data, model, pretrained=pretrained, task=task, modality=modality, split=split, attributes=names,
                 fractions=_parse_fractions(fractions), min_objects=min_objects, steps=steps, lr=lr,
                 weight_decay=weight_decay, seed=seed, device=device, precision=precision, batch_size=batch_size,
-                cache_dir=cache_dir, use_cache=not no_cache, out=out, overwrite=overwrite)
+                cache_dir=cache_dir, use_cache=not no_cache, out=out, overwrite=overwrite, progress=not quiet)
     split, metrics, out_path = run.result["settings"]["split"], run.result["metrics"], run.path
     if task == "conjunctive-search":
         _conjunctive_table(run.result["settings"]["target"], split, metrics)
@@ -176,8 +177,9 @@ def _report_rows(metrics: dict) -> list[str]:
               help="split to evaluate (default: the map's fitting split, whose held-out combinations are used)")
 @click.option("--out", default=None, help="result JSON (default DATA/eval/labclip-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
 def labclip_eval(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, labclip_path, split,
-                 out, overwrite):
+                 out, overwrite, quiet):
     """Binding, recognition and the modality gap of DATA before and after a LABCLIP map.
 
     On the map's fitting split only the held-out combinations count; on another split every sample with
@@ -192,7 +194,7 @@ def labclip_eval(data, model, pretrained, device, precision, batch_size, cache_d
         warnings.simplefilter("always")
         run = labclip_eval(data, model, labclip_path, pretrained=pretrained, split=split, device=device,
                            precision=precision, batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache,
-                           out=out, overwrite=overwrite)
+                           out=out, overwrite=overwrite, progress=not quiet)
     for warning in caught:
         click.echo(f"warning: {warning.message}", err=True)
     split, metrics, out_path = run.result["settings"]["split"], run.result["metrics"], run.path

@@ -216,17 +216,18 @@ def load_table(dataset: Dataset, split: str, build_swaps: bool = True, compose="
 
 
 
-def make_embedder(adapter, cache_dir: str | None = None, use_cache: bool = True):
+def make_embedder(adapter, cache_dir: str | None = None, use_cache: bool = True, progress: bool = False):
     """An evaluation-module :class:`~bindscope.evaluation.cache.Embedder` for ``adapter``.
 
     With ``use_cache`` the embeddings go through the on-disk
     :class:`~bindscope.evaluation.cache.EmbeddingCache` under ``cache_dir`` (default
-    :func:`~bindscope.evaluation.cache.default_cache_dir`), so a rerun does not re-encode.
+    :func:`~bindscope.evaluation.cache.default_cache_dir`), so a rerun does not re-encode. ``progress``: tqdm
+    bars on stderr while encoding.
     """
     from bindscope.evaluation.cache import Embedder, EmbeddingCache, default_cache_dir
 
     cache = EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim) if use_cache else None
-    return Embedder(adapter, cache)
+    return Embedder(adapter, cache, progress=progress)
 
 
 def encode_texts(embedder, texts: list[str]) -> np.ndarray:

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.atomic import atomic_open
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_int, check_number
 from bindscope.evaluation.encoder import l2_normalise, torch_threads
 
 FORMAT = "bindscope-labclip"
@@ -203,9 +203,10 @@ def _fit_labclip(images, texts, negatives, owners, epochs, batch_size, lr, init_
                        f"{images.shape} and captions {texts.shape}")
     if len(owners) != len(negatives) or (len(owners) and (owners.min() < 0 or owners.max() >= len(images))):
         raise BadInput("each LABCLIP negative needs the row of the pair it belongs to")
-    if epochs < 1 or batch_size < 2 or lr <= 0 or init_logit_scale <= 0:
-        raise BadInput(f"LABCLIP hyper-parameters: epochs {epochs!r} >= 1, batch size {batch_size!r} >= 2, "
-                       f"learning rate {lr!r} > 0, initial logit scale {init_logit_scale!r} > 0 required")
+    check_int("epochs", epochs, 1)
+    check_int("batch_size", batch_size, 2, what="pairs")
+    check_number("lr", lr)
+    check_number("init_logit_scale", init_logit_scale)
     torch.manual_seed(seed)
     dim = images.shape[1]
     weight = torch.nn.Parameter(torch.eye(dim))

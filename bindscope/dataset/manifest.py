@@ -25,29 +25,31 @@ def config_sha256(generator: str, config: dict, seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def load_manifest(directory: str | os.PathLike, consistent: bool = True) -> dict:
+def load_manifest(directory: str | os.PathLike, consistent: bool = True, param: str = "data") -> dict:
     """Load and schema-validate ``<directory>/manifest.json``; with ``consistent`` also refuse a manifest that
     contradicts itself (see :func:`manifest_problems`).
 
     Raises:
-        DatasetError: the folder or manifest is missing, not JSON, does not match the manifest schema, or
+        DatasetError (its ``param``: ``param``): the folder or manifest is missing, not JSON, does not match the manifest schema, or
             (``consistent``) contradicts itself; the message names the file.
     """
     directory = Path(directory)
     path = directory / MANIFEST
+    if directory.is_file():
+        raise DatasetError(f"{str(directory)!r} is a file, not a dataset folder", param=param)
     if not directory.is_dir():
-        raise DatasetError(f"dataset folder {str(directory)!r} does not exist")
+        raise DatasetError(f"dataset folder {str(directory)!r} does not exist", param=param)
     if not path.is_file():
         raise DatasetError(f"{str(directory)!r} is not a finished bindscope dataset: it has no {MANIFEST} "
-                           "(an interrupted run resumes when you repeat its command)")
+                           "(an interrupted run resumes when you repeat its command)", param=param)
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+        raise DatasetError(f"{path}: not valid JSON ({exc})", param=param) from None
     validate(manifest, "manifest", str(path), error=DatasetError)
     problems = manifest_problems(manifest) if consistent else []
     if problems:
-        raise DatasetError(f"{path}: {problems[0]}")
+        raise DatasetError(f"{path}: {problems[0]}", param=param)
     return manifest
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from bindscope.atomic import save_figure
+from bindscope.dataset.ownership import check_output_location
 from bindscope.dataset.records import Sample
 from bindscope.errors import BadInput
 
@@ -15,21 +16,21 @@ from bindscope.errors import BadInput
 def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: str | None, count: int, cols: int,
                  draw_tile: Callable[[object, Sample], None], tile_inches: tuple[float, float],
                  generators: tuple[str, ...] = (), default_split: Callable[[list[str]], str] | None = None,
-                 title: Callable[[str], str] | None = None, **save_options) -> Path:
+                 title: Callable[[str], str] | None = None, overwrite: bool = False, **save_options) -> Path:
     """Write a grid of the first ``count`` samples of ``split`` of the dataset at ``directory`` to ``out``.
 
     Args:
-        directory: a finished dataset. out: the PNG file (its folder must exist).
+        directory: a finished dataset. out: the PNG file (missing parent folders are created).
         split: the split (None: ``default_split(split names)``). count / cols: samples and grid columns (>= 1).
         draw_tile: ``draw_tile(ax, sample)`` draws one tile on a matplotlib Axes (axis already off).
         tile_inches: (width, height) of one tile in inches.
         generators: when given, the dataset must have been made by one of them.
-        title: ``title(split) -> str`` for a figure title, or None.
+        title: ``title(split) -> str`` for a figure title, or None. overwrite: replace an existing ``out``.
         **save_options: passed to :func:`bindscope.atomic.save_figure` (``dpi``, ``facecolor``, ...).
 
     Raises:
-        BadInput / DatasetError: ``count`` or ``cols`` < 1, ``out`` not a ``.png`` or in a missing folder, not a
-            finished dataset (or of another generator), an unknown or empty split.
+        BadInput / DatasetError: ``count`` or ``cols`` < 1, ``out`` not a ``.png``, an existing ``out`` without
+            ``overwrite``, an unwritable location, not a finished dataset (or of another generator), an unknown or empty split.
     """
     import matplotlib
 
@@ -39,13 +40,15 @@ def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: st
     from bindscope.dataset.reader import Dataset
 
     for name, value in (("count", count), ("cols", cols)):
-        if value < 1:
-            raise BadInput(f"{name} must be at least 1, got {value}", param=name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BadInput(f"{name} must be at least 1, got {value!r}", param=name)
     out = Path(out)
     if out.suffix.lower() != ".png":
         raise BadInput(f"out {str(out)!r} must end in .png", param="out")
-    if not out.parent.is_dir():
-        raise BadInput(f"out {str(out)!r}: folder {str(out.parent)!r} does not exist", param="out")
+    check_output_location("out", out)
+    if out.exists() and not overwrite:
+        raise BadInput(f"out {str(out)!r} already exists; pass overwrite=True to replace it, or choose another "
+                       "file", param="out")
     with Dataset(directory) as ds:
         if generators:
             ds.require_generator(*generators)
@@ -65,4 +68,5 @@ def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: st
     if title is not None:
         fig.suptitle(title(split), fontsize=8)
     fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
     return save_figure(fig, out, **save_options)

@@ -68,9 +68,10 @@ def _unknown_model(model: str) -> BadInput:
     lower = {n.lower(): n for n in names}
     close = difflib.get_close_matches(model.lower(), list(lower), n=5, cutoff=0.5)
     hint = f"; did you mean {', '.join(lower[c] for c in close)}?" if close else ""
-    return BadInput(f"unknown model {model!r}: not an open_clip model name, a sentence-transformers/<name> model, "
-                    f"an hf-hub:<org>/<repo> name or an existing checkpoint file{hint} "
-                    "(`python -c 'import open_clip; print(open_clip.list_models())'` lists the open_clip names)")
+    return BadInput(f"model {model!r} is not known: not an open_clip model name, a sentence-transformers/<name> "
+                    f"model, an hf-hub:<org>/<repo> name or an existing checkpoint file{hint} "
+                    "(`python -c 'import open_clip; print(open_clip.list_models())'` lists the open_clip names)",
+                    param="model")
 
 
 def default_pretrained(model: str) -> str:

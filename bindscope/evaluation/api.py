@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from bindscope.dataset.ownership import check_output_location
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, DatasetError, check_int, name_list
 
 MAX_SAMPLED_CAPTIONS = 1_000_000  # TOR on sampled captions: captions per group
+# The keyword options of :func:`audit` (those of bindscope.evaluation.audit.audit_madman).
+AUDIT_OPTIONS = ("train_split", "test_split", "epochs", "batch_size", "lr", "width", "seed", "max_train_objects",
+                 "max_test_objects", "threads", "shift")
 
 
 class Evaluation(NamedTuple):
@@ -78,6 +81,7 @@ def plan_evaluation(data: str | os.PathLike | None, *, splits: list[str] | None 
     from bindscope.evaluation.results import open_dataset
 
     _check_seed(seed, matching_negatives)
+    splits = name_list("splits", splits)
     tag = getattr(text_transform, "file_tag", None)
     suffix = f"-{tag}" if tag else ""
     if data is not None:
@@ -87,6 +91,7 @@ def plan_evaluation(data: str | os.PathLike | None, *, splits: list[str] | None 
                            "dataset's scenes are used", param=given[0])
         ds = open_dataset(data, generators, task_name)
         if ds.generator == "madman":
+            _refuse_scene_options(tasks, matching_negatives, split, references, category_map)
             run, stem, extra = _madman_run(ds, splits)
         else:
             run, stem, extra = _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map,
@@ -205,6 +210,20 @@ def check_locations(out_path: Path | None, plot_path: Path | None) -> None:
             check_output_location(param, path)
 
 
+def _refuse_scene_options(tasks, matching_negatives, split, references, category_map) -> None:
+    """BadInput for a ComCO/COCO option given with a MADMAN dataset (an unknown task name is refused as such)."""
+    from bindscope.evaluation.comco import TASKS, parse_tasks
+
+    if tasks is not None:
+        parse_tasks(tasks, TASKS)
+    options = {"tasks": tasks, "matching_negatives": matching_negatives, "split": split, "references": references,
+               "category_map": category_map}
+    for param, value in options.items():
+        if value is not None:
+            raise BadInput(f"{param} {value!r} only applies to ComCO datasets and COCO imports; a MADMAN dataset "
+                           "is evaluated per split (splits=)", param=param)
+
+
 def _madman_run(ds, splits):
     """Recognition and binding on MADMAN: check the splits; return (run(adapter, transform, cache, progress),
     file stem, file suffix)."""
@@ -212,7 +231,9 @@ def _madman_run(ds, splits):
     from bindscope.evaluation.results import check_shards
 
     for name in splits or []:
-        ds.split(name)
+        if name not in ds.split_names:
+            raise DatasetError(f"splits {name!r}: dataset {str(ds.path)!r} has no such split; it has: "
+                               f"{', '.join(ds.split_names)}", param="splits")
     check_shards(ds, list(splits or []) or default_splits(ds))
 
     def run(adapter, text_transform, cache, progress, rows):
@@ -256,11 +277,9 @@ def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category
 
 
 def _check_seed(seed: int, matching_negatives: int | None) -> None:
-    if seed < 0:
-        raise BadInput(f"seed {seed} is not allowed; use an integer >= 0", param="seed")
-    if matching_negatives is not None and matching_negatives < 1:
-        raise BadInput(f"matching_negatives {matching_negatives} is not allowed; use an integer >= 1 (or omit "
-                       "it for every absent category)", param="matching_negatives")
+    check_int("seed", seed, 0)
+    if matching_negatives is not None:
+        check_int("matching_negatives", matching_negatives, 1)
 
 
 def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n):
@@ -357,6 +376,9 @@ def audit(data, *, out: str | os.PathLike | None = None, plot: str | os.PathLike
     from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_output, write_result
 
+    unknown = sorted(set(options) - set(AUDIT_OPTIONS))
+    if unknown:
+        raise BadInput(f"{unknown[0]} is not an audit option; allowed: {', '.join(AUDIT_OPTIONS)}", param=unknown[0])
     out_path = check_output(out, overwrite) if out is not None else None
     plot_path = check_plot_path(plot)
     _check_new_file("plot", plot_path, overwrite)

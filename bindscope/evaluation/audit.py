@@ -297,13 +297,16 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
         DatasetError: missing or unfinished folder, not a MADMAN dataset, unknown split, corrupt shard.
         BadInput: equal splits, a value out of range, a split without visible objects.
     """
-    for name, value, low in (("epochs", epochs, 1), ("batch_size", batch_size, 2), ("width", width, 1),
-                             ("seed", seed, 0), ("threads", threads, 1), ("shift", shift, 0), ("max_train_objects", max_train_objects, 1),
-                             ("max_test_objects", max_test_objects, 1)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
-            raise BadInput(f"{name} {value!r} is not allowed; use an integer >= {low}")
-    if not (isinstance(lr, (int, float)) and np.isfinite(lr) and lr > 0):
-        raise BadInput(f"lr {lr!r} is not allowed; use a finite number > 0")
+    # The one place of these limits: `madman audit` passes its flags unchecked (BadInput names the flag).
+    from bindscope.errors import check_int, check_number
+
+    for name, value, low, high in (("epochs", epochs, 1, 1000), ("batch_size", batch_size, 2, None),
+                                   ("width", width, 1, 256), ("seed", seed, 0, None), ("threads", threads, 1, 256),
+                                   ("shift", shift, 0, 16), ("max_train_objects", max_train_objects, 1, None),
+                                   ("max_test_objects", max_test_objects, 1, None)):
+        if value is not None:
+            check_int(name, value, low, high)
+    check_number("lr", lr)
     ds = open_dataset(dataset, ("madman",), "madman audit")
     if train_split == test_split:
         raise BadInput(f"the train and test splits are both {train_split!r}; the oracle must be tested on objects "

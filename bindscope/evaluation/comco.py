@@ -81,7 +81,8 @@ def parse_tasks(text: str | list[str], allowed: tuple[str, ...]) -> list[str]:
         if not task:
             continue
         if task not in allowed:
-            raise BadInput(f"unknown task {task!r}; allowed here: {', '.join(allowed)}")
+            raise BadInput(f"tasks {text!r}: unknown task {task!r}; allowed here: {', '.join(allowed)}",
+                           param="tasks")
         if task not in tasks:
             tasks.append(task)
     if not tasks:

@@ -6,13 +6,11 @@ from pathlib import Path
 
 import click
 
-from bindscope.cli_types import FiniteFloat
 from bindscope.errors import BadInput
 from bindscope.evaluation.api import check_locations
 from bindscope.evaluation.audit import SHIFT  # no torch at import
 
 
-MAX_AUDIT_EPOCHS = 1000  # madman audit --epochs
 
 
 def _apply(func, options):
@@ -170,25 +168,26 @@ def register_madman(group: click.Group) -> None:
     @click.option("--overwrite", is_flag=True, help="Replace an existing --out or --plot file.")
     @click.option("--train-split", default="train", show_default=True, help="Split the oracle is trained on.")
     @click.option("--test-split", default="test", show_default=True, help="Split the oracle is tested on.")
-    @click.option("--epochs", type=click.IntRange(min=1, max=MAX_AUDIT_EPOCHS), default=8, show_default=True,
+    @click.option("--epochs", type=int, default=8, show_default=True,
                   help="Passes over the training objects.")
-    @click.option("--batch-size", type=click.IntRange(min=2), default=128, show_default=True,
+    @click.option("--batch-size", type=int, default=128, show_default=True,
                   help="Objects per training step.")
-    @click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=3e-3, show_default=True,
+    @click.option("--lr", type=float, default=3e-3, show_default=True,
                   help="Peak learning rate (Adam, one-cycle schedule).")
-    @click.option("--width", type=click.IntRange(min=1, max=256), default=32, show_default=True,
+    @click.option("--width", type=int, default=32, show_default=True,
                   help="Channels of the first of four conv stages (then 2x, 4x, 8x).")
-    @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+    @click.option("--seed", type=int, default=0, show_default=True,
                   help="Seed of the weights and the visiting order (same seed, same result).")
-    @click.option("--max-train-objects", type=click.IntRange(min=1), default=None,
+    @click.option("--max-train-objects", type=int, default=None,
                   help="Train on the first N visible objects only (default: all).")
-    @click.option("--max-test-objects", type=click.IntRange(min=1), default=None,
+    @click.option("--max-test-objects", type=int, default=None,
                   help="Test on the first N visible objects only (default: all).")
-    @click.option("--threads", type=click.IntRange(min=1, max=256), default=1, show_default=True,
+    @click.option("--threads", type=int, default=1, show_default=True,
                   help="torch CPU threads; the result depends on it. More than the idle cores slows torch down.")
-    @click.option("--shift", type=click.IntRange(min=0, max=16), default=SHIFT, show_default=True,
+    @click.option("--shift", type=int, default=SHIFT, show_default=True,
                   help="Largest random offset (pixels, per axis) of a training crop; 0 = no augmentation.")
     @click.option("--quiet", is_flag=True, help="No progress bar.")
+    # The ranges of the numeric options are checked by the library (bindscope.evaluation.audit.audit_madman).
     def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, batch_size, lr, width, seed,
                      max_train_objects, max_test_objects, threads, shift, quiet):
         """Can a supervised model see each attribute and the digit? Audit a MADMAN dataset DATA.

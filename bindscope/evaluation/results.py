@@ -170,8 +170,9 @@ def check_output(path: str | os.PathLike, overwrite: bool) -> Path:
         raise BadInput(f"out {str(path)!r} is a folder; give a .json file path", param="out")
     for existing in (path, samples_path(path)):
         if existing.exists() and not overwrite:
-            raise BadInput(f"result file {str(existing)!r} already exists; pass overwrite=True to replace it, or "
-                           "choose another file")
+            what = "" if existing == path else f": its per-sample file {str(existing)!r}"
+            raise BadInput(f"out {str(path)!r}{what} already exists; pass overwrite=True to replace it, or choose "
+                           "another file", param="out")
     return path
 
 

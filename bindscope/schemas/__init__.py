@@ -27,8 +27,8 @@ def load_schema(name: str) -> dict:
 def validate(instance: object, name: str, what: str, error: type[Exception] = BadInput) -> None:
     """Validate ``instance`` against schema ``name``.
 
-    Raises ``error`` (default :class:`BadInput`) whose message is ``"<what>: <path>: <reason>"`` for the
-    most relevant violation, e.g. ``"config: multi_object_captions: 1.5 is greater than the maximum of 1"``.
+    Raises ``error`` (default :class:`BadInput`; its ``param``: the top-level key at fault) whose message is
+    ``"<what>: <path>: <reason>"`` (unknown keys: followed by the allowed ones) for the most relevant violation, e.g. ``"config: multi_object_captions: 1.5 is greater than the maximum of 1"``.
     In the ``*_config`` schemas NaN and infinities are never valid (JSON Schema's ``minimum``/``maximum`` let
     NaN through, since every comparison with NaN is false): ``"config: saliency_bias: nan is not a finite
     number; allowed: 0..1"``. There, a whole number written as a float (``3.0``, as YAML reads ``3.0`` or
@@ -43,7 +43,12 @@ def validate(instance: object, name: str, what: str, error: type[Exception] = Ba
     best = jsonschema.exceptions.best_match(validator.iter_errors(instance))
     if best is not None:
         where = ".".join(str(p) for p in best.absolute_path) or "(top level)"
-        raise error(f"{what}: {where}: {best.message}")
+        message = f"{what}: {where}: {best.message}"
+        if best.validator == "additionalProperties" and isinstance(best.schema.get("properties"), dict):
+            message += f"; allowed: {', '.join(best.schema['properties'])}"
+        if issubclass(error, BadInput):  # param: the top-level key at fault (a keyword of the library call)
+            raise error(message, param=str(best.absolute_path[0]) if best.absolute_path else None)
+        raise error(message)
 
 
 def _resolve_ref(schema: dict | None, root: dict) -> dict | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from bindscope.dataset.ownership import check_output_location
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, name_list
 
 # The training options and their defaults (``madman train`` / ``madman sweep`` show the same defaults).
 DEFAULTS: dict = {
@@ -54,8 +54,9 @@ def train(data: str | os.PathLike, out: str | os.PathLike, *, eval_data: str | o
 
     unknown = sorted(set(options) - set(DEFAULTS))
     if unknown:
-        raise BadInput(f"unknown training option(s) {', '.join(unknown)}; allowed: {', '.join(DEFAULTS)}")
+        raise BadInput(f"unknown training option(s) {', '.join(unknown)}; allowed: {', '.join(DEFAULTS)}",
+                       param=unknown[0])
     check_output_location("out", out)
     config = build_train_config(str(data), str(out), None if eval_data is None else str(eval_data),
-                                list(eval_splits) if eval_splits else None, **{**DEFAULTS, **options})
+                                name_list("eval_splits", eval_splits) or None, **{**DEFAULTS, **options})
     return Trainer(config, overwrite=overwrite, progress=progress).run()

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_int
 
 VISION_TOWERS = ("vit", "resnet", "cnn")
 TOKENIZERS = ("bpe", "word")
@@ -74,9 +74,10 @@ class ModelConfig:
     def __post_init__(self):
         object.__setattr__(self, "vocabulary", tuple(self.vocabulary))
         if self.vision not in VISION_TOWERS:
-            raise BadInput(f"vision tower {self.vision!r} is not known; choose one of {', '.join(VISION_TOWERS)}")
+            raise BadInput(f"vision {self.vision!r} is not known; allowed: {', '.join(VISION_TOWERS)}", param="vision")
         if self.tokenizer not in TOKENIZERS:
-            raise BadInput(f"tokenizer {self.tokenizer!r} is not known; choose one of {', '.join(TOKENIZERS)}")
+            raise BadInput(f"tokenizer {self.tokenizer!r} is not known; allowed: {', '.join(TOKENIZERS)}",
+                           param="tokenizer")
         if self.tokenizer == "bpe" and self.vocabulary:
             raise BadInput("a vocabulary is only used by the word tokenizer (tokenizer='word')")
         bad = [w for w in self.vocabulary if not w or w != w.strip().lower() or " " in w or w in WORD_SPECIALS]
@@ -84,22 +85,22 @@ class ModelConfig:
             raise BadInput(f"vocabulary words must be unique, lowercase, without spaces and not one of "
                            f"{', '.join(WORD_SPECIALS)}; got {bad or 'duplicates'}")
         for name in ("embed_dim", "image_size", "vision_width", "vision_layers", "patch_size", "text_width",
-                     "text_layers", "head_width", "context_length"):
-            if getattr(self, name) < 1:
-                raise BadInput(f"model {name} must be a positive integer, got {getattr(self, name)}")
+                     "text_layers", "head_width"):
+            check_int(name, getattr(self, name), 1)
+        check_int("context_length", self.context_length, 3, what="tokens")
         if self.vision == "vit" and self.image_size % self.patch_size:
-            raise BadInput(f"image size {self.image_size} is not divisible by patch size {self.patch_size}; "
-                           "choose an image size that is a multiple of the patch size")
+            raise BadInput(f"image_size {self.image_size} is not divisible by patch_size {self.patch_size}; "
+                           "choose an image size that is a multiple of the patch size", param="image_size")
         if self.vision == "cnn" and self.image_size % 8:
-            raise BadInput(f"the cnn vision tower needs an image size divisible by 8, got {self.image_size}")
+            raise BadInput(f"image_size {self.image_size} is not allowed: the cnn vision tower needs a multiple of 8",
+                           param="image_size")
         if self.vision == "resnet" and self.image_size % 32:
-            raise BadInput(f"the resnet vision tower needs an image size divisible by 32, got {self.image_size}")
+            raise BadInput(f"image_size {self.image_size} is not allowed: the resnet vision tower needs a multiple "
+                           "of 32", param="image_size")
         for name in ("vision_width", "text_width"):
             if getattr(self, name) % self.head_width:
-                raise BadInput(f"model {name} {getattr(self, name)} is not divisible by head width "
-                               f"{self.head_width}")
-        if self.context_length < 3:
-            raise BadInput(f"context length must be at least 3 tokens, got {self.context_length}")
+                raise BadInput(f"{name} {getattr(self, name)} is not divisible by the head width "
+                               f"{self.head_width}", param=name)
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -34,10 +34,10 @@ from bindscope.atomic import remove_temp_files
 from bindscope.dataset.manifest import canonical_json, load_manifest, write_text_atomic
 from bindscope.dataset.ownership import (OutputLock, bookkeeping, clear_owned, is_owned, require_owned, resolve_output,
                                          write_marker)
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_int
 from bindscope.training.checkpoint import (CHECKPOINT, CHECKPOINT_FORMAT, MODEL, MODEL_FORMAT, TrainedClipAdapter,
                                            autocast_dtype, resolve_device, save_atomic)
-from bindscope.training.model import WORD_SPECIALS, ModelConfig
+from bindscope.training.model import VISION_TOWERS, WORD_SPECIALS, ModelConfig
 
 RUN = "run.json"
 RUN_KIND = "train-run"  # the ownership marker's kind (see bindscope.dataset.ownership)
@@ -140,6 +140,10 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         raise BadInput(f"hard_negatives_per_sample must be >= 1, got {options['hard_negatives_per_sample']}",
                        param="hard_negatives_per_sample")
     image_size = options["image_size"]
+    if options["vision"] not in VISION_TOWERS:
+        raise BadInput(f"vision {options['vision']!r} is not known; allowed: {', '.join(VISION_TOWERS)}",
+                       param="vision")
+    check_int("patch_size", options["patch_size"], 1, what="pixels")
     if image_size is None:
         side = canvas if canvas is not None else min(load_manifest(data)["image_size"])
         step = {"vit": options["patch_size"], "resnet": 32, "cnn": 8}[options["vision"]]
@@ -271,7 +275,7 @@ class Trainer:
         param = "eval_data" if config.eval_data is not None else "data"
         if config.eval_data is None:
             config = replace(config, eval_data=config.data)
-        eval_manifest = load_manifest(config.eval_data)
+        eval_manifest = load_manifest(config.eval_data, param=param)
         if eval_manifest["generator"]["name"] != "madman":
             raise BadInput(f"{param} {config.eval_data!r} was made by {eval_manifest['generator']['name']!r}; "
                            "training needs a madman dataset", param=param)
@@ -279,9 +283,12 @@ class Trainer:
         if config.eval_splits is None:
             config = replace(config, eval_splits=[s for s in ("test", "ood") if s in available])
         missing = [s for s in config.eval_splits if s not in available]
-        if missing or not config.eval_splits:
-            raise BadInput(f"eval_data {config.eval_data!r} has no split {', '.join(missing) or 'test'}; "
-                           f"it has: {', '.join(available)}", param="eval_data")
+        if missing:
+            raise BadInput(f"eval_splits {', '.join(missing)!r}: {param} {config.eval_data!r} has no such split; "
+                           f"it has: {', '.join(available)}", param="eval_splits")
+        if not config.eval_splits:
+            raise BadInput(f"{param} {config.eval_data!r} has no split test or ood; it has: {', '.join(available)} "
+                           "(pass eval_splits)", param=param)
         from bindscope.dataset import Dataset
 
         with Dataset(config.eval_data) as eval_data:  # a bad evaluation shard is refused before training

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bindscope.dataset.ownership import check_output_location
-from bindscope.errors import BadInput, GenerationError
+from bindscope.errors import BadInput, GenerationError, check_int
 
 if TYPE_CHECKING:
     from bindscope.dataset.build import BuildResult
@@ -93,10 +93,8 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
     from bindscope.generators.comco.config import resolve_render_config
     from bindscope.generators.comco.generator import ComcoGenerator
 
-    if seed < 0:
-        raise BadInput(f"seed must be >= 0, got {seed}", param="seed")
-    if not 1 <= jobs <= MAX_JOBS:
-        raise BadInput(f"jobs {jobs} is out of range; allowed: 1..{MAX_JOBS} worker processes", param="jobs")
+    check_int("seed", seed, 0)
+    check_int("jobs", jobs, 1, MAX_JOBS, what="worker processes")
     if threads is not None and not 1 <= threads <= MAX_THREADS:
         raise BadInput(f"threads {threads} is out of range; allowed: 1..{MAX_THREADS} Cycles threads per "
                        "worker", param="threads")

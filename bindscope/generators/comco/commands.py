@@ -76,9 +76,10 @@ def register(group: click.Group) -> None:
     @click.option("--split", default="scenes", show_default=True, help="Split to show.")
     @click.option("-n", "count", type=int, default=12, show_default=True, help="Number of samples (from the first).")
     @click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
-    def preview(directory, out, split, count, cols):
+    @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+    def preview(directory, out, split, count, cols, overwrite):
         """Save a grid of DIRECTORY's images with mask outlines, object names and mention order."""
         from bindscope.generators.comco.preview import preview_grid
 
-        path = preview_grid(directory, out, split=split, count=count, cols=cols)
+        path = preview_grid(directory, out, split=split, count=count, cols=cols, overwrite=overwrite)
         click.echo(f"wrote {path}")

@@ -37,19 +37,20 @@ def _tile(ax, sample, colours) -> None:
 
 
 def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: str = "scenes", count: int = 12,
-                 cols: int = 4) -> Path:
+                 cols: int = 4, overwrite: bool = False) -> Path:
     """Write a PNG grid of the first ``count`` samples of ``split`` of the dataset at ``directory``.
 
     Each tile: the image with each object's visible-mask outline in its own colour, a label per object
     "#mention name" at the top-left corner of its visible bbox (mention position 0 = not mentioned), and the
-    caption as the tile title. Written through a temp file and renamed.
+    caption as the tile title. Written through a temp file and renamed; missing parent folders are created; an
+    existing ``out`` is replaced only with ``overwrite``.
 
     Raises:
-        BadInput / DatasetError: bad ``count``/``cols``, missing or non-ComCO dataset, unknown split, or an
-            output path whose folder does not exist.
+        BadInput / DatasetError: bad ``count``/``cols``, missing or non-ComCO dataset, unknown split, an output
+            path that cannot be created or exists without ``overwrite``.
     """
     from matplotlib.colors import to_rgb
 
     colours = [tuple(int(round(255 * v)) for v in to_rgb(c)) for c in OUTLINE_COLOURS]
     return grid(directory, out, split, count, cols, lambda ax, sample: _tile(ax, sample, colours), (3.2, 3.5),
-                generators=("comco",), dpi=120)
+                generators=("comco",), overwrite=overwrite, dpi=120)

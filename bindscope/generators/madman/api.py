@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bindscope.dataset.ownership import check_output_location
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_int
 
 if TYPE_CHECKING:
     from bindscope.dataset.build import BuildResult
@@ -65,10 +65,8 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
 
     if overwrite and resume:
         raise BadInput("overwrite and resume exclude each other; pass one")
-    if not 1 <= jobs <= MAX_JOBS:
-        raise BadInput(f"jobs {jobs} is out of range; allowed: 1..{MAX_JOBS} worker processes", param="jobs")
-    if seed < 0:
-        raise BadInput(f"seed must be >= 0, got {seed}", param="seed")
+    check_int("jobs", jobs, 1, MAX_JOBS, what="worker processes")
+    check_int("seed", seed, 0)
     check_output_location("out", out)
     refuse_foreign(out, overwrite)  # a foreign out is refused before the digits are loaded
     file_layer = config_layer(config)

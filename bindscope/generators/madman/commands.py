@@ -11,6 +11,7 @@ import click
 from bindscope.dataset.commands import build_options, report_build
 from bindscope.errors import BadInput
 from bindscope.generators.madman.api import MAX_JOBS
+from bindscope.generators.madman.config import DEFAULTS
 
 MAX_IMAGES = 10_000_000  # images per split (the schema's bound for splits.*)
 
@@ -72,7 +73,7 @@ def register(group: click.Group) -> None:
     @click.option("-n", "--num-images", type=int, default=None,
                   help="Images per split (train, test and ood), at most 10,000,000; default from the config "
                        "(1000 / 500 / 500).")
-    @click.option("--image-size", type=int, default=None, help="Canvas side in pixels (default 64).")
+    @click.option("--image-size", type=int, default=None, help=f"Canvas side in pixels (default {DEFAULTS['image_size']}).")
     @click.option("--holdout", multiple=True, metavar="DIGIT:ATTRIBUTE=VALUE",
                   help="Hold a digit-attribute combination out of train/test into the ood split "
                        "(repeatable), e.g. --holdout 7:colour=red.")
@@ -112,12 +113,13 @@ def register(group: click.Group) -> None:
     @click.option("-n", "--num", "count", type=int, default=16, show_default=True,
                   help="Samples to show (first n).")
     @click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
-    def preview(directory, out, split, count, cols):
+    @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+    def preview(directory, out, split, count, cols, overwrite):
         """Draw a grid of samples of a MADMAN dataset DIRECTORY with captions and mask outlines into --out.
 
         Outline colours: object 1 (centred, salient) white, object 2 cyan; the caption above each image.
         """
         from bindscope.generators.madman.preview import draw_preview
 
-        path = draw_preview(directory, out, split=split, count=count, cols=cols)
+        path = draw_preview(directory, out, split=split, count=count, cols=cols, overwrite=overwrite)
         click.echo(f"wrote {path}")

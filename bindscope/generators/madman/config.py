@@ -50,7 +50,7 @@ def load_preset(name: str) -> dict:
         BadInput: unknown preset name (the message lists the presets).
     """
     if name not in PRESETS:
-        raise BadInput(f"unknown preset {name!r}; allowed: {', '.join(PRESETS)}")
+        raise BadInput(f"preset {name!r} is not known; allowed: {', '.join(PRESETS)}", param="preset")
     text = resources.files("bindscope").joinpath("configs", f"{name}.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
@@ -71,18 +71,21 @@ def resolve(preset: str | None = None, file_layer: dict | None = None, flags: di
 
     Raises:
         BadInput: a schema violation (names the key and value), an unknown preset, unknown attribute or value,
-            a density above the number of caption attributes, a hold-out that would leave a digit with no
+            splits that are all empty, a density above the number of caption attributes, a hold-out that would leave a digit with no
             value of an attribute, or a hold-out without an ``ood`` split size.
     """
     if preset is None and file_layer and file_layer.get("preset"):
         preset = file_layer["preset"]
     if preset is not None and not isinstance(preset, str):
-        raise BadInput(f"preset {preset!r} must be a name; allowed: {', '.join(PRESETS)}")
+        raise BadInput(f"preset {preset!r} must be a name; allowed: {', '.join(PRESETS)}", param="preset")
     # the shared config layer (bindscope.config): merged in order, validated once by the JSON Schema;
     # "preset" records the preset actually applied (a flag wins over a file's "preset" key)
     config = resolve_config("madman_config", DEFAULTS, load_preset(preset) if preset is not None else None,
                             file_layer, flags, {"preset": preset}, tables=("attributes.*",))
     check_value_sets(config["attributes"])
+    if not any(config["splits"].values()):
+        raise BadInput(f"splits {config['splits']!r}: every split is empty; give at least one of train, test, ood "
+                       "a size >= 1", param="splits")
     order = config["caption_order"]
     for name, density in (("attribute_density", config["attribute_density"]),
                           ("eval_attribute_density", config["eval_attribute_density"])):
