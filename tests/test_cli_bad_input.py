@@ -262,7 +262,7 @@ def test_alignment_rejects_nan_learning_rate(madman_data, tmp_path, command):
     (["DATA", "--train-split", "test"], ["both 'test'"]),
     (["DATA", "--epochs", "0"], ["--epochs", "0"]),
     (["DATA", "--batch-size", "1"], ["--batch-size", "1"]),
-    (["DATA", "--lr", "nan"], ["--lr", "not a finite number"]),
+    (["DATA", "--lr", "nan"], ["--lr nan is not allowed; use a finite number > 0"]),
     (["DATA", "--seed", "-1"], ["--seed", "-1"]),
     (["DATA", "--max-train-objects", "0"], ["--max-train-objects", "0"]),
     (["DATA", "--out", "f.txt/a.json"], ["--out", "f.txt", "is a file, not a folder"]),

@@ -100,7 +100,8 @@ def probe(data: str | os.PathLike, model: str = "ViT-B-32", *, pretrained: str |
         data: dataset folder. model / pretrained / device / precision / batch_size / cache_dir / use_cache:
             the encoder (see :func:`bindscope.evaluate`). task: ``"attributes"`` or ``"conjunctive-search"``.
         modality: ``"image"``, ``"text"`` or ``"both"``.
-        split: default test, else the first split. attributes: default all of the dataset's.
+        split: default test, else the first split. attributes: a list or one name (default: all of the
+            dataset's).
         min_objects: minimum objects in a modality's view (2: multi-object samples only). seed: >= 0.
         out: result JSON (default ``DATA/eval/<probe|conjunctive-search>-<model>-<tag>.json``). progress: tqdm
             bar on stderr.

@@ -30,8 +30,9 @@ def load_manifest(directory: str | os.PathLike, consistent: bool = True, param: 
     contradicts itself (see :func:`manifest_problems`).
 
     Raises:
-        DatasetError (its ``param``: ``param``): the folder or manifest is missing, not JSON, does not match the manifest schema, or
-            (``consistent``) contradicts itself; the message names the file.
+        DatasetError (its ``param`` is ``param``): the folder is missing or a file, the manifest is missing,
+            not JSON, does not match the manifest schema, or (``consistent``) contradicts itself; the message
+            names the file.
     """
     directory = Path(directory)
     path = directory / MANIFEST

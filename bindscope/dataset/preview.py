@@ -30,7 +30,8 @@ def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: st
 
     Raises:
         BadInput / DatasetError: ``count`` or ``cols`` < 1, ``out`` not a ``.png``, an existing ``out`` without
-            ``overwrite``, an unwritable location, not a finished dataset (or of another generator), an unknown or empty split.
+            ``overwrite``, an unwritable location, not a finished dataset (or of another generator), an unknown
+            or empty split.
     """
     import matplotlib
 

@@ -9,6 +9,7 @@ Example (a notebook)::
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -17,9 +18,6 @@ from bindscope.dataset.ownership import check_output_location
 from bindscope.errors import BadInput, DatasetError, check_int, name_list
 
 MAX_SAMPLED_CAPTIONS = 1_000_000  # TOR on sampled captions: captions per group
-# The keyword options of :func:`audit` (those of bindscope.evaluation.audit.audit_madman).
-AUDIT_OPTIONS = ("train_split", "test_split", "epochs", "batch_size", "lr", "width", "seed", "max_train_objects",
-                 "max_test_objects", "threads", "shift")
 
 
 class Evaluation(NamedTuple):
@@ -158,7 +156,7 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
         model: encoder (see :func:`bindscope.evaluation.adapters.load_adapter`: open_clip name, ``hf-hub:``,
             ``sentence-transformers/<name>``, or a ``madman train`` run folder / checkpoint).
         pretrained: open_clip pretrained tag (``"none"``: random weights).
-        splits: MADMAN splits (default: test and ood, those present).
+        splits: MADMAN splits, a list or one name (default: test and ood, those present).
         tasks: ComCO tasks, e.g. ``"tor,ior"`` (of tor, ior, i2tor, matching, binding; default: all that
             apply with data, ``tor`` without).
         text_transform: a callable on L2-normalised (N, D) text embeddings, e.g. a LABCLIP map
@@ -182,8 +180,10 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
         ``out=False``), ``plot`` (or None).
 
     Raises:
-        BadInput / DatasetError: a bad value or dataset, an existing result file without ``overwrite``; all
-            checked before the model is loaded or a file is written.
+        BadInput / DatasetError: a bad value or dataset, a ComCO/COCO option (``tasks``, ``matching_negatives``,
+            ``split``, ``references``, ``category_map``) with a MADMAN dataset, an existing result file without
+            ``overwrite``; all checked before the model is loaded or a file is written; ``param`` names the
+            parameter.
     """
     from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_output
@@ -376,9 +376,10 @@ def audit(data, *, out: str | os.PathLike | None = None, plot: str | os.PathLike
     from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_output, write_result
 
-    unknown = sorted(set(options) - set(AUDIT_OPTIONS))
+    allowed = [name for name in inspect.signature(audit_madman).parameters if name not in ("dataset", "progress")]
+    unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise BadInput(f"{unknown[0]} is not an audit option; allowed: {', '.join(AUDIT_OPTIONS)}", param=unknown[0])
+        raise BadInput(f"{unknown[0]} is not an audit option; allowed: {', '.join(allowed)}", param=unknown[0])
     out_path = check_output(out, overwrite) if out is not None else None
     plot_path = check_plot_path(plot)
     _check_new_file("plot", plot_path, overwrite)

@@ -11,8 +11,6 @@ from bindscope.evaluation.api import check_locations
 from bindscope.evaluation.audit import SHIFT  # no torch at import
 
 
-
-
 def _apply(func, options):
     for option in reversed(options):
         func = option(func)
@@ -168,6 +166,7 @@ def register_madman(group: click.Group) -> None:
     @click.option("--overwrite", is_flag=True, help="Replace an existing --out or --plot file.")
     @click.option("--train-split", default="train", show_default=True, help="Split the oracle is trained on.")
     @click.option("--test-split", default="test", show_default=True, help="Split the oracle is tested on.")
+    # The numeric options' ranges are checked by the library, their one place (audit_madman).
     @click.option("--epochs", type=int, default=8, show_default=True,
                   help="Passes over the training objects.")
     @click.option("--batch-size", type=int, default=128, show_default=True,
@@ -187,7 +186,6 @@ def register_madman(group: click.Group) -> None:
     @click.option("--shift", type=int, default=SHIFT, show_default=True,
                   help="Largest random offset (pixels, per axis) of a training crop; 0 = no augmentation.")
     @click.option("--quiet", is_flag=True, help="No progress bar.")
-    # The ranges of the numeric options are checked by the library (bindscope.evaluation.audit.audit_madman).
     def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, batch_size, lr, width, seed,
                      max_train_objects, max_test_objects, threads, shift, quiet):
         """Can a supervised model see each attribute and the digit? Audit a MADMAN dataset DATA.

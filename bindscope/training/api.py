@@ -33,7 +33,8 @@ def train(data: str | os.PathLike, out: str | os.PathLike, *, eval_data: str | o
 
     Args:
         data: MADMAN dataset folder. out: run folder (checkpoints, log.jsonl, model.pt, result.json).
-        eval_data / eval_splits: dataset and splits of the final evaluation (default: ``data``; test and ood).
+        eval_data / eval_splits: dataset and splits (a list or one name) of the final evaluation (default:
+            ``data``; test and ood).
         overwrite: replace a different run in ``out``. progress: tqdm bar on stderr.
         **options: any key of :data:`DEFAULTS` (model: ``embed_dim``, ``image_size`` (pixels, None: the
             canvas rounded to the patch size), ``vision`` ``"vit"|"resnet"|"cnn"``, widths and layers,

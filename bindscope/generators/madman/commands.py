@@ -73,7 +73,8 @@ def register(group: click.Group) -> None:
     @click.option("-n", "--num-images", type=int, default=None,
                   help="Images per split (train, test and ood), at most 10,000,000; default from the config "
                        "(1000 / 500 / 500).")
-    @click.option("--image-size", type=int, default=None, help=f"Canvas side in pixels (default {DEFAULTS['image_size']}).")
+    @click.option("--image-size", type=int, default=None,
+                  help=f"Canvas side in pixels (default {DEFAULTS['image_size']}).")
     @click.option("--holdout", multiple=True, metavar="DIGIT:ATTRIBUTE=VALUE",
                   help="Hold a digit-attribute combination out of train/test into the ood split "
                        "(repeatable), e.g. --holdout 7:colour=red.")
