@@ -118,7 +118,7 @@ def test_preprocess_images_shapes_and_values():
 
 
 def test_model_config_rejects_bad_values():
-    with pytest.raises(BadInput, match="image_size 30 is not divisible by patch_size 8"):
+    with pytest.raises(BadInput, match="image_size 30 is not divisible by patch_size=8"):
         ModelConfig(image_size=30, patch_size=8)
     with pytest.raises(BadInput, match="vision 'convnext' is not known; allowed: vit, resnet, cnn"):
         ModelConfig(vision="convnext")
@@ -346,7 +346,7 @@ def test_cli_train_end_to_end_then_rerun_prints_the_finished_result(ideal_data, 
     (["--precision", "fp16", "--device", "cpu"], "fp16 needs a CUDA device"),
     (["--image-size", "30"], "--image-size 30 is not divisible by --patch-size 8"),
     (["--steps", "0"], "--steps must be an integer >= 1"),
-    (["--eval-split", "ood"], "has no split ood"),
+    (["--eval-split", "ood"], "--eval-split 'ood': data '"),
     (["--tokenizer", "chars"], "'chars' is not one of 'bpe', 'word'"),
     (["--vision", "cnn", "--image-size", "60"], "--image-size 60 is not allowed: the cnn vision tower needs a multiple of 8"),
 ])

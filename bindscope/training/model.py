@@ -89,8 +89,8 @@ class ModelConfig:
             check_int(name, getattr(self, name), 1)
         check_int("context_length", self.context_length, 3, what="tokens")
         if self.vision == "vit" and self.image_size % self.patch_size:
-            raise BadInput(f"image_size {self.image_size} is not divisible by patch_size {self.patch_size}; "
-                           "choose an image size that is a multiple of the patch size", param="image_size")
+            raise BadInput(f"image_size {self.image_size} is not divisible by patch_size={self.patch_size}; "
+                           "choose a multiple of the patch size", param="image_size")
         if self.vision == "cnn" and self.image_size % 8:
             raise BadInput(f"image_size {self.image_size} is not allowed: the cnn vision tower needs a multiple of 8",
                            param="image_size")
