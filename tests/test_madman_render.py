@@ -199,36 +199,40 @@ def test_two_large_digits_never_overlap(gen96):
     assert max(moved) < 96 / 4 and 0 < sum(m > 0.5 for m in moved) < len(moved) and tight <= 4
 
 
-def test_drawn_source_is_the_first_candidate_the_reader_reads(gen96r):
-    """Version 4: each digit is drawn from the first of its source and three alternates (same class, same pool)
-    that the reader reads as the class with the digit's swelling and cuts; plain digits are never re-drawn."""
+def test_drawn_source_is_the_most_legible_candidate(gen96r):
+    """Version 4: each digit is drawn from the first of its source and seven alternates (same class, same pool)
+    that at least 4 of the reader's 5 nearest references read as the class with the digit's swelling and cuts,
+    else from the candidate with the most such votes; plain digits are never re-drawn."""
     r = gen96r.renderer
     assert r.reader is not None
-    switched, read_drawn, read_planned, judged = 0, 0, 0, 0
+    switched, judged, votes_drawn, votes_planned = 0, 0, [], []
     for sample in gen96r.make_samples("train", 0, 60):
         for digit, obj, placed in zip(sample.spec["digits"], sample.objects, sample.spec["placements"]):
             candidates = [digit["source"], *digit["alternates"]]
-            assert len(candidates) == 4 and set(candidates) <= set(gen96r.pools["train"][digit["digit"]].tolist())
-            reads = []
+            assert len(candidates) == 8 and set(candidates) <= set(gen96r.pools["train"][digit["digit"]].tolist())
+            votes = []
             for n in candidates:
                 pose = r.pose({**digit, "source": n})
                 ink = r.frame_ink(pose)
                 if pose.swell_at is None and not pose.cuts:
-                    np.testing.assert_array_equal(ink, gen96r.table.variants[n, pose.v].astype(np.float32) * np.float32(1 / 255))
-                    reads.append(None)
+                    np.testing.assert_array_equal(ink, gen96r.table.variants[n, pose.v].astype(np.float32)
+                                                  * np.float32(1 / 255))
+                    votes.append(None)
                 else:
-                    reads.append(int(r.reader.read(ink[None], pose.v, np.array([n]))[0]) == digit["digit"])
-            if reads[0] is None:
+                    votes.append(int((r.reader.neighbours(ink[None], pose.v, np.array([n]))[0]
+                                      == digit["digit"]).sum()))
+            if votes[0] is None:
                 expected = candidates[0]
             else:
-                expected = next((n for n, ok in zip(candidates, reads) if ok), candidates[0])
+                confident = [n for n, v in zip(candidates, votes) if v >= 4]
+                expected = confident[0] if confident else candidates[votes.index(max(votes))]
                 judged += 1
-                read_planned += reads[0]
-                read_drawn += reads[candidates.index(expected)]
+                votes_planned.append(votes[0])
+                votes_drawn.append(votes[candidates.index(expected)])
             assert placed["source"] == expected == int(obj.extras["source_index"])
             switched += expected != candidates[0]
     assert switched > 0 and judged > 40
-    assert read_drawn > read_planned and read_drawn >= 0.9 * judged
+    assert np.mean(votes_drawn) > np.mean(votes_planned) and np.mean(np.array(votes_drawn) >= 3) >= 0.9
 
 
 def test_frame_ink_cuts_the_stroke(gen96):

@@ -57,11 +57,11 @@ class Reader:
             ref_z = (ref - mean) @ basis
             self.spaces.append((pixels @ basis, mean @ basis, ref_z, (ref_z * ref_z).sum(1)))
 
-    def read(self, glyphs: np.ndarray, variant: int, sources: np.ndarray | None = None) -> np.ndarray:
-        """The digit class read in each of ``glyphs`` ``(M, F, F)`` (uint8 or float coverage, the frame of the
-        normalised glyphs) against the references of thickness ``variant``: ``(M,)`` int64. ``sources``
-        ``(M,)``: the source digit each glyph was drawn from, left out of its own neighbours (None: keep all).
-        Majority of :data:`NEIGHBOURS`; a tie goes to the class of the nearest neighbour among the tied ones."""
+    def neighbours(self, glyphs: np.ndarray, variant: int, sources: np.ndarray | None = None) -> np.ndarray:
+        """The classes of the :data:`NEIGHBOURS` nearest references of each of ``glyphs`` ``(M, F, F)`` (uint8 or
+        float coverage, the frame of the normalised glyphs) at thickness ``variant``, nearest first: ``(M,
+        NEIGHBOURS)`` int64. ``sources`` ``(M,)``: the source digit each glyph was drawn from, left out of its own
+        neighbours (None: keep all)."""
         project, offset, ref_z, ref_sq = self.spaces[variant]
         g = glyphs.astype(np.float32) * np.float32(1 / 255) if glyphs.dtype == np.uint8 else glyphs
         z = g.reshape(len(g), -1).astype(np.float32) @ project - offset
@@ -70,13 +70,18 @@ class Reader:
             own = self.position[np.asarray(sources, np.int64)]
             rows = np.flatnonzero(own >= 0)
             d2[rows, own[rows]] = np.inf  # leave the digit itself out
-        near = np.argpartition(d2, NEIGHBOURS, axis=1)[:, :NEIGHBOURS]  # the k nearest, then nearest first
+        near = np.argpartition(d2, NEIGHBOURS, axis=1)[:, :NEIGHBOURS]
         rows = np.arange(len(z))[:, None]
-        near = near[rows, np.lexsort((near, d2[rows, near]), axis=1)]
-        votes = self.labels[near]
+        return self.labels[near[rows, np.lexsort((near, d2[rows, near]), axis=1)]]
+
+    def read(self, glyphs: np.ndarray, variant: int, sources: np.ndarray | None = None) -> np.ndarray:
+        """The digit class read in each of ``glyphs`` (see :meth:`neighbours`): ``(M,)`` int64, the majority of
+        the :data:`NEIGHBOURS` nearest references; a tie goes to the class of the nearest neighbour among the
+        tied ones."""
+        votes = self.neighbours(glyphs, variant, sources)
         counts = np.stack([(votes == d).sum(1) for d in range(10)], axis=1)
         tied = counts == counts.max(1)[:, None]
-        rows = np.arange(len(z))
+        rows = np.arange(len(votes))
         return votes[rows, np.argmax(tied[rows[:, None], votes], axis=1)]
 
 

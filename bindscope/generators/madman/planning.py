@@ -46,9 +46,9 @@ from bindscope.dataset.records import Negative
 from bindscope.generators.madman.attributes import ATTRIBUTES
 from bindscope.generators.madman.captions import describe, make_negatives
 
-#: Other instances of the same class drawn for each digit (``alternates``): the renderer draws the first of
-#: ``source``, ``alternates`` that stays legible with the digit's attributes (generator version 4).
-ALTERNATES = 3
+#: Other instances of the same class drawn for each digit (``alternates``): the renderer draws the most legible
+#: of ``source`` and ``alternates`` with the digit's attributes (generator version 4, ``Renderer.choose``).
+ALTERNATES = 7
 
 
 def _pick(u: float, items: Sequence):

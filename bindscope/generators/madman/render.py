@@ -51,6 +51,7 @@ from bindscope.generators.madman.morpho import (SWELL_LENGTH, MorphoTable, bulge
 
 _TURNS = tuple(math.radians(a) for a in (0, 45, -45, 90, -90, 135, -135, 180))
 WIDEST = 1.25  # no glyph's largest diameter exceeds this many times its size level
+CONFIDENT = 4  # of the reader's 5 nearest references must read a drawn digit as its class (Renderer.choose)
 EXTRAS = ["source_index", "scale", "centre_y", "centre_x", "stroke_thickness"]
 
 
@@ -168,23 +169,26 @@ class Renderer:
         return ink
 
     def choose(self, digit: dict) -> Pose:
-        """The pose of the first of the digit's candidate sources (``source``, then ``alternates``) that the
-        :class:`~bindscope.generators.madman.legibility.Reader` reads as the planned class once thickness,
-        swelling and cuts are applied (:meth:`frame_ink`); the first candidate if none is read so, or without a
-        reader. A candidate without swelling and cuts is taken unread: its glyph is the table's variant, which
-        the table's reader (:func:`~bindscope.generators.madman.legibility.legible_digits`) already read.
-
-        Measured on 2,000 default training objects: the planned source is read as its class for 91.9 % (plain
-        98.2 %, swollen 85.4 %, thin 84.2 %, the digit 1 73.9 %), one of the four candidates for 97.4 %."""
-        first = None
+        """The pose of the most legible of the digit's candidate sources (``source``, then ``alternates``) once
+        thickness, swelling and cuts are applied (:meth:`frame_ink`): the first that at least
+        :data:`CONFIDENT` of the reader's :data:`~bindscope.generators.madman.legibility.NEIGHBOURS` nearest
+        references read as the planned class, else the one with the most such votes (the earliest among equals).
+        Without a reader, the planned source. A candidate without swelling and cuts is taken unread: its glyph is
+        the table's variant, which the table's reader
+        (:func:`~bindscope.generators.madman.legibility.legible_digits`) already read.
+        """
+        best = None
         for n in [digit["source"], *digit.get("alternates", [])]:
             pose = self.pose(digit if n == digit["source"] else {**digit, "source": n})
             if self.reader is None or (pose.swell_at is None and not pose.cuts):
-                return pose  # a plain glyph is the table's variant, read when the table was built
-            first = first or pose
-            if self.reader.read(self.frame_ink(pose)[None], pose.v, np.array([n]))[0] == digit["digit"]:
                 return pose
-        return first
+            votes = int((self.reader.neighbours(self.frame_ink(pose)[None], pose.v, np.array([n]))[0]
+                         == digit["digit"]).sum())
+            if votes >= CONFIDENT:
+                return pose
+            if best is None or votes > best[0]:
+                best = (votes, pose)
+        return best[1]
 
     def layout(self, poses: list[Pose], jitter: tuple[float, float], direction: float) -> list[tuple[float, float]]:
         """Canvas centres ``(y, x)`` (pixels) of the posed digits' ink boxes.
