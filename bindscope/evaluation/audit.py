@@ -276,13 +276,13 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
     Args:
         dataset: a MADMAN dataset folder (or an open :class:`Dataset`).
         train_split / test_split: the split to train on and the (different) split to test on.
-        epochs: passes over the training objects (>= 1). batch_size: objects per step (>= 2).
-        lr: peak learning rate of Adam's one-cycle schedule (> 0). width: channels of the first stage (>= 1).
+        epochs: passes over the training objects (1..1000). batch_size: objects per step (>= 2).
+        lr: peak learning rate of Adam's one-cycle schedule (> 0). width: channels of the first stage (1..256).
         seed: seed of the weights and the visiting order (>= 0).
         max_train_objects / max_test_objects: use only the first N visible objects of the split (None: all).
-        threads: torch CPU threads (>= 1). The result depends on it (the order of floating-point sums); more
+        threads: torch CPU threads (1..256). The result depends on it (the order of floating-point sums); more
             threads than idle cores make torch many times slower, so the default is 1.
-        shift: largest random offset (pixels, >= 0) of a training crop per axis (:func:`train_oracle`).
+        shift: largest random offset (pixels, 0..16) of a training crop per axis (:func:`train_oracle`).
         progress: show a progress bar.
 
     Returns:
