@@ -113,7 +113,7 @@ def main() -> None:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--out", default="result.json", help="JSON result file")
     parser.add_argument("--work", default="runs/madman-reproduction", help="datasets and runs go here")
-    parser.add_argument("--num-train", type=int, default=20000, help="training images per preset")
+    parser.add_argument("--num-train", type=int, default=60000, help="training images per preset")
     parser.add_argument("--num-test", type=int, default=3000, help="evaluation images (ideal test split)")
     parser.add_argument("--data-seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=8000)

@@ -17,6 +17,7 @@ from scipy import ndimage as ndi
 NEIGHBOURS = 5
 COMPONENTS = 40
 REFERENCE_PER_CLASS = 1000
+SMALL_BATCH = 8  # Reader.neighbours: up to this many glyphs are read without BLAS (same path, same result)
 MIN_PER_CLASS = 30  # with fewer digits of some class the reader is no fair judge: every digit counts as legible
 
 
@@ -64,8 +65,14 @@ class Reader:
         neighbours (None: keep all)."""
         project, offset, ref_z, ref_sq = self.spaces[variant]
         g = glyphs.astype(np.float32) * np.float32(1 / 255) if glyphs.dtype == np.uint8 else glyphs
-        z = g.reshape(len(g), -1).astype(np.float32) @ project - offset
-        d2 = (z * z).sum(1)[:, None] + ref_sq[None, :] - 2.0 * z @ ref_z.T
+        flat = g.reshape(len(g), -1).astype(np.float32)
+        if len(flat) <= SMALL_BATCH:  # numpy's own loops: BLAS would wake its threads for a few rows
+            z = np.einsum("mf,fc->mc", flat, project) - offset
+            cross = np.einsum("mc,rc->mr", z, ref_z)
+        else:
+            z = flat @ project - offset
+            cross = z @ ref_z.T
+        d2 = (z * z).sum(1)[:, None] + ref_sq[None, :] - 2.0 * cross
         if sources is not None:
             own = self.position[np.asarray(sources, np.int64)]
             rows = np.flatnonzero(own >= 0)
