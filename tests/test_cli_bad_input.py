@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from cli_support import invoke_in, snapshot
 
 from bindscope.cli import bindscope, comco, madman
 from bindscope.dataset.manifest import config_sha256
@@ -21,20 +22,11 @@ from bindscope.dataset.manifest import config_sha256
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-def _snapshot(root: Path) -> dict:
-    """Every path under ``root`` with its size and modification time (to detect anything written)."""
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
-
 
 def _bad(group, args, root: Path, *needles: str) -> str:
     """Invoke; assert exit 2, one ``Error:`` line containing every needle, and no change under ``root``."""
-    before = _snapshot(root)
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
-        result = CliRunner().invoke(group, [str(a) for a in args], catch_exceptions=False)
-    finally:
-        os.chdir(cwd)
+    before = snapshot(root)
+    result = invoke_in(root, group, args)
     # click's own usage errors add "Usage: ..." and "Try '... --help'" above the one Error line
     lines = [line for line in result.output.splitlines()
              if line.strip() and not line.startswith(("Usage: ", "Try '"))]
@@ -42,7 +34,7 @@ def _bad(group, args, root: Path, *needles: str) -> str:
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
-    assert _snapshot(root) == before, "something was written"
+    assert snapshot(root) == before, "something was written"
     return lines[0]
 
 
@@ -212,7 +204,7 @@ def test_multi_line_library_message_is_joined(work):  # PyYAML's message in a Ba
 
 def test_comco_render_failing_first_scene_leaves_nothing(work):
     (work / "strict.yaml").write_text("sizes: {min_area_ratio: 100, corrections: 0}\nvisibility: {max_tries: 2}\n")
-    before = _snapshot(work)
+    before = snapshot(work)
     cwd = os.getcwd()
     os.chdir(work)
     try:
@@ -225,7 +217,7 @@ def test_comco_render_failing_first_scene_leaves_nothing(work):
     lines = result.output.splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: scenes 0: no acceptable render"), result.output
     assert "sizes.min_area_ratio = 100" in lines[0] and "max_tries = 2" in lines[0]
-    assert _snapshot(work) == before and not (work / "new").exists()
+    assert snapshot(work) == before and not (work / "new").exists()
 
 
 @pytest.mark.parametrize("args, message", [

@@ -6,12 +6,12 @@ alignment."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from cli_support import invoke_in, snapshot
 
 import bindscope
 from bindscope.cli import bindscope as bindscope_cli
@@ -44,23 +44,15 @@ def place(tmp_path_factory) -> Path:
     return root
 
 
-def _snapshot(root: Path) -> dict:
-    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
-
 
 def _cli_error(group, args, root: Path) -> str:
     """Run the command in ``root``; assert exit 2, one ``Error:`` line and nothing written; return the line."""
-    before = _snapshot(root)
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
-        result = CliRunner().invoke(group, [str(a) for a in args], catch_exceptions=False)
-    finally:
-        os.chdir(cwd)
+    before = snapshot(root)
+    result = invoke_in(root, group, args)
     assert result.exit_code == 2, result.output
     lines = result.output.splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
-    assert _snapshot(root) == before, "something was written"
+    assert snapshot(root) == before, "something was written"
     return lines[0][len("Error: "):]
 
 
@@ -158,12 +150,12 @@ CASES = [
 @pytest.mark.parametrize("call, library, param, group, args, command", [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
 def test_library_names_the_parameter_and_the_command_the_flag(place, call, library, param, group, args, command):
-    before = _snapshot(place)
+    before = snapshot(place)
     with pytest.raises(BadInput) as caught:
         call(place)
     assert re.match(library, str(caught.value)), str(caught.value)
     assert caught.value.param == param and "--" not in str(caught.value)
-    assert _snapshot(place) == before, "the library call wrote something"
+    assert snapshot(place) == before, "the library call wrote something"
     line = _cli_error(group, args, place)
     assert re.match(command, line), line
     assert not line.startswith(f"{param} ") and "=True" not in line and "='" not in line
@@ -267,12 +259,12 @@ LIBRARY_CASES = [
 
 @pytest.mark.parametrize("call, message, param", [c[1:] for c in LIBRARY_CASES], ids=[c[0] for c in LIBRARY_CASES])
 def test_library_refuses_a_bad_argument_by_name(place, call, message, param):
-    before = _snapshot(place)
+    before = snapshot(place)
     with pytest.raises(BadInput) as caught:
         call(place)
     assert re.fullmatch(message, str(caught.value)), str(caught.value)
     assert caught.value.param == param
-    assert _snapshot(place) == before, "the library call wrote something"
+    assert snapshot(place) == before, "the library call wrote something"
 
 
 # (id, command group, arguments run in the place folder, the whole Error line without "Error: ")
