@@ -21,10 +21,17 @@ SMALL_BATCH = 8  # Reader.neighbours: up to this many glyphs are read without BL
 MIN_PER_CLASS = 30  # with fewer digits of some class the reader is no fair judge: every digit counts as legible
 
 
+def _coverage(glyphs: np.ndarray) -> np.ndarray:
+    """Glyphs as float32 ink coverage 0..1 (uint8 0..255 is scaled; floats are taken as coverage)."""
+    if glyphs.dtype == np.uint8:
+        return glyphs.astype(np.float32) * np.float32(1 / 255)
+    return glyphs.astype(np.float32)
+
+
 def features(glyphs: np.ndarray) -> np.ndarray:
     """``(N, F, F)`` glyphs (F even; uint8 0..255 or float ink coverage 0..1) -> ``(N, F*F/4)`` float32 reader
     features (area-averaged, blurred)."""
-    g = glyphs.astype(np.float32) * np.float32(1 / 255) if glyphs.dtype == np.uint8 else glyphs.astype(np.float32)
+    g = _coverage(glyphs)
     n, h, w = g.shape
     g = g.reshape(n, h // 2, 2, w // 2, 2).mean(axis=(2, 4))
     g = ndi.gaussian_filter(g, sigma=(0, 1.0, 1.0), mode="constant")
@@ -64,8 +71,7 @@ class Reader:
         NEIGHBOURS)`` int64. ``sources`` ``(M,)``: the source digit each glyph was drawn from, left out of its own
         neighbours (None: keep all)."""
         project, offset, ref_z, ref_sq = self.spaces[variant]
-        g = glyphs.astype(np.float32) * np.float32(1 / 255) if glyphs.dtype == np.uint8 else glyphs
-        flat = g.reshape(len(g), -1).astype(np.float32)
+        flat = _coverage(glyphs).reshape(len(glyphs), -1)
         if len(flat) <= SMALL_BATCH:  # numpy's own loops: BLAS would wake its threads for a few rows
             z = np.einsum("mf,fc->mc", flat, project) - offset
             cross = np.einsum("mc,rc->mr", z, ref_z)

@@ -20,10 +20,10 @@ Geometry (canvas pixel ``(i, j)`` is centred at ``(i, j)``; angles counter-clock
   fewer cuts if the glyph has no room left).
 - **placement** (:meth:`Renderer.layout`): object 1 (salient) has its ink-box centre at the canvas centre plus
   the plan's jitter; object 2's centre lies along the plan's direction (or that direction turned by a multiple
-  of 45 degrees), as far from the centre as keeps its rotated ink box ``margin`` pixels inside the canvas and
-  at least a pixel clear of object 1's box. Where only a move of object 1 makes room (two large digits),
-  object 1 moves as little as that needs (generator version 4; before, the two digits overlapped). Object 1
-  is drawn over object 2.
+  of 45 degrees), as far from the centre as keeps its ink ``margin`` pixels inside the canvas and its ink
+  extent at least a pixel clear of object 1's along one axis. Where only a move of object 1 makes room (two
+  large digits), object 1 moves as little as that needs (generator version 4; before, the two digits
+  overlapped). Object 1 is drawn over object 2.
 - **colour**: a digit's ink coverage ``a`` (0..1) is painted as ``a * rgb`` over black; with two digits,
   object 1 covers ``c1 = a1`` and object 2 ``c2 = a2 * (1 - a1)``; the image is ``round(c1 * rgb1 + c2 *
   rgb2)``.
@@ -94,6 +94,11 @@ class Pose:
     cuts: list[list[float]]
     gap: float
     cut_half: float
+
+    @property
+    def pivot(self) -> tuple[float, float]:
+        """The ink box's centre ``(y, x)`` in the frame: the point rotated about and placed at the canvas centre."""
+        return (self.box[0] + self.box[2]) / 2, (self.box[1] + self.box[3]) / 2
 
 
 class Renderer:
@@ -195,12 +200,12 @@ class Renderer:
 
         Object 1 (salient) sits at the canvas centre plus ``jitter``. Object 2 goes as far out as the canvas
         allows (``margin`` pixels inside) along ``direction`` (radians, 0 = right, counter-clockwise) turned by
-        0, 45, -45, 90, -90, 135, -135 or 180 degrees; its rotated ink box must be at least a pixel clear of
-        object 1's. Where object 1 would have to move for that, it moves straight up, down, left or right, away
+        0, 45, -45, 90, -90, 135, -135 or 180 degrees; the two ink extents (:attr:`Pose.extent`) must be at least
+        a pixel apart along one axis. Where object 1 would have to move for that, it moves straight up, down, left or right, away
         from object 2, only as far as needed and never out of the canvas: the turn that needs the least such
         move wins (ties: the order above), so object 1 stays as near the centre as two digits allow. Where no
         turn gives room (digits too large for the canvas), object 1 stays put and object 2 takes the turn of
-        least box overlap.
+        least overlap of the extents.
         """
         mid = (self.size - 1) / 2.0
         first = (mid + jitter[0], mid + jitter[1])
@@ -287,7 +292,7 @@ class Renderer:
         # sub-sample offsets first, so averaging adds whole planes
         vy = ((np.arange(top, bottom, dtype=np.float32)[None, :] + sub[:, None] - py) / scale).reshape(ss, 1, h, 1)
         vx = ((np.arange(left, right, dtype=np.float32)[None, :] + sub[:, None] - px) / scale).reshape(1, ss, 1, w)
-        cy, cx = (pose.box[0] + pose.box[2]) / 2, (pose.box[1] + pose.box[3]) / 2
+        cy, cx = pose.pivot
         cos, sin = math.cos(pose.theta), math.sin(pose.theta)
         return (cy + vx * sin) + vy * cos, (cx + vx * cos) - vy * sin, ss
 
@@ -297,7 +302,7 @@ class Renderer:
         """The rows and columns of the drawn patch (its corner at canvas ``(top, left)``) within ``radius``
         frame pixels of the frame point ``point`` ``(y, x)``."""
         y, x = float(point[0]), float(point[1])
-        cy, cx = (pose.box[0] + pose.box[2]) / 2, (pose.box[1] + pose.box[3]) / 2
+        cy, cx = pose.pivot
         cos, sin = math.cos(pose.theta), math.sin(pose.theta)
         vx_, vy_ = (x - cx) * cos + (y - cy) * sin, -(x - cx) * sin + (y - cy) * cos
         ry, rx = centre[0] + vy_ * pose.scale - top, centre[1] + vx_ * pose.scale - left
