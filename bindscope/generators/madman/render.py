@@ -39,7 +39,7 @@ Supersampling is a box-filter anti-aliasing: strokes thinner than a pixel stay c
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import ndimage as ndi
@@ -63,6 +63,20 @@ def _extent(box: tuple[float, float, float, float], scale: float, theta: float, 
     return scale * (hy * c + hx * s), scale * (hx * c + hy * s)
 
 
+def _square(point, radius: float, side: int) -> tuple[slice, slice]:
+    """Rows and columns of a ``side``-pixel square frame within ``radius`` (frame pixels, plus one) of ``point``
+    ``(y, x)`` along each axis."""
+    y, x = float(point[0]), float(point[1])
+    return (slice(max(0, int(math.floor(y - radius)) - 1), min(side, int(math.ceil(y + radius)) + 2)),
+            slice(max(0, int(math.floor(x - radius)) - 1), min(side, int(math.ceil(x + radius)) + 2)))
+
+
+def _grid(rows: slice, cols: slice) -> tuple[np.ndarray, np.ndarray]:
+    """Frame coordinates of the pixels ``rows x cols`` as float32 ``(h, 1)`` and ``(1, w)`` (broadcast)."""
+    return (np.arange(rows.start, rows.stop, dtype=np.float32)[:, None],
+            np.arange(cols.start, cols.stop, dtype=np.float32)[None, :])
+
+
 @dataclass
 class Pose:
     """One planned digit's geometry before it is placed (frame pixels unless noted).
@@ -76,7 +90,8 @@ class Pose:
     that is drawn); ``skeleton``: ``(points, tangent, reach, clearance)`` of :meth:`MorphoTable.skeleton` when a
     swelling or a cut needs it, else None; ``swell_at``: the swelling's centre ``(y, x)`` or None; ``cuts``:
     the fracture cuts ``[y, x, tangent]`` (radians); ``gap``: their width (canvas pixels); ``cut_half``: how far
-    a cut runs to each side of the centre line.
+    a cut runs to each side of the centre line. ``extent`` and ``guard`` are None on a candidate that
+    :meth:`Renderer.choose` only reads (they matter only where a digit is placed).
     """
 
     n: int
@@ -87,13 +102,13 @@ class Pose:
     stroke: float
     bulge: float
     box: tuple[float, float, float, float]
-    extent: tuple[float, float, float, float]
-    guard: tuple[float, float]
     skeleton: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
     swell_at: np.ndarray | None
     cuts: list[list[float]]
     gap: float
     cut_half: float
+    extent: tuple[float, float, float, float] | None = None
+    guard: tuple[float, float] | None = None
 
     @property
     def pivot(self) -> tuple[float, float]:
@@ -114,9 +129,14 @@ class Renderer:
         self.morpho = config["morpho"]
         self.margin = float(config["layout"]["margin"])
         self.supersample = int(config["render"]["supersample"])
+        self._outlines: dict[tuple[int, int], np.ndarray] = {}
 
     def pose(self, digit: dict) -> Pose:
         """The geometry of one planned digit (an entry of a plan's ``digits``): see :class:`Pose`."""
+        return self._placeable(self._shape(digit))
+
+    def _shape(self, digit: dict) -> Pose:
+        """:meth:`pose` without ``extent`` and ``guard``: all that drawing the digit in its frame needs."""
         t = self.table
         n = digit["source"]
         attrs = digit["attributes"]
@@ -132,22 +152,9 @@ class Renderer:
         bulge = bulge_half_width(float(self.values["swelling"][attrs["swelling"]]), glyph, stroke)
         skeleton = t.skeleton(n, v) if bulge > 0 or digit["cuts"] else None
         swell_at = None
-        # disks (frame centre, radius) that hold all drawn ink: a frame pixel of the variant (bilinear sampling
-        # spreads it over one frame pixel around its centre) and the swelling's disks
-        ys, xs = np.nonzero(t.variants[n, v])
-        centres, radii = np.stack([ys, xs], 1).astype(np.float64), np.ones(len(ys))
         if bulge > 0 and len(skeleton[0]):
             points, _, reach, clearance = skeleton
             swell_at = swelling_centre(points, reach, clearance, bulge, stroke, digit["swell"])
-            near = points[((points - swell_at) ** 2).sum(1) < (SWELL_LENGTH * bulge) ** 2]
-            centres, radii = np.concatenate([centres, near]), np.concatenate([radii, np.full(len(near), bulge)])
-        cy, cx = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-        cos, sin = math.cos(theta), math.sin(theta)
-        dx, dy = centres[:, 1] - cx, centres[:, 0] - cy
-        oy, ox = scale * (-dx * sin + dy * cos), scale * (dx * cos + dy * sin)  # canvas offsets (see _window)
-        pad = scale * radii + 1.0
-        extent = (float(np.max(pad - oy)), float(np.max(pad - ox)), float(np.max(oy + pad)), float(np.max(ox + pad)))
-        guard = _extent(box, scale, theta, max(0.0, bulge - stroke / 2) + 1.5 / scale)
         gap = max(float(self.morpho["fracture_min_gap"]), float(self.morpho["fracture_gap"]) * target)
         half = stroke / 2 + max(1.0, 1.0 / scale)  # a cut runs a canvas pixel beyond the stroke on each side
         cuts = []
@@ -155,22 +162,61 @@ class Renderer:
             points, tangent, reach, clearance = skeleton
             cuts = self._cuts(digit["cuts"], points, tangent, reach, clearance, stroke, half, gap / scale, swell_at,
                               SWELL_LENGTH * bulge)
-        return Pose(n, v, theta, scale, target, stroke, bulge, box, extent, guard, skeleton, swell_at, cuts, gap,
-                    half)
+        return Pose(n, v, theta, scale, target, stroke, bulge, box, skeleton, swell_at, cuts, gap, half)
+
+    def _placeable(self, pose: Pose) -> Pose:
+        """``pose`` with its ``extent`` and ``guard`` (see :class:`Pose`)."""
+        box, scale, bulge, stroke = pose.box, pose.scale, pose.bulge, pose.stroke
+        # disks (frame centre, radius) that hold all drawn ink: a frame pixel of the variant (bilinear sampling
+        # spreads it over one frame pixel around its centre) and the swelling's disks. Of the pixels, each row's
+        # two ends suffice (the same maxima).
+        centres = self._outline(pose.n, pose.v)
+        radii = np.ones(len(centres))
+        if pose.swell_at is not None:
+            points = pose.skeleton[0]
+            near = points[((points - pose.swell_at) ** 2).sum(1) < (SWELL_LENGTH * bulge) ** 2]
+            centres, radii = np.concatenate([centres, near]), np.concatenate([radii, np.full(len(near), bulge)])
+        cy, cx = pose.pivot
+        cos, sin = math.cos(pose.theta), math.sin(pose.theta)
+        dx, dy = centres[:, 1] - cx, centres[:, 0] - cy
+        oy, ox = scale * (-dx * sin + dy * cos), scale * (dx * cos + dy * sin)  # canvas offsets (see _window)
+        pad = scale * radii + 1.0
+        extent = (float(np.max(pad - oy)), float(np.max(pad - ox)), float(np.max(oy + pad)), float(np.max(ox + pad)))
+        guard = _extent(box, scale, pose.theta, max(0.0, bulge - stroke / 2) + 1.5 / scale)
+        return replace(pose, extent=extent, guard=guard)
+
+    def _outline(self, n: int, v: int) -> np.ndarray:
+        """Frame centres ``(K, 2)`` float64 of the first and the last ink pixel of each row of digit ``n``'s
+        variant ``v``: along any direction, the farthest ink pixel of a row is one of its two ends (kept once
+        computed)."""
+        if (n, v) not in self._outlines:
+            ink = self.table.variants[n, v] > 0
+            rows = np.flatnonzero(ink.any(axis=1))
+            first = ink[rows].argmax(axis=1)
+            last = ink.shape[1] - 1 - ink[rows, ::-1].argmax(axis=1)
+            self._outlines[(n, v)] = np.concatenate([np.stack([rows, first], 1),
+                                                     np.stack([rows, last], 1)]).astype(np.float64)
+        return self._outlines[(n, v)]
 
     def frame_ink(self, pose: Pose) -> np.ndarray:
         """The posed digit's ink coverage in the frame of the normalised glyphs, before rotation and scaling:
         ``(FRAME, FRAME)`` float32 in [0, 1], swelling and cuts applied as :meth:`draw` applies them (one sample
-        per frame pixel)."""
+        per frame pixel). The swelling and each cut are evaluated only in the square of frame pixels they can
+        reach, where their cover is above 0 or their factor below 1."""
         frame = self.table.variants.shape[-1]
         ink = self.table.variants[pose.n, pose.v].astype(np.float32) * np.float32(1 / 255)
-        qy, qx = np.mgrid[0:frame, 0:frame].astype(np.float32)
         if pose.swell_at is not None:
-            np.maximum(ink, swelling_cover(qy, qx, pose.skeleton[0], pose.swell_at, pose.stroke / 2, pose.bulge,
-                                           pose.scale), out=ink)
-        if pose.cuts:
-            ink *= fracture_factor(qy, qx, np.array([c + [pose.cut_half] for c in pose.cuts], np.float32),
-                                   pose.gap / pose.scale, 1.0 / pose.scale)
+            rows, cols = _square(pose.swell_at, (SWELL_LENGTH + 1.0) * pose.bulge + 0.5 / pose.scale, frame)
+            qy, qx = _grid(rows, cols)
+            part = ink[rows, cols]
+            np.maximum(part, swelling_cover(qy, qx, pose.skeleton[0], pose.swell_at, pose.stroke / 2, pose.bulge,
+                                            pose.scale), out=part)
+        width, ramp = pose.gap / pose.scale, 1.0 / pose.scale
+        for y, x, angle in pose.cuts:
+            rows, cols = _square((y, x), math.hypot(pose.cut_half, (width + ramp) / 2), frame)
+            qy, qx = _grid(rows, cols)
+            ink[rows, cols] *= fracture_factor(qy, qx, np.array([[y, x, angle, pose.cut_half]], np.float32),
+                                               width, ramp)
         return ink
 
     def choose(self, digit: dict) -> Pose:
@@ -184,16 +230,16 @@ class Renderer:
         """
         best = None
         for n in [digit["source"], *digit.get("alternates", [])]:
-            pose = self.pose(digit if n == digit["source"] else {**digit, "source": n})
+            pose = self._shape(digit if n == digit["source"] else {**digit, "source": n})
             if self.reader is None or (pose.swell_at is None and not pose.cuts):
-                return pose
+                return self._placeable(pose)
             votes = int((self.reader.neighbours(self.frame_ink(pose)[None], pose.v, np.array([n]))[0]
                          == digit["digit"]).sum())
             if votes >= CONFIDENT:
-                return pose
+                return self._placeable(pose)
             if best is None or votes > best[0]:
                 best = (votes, pose)
-        return best[1]
+        return self._placeable(best[1])
 
     def layout(self, poses: list[Pose], jitter: tuple[float, float], direction: float) -> list[tuple[float, float]]:
         """Canvas centres ``(y, x)`` (pixels) of the posed digits' ink boxes.
