@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from skimage.draw import circle_perimeter, line
 
-from bindscope.generators.madman.visibility import ROTATION_IOU_MAX, rotation_overlap
-from bindscope.generators.madman.morpho import (FRAME, GLYPH, bulge_half_width, digit_record, swelling_room)
+from bindscope.generators.madman.visibility import ROTATION_IOU_MAX, elongation, rotation_overlap
+from bindscope.generators.madman.morpho import (FRAME, GLYPH, SWELL_MIN, bulge_half_width, digit_record, swelling_room)
 
-THICKNESS = [0.07, 0.13, 0.22]
+THICKNESS = [0.07, 0.12, 0.18]
 
 
 def drawn(*strokes) -> np.ndarray:
@@ -62,10 +62,32 @@ def test_rotation_overlap_is_high_for_a_disk_and_low_for_a_bar():
     assert rotation_overlap(bar, [0])[0] == 0.0  # a single angle: nothing to tell apart
 
 
+def test_elongation_of_hand_made_ellipses_and_a_ring():
+    yy, xx = np.mgrid[:FRAME, :FRAME]
+    shapes = np.zeros((3, FRAME, FRAME), np.uint8)
+    shapes[0][((yy - 17.5) / 12) ** 2 + ((xx - 17.5) / 6) ** 2 <= 1] = 255   # filled ellipse, axes 12 x 6
+    shapes[1][((yy - 17.5) / 6) ** 2 + ((xx - 17.5) / 9) ** 2 <= 1] = 255    # axes 6 x 9, lying
+    r = np.hypot(yy - 17.5, xx - 17.5)
+    shapes[2][(r >= 8) & (r <= 10)] = 255                                      # a ring
+    e = elongation(shapes)
+    # a filled ellipse's second moments are a^2 / 4 and b^2 / 4: the ratio of the axes (pixelised)
+    assert e[0] == pytest.approx(2.0, abs=0.05)
+    assert e[1] == pytest.approx(1.5, abs=0.05)
+    assert e[2] == pytest.approx(1.0, abs=0.02)
+    # a round ring is rejected for rotation (its turns look alike), an elongated ring (a "0" of axes 2:1) is kept
+    from bindscope.generators.madman.visibility import ROUND_ELONGATION, ROUND_IOU
+    thick = np.zeros((2, 1, FRAME, FRAME), np.uint8)
+    thick[0, 0][(r >= 6) & (r <= 11)] = 255
+    oval = np.hypot((yy - 17.5) / 1.0, (xx - 17.5) * 2.0)
+    thick[1, 0][(oval >= 10) & (oval <= 15)] = 255
+    assert rotation_overlap(thick[:1], [0, 45, -45])[0] >= ROUND_IOU and elongation(thick[0])[0] < ROUND_ELONGATION
+    assert elongation(thick[1])[0] >= ROUND_ELONGATION
+
+
 def test_swelling_room_needs_reach_and_clearance():
     stroke, glyph = 3.0, 23.0
     bulge = bulge_half_width(0.3, glyph, stroke)
-    assert bulge == pytest.approx(max(0.3 * glyph, 1.8 * stroke) / 2)
+    assert bulge == pytest.approx(max(0.3 * glyph, SWELL_MIN * stroke) / 2)
     assert bulge_half_width(0.0, glyph, stroke) == 0.0
     reach = np.array([100.0, 100.0, 1.0])
     clearance = np.array([1e6, bulge + stroke / 2 + 1.0, 1e6])

@@ -9,7 +9,7 @@ from skimage.measure import label, moments_central
 
 from madman_support import make_generator, small_source
 
-from bindscope.generators.madman.morpho import measure_thickness
+from bindscope.generators.madman.morpho import SWELL_MIN, measure_thickness
 
 BASE = {"colour": "white", "size": "large", "thickness": "regular", "rotation": "upright",
         "swelling": "unswollen", "fracture": "intact"}
@@ -147,7 +147,7 @@ def test_swelling_widens_strokes_locally(gen128):
         changed = np.argwhere(swollen - plain > 0.05)
         assert len(changed) > 0
         glyph = gen128.config["attributes"]["size"]["large"] * 128
-        bulge = max(gen128.config["attributes"]["swelling"]["swollen"] * glyph, 1.8 * place["stroke"])
+        bulge = max(gen128.config["attributes"]["swelling"]["swollen"] * glyph, SWELL_MIN * place["stroke"])
         span = np.sqrt(((changed[:, None, :] - changed[None, :, :]) ** 2).sum(-1)).max()
         assert span <= 2 * 1.6 * bulge / 2 + 2 * bulge / 2 + 2, (n, span, bulge)  # only near one skeleton point
         widest = lambda a: 2 * ndi.distance_transform_edt(a >= 0.5).max()  # noqa: E731

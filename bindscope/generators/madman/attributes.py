@@ -12,11 +12,11 @@ colour      ``[r, g, b]`` sRGB, 0..255 (ink colour on black) red, green, blue, y
 size        ink height of the upright glyph, as a fraction   small 0.2, medium 0.29, large 0.41
             of the canvas side (0.05..1); no glyph wider
             in any direction than 1.25 times that
-thickness   stroke width ÷ glyph height (0.02..0.4)          thin 0.07, regular 0.13, thick 0.22
+thickness   stroke width ÷ glyph height (0.02..0.4)          thin 0.07, regular 0.12, thick 0.18
 rotation    degrees, counter-clockwise as seen, from         upright 0, tilted-left 45, tilted-right -45
             the deslanted upright glyph
 swelling    width of the local bulge ÷ glyph height (0 =     unswollen 0, swollen 0.3
-            none; at least 1.8 stroke widths)
+            none; at least 2.1 stroke widths)
 fracture    number of cuts across the stroke (0 = none),     intact 0, fractured 2
             each >= ``morpho.fracture_min_gap`` pixels wide
 ==========  ===============================================  =============================================
@@ -42,7 +42,7 @@ DEFAULT_VALUES: dict[str, dict] = {
                "cyan": [0, 230, 230], "magenta": [230, 0, 230], "orange": [255, 140, 0],
                "white": [255, 255, 255]},
     "size": {"small": 0.2, "medium": 0.29, "large": 0.41},
-    "thickness": {"thin": 0.07, "regular": 0.13, "thick": 0.22},
+    "thickness": {"thin": 0.07, "regular": 0.12, "thick": 0.18},
     "rotation": {"upright": 0, "tilted-left": 45, "tilted-right": -45},
     "swelling": {"unswollen": 0.0, "swollen": 0.3},
     "fracture": {"intact": 0, "fractured": 2},

@@ -51,8 +51,10 @@ def load_source(mnist_root: str | None = None, download: bool = False, eval_frac
 #: to each source digit; "2": normalised digits (deslanted, fixed height, canonical stroke), absolute levels,
 #: illegible source digits left out; "3": 96-pixel canvas, swellings and cuts clear of other strokes, digits that
 #: cannot show an attribute left out (:mod:`~bindscope.generators.madman.visibility`); "4": two digits never
-#: overlap (:meth:`~bindscope.generators.madman.render.Renderer.layout`). Datasets of every version read the same way.
-GENERATOR_VERSION = "4"
+#: overlap (:meth:`~bindscope.generators.madman.render.Renderer.layout`), each digit drawn from the most legible of
+#: its candidate sources; "5": thickness levels 0.07 / 0.12 / 0.18 (thick loops stayed open), swellings at least
+#: 2.1 stroke widths, round digits (whose rotations look alike) left out. Datasets of every version read the same way.
+GENERATOR_VERSION = "5"
 
 
 class MadmanGenerator:

@@ -1,4 +1,4 @@
-"""Which normalised source digits can show every attribute value of a config (generator version 3).
+"""Which normalised source digits can show every attribute value of a config (generator versions 3 and 5).
 
 A digit that cannot show an attribute is never drawn (the generator records it in ``digits.rejected``): a round
 "0" whose rotations look alike, a digit with no room for a swelling, or one whose writer left a loop almost
@@ -16,15 +16,17 @@ from scipy import ndimage as ndi
 
 from bindscope.atomic import atomic_open
 from bindscope.cache import cache_root
-from bindscope.generators.madman.morpho import MorphoTable, bulge_half_width, swelling_room
+from bindscope.generators.madman.morpho import SWELL_MIN, MorphoTable, bulge_half_width, swelling_room
 
 ROTATION_IOU_MAX = 0.25  # the digits 1-9 of the bundled source stay at or below 0.26 (98th percentile) at 45 degrees
+ROUND_IOU = 0.5          # at the thickest level, a digit that overlaps itself this much when turned ...
+ROUND_ELONGATION = 1.3   # ... and whose ink is less elongated than this is round: its rotations look alike
 END_GAP_MIN = 4.0        # frame pixels (a fifth of the glyph height): a loop left open by less looks fractured
 
 
 def rotation_overlap(variants: np.ndarray, angles: list[float]) -> np.ndarray:
     """How alike a digit's rotations look: for each digit, the largest intersection-over-union of its ink
-    (thinnest variant, binarised at half ink, centred on its ink box) with itself turned by the difference of
+    (the first variant given, binarised at half ink, centred on its ink box) with itself turned by the difference of
     any two of ``angles`` (degrees). ``(N,)`` float64 in [0, 1]; 0 when there is a single angle.
 
     On the bundled digits at 45 degrees: "0" median 0.25 (a round 0 covers much of itself), every other class
@@ -48,11 +50,34 @@ def rotation_overlap(variants: np.ndarray, angles: list[float]) -> np.ndarray:
     return out
 
 
+def elongation(glyphs: np.ndarray) -> np.ndarray:
+    """How elongated each glyph's ink is: the square root of the ratio of the largest to the smallest
+    eigenvalue of its ink's second central moments (ink-weighted), ``(N,)`` float64 >= 1 (1: as wide in every
+    direction, such as a ring or a disk; an ellipse with axes a >= b gives a / b).
+
+    Args:
+        glyphs: ``(N, F, F)`` uint8 ink coverage.
+    """
+    g = glyphs.astype(np.float64)
+    ys, xs = np.mgrid[0:g.shape[1], 0:g.shape[2]]
+    mass = np.maximum(g.sum(axis=(1, 2)), 1e-9)
+    cy = (g * ys).sum(axis=(1, 2)) / mass
+    cx = (g * xs).sum(axis=(1, 2)) / mass
+    dy, dx = ys - cy[:, None, None], xs - cx[:, None, None]
+    syy, sxx, sxy = ((g * a * b).sum(axis=(1, 2)) / mass for a, b in ((dy, dy), (dx, dx), (dy, dx)))
+    root = np.sqrt(np.maximum((syy - sxx) ** 2 / 4 + sxy ** 2, 0.0))
+    large, small = (syy + sxx) / 2 + root, (syy + sxx) / 2 - root
+    return np.sqrt(large / np.maximum(small, 1e-9))
+
+
 def visible_attributes(table: MorphoTable, values: dict) -> np.ndarray:
     """Which digits can show every attribute value of the config, ``(N,)`` bool (see docs/madman.md).
 
     - rotation: :func:`rotation_overlap` of the config's angles is at most :data:`ROTATION_IOU_MAX` (rejects
-      about half of the bundled "0"s and nothing else);
+      about half of the bundled "0"s and nothing else), and the digit is not round: not both its thickest
+      variant's :func:`rotation_overlap` at least :data:`ROUND_IOU` and its :func:`elongation` (thinnest
+      variant) below :data:`ROUND_ELONGATION` (generator version 5; rejects about half of the "0"s left and
+      2-8 % of the 2s, 4s, 6s, 8s and 9s);
     - swelling: at every thickness level, some skeleton point has room for the largest swelling
       (:func:`~bindscope.generators.madman.morpho.swelling_room`), so the bulge never fills a loop or
       touches another stroke;
@@ -63,7 +88,10 @@ def visible_attributes(table: MorphoTable, values: dict) -> np.ndarray:
         table: the source's :class:`~bindscope.generators.madman.morpho.MorphoTable`.
         values: the config's ``attributes`` (value name -> parameter per attribute).
     """
-    ok = rotation_overlap(table.variants, list(values["rotation"].values())) <= ROTATION_IOU_MAX
+    angles = list(values["rotation"].values())
+    ok = rotation_overlap(table.variants, angles) <= ROTATION_IOU_MAX
+    ok &= ~((rotation_overlap(table.variants[:, -1:], angles) >= ROUND_IOU)
+            & (elongation(table.variants[:, 0]) < ROUND_ELONGATION))
     if max(int(v) for v in values["fracture"].values()) > 0:
         ok &= table.end_gap >= END_GAP_MIN
     swelling = max(float(v) for v in values["swelling"].values())
@@ -89,7 +117,7 @@ def cached_visible_attributes(table: MorphoTable, values: dict, table_key: str |
     rules = {"table": table_key, "rotation": sorted(float(v) for v in values["rotation"].values()),
              "swelling": max(float(v) for v in values["swelling"].values()),
              "fracture": max(int(v) for v in values["fracture"].values()) > 0,
-             "limits": [ROTATION_IOU_MAX, END_GAP_MIN]}
+             "limits": [ROTATION_IOU_MAX, ROUND_IOU, ROUND_ELONGATION, END_GAP_MIN, SWELL_MIN]}
     key = hashlib.sha256(json.dumps(rules, sort_keys=True).encode()).hexdigest()[:24]
     path = cache_root() / f"madman-visible-{key}.npy"
     if path.is_file():
