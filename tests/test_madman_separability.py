@@ -9,7 +9,7 @@ import pytest
 from madman_support import make_generator, small_source
 
 from bindscope.generators.madman.measure import extent, height, measure_objects, slant as glyph_slant
-from bindscope.generators.madman.morpho import FRAME, build_table, slant
+from bindscope.generators.madman.morpho import FRAME, SWELL_MIN, build_table, slant
 
 SAMPLES = 160  # two objects each
 
@@ -107,13 +107,14 @@ def test_cuts_keep_away_from_stroke_ends():
     assert np.mean(np.array(clearance) >= 1.0 - 1e-4) >= 0.97
 
 
-def test_swellings_are_at_least_one_and_a_half_strokes_wide(measured):
+def test_swellings_are_at_least_swell_min_strokes_wide(measured):
     gen, rows = measured
     intact = [r for r in rows if r["fracture"] == "intact"]
     swollen = np.array([r["widest"] / r["nominal"] for r in intact if r["swelling"] == "swollen"])
     plain = np.array([r["widest"] / r["nominal"] for r in intact if r["swelling"] == "unswollen"])
     assert len(swollen) >= 30 and len(plain) >= 30
-    assert swollen.min() >= 1.5, np.sort(swollen)[:5]
+    # SWELL_MIN (2.1) stroke widths, less the measuring noise of a pixelised stroke (measured min 2.05 at 64 px)
+    assert swollen.min() >= 0.9 * SWELL_MIN, np.sort(swollen)[:5]
     assert np.median(swollen) >= 1.3 * np.median(plain), (np.median(swollen), np.median(plain))
 
 
