@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 
 import numpy as np
 from scipy import ndimage as ndi
+from skimage.measure import inertia_tensor_eigvals
 
 from bindscope.atomic import atomic_open
 from bindscope.cache import cache_root
@@ -52,22 +54,19 @@ def rotation_overlap(variants: np.ndarray, angles: list[float]) -> np.ndarray:
 
 def elongation(glyphs: np.ndarray) -> np.ndarray:
     """How elongated each glyph's ink is: the square root of the ratio of the largest to the smallest
-    eigenvalue of its ink's second central moments (ink-weighted), ``(N,)`` float64 >= 1 (1: as wide in every
-    direction, such as a ring or a disk; an ellipse with axes a >= b gives a / b).
+    eigenvalue of its ink-weighted inertia tensor (:func:`skimage.measure.inertia_tensor_eigvals`, the second
+    central moments), ``(N,)`` float64 >= 1 (1: as wide in every direction, such as a ring or a disk; an ellipse
+    with axes a >= b gives a / b).
 
     Args:
         glyphs: ``(N, F, F)`` uint8 ink coverage.
     """
-    g = glyphs.astype(np.float64)
-    ys, xs = np.mgrid[0:g.shape[1], 0:g.shape[2]]
-    mass = np.maximum(g.sum(axis=(1, 2)), 1e-9)
-    cy = (g * ys).sum(axis=(1, 2)) / mass
-    cx = (g * xs).sum(axis=(1, 2)) / mass
-    dy, dx = ys - cy[:, None, None], xs - cx[:, None, None]
-    syy, sxx, sxy = ((g * a * b).sum(axis=(1, 2)) / mass for a, b in ((dy, dy), (dx, dx), (dy, dx)))
-    root = np.sqrt(np.maximum((syy - sxx) ** 2 / 4 + sxy ** 2, 0.0))
-    large, small = (syy + sxx) / 2 + root, (syy + sxx) / 2 - root
-    return np.sqrt(large / np.maximum(small, 1e-9))
+    out = np.ones(len(glyphs))
+    for n, glyph in enumerate(glyphs):
+        if glyph.any():
+            large, small = inertia_tensor_eigvals(glyph.astype(np.float64))
+            out[n] = math.sqrt(large / max(small, 1e-9))
+    return out
 
 
 def visible_attributes(table: MorphoTable, values: dict) -> np.ndarray:
