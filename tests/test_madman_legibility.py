@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from skimage.draw import circle_perimeter, line
 
-from bindscope.generators.madman.visibility import ROTATION_IOU_MAX, elongation, rotation_overlap
+from bindscope.generators.madman.visibility import ROTATION_IOU_MAX, elongation, rotation_overlap, tallness
 from bindscope.generators.madman.morpho import (FRAME, GLYPH, SWELL_MIN, bulge_half_width, digit_record, swelling_room)
 
 THICKNESS = [0.07, 0.12, 0.18]
@@ -74,6 +74,11 @@ def test_elongation_of_hand_made_ellipses_and_a_ring():
     assert e[0] == pytest.approx(2.0, abs=0.05)
     assert e[1] == pytest.approx(1.5, abs=0.05)
     assert e[2] == pytest.approx(1.0, abs=0.02)
+    # tallness: vertical over horizontal axis, so the standing ellipse is 2, the lying one 6 / 9, the ring 1
+    h = tallness(shapes)
+    assert h[0] == pytest.approx(2.0, abs=0.05)
+    assert h[1] == pytest.approx(6 / 9, abs=0.03)
+    assert h[2] == pytest.approx(1.0, abs=0.02)
     # a round ring is rejected for rotation (its turns look alike), an elongated ring (a "0" of axes 2:1) is kept
     from bindscope.generators.madman.visibility import ROUND_ELONGATION, ROUND_IOU
     thick = np.zeros((2, 1, FRAME, FRAME), np.uint8)
@@ -120,3 +125,16 @@ def test_visibility_rules_are_cached_per_table_and_config(tmp_path, monkeypatch)
     other = {**values, "rotation": {"upright": 0, "tilted": 30}}
     cached_visible_attributes(table, other, "k")             # another config: another entry
     assert len(list(tmp_path.glob("madman-visible-*.npy"))) == 2
+
+
+def test_a_lying_digit_is_left_out_for_rotation_and_kept_without_rotation():
+    from bindscope.generators.madman.config import DEFAULTS
+    from bindscope.generators.madman.morpho import build_table
+    from bindscope.generators.madman.visibility import visible_attributes
+
+    # a standing bar and the same bar lying: with rotation values, only the lying one is left out
+    standing, lying = drawn(line(4, 14, 23, 14)), drawn(line(14, 4, 14, 23))
+    table = build_table(np.stack([standing, lying]), np.array([1, 1]), THICKNESS, use_cache=False)
+    values = {**DEFAULTS["attributes"], "swelling": {"unswollen": 0.0}, "fracture": {"intact": 0}}
+    assert visible_attributes(table, values).tolist() == [True, False]
+    assert visible_attributes(table, {**values, "rotation": {"upright": 0}}).tolist() == [True, True]
