@@ -93,7 +93,7 @@ def visible_attributes(table: MorphoTable, values: dict) -> np.ndarray:
       about half of the bundled "0"s and nothing else), and the digit is not round: not both its thickest
       variant's :func:`rotation_overlap` at least :data:`ROUND_IOU` and its :func:`elongation` (thinnest
       variant) below :data:`ROUND_ELONGATION` (generator version 5; rejects about half of the "0"s left and
-      2-8 % of the 2s, 4s, 6s, 8s and 9s), nor lying: its :func:`tallness` (thinnest variant) is at least
+      at most 2 % of any other class), nor lying: its :func:`tallness` (thinnest variant) is at least
       :data:`LYING_TALLNESS` (generator version 5). Turned by +45 degrees, a lying "0" or "6" looks like a standing
       one turned by -45 degrees: the audit oracle confused those two values on them (rejects about a fifth of
       the "0"s left, a quarter of the 4s, 3-8 % of the 2s, 6s and 7s);
