@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 
 import numpy as np
 from scipy import ndimage as ndi
-from skimage.measure import inertia_tensor_eigvals, moments_central
+from skimage.measure import moments_central
 
 from bindscope.atomic import atomic_open
 from bindscope.cache import cache_root
@@ -54,37 +53,40 @@ def rotation_overlap(variants: np.ndarray, angles: list[float]) -> np.ndarray:
     return out
 
 
+def _second_moments(glyphs: np.ndarray) -> np.ndarray:
+    """``(N, 3)`` float64: each glyph's ink-weighted second central moments ``(vertical, horizontal, mixed)``
+    (:func:`skimage.measure.moments_central` mu20, mu02, mu11; rows and columns of the image)."""
+    out = np.zeros((len(glyphs), 3))
+    for n, glyph in enumerate(glyphs):
+        mu = moments_central(glyph.astype(np.float64), order=2)
+        out[n] = mu[2, 0], mu[0, 2], mu[1, 1]
+    return out
+
+
 def elongation(glyphs: np.ndarray) -> np.ndarray:
     """How elongated each glyph's ink is: the square root of the ratio of the largest to the smallest
-    eigenvalue of its ink-weighted inertia tensor (:func:`skimage.measure.inertia_tensor_eigvals`, the second
-    central moments), ``(N,)`` float64 >= 1 (1: as wide in every direction, such as a ring or a disk; an ellipse
-    with axes a >= b gives a / b).
+    eigenvalue of its second central moments (ink-weighted), ``(N,)`` float64 >= 1 (1: as wide in every
+    direction, such as a ring or a disk; an ellipse with axes a >= b gives a / b; 1 for an empty glyph).
 
     Args:
         glyphs: ``(N, F, F)`` uint8 ink coverage.
     """
-    out = np.ones(len(glyphs))
-    for n, glyph in enumerate(glyphs):
-        if glyph.any():
-            large, small = inertia_tensor_eigvals(glyph.astype(np.float64))
-            out[n] = math.sqrt(large / max(small, 1e-9))
-    return out
+    vertical, horizontal, mixed = _second_moments(glyphs).T
+    root = np.sqrt(((vertical - horizontal) / 2) ** 2 + mixed ** 2)
+    large, small = (vertical + horizontal) / 2 + root, (vertical + horizontal) / 2 - root
+    return np.where(large > 0, np.sqrt(large / np.maximum(small, 1e-9)), 1.0)
 
 
 def tallness(glyphs: np.ndarray) -> np.ndarray:
     """How much taller than wide each deslanted glyph's ink is: the square root of the ratio of its vertical to
-    its horizontal second central moment (:func:`skimage.measure.moments_central`, ink-weighted), ``(N,)``
-    float64 > 0 (1: as tall as wide; a standing ellipse with axes a (vertical) and b gives a / b).
+    its horizontal second central moment (ink-weighted), ``(N,)`` float64 > 0 (1: as tall as wide; a standing
+    ellipse with axes a (vertical) and b gives a / b; 1 for an empty glyph).
 
     Args:
         glyphs: ``(N, F, F)`` uint8 ink coverage.
     """
-    out = np.ones(len(glyphs))
-    for n, glyph in enumerate(glyphs):
-        mu = moments_central(glyph.astype(np.float64), order=2)
-        if mu[0, 2] > 0:
-            out[n] = math.sqrt(mu[2, 0] / mu[0, 2])
-    return out
+    vertical, horizontal, _ = _second_moments(glyphs).T
+    return np.where(horizontal > 0, np.sqrt(vertical / np.where(horizontal > 0, horizontal, 1.0)), 1.0)
 
 
 def visible_attributes(table: MorphoTable, values: dict) -> np.ndarray:
