@@ -81,6 +81,8 @@ def train_flags(args) -> list[str]:
              "--batch-size", args.batch_size, "--steps", args.steps, "--lr", args.lr, "--warmup", args.warmup,
              "--seed", args.seed, "--threads", args.threads, "--device", args.device, "--log-every", 50,
              "--checkpoint-every", 500, "--eval-every", args.eval_every, "--quiet"]
+    if args.hard_negatives:
+        flags += ["--hard-negatives", "--hard-negatives-per-sample", args.hard_negatives]
     return [str(f) for f in flags]
 
 
@@ -135,6 +137,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--jobs", type=int, default=2, help="generation processes")
     parser.add_argument("--eval-every", type=int, default=0, help="log binding every K steps (0 = at the end)")
+    parser.add_argument("--hard-negatives", type=int, default=0,
+                        help="NegCLIP: binding negatives per sample added to the batch's texts (0 = plain CLIP, the "
+                             "paper's setting for the ideal-vs-realistic contrast; the same for both presets)")
     args = parser.parse_args()
 
     work = Path(args.work)
@@ -151,7 +156,8 @@ def main() -> None:
     print("generation seconds (0 = reused): " + ", ".join(f"{k} {v:.0f}" for k, v in generation.items()), flush=True)
 
     tag = (f"{args.vision}-{args.tokenizer}-d{args.embed_dim}-w{args.width}-l{args.layers}-p{args.patch_size}"
-           f"-b{args.batch_size}-s{args.steps}-lr{args.lr:g}-seed{args.seed}")
+           f"-b{args.batch_size}-s{args.steps}-lr{args.lr:g}-seed{args.seed}"
+           + (f"-neg{args.hard_negatives}" if args.hard_negatives else ""))
     runs = {preset: work / "runs" / f"{preset}-{tag}" for preset in PRESETS}
     commands = {preset: [madman_command(), "train", str(data[preset]), "--eval", str(data["eval"]),
                          "--eval-split", "test", "--out", str(runs[preset]), *train_flags(args)]
