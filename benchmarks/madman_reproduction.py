@@ -110,6 +110,17 @@ def steps_per_second(run: Path) -> float | None:
     return train[-1]["step"] / train[-1]["elapsed_s"] if train and train[-1]["elapsed_s"] else None
 
 
+def digit_recognition_percent(run: Path, eval_data: Path) -> dict:
+    """The trained model's digit recognition on the evaluation set (a diagnostic beside the paper's measures:
+    :func:`bindscope.evaluation.madman.digit_recognition`), in %, with its Wilson interval and n."""
+    from bindscope.evaluation.madman import digit_recognition
+    from bindscope.training.checkpoint import load_trained_adapter
+
+    result = digit_recognition(eval_data, load_trained_adapter(run, device="cpu"))
+    return {"accuracy": round(100 * result["accuracy"], 2), "n": result["total"],
+            "ci95": [round(100 * v, 2) for v in result["ci95"]]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -203,6 +214,7 @@ def main() -> None:
             "cpu_minutes": round(cpu[preset] / 60, 2),
             "run": str(runs[preset]),
             "curve": curve(runs[preset]),
+            "digit_recognition": digit_recognition_percent(runs[preset], data["eval"]),
         }
 
     def attributes_meeting(preset: str, test) -> list[str]:
@@ -250,6 +262,8 @@ def main() -> None:
         rec = ["-" if presets[p]["recognition"].get(a) is None else f"{presets[p]['recognition'][a]:.1f}%"
                for p in PRESETS]
         print(f"{a:<10} {cells[0]:>26} {cells[1]:>26} {rec[0]:>13} {rec[1]:>17}")
+    digits = [f"{presets[p]['digit_recognition']['accuracy']:.1f}%" for p in PRESETS]
+    print(f"{'digit':<10} {'':>26} {'':>26} {digits[0]:>13} {digits[1]:>17}  (digit recognition, a diagnostic)")
     speeds = ", ".join(f"{p} {presets[p]['steps_per_s']:.2f}" for p in PRESETS if presets[p]["steps_per_s"])
     print(f"\nsteps/s: {speeds}; both models (training + evaluation, "
           f"{'sequential' if args.sequential else 'in parallel'}): {wall / 60:.1f} min wall "

@@ -9,7 +9,7 @@ from bindscope.errors import BadInput, DatasetError
 from bindscope.evaluation.cache import EmbeddingCache
 from bindscope.evaluation.comco import (VocabEntry, claim1_captions, evaluate_comco, evaluate_tor_sampled,
                                         matching_captions, sample_captions)
-from bindscope.evaluation.madman import evaluate_madman
+from bindscope.evaluation.madman import digit_negative, digit_recognition, evaluate_madman
 from bindscope.evaluation.stats import strict_top1, wilson_interval
 from bindscope.schemas import validate
 from eval_fakes import (VOCAB, FakeEncoder, SpecGenerator, build, comco_fixture, image, madman_fixture, obj,
@@ -238,3 +238,45 @@ def test_cache_round_trip_keeps_digests_ending_in_nul_and_skips_broken_chunks(tm
     again = EmbeddingCache(tmp_path, "k")
     assert [again.get(k).tolist() for k in keys] == [[0, 0, 0], [1, 1, 1], [2, 2, 2]]
     assert (cache.folder / "key.txt").read_text() == "k\n"
+
+
+# ------------------------------------------------------------------------------------------------ digit recognition
+def test_digit_negative_replaces_one_described_digit_by_an_absent_one():
+    caption = "small red 7 and large blue 4"
+    seen_parts, seen_digits = set(), set()
+    for seed in range(200):
+        negative = digit_negative(caption, {7, 4}, np.random.default_rng(seed))
+        changed = [(i, a, b) for i, (a, b) in enumerate(zip(caption.split(), negative.split())) if a != b]
+        assert len(negative.split()) == 7 and len(changed) == 1
+        position, old, new = changed[0]
+        assert position in (2, 6) and new in "01235689" and len(new) == 1
+        seen_parts.add(position)
+        seen_digits.add(new)
+    assert seen_parts == {2, 6} and seen_digits == set("01235689")  # every description, every absent digit
+    # the same rng state gives the same negative
+    assert digit_negative(caption, {7, 4}, np.random.default_rng(3)) == \
+        digit_negative(caption, {7, 4}, np.random.default_rng(3))
+    with pytest.raises(BadInput, match="'red seven' does not end with a digit 0-9"):
+        digit_negative("red seven", {7}, np.random.default_rng(0))
+
+
+def test_digit_recognition_counts_strict_wins_by_hand(tmp_path):
+    from bindscope.dataset import Dataset
+    from bindscope.dataset.build import build_dataset
+    from tiny_madman import tiny_madman
+
+    build_dataset(tiny_madman(splits={"train": 2, "test": 5, "ood": 1}), tmp_path / "d", progress=False)
+    with Dataset(tmp_path / "d") as ds:
+        captioned = [s.caption for s in ds.split("test") if s.caption]
+    assert len(captioned) == 5
+    captions = set(captioned)
+    # every image is e0 (black corner); a true caption is e0, any other text e1: all 5 negatives lose
+    aligned = FakeEncoder(4, image_vectors={0: unit(4, 0)},
+                          text_rule=lambda t: unit(4, 0) if t in captions else unit(4, 1))
+    result = digit_recognition(tmp_path / "d", aligned)
+    assert (result["correct"], result["total"], result["accuracy"]) == (5, 5, 1.0)
+    assert result["ci95"] == pytest.approx(wilson_by_hand(5, 5))
+    # every text the same vector: each comparison is a tie, and a tie is a failure
+    tied = FakeEncoder(4, image_vectors={0: unit(4, 0)}, text_rule=lambda t: unit(4, 0))
+    result = digit_recognition(tmp_path / "d", tied, limit=3)
+    assert (result["correct"], result["total"], result["accuracy"]) == (0, 3, 0.0)
