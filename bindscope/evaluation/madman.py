@@ -256,14 +256,18 @@ def digit_recognition(dataset: str | os.PathLike | Dataset, adapter: EncoderAdap
         raise BadInput(f"digit recognition needs an image encoder; {adapter.name!r} is text-only")
     rng = np.random.default_rng(seed)
     images, captions, negatives = [], [], []
-    for sample in ds.split(split):
-        if limit is not None and len(images) >= limit:
-            break
-        if not sample.caption:
-            continue
-        images.append(sample.image)
-        captions.append(sample.caption)
-        negatives.append(digit_negative(sample.caption, {o.category_id for o in sample.objects}, rng))
+    try:
+        for sample in ds.split(split):
+            if limit is not None and len(images) >= limit:
+                break
+            if not sample.caption:
+                continue
+            images.append(sample.image)
+            captions.append(sample.caption)
+            negatives.append(digit_negative(sample.caption, {o.category_id for o in sample.objects}, rng))
+    finally:
+        if ds is not dataset:  # opened here
+            ds.close()
     if not images:
         return {**proportion(0, 0), "split": split, "seed": seed}
     image_emb = adapter.encode_images(np.stack(images))
