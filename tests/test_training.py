@@ -233,6 +233,18 @@ def test_resume_continues_with_the_same_state_and_losses(ideal_data, uninterrupt
     assert "eval" in lines[-1]
 
 
+def test_load_split_holds_every_shard_in_order(ideal_data):
+    from bindscope.dataset import Dataset
+
+    data = load_split(ideal_data)  # 96 images in two shards of 48
+    with Dataset(ideal_data) as ds:
+        samples = list(ds.split("train"))
+    assert data.images.shape == (96, 96, 96, 3) and data.images.dtype == np.uint8
+    assert all(np.array_equal(data.images[k], s.image) for k, s in enumerate(samples))
+    assert data.captions == [s.caption for s in samples]
+    assert data.hard_negatives == [[n.caption for n in s.negatives if n.kind == "binding"] for s in samples]
+
+
 def test_hard_negatives_are_true_attribute_swaps(ideal_data):
     from bindscope.dataset import Dataset
     from bindscope.generators.madman.captions import parse_caption

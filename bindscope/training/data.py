@@ -55,15 +55,18 @@ def load_split(path: str | os.PathLike, split: str = "train") -> TrainingData:
 
     with Dataset(path) as dataset:
         part = dataset.split(split)
-        images, captions, negatives = [], [], []
+        images, captions, negatives = None, [], []
         for reader in part.shards():
-            images.append(reader.all_images())
+            block = reader.all_images()
+            if images is None:  # one array filled shard by shard: memory peaks at the split plus one shard
+                images = np.empty((len(part), *block.shape[1:]), block.dtype)
+            images[len(captions):len(captions) + len(block)] = block
             captions.extend(reader.captions)
             for local in range(reader.count):
                 negatives.append([n.caption for n in reader.negatives(local) if n.kind == "binding"])
     if not captions:
         raise BadInput(f"split {split!r} of {str(path)!r} holds no samples")
-    return TrainingData(np.concatenate(images), captions, negatives, str(path), split)
+    return TrainingData(images, captions, negatives, str(path), split)
 
 
 def batch_indices(step: int, num_samples: int, batch_size: int, seed: int) -> np.ndarray:
