@@ -280,3 +280,47 @@ def test_digit_recognition_counts_strict_wins_by_hand(tmp_path):
     tied = FakeEncoder(4, image_vectors={0: unit(4, 0)}, text_rule=lambda t: unit(4, 0))
     result = digit_recognition(tmp_path / "d", tied, limit=3)
     assert (result["correct"], result["total"], result["accuracy"]) == (0, 3, 0.0)
+
+
+def test_binding_by_size_relation_groups_counted_binding_rows_by_hand():
+    from bindscope.evaluation.madman import binding_by_size_relation
+
+    sizes = {0: ("small", "small"), 1: ("small", "large"), 2: ("medium", "medium"), 3: ("large", "medium")}
+
+    def row(sample, attribute, passed, counted=True, task="binding", split="test"):
+        return {"split": split, "sample": sample, "task": task, "attribute": attribute, "passed": passed,
+                "counted_in_binding": counted if task == "binding" else None}
+
+    rows = [row(0, "colour", True), row(2, "colour", True), row(2, "thickness", False),  # same size
+            row(1, "colour", False), row(3, "colour", True), row(1, "size", True), row(3, "size", True),
+            row(0, "thickness", False, counted=False),        # excluded: recognition failed
+            row(1, "colour", False, task="recognition"),      # not a binding row
+            row(9, "colour", False, split="ood")]             # another split (sample 9 unknown there)
+    result = binding_by_size_relation(rows, sizes)
+    same, different = result["same_size"], result["different_size"]
+    assert list(same) == ["colour", "thickness"] and list(different) == ["colour", "size"]
+    assert (same["colour"]["correct"], same["colour"]["total"], same["colour"]["clusters"]) == (2, 2, 2)
+    assert (same["thickness"]["correct"], same["thickness"]["total"]) == (0, 1)
+    assert (different["colour"]["correct"], different["colour"]["total"]) == (1, 2)
+    assert different["colour"]["ci95"] == pytest.approx(wilson_by_hand(1, 2))
+    assert (different["size"]["correct"], different["size"]["total"]) == (2, 2)
+    with pytest.raises(BadInput, match="sample 7 of split 'test': not a two-digit image"):
+        binding_by_size_relation([row(7, "colour", True)], sizes)
+
+
+def test_size_pairs_lists_the_two_digit_images_of_a_split(tmp_path):
+    from bindscope.dataset import Dataset
+    from bindscope.dataset.build import build_dataset
+    from bindscope.evaluation.madman import size_pairs
+    from tiny_madman import tiny_madman
+
+    build_dataset(tiny_madman(splits={"train": 6, "test": 2}, multi_object_images=0.5), tmp_path / "d",
+                  progress=False)
+    with Dataset(tmp_path / "d") as ds:
+        expected = {s.index: tuple(o.attributes["size"] for o in s.objects) for s in ds.split("train")
+                    if len(s.objects) == 2}
+        singles = [s.index for s in ds.split("train") if len(s.objects) == 1]
+    assert expected and singles  # both kinds of image occur
+    assert size_pairs(tmp_path / "d", "train") == expected
+    with pytest.raises(DatasetError, match="valid"):
+        size_pairs(tmp_path / "d", "valid")

@@ -36,6 +36,7 @@ from bindscope.evaluation.results import (TextTransform, apply_text_transform, c
                                           encoder_counts, envelope, open_dataset, transform_name,
                                           truncation_counts)
 from bindscope.evaluation.stats import averages, clustered_proportion, proportion
+from bindscope.generators.madman.attributes import ATTRIBUTES
 
 EVAL_SPLITS = ("test", "ood")
 DIGITS = tuple(str(d) for d in range(10))
@@ -275,3 +276,68 @@ def digit_recognition(dataset: str | os.PathLike | Dataset, adapter: EncoderAdap
     true, false = text_emb[:len(captions)], text_emb[len(captions):]
     passed = (image_emb * true).sum(1) > (image_emb * false).sum(1)
     return {**proportion(int(passed.sum()), len(passed)), "split": split, "seed": seed}
+
+
+def size_pairs(dataset: str | os.PathLike | Dataset, split: str = "test") -> dict[int, tuple[str, ...]]:
+    """The size level of each digit, in object order, of every two-digit image of a MADMAN split:
+    ``{sample index: (size of digit 1, size of digit 2)}`` (the input of :func:`binding_by_size_relation`).
+
+    Raises:
+        DatasetError: not a MADMAN dataset or no such split.
+    """
+    ds = open_dataset(dataset, ("madman",), "madman size pairs")
+    try:
+        part = ds.split(split)
+        pairs = {}
+        for shard in part.shards():
+            for local in range(shard.count):
+                objects = shard.objects(local)
+                if len(objects) == 2:
+                    pairs[shard.first_index + local] = tuple(o.attributes["size"] for o in objects)
+        return pairs
+    finally:
+        if ds is not dataset:  # opened here
+            ds.close()
+
+
+def binding_by_size_relation(rows: list[dict], sizes: dict[int, tuple[str, ...]], split: str = "test",
+                             seed: int = 0) -> dict:
+    """Binding per attribute (conditional on recognition, the paper's measure) with the images split by whether
+    their two digits share a size level.
+
+    A diagnostic beside the paper's protocol. Binding an attribute to a digit needs the model to tell the two
+    digits apart. Where they differ in size, size is a cue that can stand in for the digit's shape ("the large
+    one is red"); where they share a size, only the shape and the other attributes tell them apart. A model
+    that binds through the digit scores alike in both groups; one that leans on size scores lower on same-size
+    pairs. Size itself is bound only where the sizes differ.
+
+    Args:
+        rows: per-comparison rows of :func:`evaluate_madman` (``rows=``); rows of other splits (``"split"``
+            key) are ignored, rows without a ``"split"`` key are taken to be of ``split``.
+        sizes: :func:`size_pairs` of the same split (sample index -> the two digits' size levels).
+        split: the split the rows are to be taken from.
+        seed: seed of the cluster bootstrap.
+
+    Returns:
+        ``{"same_size": {attribute: p}, "different_size": {attribute: p}}``, each ``p`` a
+        :func:`~bindscope.evaluation.stats.clustered_proportion` over the binding rows counted in binding
+        (one comparison per image and attribute); attributes without such rows in a group are left out.
+
+    Raises:
+        BadInput: a counted binding row whose sample is not a two-digit image of ``sizes``.
+    """
+    outcomes: dict[str, dict[str, list]] = {"same_size": defaultdict(list), "different_size": defaultdict(list)}
+    for row in rows:
+        if row.get("split", split) != split or row["task"] != "binding" or not row["counted_in_binding"]:
+            continue
+        pair = sizes.get(row["sample"])
+        if pair is None:
+            raise BadInput(f"binding row of sample {row['sample']} of split {split!r}: not a two-digit image of "
+                           "the size pairs given")
+        group = "same_size" if pair[0] == pair[1] else "different_size"
+        outcomes[group][row["attribute"]].append((row["passed"], row["sample"]))
+    def order(attribute: str) -> tuple[int, str]:
+        return (ATTRIBUTES.index(attribute) if attribute in ATTRIBUTES else len(ATTRIBUTES), attribute)
+
+    return {group: {a: clustered_proportion([ok for ok, _ in per[a]], [s for _, s in per[a]], seed=seed)
+                    for a in sorted(per, key=order)} for group, per in outcomes.items()}
