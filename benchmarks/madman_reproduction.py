@@ -77,7 +77,7 @@ def train_flags(args) -> list[str]:
     """The `madman train` options shared by both presets."""
     flags = ["--embed-dim", args.embed_dim, "--vision", args.vision, "--vision-width", args.width,
              "--vision-layers", args.layers, "--patch-size", args.patch_size, "--text-width", args.width,
-             "--text-layers", args.layers, "--tokenizer", args.tokenizer, "--context-length", args.context_length,
+             "--text-layers", args.layers, "--head-width", args.head_width, "--tokenizer", args.tokenizer, "--context-length", args.context_length,
              "--batch-size", args.batch_size, "--steps", args.steps, "--lr", args.lr, "--warmup", args.warmup,
              "--seed", args.seed, "--threads", args.threads, "--device", args.device, "--log-every", 50,
              "--checkpoint-every", 500, "--eval-every", args.eval_every, "--quiet"]
@@ -150,6 +150,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2, help="blocks of both towers")
     parser.add_argument("--patch-size", type=int, default=12,
                         help="ViT patch side: the 96-pixel default canvas gives 8 x 8 patches")
+    parser.add_argument("--head-width", type=int, default=32,
+                        help="features per attention head in both towers (heads = width / head width)")
     parser.add_argument("--tokenizer", default="word", choices=["word", "bpe"])
     parser.add_argument("--context-length", type=int, default=18,
                         help="tokens per caption (a 2-digit, 6-attribute caption has 15 words + start/end)")
@@ -179,6 +181,7 @@ def main() -> None:
 
     tag = (f"{args.vision}-{args.tokenizer}-d{args.embed_dim}-w{args.width}-l{args.layers}-p{args.patch_size}"
            f"-b{args.batch_size}-s{args.steps}-lr{args.lr:g}-seed{args.seed}"
+           + (f"-h{args.head_width}" if args.head_width != 32 else "")
            + (f"-neg{args.hard_negatives}" if args.hard_negatives else ""))
     runs = {preset: work / "runs" / f"{preset}-{tag}" for preset in PRESETS}
     commands = {preset: [madman_command(), "train", str(data[preset]), "--eval", str(data["eval"]),

@@ -117,6 +117,13 @@ def test_preprocess_images_shapes_and_values():
     assert x[1, 2, 3, 3].item() == pytest.approx((1 - OPENAI_DATASET_MEAN[2]) / OPENAI_DATASET_STD[2], abs=1e-5)
 
 
+def test_head_width_sets_the_number_of_attention_heads_of_both_towers():
+    model = build_model(ModelConfig(embed_dim=32, image_size=32, patch_size=8, vision_width=64, vision_layers=1,
+                                    text_width=96, text_layers=1, head_width=16))
+    assert model.visual.transformer.resblocks[0].attn.num_heads == 4  # 64 / 16
+    assert model.transformer.resblocks[0].attn.num_heads == 6  # 96 / 16
+
+
 def test_model_config_rejects_bad_values():
     with pytest.raises(BadInput, match="image_size 30 is not divisible by patch_size=8"):
         ModelConfig(image_size=30, patch_size=8)
@@ -361,6 +368,7 @@ def test_cli_train_end_to_end_then_rerun_prints_the_finished_result(ideal_data, 
     (["--eval-split", "ood"], "--eval-split 'ood': data '"),
     (["--tokenizer", "chars"], "'chars' is not one of 'bpe', 'word'"),
     (["--vision", "cnn", "--image-size", "60"], "--image-size 60 is not allowed: the cnn vision tower needs a multiple of 8"),
+    (["--head-width", "24"], "--vision-width 128 is not divisible by the head width 24"),
 ])
 def test_cli_train_rejects_bad_input_before_writing(ideal_data, tmp_path, extra, message):
     out = tmp_path / "bad"

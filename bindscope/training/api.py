@@ -17,7 +17,7 @@ from bindscope.errors import BadInput, name_list
 # The training options and their defaults (``madman train`` / ``madman sweep`` show the same defaults).
 DEFAULTS: dict = {
     "embed_dim": 64, "image_size": None, "vision": "vit", "vision_width": 128, "vision_layers": 4, "patch_size": 8,
-    "text_width": 128, "text_layers": 4, "tokenizer": "bpe", "context_length": 32, "batch_size": 128,
+    "head_width": 32, "text_width": 128, "text_layers": 4, "tokenizer": "bpe", "context_length": 32, "batch_size": 128,
     "steps": 2000, "lr": 1e-3, "weight_decay": 0.1, "warmup_steps": 100, "hard_negatives": False,
     "hard_negatives_per_sample": 1, "seed": 0,
     "device": "auto", "precision": "fp32", "workers": 0, "threads": 0, "checkpoint_every": 500, "log_every": 10,
@@ -38,7 +38,7 @@ def train(data: str | os.PathLike, out: str | os.PathLike, *, eval_data: str | o
         overwrite: replace a different run in ``out``. progress: tqdm bar on stderr.
         **options: any key of :data:`DEFAULTS` (model: ``embed_dim``, ``image_size`` (pixels, None: the
             canvas rounded to the patch size), ``vision`` ``"vit"|"resnet"|"cnn"``, widths and layers,
-            ``patch_size``, ``tokenizer`` ``"bpe"|"word"``, ``context_length``; optimisation: ``batch_size``,
+            ``patch_size``, ``head_width``, ``tokenizer`` ``"bpe"|"word"``, ``context_length``; optimisation: ``batch_size``,
             ``steps``, ``lr``, ``weight_decay``, ``warmup_steps``, ``hard_negatives`` (NegCLIP), ``hard_negatives_per_sample``, ``seed``; runtime:
             ``device``, ``precision``, ``workers``, ``threads``, ``checkpoint_every``, ``log_every``,
             ``eval_every``, ``keep_checkpoints``).

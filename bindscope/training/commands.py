@@ -26,6 +26,9 @@ def training_options(func):
         click.option("--vision-layers", type=click.IntRange(min=1), default=DEFAULTS["vision_layers"], show_default=True,
                      help="ViT blocks (resnet: blocks per stage; cnn: residual blocks at 1/8 resolution)."),
         click.option("--patch-size", type=click.IntRange(min=1), default=DEFAULTS["patch_size"], show_default=True, help="ViT patch side in pixels."),
+        click.option("--head-width", type=click.IntRange(min=1), default=DEFAULTS["head_width"], show_default=True,
+                     help="Features per attention head in both transformers (heads = width / head width; both "
+                          "widths must be multiples of it)."),
         click.option("--text-width", type=click.IntRange(min=1), default=DEFAULTS["text_width"], show_default=True, help="Text transformer width."),
         click.option("--text-layers", type=click.IntRange(min=1), default=DEFAULTS["text_layers"], show_default=True, help="Text transformer blocks."),
         click.option("--tokenizer", type=click.Choice(["bpe", "word"]), default=DEFAULTS["tokenizer"], show_default=True,
