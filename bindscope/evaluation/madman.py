@@ -336,6 +336,7 @@ def binding_by_size_relation(rows: list[dict], sizes: dict[int, tuple[str, ...]]
                            "the size pairs given")
         group = "same_size" if pair[0] == pair[1] else "different_size"
         outcomes[group][row["attribute"]].append((row["passed"], row["sample"]))
+
     def order(attribute: str) -> tuple[int, str]:
         return (ATTRIBUTES.index(attribute) if attribute in ATTRIBUTES else len(ATTRIBUTES), attribute)
 

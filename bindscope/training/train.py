@@ -150,7 +150,7 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         image_size = max(step, side - side % step)
     model = ModelConfig(embed_dim=options["embed_dim"], image_size=image_size, vision=options["vision"],
                         vision_width=options["vision_width"], vision_layers=options["vision_layers"],
-                        patch_size=options["patch_size"], head_width=options["head_width"],
+                        patch_size=options["patch_size"], head_width=options.get("head_width", ModelConfig.head_width),
                         text_width=options["text_width"],
                         text_layers=options["text_layers"], context_length=options["context_length"],
                         tokenizer=options.get("tokenizer", "bpe"))
