@@ -116,9 +116,13 @@ def diagnostics(run: Path, eval_data: Path) -> dict:
     - ``digit_recognition``: :func:`bindscope.evaluation.madman.digit_recognition` in %, with its Wilson interval
       and n;
     - ``binding_by_size_relation``: binding (conditional, %) and n per attribute, for images whose two digits
-      share a size level and for the others (:func:`bindscope.evaluation.madman.binding_by_size_relation`).
+      share a size level and for the others (:func:`bindscope.evaluation.madman.binding_by_size_relation`);
+    - ``binding_additivity``: per attribute, the correlation r of the binding margin with the sum of the two
+      recognition margins (:func:`bindscope.evaluation.madman.binding_additivity`): near 1, the conditional
+      binding figure says little about binding.
     """
-    from bindscope.evaluation.madman import binding_by_size_relation, digit_recognition, evaluate_madman, size_pairs
+    from bindscope.evaluation.madman import (binding_additivity, binding_by_size_relation, digit_recognition,
+                                             evaluate_madman, size_pairs)
     from bindscope.training.checkpoint import load_trained_adapter
 
     adapter = load_trained_adapter(run, device="cpu")
@@ -129,7 +133,9 @@ def diagnostics(run: Path, eval_data: Path) -> dict:
     return {"digit_recognition": {"accuracy": round(100 * digits["accuracy"], 2), "n": digits["total"],
                                   "ci95": [round(100 * v, 2) for v in digits["ci95"]]},
             "binding_by_size_relation": {group: {a: {"binding": round(100 * p["accuracy"], 2), "n": p["total"]}
-                                                 for a, p in per.items()} for group, per in groups.items()}}
+                                                 for a, p in per.items()} for group, per in groups.items()},
+            "binding_additivity": {a: {"r": None if v["r"] is None else round(v["r"], 3), "n": v["n"]}
+                                   for a, v in binding_additivity(rows).items()}}
 
 
 def main() -> None:
@@ -291,6 +297,10 @@ def main() -> None:
             cells.append(" / ".join("-" if a not in groups[g] else f"{groups[g][a]['binding']:.1f} n={groups[g][a]['n']}"
                                     for g in ("same_size", "different_size")))
         print(f"{a:<10} {cells[0]:>26} {cells[1]:>26}")
+    print("r of the binding margin with the summed recognition margins (near 1: the conditional binding figure "
+          "says little about binding): " + "; ".join(
+              f"{p} " + ", ".join(f"{a} {v['r']:.2f}" for a, v in presets[p]["binding_additivity"].items()
+                                  if v["r"] is not None) for p in PRESETS))
     speeds = ", ".join(f"{p} {presets[p]['steps_per_s']:.2f}" for p in PRESETS if presets[p]["steps_per_s"])
     print(f"\nsteps/s: {speeds}; both models (training + evaluation, "
           f"{'sequential' if args.sequential else 'in parallel'}): {wall / 60:.1f} min wall "

@@ -324,3 +324,29 @@ def test_size_pairs_lists_the_two_digit_images_of_a_split(tmp_path):
     assert size_pairs(tmp_path / "d", "train") == expected
     with pytest.raises(DatasetError, match="valid"):
         size_pairs(tmp_path / "d", "valid")
+
+
+def test_binding_additivity_correlates_binding_with_summed_recognition_margins_by_hand():
+    from bindscope.evaluation.madman import binding_additivity
+
+    def rows(sample, attribute, rec1, rec2, bind, split="test"):
+        made = [{"split": split, "sample": sample, "task": "recognition", "attribute": attribute, "objects": [k],
+                 "caption_similarity": 0.5, "negative_similarity": 0.5 + m} for k, m in ((1, rec1), (2, rec2))]
+        if bind is not None:
+            made.append({"split": split, "sample": sample, "task": "binding", "attribute": attribute,
+                         "objects": [1, 2], "caption_similarity": 0.5, "negative_similarity": 0.5 + bind})
+        return made
+
+    data = (rows(0, "swelling", -0.1, -0.2, -0.3) + rows(1, "swelling", 0.05, -0.1, -0.05)  # y = x: r = 1
+            + rows(2, "swelling", 0.2, 0.1, 0.3)
+            + rows(0, "colour", -0.5, -0.5, 0.0) + rows(1, "colour", 0.0, 0.0, 0.25)  # x -1, 0, 1; y 0, .25, 0
+            + rows(2, "colour", 0.5, 0.5, 0.0)
+            + rows(3, "colour", 0.1, 0.1, None)                 # no binding negative: left out
+            + rows(4, "colour", 0.9, 0.9, -0.9, split="ood")    # another split: left out
+            + rows(0, "size", -0.1, -0.1, -0.2) + rows(1, "size", 0.1, 0.1, 0.2))  # two images: no r
+    result = binding_additivity(data)
+    assert list(result) == ["colour", "size", "swelling"]
+    assert result["swelling"]["n"] == 3 and result["swelling"]["r"] == pytest.approx(1.0)
+    assert result["colour"]["n"] == 3 and result["colour"]["r"] == pytest.approx(0.0, abs=1e-12)
+    assert result["size"] == {"r": None, "n": 2}
+    assert binding_additivity(data, split="ood")["colour"] == {"r": None, "n": 1}

@@ -336,9 +336,49 @@ def binding_by_size_relation(rows: list[dict], sizes: dict[int, tuple[str, ...]]
                            "the size pairs given")
         group = "same_size" if pair[0] == pair[1] else "different_size"
         outcomes[group][row["attribute"]].append((row["passed"], row["sample"]))
-
-    def order(attribute: str) -> tuple[int, str]:
-        return (ATTRIBUTES.index(attribute) if attribute in ATTRIBUTES else len(ATTRIBUTES), attribute)
-
     return {group: {a: clustered_proportion([ok for ok, _ in per[a]], [s for _, s in per[a]], seed=seed)
-                    for a in sorted(per, key=order)} for group, per in outcomes.items()}
+                    for a in sorted(per, key=_attribute_order)} for group, per in outcomes.items()}
+
+
+def _attribute_order(attribute: str) -> tuple[int, str]:
+    """Sort key: the MADMAN attributes in their order, then any other name alphabetically."""
+    return (ATTRIBUTES.index(attribute) if attribute in ATTRIBUTES else len(ATTRIBUTES), attribute)
+
+
+def binding_additivity(rows: list[dict], split: str = "test") -> dict:
+    """How far a model's binding comparisons are the sum of its two recognition comparisons, per attribute.
+
+    A diagnostic of the paper's conditional measure. Margins are ``cos(image, negative) - cos(image, caption)``
+    (a comparison passes when its margin is < 0). For each image and attribute with a recognition negative of
+    each digit and a binding negative, ``x`` = the sum of the two recognition margins and ``y`` = the binding
+    margin. When each recognition negative gives its digit the other digit's value (always so for a two-valued
+    attribute such as swelling or fracture), the binding negative makes both changes at once; a model whose
+    caption score adds up over the two descriptions then has ``y = x``, and passing both recognition
+    comparisons (``x < 0``) makes it pass binding whatever it binds. The conditional binding of an attribute
+    whose Pearson ``r`` is near 1 therefore says little about binding.
+
+    Args:
+        rows: per-comparison rows of :func:`evaluate_madman` (``rows=``); only those of ``split`` (rows without a
+            ``"split"`` key count as ``split``).
+        split: the split to use.
+
+    Returns:
+        ``{attribute: {"r": Pearson r of (x, y) or None (fewer than 3 images, or no spread), "n": images}}`` in
+        the MADMAN attribute order.
+    """
+    margins: dict[tuple[int, str], dict[str, float]] = defaultdict(dict)
+    for row in rows:
+        if row.get("split", split) != split:
+            continue
+        kind = "binding" if row["task"] == "binding" else f"recognition{row['objects'][0]}"
+        margins[(row["sample"], row["attribute"])][kind] = row["negative_similarity"] - row["caption_similarity"]
+    pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for (_, attribute), m in margins.items():
+        if {"binding", "recognition1", "recognition2"} <= set(m):
+            pairs[attribute].append((m["recognition1"] + m["recognition2"], m["binding"]))
+    out = {}
+    for attribute in sorted(pairs, key=_attribute_order):
+        x, y = np.array(pairs[attribute]).T
+        spread = len(x) >= 3 and x.std() > 0 and y.std() > 0
+        out[attribute] = {"r": float(np.corrcoef(x, y)[0, 1]) if spread else None, "n": len(x)}
+    return out
