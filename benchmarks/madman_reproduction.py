@@ -77,7 +77,8 @@ def train_flags(args) -> list[str]:
     """The `madman train` options shared by both presets."""
     flags = ["--embed-dim", args.embed_dim, "--vision", args.vision, "--vision-width", args.width,
              "--vision-layers", args.layers, "--patch-size", args.patch_size, "--text-width", args.width,
-             "--text-layers", args.layers, "--head-width", args.head_width, "--tokenizer", args.tokenizer, "--context-length", args.context_length,
+             "--text-layers", args.layers, "--head-width", args.head_width, "--tokenizer", args.tokenizer,
+             "--context-length", args.context_length,
              "--batch-size", args.batch_size, "--steps", args.steps, "--lr", args.lr, "--warmup", args.warmup,
              "--seed", args.seed, "--threads", args.threads, "--device", args.device, "--log-every", 50,
              "--checkpoint-every", 500, "--eval-every", args.eval_every, "--quiet"]
@@ -111,7 +112,7 @@ def steps_per_second(run: Path) -> float | None:
 
 
 def diagnostics(run: Path, eval_data: Path) -> dict:
-    """Two diagnostics of a trained model beside the paper's measures, on the evaluation set:
+    """Three diagnostics of a trained model beside the paper's measures, on the evaluation set:
 
     - ``digit_recognition``: :func:`bindscope.evaluation.madman.digit_recognition` in %, with its Wilson interval
       and n;
@@ -294,7 +295,8 @@ def main() -> None:
         cells = []
         for preset in PRESETS:
             groups = presets[preset]["binding_by_size_relation"]
-            cells.append(" / ".join("-" if a not in groups[g] else f"{groups[g][a]['binding']:.1f} n={groups[g][a]['n']}"
+            cells.append(" / ".join("-" if a not in groups[g] else
+                                    f"{groups[g][a]['binding']:.1f} n={groups[g][a]['n']}"
                                     for g in ("same_size", "different_size")))
         print(f"{a:<10} {cells[0]:>26} {cells[1]:>26}")
     print("r of the binding margin with the summed recognition margins (near 1: the conditional binding figure "
