@@ -17,8 +17,8 @@ from bindscope.errors import BadInput, name_list
 # The training options and their defaults (``madman train`` / ``madman sweep`` show the same defaults).
 DEFAULTS: dict = {
     "embed_dim": 64, "image_size": None, "vision": "vit", "vision_width": 128, "vision_layers": 4, "patch_size": 8,
-    "head_width": 32, "text_width": 128, "text_layers": 4, "tokenizer": "bpe", "context_length": 32, "batch_size": 128,
-    "steps": 2000, "lr": 1e-3, "weight_decay": 0.1, "warmup_steps": 100, "hard_negatives": False,
+    "head_width": 32, "text_width": 128, "text_layers": 4, "tokenizer": "bpe", "context_length": 32,
+    "batch_size": 128, "steps": 2000, "lr": 1e-3, "weight_decay": 0.1, "warmup_steps": 100, "hard_negatives": False,
     "hard_negatives_per_sample": 1, "seed": 0,
     "device": "auto", "precision": "fp32", "workers": 0, "threads": 0, "checkpoint_every": 500, "log_every": 10,
     "eval_every": 0, "keep_checkpoints": False,
@@ -59,5 +59,5 @@ def train(data: str | os.PathLike, out: str | os.PathLike, *, eval_data: str | o
                        param=unknown[0])
     check_output_location("out", out)
     config = build_train_config(str(data), str(out), None if eval_data is None else str(eval_data),
-                                name_list("eval_splits", eval_splits) or None, **{**DEFAULTS, **options})
+                                name_list("eval_splits", eval_splits) or None, **options)
     return Trainer(config, overwrite=overwrite, progress=progress).run()

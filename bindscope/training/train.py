@@ -127,7 +127,8 @@ class TrainConfig:
 
 def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: list[str] | None,
                        canvas: int | None = None, **options):
-    """A validated :class:`TrainConfig` from option values (the keys of ``madman train``'s options).
+    """A validated :class:`TrainConfig` from option values (the keys of ``madman train``'s options; a key left
+    out takes its value from :data:`bindscope.training.api.DEFAULTS`).
 
     Args:
         canvas: the training images' side in pixels, used for the default ``image_size``; read from the
@@ -136,6 +137,9 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
     Raises:
         BadInput: a bad value (named), or a dataset that cannot be read.
     """
+    from bindscope.training.api import DEFAULTS
+
+    options = {**DEFAULTS, **options}
     if options["hard_negatives_per_sample"] < 1:
         raise BadInput(f"hard_negatives_per_sample must be >= 1, got {options['hard_negatives_per_sample']}",
                        param="hard_negatives_per_sample")
@@ -150,10 +154,9 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         image_size = max(step, side - side % step)
     model = ModelConfig(embed_dim=options["embed_dim"], image_size=image_size, vision=options["vision"],
                         vision_width=options["vision_width"], vision_layers=options["vision_layers"],
-                        patch_size=options["patch_size"], head_width=options.get("head_width", ModelConfig.head_width),
-                        text_width=options["text_width"],
-                        text_layers=options["text_layers"], context_length=options["context_length"],
-                        tokenizer=options.get("tokenizer", "bpe"))
+                        patch_size=options["patch_size"], head_width=options["head_width"],
+                        text_width=options["text_width"], text_layers=options["text_layers"],
+                        context_length=options["context_length"], tokenizer=options["tokenizer"])
     config = TrainConfig(
         data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, model=model,
         batch_size=options["batch_size"], steps=options["steps"], lr=options["lr"],
@@ -162,7 +165,7 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         seed=options["seed"], precision=options["precision"], device=options["device"],
         workers=options["workers"], threads=options["threads"], checkpoint_every=options["checkpoint_every"],
         log_every=options["log_every"],
-        eval_every=options["eval_every"], keep_checkpoints=options.get("keep_checkpoints", False))
+        eval_every=options["eval_every"], keep_checkpoints=options["keep_checkpoints"])
     config.validate()
     return config
 
