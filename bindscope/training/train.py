@@ -38,6 +38,7 @@ from bindscope.errors import BadInput, check_int
 from bindscope.training.checkpoint import (CHECKPOINT, CHECKPOINT_FORMAT, MODEL, MODEL_FORMAT, TrainedClipAdapter,
                                            autocast_dtype, resolve_device, save_atomic)
 from bindscope.training.model import VISION_TOWERS, WORD_SPECIALS, ModelConfig
+from bindscope.training.options import DEFAULTS
 
 RUN = "run.json"
 RUN_KIND = "train-run"  # the ownership marker's kind (see bindscope.dataset.ownership)
@@ -128,7 +129,7 @@ class TrainConfig:
 def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: list[str] | None,
                        canvas: int | None = None, **options):
     """A validated :class:`TrainConfig` from option values (the keys of ``madman train``'s options; a key left
-    out takes its value from :data:`bindscope.training.api.DEFAULTS`).
+    out takes its value from :data:`bindscope.training.options.DEFAULTS`).
 
     Args:
         canvas: the training images' side in pixels, used for the default ``image_size``; read from the
@@ -137,8 +138,6 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
     Raises:
         BadInput: a bad value (named), or a dataset that cannot be read.
     """
-    from bindscope.training.api import DEFAULTS
-
     options = {**DEFAULTS, **options}
     if options["hard_negatives_per_sample"] < 1:
         raise BadInput(f"hard_negatives_per_sample must be >= 1, got {options['hard_negatives_per_sample']}",
