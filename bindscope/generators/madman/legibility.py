@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage as ndi
 
+from bindscope.generators.madman.kernels import nearest
+
 NEIGHBOURS = 5
 COMPONENTS = 40
 REFERENCE_PER_CLASS = 1000
@@ -64,6 +66,10 @@ class Reader:
             basis = np.linalg.svd(ref - mean, full_matrices=False)[2][:COMPONENTS].T
             ref_z = (ref - mean) @ basis
             self.spaces.append((pixels @ basis, mean @ basis, ref_z, (ref_z * ref_z).sum(1)))
+        # the same spaces laid out for nearest_one (references by column, float64 norms)
+        self._compiled = [(np.ascontiguousarray(project, np.float32), offset.astype(np.float64),
+                           np.ascontiguousarray(ref_z.T, np.float32), ref_sq.astype(np.float64))
+                          for project, offset, ref_z, ref_sq in self.spaces]
 
     def neighbours(self, glyphs: np.ndarray, variant: int, sources: np.ndarray | None = None) -> np.ndarray:
         """The classes of the :data:`NEIGHBOURS` nearest references of each of ``glyphs`` ``(M, F, F)`` (uint8 or
@@ -86,6 +92,16 @@ class Reader:
         near = np.argpartition(d2, NEIGHBOURS, axis=1)[:, :NEIGHBOURS]
         rows = np.arange(len(z))[:, None]
         return self.labels[near[rows, np.lexsort((near, d2[rows, near]), axis=1)]]
+
+    def nearest_one(self, glyph: np.ndarray, variant: int, source: int = -1) -> np.ndarray:
+        """:meth:`neighbours` of one glyph ``(F, F)`` float32 coverage 0..1, leaving out reference digit
+        ``source`` (-1: none), compiled (:func:`~bindscope.generators.madman.kernels.nearest`): ``(NEIGHBOURS,)``
+        int64. Distances are summed in a fixed order, so the result never depends on other glyphs read in the same
+        process; at exact ties of distance the lower reference row comes first."""
+        project, offset, ref_zt, ref_sq = self._compiled[variant]
+        own = int(self.position[source]) if source >= 0 else -1
+        return nearest(np.ascontiguousarray(glyph, np.float32), project, offset, ref_zt, ref_sq, self.labels, own,
+                       NEIGHBOURS)
 
     def read(self, glyphs: np.ndarray, variant: int, sources: np.ndarray | None = None) -> np.ndarray:
         """The digit class read in each of ``glyphs`` (see :meth:`neighbours`): ``(M,)`` int64, the majority of

@@ -1,4 +1,5 @@
-"""Realise a MADMAN plan as pixels (numpy + scipy.ndimage): image, instance mask and the object table.
+"""Realise a MADMAN plan as pixels (numpy, and numba for the per-pixel work): image, instance mask and the object
+table.
 
 A digit is its normalised glyph (:mod:`~bindscope.generators.madman.morpho`: deslanted, skeleton
 :data:`~bindscope.generators.madman.morpho.GLYPH` frame pixels tall, redrawn with the thickness level's stroke).
@@ -13,7 +14,9 @@ Geometry (canvas pixel ``(i, j)`` is centred at ``(i, j)``; angles counter-clock
 - **rotation**: by the value's angle about the centre of the ink box.
 - **swelling** ``v > 0``: around one skeleton point away from stroke ends and junctions (seeded draw), the
   stroke widens to ``max(v * glyph_height, SWELL_MIN * stroke)`` over ``SWELL_LENGTH`` bulge half-widths
-  either side (:func:`~bindscope.generators.madman.morpho.swelling_cover`).
+  either side: every skeleton point q within ``L = SWELL_LENGTH * bulge`` of the centre c carries a disk of
+  radius ``stroke / 2 + (bulge - stroke / 2) * (1 - (|q - c| / L)^2)^2``, and the ink is at least the union of
+  those disks (anti-aliased over one canvas pixel).
 - **fracture** ``n``: ``n`` cuts across the stroke, each ``max(morpho.fracture_min_gap, morpho.fracture_gap *
   size * canvas)`` canvas pixels wide, at skeleton points at least one stroke width plus one gap along the
   skeleton from any stroke end or junction, two (stroke + gap) apart and clear of the swelling (seeded draws;
@@ -29,30 +32,32 @@ Geometry (canvas pixel ``(i, j)`` is centred at ``(i, j)``; angles counter-clock
   rgb2)``.
 - **mask**: pixel value k where object k's coverage ``c_k >= 0.5`` (object 1 wins a tie), else 0.
 
-Each output pixel is the mean of ss x ss bilinear samples (:func:`scipy.ndimage.map_coordinates`) of the
-glyph variant, ss = min(``render.supersample`` (default 2), ceil(1 / s)) so that a minified glyph is sampled
+Each output pixel is the mean of ss x ss bilinear samples (zero outside the frame) of the glyph variant, ss = min(``render.supersample`` (default 2), ceil(1 / s)) so that a minified glyph is sampled
 at least once per frame pixel; each sample's source point is found by inverting placement/rotation/scale, and
 the swelling's coverage and the fracture factor are evaluated at that same source point.
-Supersampling is a box-filter anti-aliasing: strokes thinner than a pixel stay continuous.
+Supersampling is a box-filter anti-aliasing: strokes thinner than a pixel stay continuous. The per-pixel work
+is :func:`~bindscope.generators.madman.kernels.ink_patch` (generator version 6; version 5 did the same in numpy and
+scipy.ndimage, in float32, so its pixels differ from version 6's by rounding).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
-from scipy import ndimage as ndi
 
-from bindscope.dataset.records import ObjectRecord, mask_bbox_area, size_ranks
+from bindscope.dataset.records import ObjectRecord, size_ranks
+from bindscope.generators.madman.kernels import composite, ink_extent, ink_patch
 from bindscope.generators.madman.legibility import Reader
-from bindscope.generators.madman.morpho import (SWELL_LENGTH, MorphoTable, bulge_half_width, fracture_factor,
-                                               swelling_centre, swelling_cover)
+from bindscope.generators.madman.morpho import SWELL_LENGTH, MorphoTable, bulge_half_width, swelling_centre
 
 _TURNS = tuple(math.radians(a) for a in (0, 45, -45, 90, -90, 135, -135, 180))
 WIDEST = 1.25  # no glyph's largest diameter exceeds this many times its size level
 CONFIDENT = 4  # of the reader's 5 nearest references must read a drawn digit as its class (Renderer.choose)
 EXTRAS = ["source_index", "scale", "centre_y", "centre_x", "stroke_thickness"]
+_NO_POINTS = np.zeros((0, 2), np.float32)
+_NO_POINT = np.zeros(2, np.float32)
 
 
 def _extent(box: tuple[float, float, float, float], scale: float, theta: float, grow: float) -> tuple[float, float]:
@@ -61,20 +66,6 @@ def _extent(box: tuple[float, float, float, float], scale: float, theta: float, 
     hy, hx = (y1 - y0) / 2 + grow, (x1 - x0) / 2 + grow
     c, s = abs(math.cos(theta)), abs(math.sin(theta))
     return scale * (hy * c + hx * s), scale * (hx * c + hy * s)
-
-
-def _square(point, radius: float, side: int) -> tuple[slice, slice]:
-    """Rows and columns of a ``side``-pixel square frame within ``radius`` (frame pixels, plus one) of ``point``
-    ``(y, x)`` along each axis."""
-    y, x = float(point[0]), float(point[1])
-    return (slice(max(0, int(math.floor(y - radius)) - 1), min(side, int(math.ceil(y + radius)) + 2)),
-            slice(max(0, int(math.floor(x - radius)) - 1), min(side, int(math.ceil(x + radius)) + 2)))
-
-
-def _grid(rows: slice, cols: slice) -> tuple[np.ndarray, np.ndarray]:
-    """Frame coordinates of the pixels ``rows x cols`` as float32 ``(h, 1)`` and ``(1, w)`` (broadcast)."""
-    return (np.arange(rows.start, rows.stop, dtype=np.float32)[:, None],
-            np.arange(cols.start, cols.stop, dtype=np.float32)[None, :])
 
 
 @dataclass
@@ -165,25 +156,15 @@ class Renderer:
         return Pose(n, v, theta, scale, target, stroke, bulge, box, skeleton, swell_at, cuts, gap, half)
 
     def _placeable(self, pose: Pose) -> Pose:
-        """``pose`` with its ``extent`` and ``guard`` (see :class:`Pose`)."""
-        box, scale, bulge, stroke = pose.box, pose.scale, pose.bulge, pose.stroke
-        # disks (frame centre, radius) that hold all drawn ink: a frame pixel of the variant (bilinear sampling
-        # spreads it over one frame pixel around its centre) and the swelling's disks. Of the pixels, each row's
-        # two ends suffice (the same maxima).
-        centres = self._outline(pose.n, pose.v)
-        radii = np.ones(len(centres))
-        if pose.swell_at is not None:
-            points = pose.skeleton[0]
-            near = points[((points - pose.swell_at) ** 2).sum(1) < (SWELL_LENGTH * bulge) ** 2]
-            centres, radii = np.concatenate([centres, near]), np.concatenate([radii, np.full(len(near), bulge)])
+        """``pose`` (fresh from :meth:`_shape`) given its ``extent`` and ``guard`` (see :class:`Pose`)."""
+        scale, bulge = pose.scale, pose.bulge
+        # the ink's disks (see ink_extent): of the variant's pixels, each row's two ends suffice (the same maxima)
+        points, centre = (pose.skeleton[0], pose.swell_at) if pose.swell_at is not None else (_NO_POINTS, _NO_POINT)
         cy, cx = pose.pivot
-        cos, sin = math.cos(pose.theta), math.sin(pose.theta)
-        dx, dy = centres[:, 1] - cx, centres[:, 0] - cy
-        oy, ox = scale * (-dx * sin + dy * cos), scale * (dx * cos + dy * sin)  # canvas offsets (see _window)
-        pad = scale * radii + 1.0
-        extent = (float(np.max(pad - oy)), float(np.max(pad - ox)), float(np.max(oy + pad)), float(np.max(ox + pad)))
-        guard = _extent(box, scale, pose.theta, max(0.0, bulge - stroke / 2) + 1.5 / scale)
-        return replace(pose, extent=extent, guard=guard)
+        pose.extent = ink_extent(self._outline(pose.n, pose.v), points, centre, SWELL_LENGTH * bulge, bulge, cy, cx,
+                                 math.cos(pose.theta), math.sin(pose.theta), scale)
+        pose.guard = _extent(pose.box, scale, pose.theta, max(0.0, bulge - pose.stroke / 2) + 1.5 / scale)
+        return pose
 
     def _outline(self, n: int, v: int) -> np.ndarray:
         """Frame centres ``(K, 2)`` float64 of the first and the last ink pixel of each row of digit ``n``'s
@@ -201,23 +182,21 @@ class Renderer:
     def frame_ink(self, pose: Pose) -> np.ndarray:
         """The posed digit's ink coverage in the frame of the normalised glyphs, before rotation and scaling:
         ``(FRAME, FRAME)`` float32 in [0, 1], swelling and cuts applied as :meth:`draw` applies them (one sample
-        per frame pixel). The swelling and each cut are evaluated only in the square of frame pixels they can
-        reach, where their cover is above 0 or their factor below 1."""
+        per frame pixel, at the pixel's centre)."""
         frame = self.table.variants.shape[-1]
-        ink = self.table.variants[pose.n, pose.v].astype(np.float32) * np.float32(1 / 255)
-        if pose.swell_at is not None:
-            rows, cols = _square(pose.swell_at, (SWELL_LENGTH + 1.0) * pose.bulge + 0.5 / pose.scale, frame)
-            qy, qx = _grid(rows, cols)
-            part = ink[rows, cols]
-            np.maximum(part, swelling_cover(qy, qx, pose.skeleton[0], pose.swell_at, pose.stroke / 2, pose.bulge,
-                                            pose.scale), out=part)
-        width, ramp = pose.gap / pose.scale, 1.0 / pose.scale
-        for y, x, angle in pose.cuts:
-            rows, cols = _square((y, x), math.hypot(pose.cut_half, (width + ramp) / 2), frame)
-            qy, qx = _grid(rows, cols)
-            ink[rows, cols] *= fracture_factor(qy, qx, np.array([[y, x, angle, pose.cut_half]], np.float32),
-                                               width, ramp)
+        ink = np.empty((frame, frame), np.float32)
+        self._ink(pose, ink, 0, 0, 1, (0.0, 1.0, 0.0, 0.0, 0.0, 1.0))
         return ink
+
+    def _ink(self, pose: Pose, out: np.ndarray, top: int, left: int, ss: int, affine: tuple) -> None:
+        """:func:`~bindscope.generators.madman.kernels.ink_patch` of ``pose`` into ``out`` (canvas pixel ``(top
+        + i, left + j)`` at ``out[i, j]``; ``affine`` maps canvas to frame points)."""
+        scale = pose.scale
+        points, centre = (pose.skeleton[0], pose.swell_at) if pose.swell_at is not None else (_NO_POINTS, _NO_POINT)
+        cuts = np.array(pose.cuts, np.float64).reshape(-1, 3)
+        ink_patch(self.table.variants[pose.n, pose.v], out, top, left, ss, np.array(affine, np.float64), points,
+                  centre, SWELL_LENGTH * pose.bulge, pose.stroke / 2, pose.bulge, scale, cuts, pose.cut_half,
+                  pose.gap / scale, 1.0 / scale)
 
     def choose(self, digit: dict) -> Pose:
         """The pose of the most legible of the digit's candidate sources (``source``, then ``alternates``) once
@@ -233,8 +212,7 @@ class Renderer:
             pose = self._shape(digit if n == digit["source"] else {**digit, "source": n})
             if self.reader is None or (pose.swell_at is None and not pose.cuts):
                 return self._placeable(pose)
-            votes = int((self.reader.neighbours(self.frame_ink(pose)[None], pose.v, np.array([n]))[0]
-                         == digit["digit"]).sum())
+            votes = int((self.reader.nearest_one(self.frame_ink(pose), pose.v, n) == digit["digit"]).sum())
             if votes >= CONFIDENT:
                 return self._placeable(pose)
             if best is None or votes > best[0]:
@@ -283,78 +261,35 @@ class Renderer:
         _, one_centre, two_centre = best if best is not None else fallback
         return [one_centre, two_centre]
 
-    def draw(self, pose: Pose, centre: tuple[float, float]) -> tuple[np.ndarray, dict]:
+    def draw(self, pose: Pose, centre: tuple[float, float], out: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
         """Ink coverage ``(S, S)`` float32 in [0, 1] of one posed digit with its ink-box centre at canvas
         ``centre`` ``(y, x)`` (pixels), and its placement ``{"source": n, "centre": [y, x], "scale": s, "box": [y0, x0, y1,
         x1], "stroke": w, "cuts": [[y, x, tangent], ...], "gap": g}``: the rotated ink box (canvas pixels), the
         stroke width (canvas pixels), the fracture cuts (frame coordinates, radians) and their width (canvas
-        pixels)."""
-        scale, stroke, bulge = pose.scale, pose.stroke, pose.bulge
+        pixels). ``out``: an ``(S, S)`` float32 array of zeros to draw into (returned), else a new one."""
+        scale = pose.scale
         gy, gx = pose.guard
         py, px = centre
-        gap, half, swell_at, cuts = pose.gap, pose.cut_half, pose.swell_at, pose.cuts
         up, left_, down, right_ = pose.extent
         placement = {"source": pose.n, "centre": [py, px], "scale": scale, "box": [py - up, px - left_, py + down, px + right_],
-                     "stroke": stroke * scale, "cuts": cuts, "gap": gap}
+                     "stroke": pose.stroke * scale, "cuts": pose.cuts, "gap": pose.gap}
         top, left = max(0, int(math.floor(py - gy))), max(0, int(math.floor(px - gx)))
         bottom, right = min(self.size, int(math.ceil(py + gy)) + 1), min(self.size, int(math.ceil(px + gx)) + 1)
-        alpha = np.zeros((self.size, self.size), np.float32)
+        alpha = np.zeros((self.size, self.size), np.float32) if out is None else out
         if bottom <= top or right <= left:
             return alpha, placement
-        qy, qx, ss = self._sample_points(pose, centre, top, left, bottom, right)
-        variant = self.table.variants[pose.n, pose.v].astype(np.float32) * np.float32(1 / 255)
-        patch = ndi.map_coordinates(variant, [qy, qx], order=1, mode="constant", cval=0.0, prefilter=False)
-        if swell_at is not None:
-            rows, cols = self._window(pose, centre, top, left, swell_at, (SWELL_LENGTH + 1.0) * bulge)
-            part = patch[..., rows, cols]
-            np.maximum(part, swelling_cover(qy[..., rows, cols], qx[..., rows, cols], pose.skeleton[0], swell_at,
-                                            stroke / 2, bulge, scale), out=part)
-        for y, x, angle in cuts:
-            rows, cols = self._window(pose, centre, top, left, (y, x), math.hypot(half, gap / scale / 2 + 1.0 / scale))
-            patch[..., rows, cols] *= fracture_factor(qy[..., rows, cols], qx[..., rows, cols],
-                                                      np.array([[y, x, angle, half]], np.float32),
-                                                      gap / scale, 1.0 / scale)
-        h, w = bottom - top, right - left
-        patch = patch.reshape(ss * ss, h, w)
-        patch = patch[0] if ss == 1 else patch.sum(axis=0) * np.float32(1.0 / (ss * ss))
-        np.clip(patch, 0.0, 1.0, out=patch)
-        alpha[top:bottom, left:right] = patch
+        ss = max(1, min(self.supersample, math.ceil(1.0 / scale - 1e-6)))
+        cy, cx = pose.pivot
+        cos, sin = math.cos(pose.theta) / scale, math.sin(pose.theta) / scale
+        # canvas (Y, X) -> frame: q = pivot + R(theta) ((Y, X) - centre) / scale
+        affine = (cy - py * cos - px * sin, cos, sin, cx - px * cos + py * sin, -sin, cos)
+        self._ink(pose, alpha[top:bottom, left:right], top, left, ss, affine)
         return alpha, placement
 
     def digit_alpha(self, digit: dict, centre: tuple[float, float]) -> tuple[np.ndarray, dict]:
         """:meth:`draw` of one planned digit (an entry of a plan's ``digits``; the source :meth:`choose` picks)
         at canvas ``centre`` ``(y, x)``."""
         return self.draw(self.choose(digit), centre)
-
-    def _sample_points(self, pose: Pose, centre: tuple[float, float], top: int, left: int, bottom: int,
-                       right: int) -> tuple[np.ndarray, np.ndarray, int]:
-        """Frame coordinates ``(qy, qx)``, each ``(ss, ss, h, w)`` float32, of the ``ss x ss`` samples of every
-        canvas pixel of rows ``top:bottom`` and columns ``left:right``, and ``ss``: samples at ``(i + (k + 0.5)
-        / ss - 0.5)``, enough for at least one sample per frame pixel."""
-        scale, (py, px) = pose.scale, centre
-        ss = max(1, min(self.supersample, math.ceil(1.0 / scale - 1e-6)))
-        sub = (np.arange(ss, dtype=np.float32) + 0.5) / ss - 0.5
-        h, w = bottom - top, right - left
-        # sub-sample offsets first, so averaging adds whole planes
-        vy = ((np.arange(top, bottom, dtype=np.float32)[None, :] + sub[:, None] - py) / scale).reshape(ss, 1, h, 1)
-        vx = ((np.arange(left, right, dtype=np.float32)[None, :] + sub[:, None] - px) / scale).reshape(1, ss, 1, w)
-        cy, cx = pose.pivot
-        cos, sin = math.cos(pose.theta), math.sin(pose.theta)
-        return (cy + vx * sin) + vy * cos, (cx + vx * cos) - vy * sin, ss
-
-    @staticmethod
-    def _window(pose: Pose, centre: tuple[float, float], top: int, left: int, point, radius: float
-                ) -> tuple[slice, slice]:
-        """The rows and columns of the drawn patch (its corner at canvas ``(top, left)``) within ``radius``
-        frame pixels of the frame point ``point`` ``(y, x)``."""
-        y, x = float(point[0]), float(point[1])
-        cy, cx = pose.pivot
-        cos, sin = math.cos(pose.theta), math.sin(pose.theta)
-        vx_, vy_ = (x - cx) * cos + (y - cy) * sin, -(x - cx) * sin + (y - cy) * cos
-        ry, rx = centre[0] + vy_ * pose.scale - top, centre[1] + vx_ * pose.scale - left
-        reach = radius * pose.scale + 1.0
-        return (slice(max(0, int(math.floor(ry - reach))), max(0, int(math.ceil(ry + reach)) + 1)),
-                slice(max(0, int(math.floor(rx - reach))), max(0, int(math.ceil(rx + reach)) + 1)))
 
     @staticmethod
     def _cuts(draws: list[float], points: np.ndarray, tangent: np.ndarray, reach: np.ndarray,
@@ -401,24 +336,15 @@ class Renderer:
         """Realise a plan: ``(image (S,S,3) uint8, mask (S,S) uint8, objects, placements)``."""
         poses = [self.choose(digit) for digit in spec["digits"]]
         centres = self.layout(poses, tuple(spec["layout"]["jitter"]), spec["layout"]["direction"])
-        alphas, placements = [], []
-        for pose, centre in zip(poses, centres):
-            alpha, placement = self.draw(pose, centre)
-            alphas.append(alpha)
-            placements.append(placement)
-        cover = [alphas[0]]
-        if len(alphas) == 2:
-            cover.append(alphas[1] * (1.0 - alphas[0]))
+        alphas = np.zeros((len(poses), self.size, self.size), np.float32)
+        placements = [self.draw(pose, centre, alpha)[1] for pose, centre, alpha in zip(poses, centres, alphas)]
         colours = np.array([self.values["colour"][d["attributes"]["colour"]] for d in spec["digits"]], np.float32)
-        rgb = np.stack(cover, axis=-1) @ colours  # (S, S, k) coverages x (k, 3) colours
-        rgb += 0.5
-        np.minimum(rgb, 255.0, out=rgb)
-        image = rgb.astype(np.uint8)  # truncation of x + 0.5 = rounding half up (x >= 0)
-        mask = np.zeros((self.size, self.size), np.uint8)
-        for k in range(len(cover), 0, -1):
-            mask[cover[k - 1] >= 0.5] = k
+        image = np.empty((self.size, self.size, 3), np.uint8)
+        mask = np.empty((self.size, self.size), np.uint8)
+        boxes = np.empty((len(alphas), 5), np.int64)
+        composite(alphas, colours, image, mask, boxes)
         mention = {m["index"]: pos for pos, m in enumerate(spec["mentions"], start=1)}
-        boxes = [mask_bbox_area(mask, k) for k in range(1, len(cover) + 1)]
+        boxes = [(tuple(int(b) for b in box[:4]), int(box[4])) for box in boxes]
         ranks = size_ranks([area for _, area in boxes])
         objects = []
         for k, (digit, (bbox, area), placement) in enumerate(zip(spec["digits"], boxes, placements), start=1):

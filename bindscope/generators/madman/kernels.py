@@ -1,0 +1,216 @@
+"""The renderer's per-pixel work, compiled with numba: sampling a posed digit's ink and reading one glyph.
+
+Each function handles one digit and loops over its pixels in a fixed order, in float64, without fast-math (no
+reassociation), so a sample's pixels and reads never depend on how many samples a process draws or in which
+order: the generator's byte-identical output for any ``--jobs`` rests on that. Compiled code is cached on disk
+(numba's ``cache=True``: next to this file, or in numba's user cache folder where that is read-only).
+
+The geometry (generator version 6, same as version 5 up to float rounding; see
+:mod:`~bindscope.generators.madman.render`):
+
+- ink: the glyph variant (uint8, 0..255 -> 0..1) sampled bilinearly, zero outside the frame;
+- swelling: the union of disks ``(y, x, r)`` along the skeleton, anti-aliased over one canvas pixel: coverage
+  ``clip(max_k(r_k - |q - p_k|) * aa + 0.5, 0, 1)``, ``aa`` canvas pixels per frame pixel; the ink is the larger
+  of glyph and swelling;
+- cuts: rows ``(y, x, t)``, t the stroke's tangent: where a point is at most ``cut_half`` across the stroke
+  from a cut's centre line, the ink is multiplied by ``clip((along - width / 2) / ramp + 0.5, 0, 1)``, ``along``
+  its distance along the stroke from that line (cuts lie far apart: their factors never meet).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, error_model="numpy")
+def ink_patch(variant, out, top, left, ss, affine, points, swell_centre, swell_length, half, bulge, aa, cuts,
+              cut_half, width, ramp):
+    """Fill ``out`` ``(h, w)`` float32 with the mean ink coverage (0..1) of ``ss x ss`` samples per pixel.
+
+    Pixel ``(i, j)`` of ``out`` is canvas pixel ``(top + i, left + j)``; its samples lie at canvas points
+    ``(Y, X) = (top + i + (a + 0.5) / ss - 0.5, left + j + (b + 0.5) / ss - 0.5)``, which map to frame points
+    ``qy = affine[0] + Y * affine[1] + X * affine[2]``, ``qx = affine[3] + Y * affine[4] + X * affine[5]``.
+
+    Args:
+        variant: ``(F, F)`` uint8 glyph.
+        points: ``(P, 2)`` skeleton points (frame pixels); swell_centre: ``(2,)``; swell_length: ``L``; half: the
+            stroke's half-width; bulge: the swelling's half-width (0: no swelling). Every skeleton point q closer
+            than L to the centre c carries a disk of radius ``half + (bulge - half) * (1 - (|q - c| / L)^2)^2``.
+        aa: canvas pixels per frame pixel (the swelling's anti-aliasing).
+        cuts: ``(M, 3)`` float64 rows ``(y, x, tangent)`` (radians); cut_half, width, ramp: frame pixels.
+    """
+    h, w = out.shape
+    side_y, side_x = variant.shape
+    glyph = np.zeros((side_y + 2, side_x + 2))  # zero border: every bilinear read stays inside
+    for y in range(side_y):
+        for x in range(side_x):
+            glyph[y + 1, x + 1] = variant[y, x] / 255.0
+    disks = np.empty((points.shape[0], 3))
+    count, reach = 0, 0.0
+    if bulge > 0.0:
+        for k in range(points.shape[0]):
+            d2 = ((points[k, 0] - swell_centre[0]) ** 2 + (points[k, 1] - swell_centre[1]) ** 2) / (
+                swell_length * swell_length)
+            if d2 < 1.0:
+                radius = half + (bulge - half) * (1.0 - d2) ** 2
+                disks[count, 0], disks[count, 1], disks[count, 2] = points[k, 0], points[k, 1], radius
+                reach = max(reach, math.sqrt(d2) * swell_length + radius)
+                count += 1
+    reach2 = (reach + 0.5 / aa + 1e-6) ** 2  # no disk covers a point farther than this from the centre
+    sines, cosines = np.sin(cuts[:, 2]), np.cos(cuts[:, 2])
+    offsets = np.empty(ss)  # of the samples within a pixel
+    for a in range(ss):
+        offsets[a] = (a + 0.5) / ss - 0.5
+    for i in range(h):
+        for j in range(w):
+            total = 0.0
+            for a in range(ss):
+                y_canvas = top + i + offsets[a]
+                for b in range(ss):
+                    x_canvas = left + j + offsets[b]
+                    qy = affine[0] + y_canvas * affine[1] + x_canvas * affine[2]
+                    qx = affine[3] + y_canvas * affine[4] + x_canvas * affine[5]
+                    value = 0.0
+                    # bilinear in the bordered glyph, where row / column iy, ix hold the frame's iy - 1, ix - 1
+                    gy, gx = qy + 1.0, qx + 1.0
+                    if 0.0 < gy < side_y + 1.0 and 0.0 < gx < side_x + 1.0:
+                        iy, ix = int(gy), int(gx)  # floor, as both are positive
+                        wy, wx = gy - iy, gx - ix
+                        value = ((1.0 - wy) * ((1.0 - wx) * glyph[iy, ix] + wx * glyph[iy, ix + 1])
+                                 + wy * ((1.0 - wx) * glyph[iy + 1, ix] + wx * glyph[iy + 1, ix + 1]))
+                    if count and (qy - swell_centre[0]) ** 2 + (qx - swell_centre[1]) ** 2 <= reach2:
+                        margin = -np.inf
+                        for k in range(count):
+                            m = disks[k, 2] - math.sqrt((qy - disks[k, 0]) ** 2 + (qx - disks[k, 1]) ** 2)
+                            if m > margin:
+                                margin = m
+                        value = max(value, min(max(margin * aa + 0.5, 0.0), 1.0))
+                    for k in range(cuts.shape[0]):
+                        dy, dx = qy - cuts[k, 0], qx - cuts[k, 1]
+                        if abs(dx * sines[k] - dy * cosines[k]) <= cut_half:
+                            along = abs(dy * sines[k] + dx * cosines[k])
+                            value *= min(max((along - width / 2.0) / ramp + 0.5, 0.0), 1.0)
+                    total += value
+            out[i, j] = min(max(total / (ss * ss), 0.0), 1.0)
+
+
+@njit(cache=True, error_model="numpy")
+def nearest(ink, project, offset, ref_zt, ref_sq, labels, own, k):
+    """The classes of the ``k`` nearest references of one glyph, nearest first (ties: the lower reference row).
+
+    Squared distances are ``|z|^2 + |r|^2 - 2 z.r``: z in float64, the products ``z.r`` summed over the
+    components in order in float32, the rest in float64.
+
+    Args:
+        ink: ``(F, F)`` float32 coverage 0..1.
+        project: ``(F*F, C)`` float32, features times the PCA basis; offset: ``(C,)`` the mean's projection.
+        ref_zt: ``(C, R)`` float32 reference coordinates (transposed); ref_sq: ``(R,)`` their squared norms.
+        labels: ``(R,)`` int64 reference classes; own: the glyph's own reference row, left out (-1: none).
+
+    Returns:
+        ``(k,)`` int64.
+    """
+    flat = ink.ravel()
+    components = project.shape[1]
+    z = np.zeros(components)
+    for p in range(flat.size):
+        v = flat[p]
+        if v != 0.0:
+            for c in range(components):
+                z[c] += v * project[p, c]
+    zz = 0.0
+    for c in range(components):
+        z[c] -= offset[c]
+        zz += z[c] * z[c]
+    refs = ref_zt.shape[1]
+    cross = np.zeros(refs, np.float32)  # float32 as the references: the loop over references vectorises
+    for c in range(components):
+        zc = np.float32(z[c])
+        for r in range(refs):
+            cross[r] += zc * ref_zt[c, r]
+    best_d = np.full(k, np.inf)
+    best_r = np.full(k, -1, np.int64)
+    for r in range(refs):
+        if r == own:
+            continue
+        d = zz + ref_sq[r] - 2.0 * cross[r]
+        if d < best_d[k - 1]:
+            slot = k - 1
+            while slot > 0 and d < best_d[slot - 1]:
+                best_d[slot] = best_d[slot - 1]
+                best_r[slot] = best_r[slot - 1]
+                slot -= 1
+            best_d[slot] = d
+            best_r[slot] = r
+    out = np.empty(k, np.int64)
+    for slot in range(k):
+        out[slot] = labels[best_r[slot]]
+    return out
+
+
+@njit(cache=True, error_model="numpy")
+def ink_extent(outline, points, swell_centre, swell_length, bulge, pivot_y, pivot_x, cos, sin, scale):
+    """How far a posed digit's ink reaches from its pivot, in canvas pixels: ``(up, left, down, right)``.
+
+    The ink lies in disks (frame centre, frame radius): radius 1 around every point of ``outline`` ``(K, 2)``
+    (bilinear sampling spreads a frame pixel over one frame pixel around its centre) and, where ``bulge > 0``,
+    radius ``bulge`` around every skeleton point of ``points`` ``(P, 2)`` closer than ``swell_length`` to
+    ``swell_centre``. A frame offset ``(dy, dx)`` from the pivot lands at canvas offset ``scale * (dy cos - dx
+    sin, dx cos + dy sin)``; every disk is padded by one canvas pixel of anti-aliasing."""
+    up = left = down = right = -np.inf
+    limit = swell_length * swell_length
+    for k in range(outline.shape[0] + (points.shape[0] if bulge > 0 else 0)):
+        if k < outline.shape[0]:
+            y, x, radius = outline[k, 0], outline[k, 1], 1.0
+        else:
+            y, x, radius = points[k - outline.shape[0], 0], points[k - outline.shape[0], 1], bulge
+            if (y - swell_centre[0]) ** 2 + (x - swell_centre[1]) ** 2 >= limit:
+                continue
+        dy, dx = y - pivot_y, x - pivot_x
+        oy, ox = scale * (dy * cos - dx * sin), scale * (dx * cos + dy * sin)
+        pad = scale * radius + 1.0
+        up, left = max(up, pad - oy), max(left, pad - ox)
+        down, right = max(down, oy + pad), max(right, ox + pad)
+    return up, left, down, right
+
+
+@njit(cache=True, error_model="numpy")
+def composite(alphas, colours, image, mask, boxes):
+    """Paint up to two digits over black and label the mask (see :mod:`~bindscope.generators.madman.render`).
+
+    Args:
+        alphas: ``(k, S, S)`` float32 ink coverage 0..1, object 1 first (drawn on top); k is 1 or 2.
+        colours: ``(k, 3)`` float32 RGB 0..255.
+        image: ``(S, S, 3)`` uint8, filled with ``round(c1 * rgb1 + c2 * rgb2)``, ``c1 = a1``, ``c2 = a2 (1 - a1)``
+            (halves round up).
+        mask: ``(S, S)`` uint8, filled with k where ``c_k >= 0.5`` (object 1 first), else 0.
+        boxes: ``(k, 5)`` int64, filled with each object's mask ``(x0, y0, x1, y1, area)`` (half-open box,
+            pixels; all 0 for an object without mask pixels).
+    """
+    count, side = alphas.shape[0], alphas.shape[1]
+    half, one, full = np.float32(0.5), np.float32(1.0), np.float32(255.0)
+    for k in range(count):
+        boxes[k, 0], boxes[k, 1], boxes[k, 2], boxes[k, 3], boxes[k, 4] = side, side, 0, 0, 0
+    for i in range(side):
+        for j in range(side):
+            c1 = alphas[0, i, j]
+            c2 = alphas[1, i, j] * (one - c1) if count == 2 else np.float32(0.0)
+            for channel in range(3):
+                value = c1 * colours[0, channel]
+                if count == 2:
+                    value += c2 * colours[1, channel]
+                value += half
+                image[i, j, channel] = np.uint8(min(value, full))
+            label = 1 if c1 >= half else (2 if c2 >= half else 0)
+            mask[i, j] = label
+            if label:
+                box = boxes[label - 1]
+                box[0], box[1] = min(box[0], j), min(box[1], i)
+                box[2], box[3] = max(box[2], j + 1), max(box[3], i + 1)
+                box[4] += 1
+    for k in range(count):
+        if boxes[k, 4] == 0:
+            boxes[k, :] = 0
