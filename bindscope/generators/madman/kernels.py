@@ -178,15 +178,16 @@ def ink_extent(outline, points, swell_centre, swell_length, bulge, pivot_y, pivo
 
 
 @njit(cache=True, error_model="numpy")
-def composite(alphas, colours, image, mask, boxes):
+def composite(alphas, windows, colours, image, mask, boxes):
     """Paint up to two digits over black and label the mask (see :mod:`~bindscope.generators.madman.render`).
 
     Args:
         alphas: ``(k, S, S)`` float32 ink coverage 0..1, object 1 first (drawn on top); k is 1 or 2.
+        windows: ``(k, 4)`` int64 rows ``(top, left, bottom, right)``: object k's coverage is 0 outside them.
         colours: ``(k, 3)`` float32 RGB 0..255.
-        image: ``(S, S, 3)`` uint8, filled with ``round(c1 * rgb1 + c2 * rgb2)``, ``c1 = a1``, ``c2 = a2 (1 - a1)``
-            (halves round up).
-        mask: ``(S, S)`` uint8, filled with k where ``c_k >= 0.5`` (object 1 first), else 0.
+        image: ``(S, S, 3)`` uint8 zeros, filled with ``round(c1 * rgb1 + c2 * rgb2)`` (halves round up), ``c1 =
+            a1``, ``c2 = a2 (1 - a1)``.
+        mask: ``(S, S)`` uint8 zeros, filled with k where ``c_k >= 0.5`` (object 1 first), else 0.
         boxes: ``(k, 5)`` int64, filled with each object's mask ``(x0, y0, x1, y1, area)`` (half-open box,
             pixels; all 0 for an object without mask pixels).
     """
@@ -194,23 +195,64 @@ def composite(alphas, colours, image, mask, boxes):
     half, one, full = np.float32(0.5), np.float32(1.0), np.float32(255.0)
     for k in range(count):
         boxes[k, 0], boxes[k, 1], boxes[k, 2], boxes[k, 3], boxes[k, 4] = side, side, 0, 0, 0
-    for i in range(side):
-        for j in range(side):
-            c1 = alphas[0, i, j]
-            c2 = alphas[1, i, j] * (one - c1) if count == 2 else np.float32(0.0)
-            for channel in range(3):
-                value = c1 * colours[0, channel]
-                if count == 2:
-                    value += c2 * colours[1, channel]
-                value += half
-                image[i, j, channel] = np.uint8(min(value, full))
-            label = 1 if c1 >= half else (2 if c2 >= half else 0)
-            mask[i, j] = label
-            if label:
-                box = boxes[label - 1]
-                box[0], box[1] = min(box[0], j), min(box[1], i)
-                box[2], box[3] = max(box[2], j + 1), max(box[3], i + 1)
-                box[4] += 1
+    for w in range(count):
+        for i in range(windows[w, 0], windows[w, 2]):
+            for j in range(windows[w, 1], windows[w, 3]):
+                if w == 1 and windows[0, 0] <= i < windows[0, 2] and windows[0, 1] <= j < windows[0, 3]:
+                    continue  # done with window 0
+                c1 = alphas[0, i, j]
+                c2 = alphas[1, i, j] * (one - c1) if count == 2 else np.float32(0.0)
+                for channel in range(3):
+                    value = c1 * colours[0, channel]
+                    if count == 2:
+                        value += c2 * colours[1, channel]
+                    value += half
+                    image[i, j, channel] = np.uint8(min(value, full))
+                label = 1 if c1 >= half else (2 if c2 >= half else 0)
+                mask[i, j] = label
+                if label:
+                    box = boxes[label - 1]
+                    box[0], box[1] = min(box[0], j), min(box[1], i)
+                    box[2], box[3] = max(box[2], j + 1), max(box[3], i + 1)
+                    box[4] += 1
     for k in range(count):
         if boxes[k, 4] == 0:
             boxes[k, :] = 0
+
+
+@njit(cache=True, error_model="numpy")
+def cut_sites(draws, points, reach, clearance, stroke, half, gap, swell_at, swell_length):
+    """Skeleton rows of the fracture cuts for ``draws`` ``(D,)`` float64 in [0, 1) (rules: ``Renderer._cuts``).
+
+    ``points`` ``(P, 2)``, ``reach`` and ``clearance`` ``(P,)`` are float32, and so is ``swell_at`` ``(2,)``
+    (ignored when ``swell_length`` < 0); thresholds are rounded to float32 and distances squared in float32, as
+    numpy 1.x compares a float32 array with a Python float. Returns ``(M,)`` int64 point rows, M <= D.
+    """
+    clear = (stroke + gap) / 2
+    free = np.zeros(points.shape[0], np.bool_)
+    low_reach, low_clearance = np.float32(clear + 1.0), np.float32(half + stroke / 2 + 0.5)
+    away = np.float32((swell_length + clear) ** 2)
+    for p in range(points.shape[0]):
+        free[p] = reach[p] >= low_reach and clearance[p] > low_clearance
+        if free[p] and swell_length >= 0.0:
+            dy, dx = points[p, 0] - swell_at[0], points[p, 1] - swell_at[1]
+            free[p] = dy * dy + dx * dx >= away
+    apart = np.float32((4 * clear) ** 2)
+    rows = np.empty(draws.shape[0], np.int64)
+    count = 0
+    for k in range(draws.shape[0]):
+        left = free.sum()
+        if left == 0:
+            if k == 0 and points.shape[0]:
+                rows[0] = np.argmax(reach)
+                count = 1
+            break
+        pick = min(int(draws[k] * left), left - 1)
+        i = np.flatnonzero(free)[pick]
+        rows[count] = i
+        count += 1
+        for p in range(points.shape[0]):
+            if free[p]:
+                dy, dx = points[p, 0] - points[i, 0], points[p, 1] - points[i, 1]
+                free[p] = dy * dy + dx * dx >= apart
+    return rows[:count]

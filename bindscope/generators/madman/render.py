@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bindscope.dataset.records import ObjectRecord, size_ranks
-from bindscope.generators.madman.kernels import composite, ink_extent, ink_patch
+from bindscope.generators.madman.kernels import composite, cut_sites, ink_extent, ink_patch
 from bindscope.generators.madman.legibility import Reader
 from bindscope.generators.madman.morpho import SWELL_LENGTH, MorphoTable, bulge_half_width, swelling_centre
 
@@ -121,6 +121,7 @@ class Renderer:
         self.margin = float(config["layout"]["margin"])
         self.supersample = int(config["render"]["supersample"])
         self._outlines: dict[tuple[int, int], np.ndarray] = {}
+        self._skeletons: dict[tuple[int, int], tuple] = {}
 
     def pose(self, digit: dict) -> Pose:
         """The geometry of one planned digit (an entry of a plan's ``digits``): see :class:`Pose`."""
@@ -141,7 +142,7 @@ class Renderer:
         scale = target / max(glyph, float(t.diameter[n, v]) / WIDEST)
         stroke = float(t.stroke[n, v])
         bulge = bulge_half_width(float(self.values["swelling"][attrs["swelling"]]), glyph, stroke)
-        skeleton = t.skeleton(n, v) if bulge > 0 or digit["cuts"] else None
+        skeleton = self._skeleton(n, v) if bulge > 0 or digit["cuts"] else None
         swell_at = None
         if bulge > 0 and len(skeleton[0]):
             points, _, reach, clearance = skeleton
@@ -165,6 +166,12 @@ class Renderer:
                                  math.cos(pose.theta), math.sin(pose.theta), scale)
         pose.guard = _extent(pose.box, scale, pose.theta, max(0.0, bulge - pose.stroke / 2) + 1.5 / scale)
         return pose
+
+    def _skeleton(self, n: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`MorphoTable.skeleton` of digit ``n``'s variant ``v`` (kept once computed; read only)."""
+        if (n, v) not in self._skeletons:
+            self._skeletons[(n, v)] = self.table.skeleton(n, v)
+        return self._skeletons[(n, v)]
 
     def _outline(self, n: int, v: int) -> np.ndarray:
         """Frame centres ``(K, 2)`` float64 of the first and the last ink pixel of each row of digit ``n``'s
@@ -268,13 +275,11 @@ class Renderer:
         stroke width (canvas pixels), the fracture cuts (frame coordinates, radians) and their width (canvas
         pixels). ``out``: an ``(S, S)`` float32 array of zeros to draw into (returned), else a new one."""
         scale = pose.scale
-        gy, gx = pose.guard
         py, px = centre
         up, left_, down, right_ = pose.extent
         placement = {"source": pose.n, "centre": [py, px], "scale": scale, "box": [py - up, px - left_, py + down, px + right_],
                      "stroke": pose.stroke * scale, "cuts": pose.cuts, "gap": pose.gap}
-        top, left = max(0, int(math.floor(py - gy))), max(0, int(math.floor(px - gx)))
-        bottom, right = min(self.size, int(math.ceil(py + gy)) + 1), min(self.size, int(math.ceil(px + gx)) + 1)
+        top, left, bottom, right = self._window(pose, centre)
         alpha = np.zeros((self.size, self.size), np.float32) if out is None else out
         if bottom <= top or right <= left:
             return alpha, placement
@@ -285,6 +290,13 @@ class Renderer:
         affine = (cy - py * cos - px * sin, cos, sin, cx - px * cos + py * sin, -sin, cos)
         self._ink(pose, alpha[top:bottom, left:right], top, left, ss, affine)
         return alpha, placement
+
+    def _window(self, pose: Pose, centre: tuple[float, float]) -> tuple[int, int, int, int]:
+        """The canvas rows ``top:bottom`` and columns ``left:right`` that :meth:`draw` fills (its ``guard``
+        around ``centre``, clipped to the canvas; ink is 0 outside)."""
+        (gy, gx), (py, px) = pose.guard, centre
+        return (max(0, int(math.floor(py - gy))), max(0, int(math.floor(px - gx))),
+                min(self.size, int(math.ceil(py + gy)) + 1), min(self.size, int(math.ceil(px + gx)) + 1))
 
     def digit_alpha(self, digit: dict, centre: tuple[float, float]) -> tuple[np.ndarray, dict]:
         """:meth:`draw` of one planned digit (an entry of a plan's ``digits``; the source :meth:`choose` picks)
@@ -305,21 +317,9 @@ class Renderer:
         point qualifies, the first cut goes to the point farthest along the skeleton from any end or junction
         and later cuts are dropped: a fractured digit always has at least one cut.
         """
-        clear = (stroke + gap) / 2
-        free = np.flatnonzero((reach >= clear + 1.0) & (clearance > half + stroke / 2 + 0.5))
-        if swell_at is not None:
-            free = free[((points[free] - swell_at) ** 2).sum(1) >= (swell_length + clear) ** 2]
-        cuts = []
-        for k, u in enumerate(draws):
-            if not len(free):
-                if k == 0 and len(points):
-                    free = np.array([int(np.argmax(reach))])
-                else:
-                    break
-            i = free[min(int(u * len(free)), len(free) - 1)]
-            cuts.append([float(points[i, 0]), float(points[i, 1]), float(tangent[i])])
-            free = free[((points[free] - points[i]) ** 2).sum(1) >= (4 * clear) ** 2]
-        return cuts
+        rows = cut_sites(np.asarray(draws, np.float64), points, reach, clearance, stroke, half, gap,
+                         _NO_POINT if swell_at is None else swell_at, -1.0 if swell_at is None else swell_length)
+        return [[float(points[i, 0]), float(points[i, 1]), float(tangent[i])] for i in rows]
 
     def _far_point(self, direction: float, extent: tuple[float, float, float, float]) -> tuple[float, float]:
         """The point farthest from the canvas centre along ``direction`` (radians, 0 = right, counter-clockwise)
@@ -339,10 +339,11 @@ class Renderer:
         alphas = np.zeros((len(poses), self.size, self.size), np.float32)
         placements = [self.draw(pose, centre, alpha)[1] for pose, centre, alpha in zip(poses, centres, alphas)]
         colours = np.array([self.values["colour"][d["attributes"]["colour"]] for d in spec["digits"]], np.float32)
-        image = np.empty((self.size, self.size, 3), np.uint8)
-        mask = np.empty((self.size, self.size), np.uint8)
+        image = np.zeros((self.size, self.size, 3), np.uint8)
+        mask = np.zeros((self.size, self.size), np.uint8)
         boxes = np.empty((len(alphas), 5), np.int64)
-        composite(alphas, colours, image, mask, boxes)
+        composite(alphas, np.array([self._window(p, c) for p, c in zip(poses, centres)], np.int64), colours, image,
+                  mask, boxes)
         mention = {m["index"]: pos for pos, m in enumerate(spec["mentions"], start=1)}
         boxes = [(tuple(int(b) for b in box[:4]), int(box[4])) for box in boxes]
         ranks = size_ranks([area for _, area in boxes])
