@@ -152,29 +152,47 @@ def nearest(ink, project, offset, ref_zt, ref_sq, labels, own, k):
 
 
 @njit(cache=True, error_model="numpy")
-def ink_extent(outline, points, swell_centre, swell_length, bulge, pivot_y, pivot_x, cos, sin, scale):
+def ink_extent(variant, points, swell_centre, swell_length, bulge, pivot_y, pivot_x, cos, sin, scale):
     """How far a posed digit's ink reaches from its pivot, in canvas pixels: ``(up, left, down, right)``.
 
-    The ink lies in disks (frame centre, frame radius): radius 1 around every point of ``outline`` ``(K, 2)``
-    (bilinear sampling spreads a frame pixel over one frame pixel around its centre) and, where ``bulge > 0``,
-    radius ``bulge`` around every skeleton point of ``points`` ``(P, 2)`` closer than ``swell_length`` to
-    ``swell_centre``. A frame offset ``(dy, dx)`` from the pivot lands at canvas offset ``scale * (dy cos - dx
-    sin, dx cos + dy sin)``; every disk is padded by one canvas pixel of anti-aliasing."""
-    up = left = down = right = -np.inf
+    The ink lies in disks (frame centre, frame radius): radius 1 around every ink pixel of ``variant`` ``(F, F)``
+    uint8 (bilinear sampling spreads a frame pixel over one frame pixel around its centre; of each row, its first
+    and last ink pixels reach farthest along any direction) and, where ``bulge > 0``, radius ``bulge`` around
+    every skeleton point of ``points`` ``(P, 2)`` closer than ``swell_length`` to ``swell_centre``. A frame
+    offset ``(dy, dx)`` from the pivot lands at canvas offset ``scale * (dy cos - dx sin, dx cos + dy sin)``;
+    every disk is padded by one canvas pixel of anti-aliasing.
+    """
+    reach = np.full(4, -np.inf)  # up, left, down, right
     limit = swell_length * swell_length
-    for k in range(outline.shape[0] + (points.shape[0] if bulge > 0 else 0)):
-        if k < outline.shape[0]:
-            y, x, radius = outline[k, 0], outline[k, 1], 1.0
-        else:
-            y, x, radius = points[k - outline.shape[0], 0], points[k - outline.shape[0], 1], bulge
-            if (y - swell_centre[0]) ** 2 + (x - swell_centre[1]) ** 2 >= limit:
-                continue
-        dy, dx = y - pivot_y, x - pivot_x
-        oy, ox = scale * (dy * cos - dx * sin), scale * (dx * cos + dy * sin)
-        pad = scale * radius + 1.0
-        up, left = max(up, pad - oy), max(left, pad - ox)
-        down, right = max(down, oy + pad), max(right, ox + pad)
-    return up, left, down, right
+    side_y, side_x = variant.shape
+    for row in range(side_y):
+        first = -1
+        for col in range(side_x):
+            if variant[row, col]:
+                first = col
+                break
+        if first < 0:
+            continue
+        last = side_x - 1
+        while not variant[row, last]:
+            last -= 1
+        _reach(reach, row, first, 1.0, pivot_y, pivot_x, cos, sin, scale)
+        _reach(reach, row, last, 1.0, pivot_y, pivot_x, cos, sin, scale)
+    if bulge > 0:
+        for k in range(points.shape[0]):
+            if (points[k, 0] - swell_centre[0]) ** 2 + (points[k, 1] - swell_centre[1]) ** 2 < limit:
+                _reach(reach, points[k, 0], points[k, 1], bulge, pivot_y, pivot_x, cos, sin, scale)
+    return reach[0], reach[1], reach[2], reach[3]
+
+
+@njit(cache=True, error_model="numpy")
+def _reach(reach, y, x, radius, pivot_y, pivot_x, cos, sin, scale):
+    """Grow ``reach`` ``(up, left, down, right)`` to hold the disk at frame ``(y, x)`` (see :func:`ink_extent`)."""
+    dy, dx = y - pivot_y, x - pivot_x
+    oy, ox = scale * (dy * cos - dx * sin), scale * (dx * cos + dy * sin)
+    pad = scale * radius + 1.0
+    reach[0], reach[1] = max(reach[0], pad - oy), max(reach[1], pad - ox)
+    reach[2], reach[3] = max(reach[2], oy + pad), max(reach[3], ox + pad)
 
 
 @njit(cache=True, error_model="numpy")

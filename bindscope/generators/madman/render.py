@@ -32,9 +32,10 @@ Geometry (canvas pixel ``(i, j)`` is centred at ``(i, j)``; angles counter-clock
   rgb2)``.
 - **mask**: pixel value k where object k's coverage ``c_k >= 0.5`` (object 1 wins a tie), else 0.
 
-Each output pixel is the mean of ss x ss bilinear samples (zero outside the frame) of the glyph variant, ss = min(``render.supersample`` (default 2), ceil(1 / s)) so that a minified glyph is sampled
-at least once per frame pixel; each sample's source point is found by inverting placement/rotation/scale, and
-the swelling's coverage and the fracture factor are evaluated at that same source point.
+Each output pixel is the mean of ss x ss bilinear samples (zero outside the frame) of the glyph variant, ss =
+min(``render.supersample`` (default 2), ceil(1 / s)) so that a minified glyph is sampled at least once per frame
+pixel; each sample's source point is found by inverting placement/rotation/scale, and the swelling's coverage
+and the fracture factor are evaluated at that same source point.
 Supersampling is a box-filter anti-aliasing: strokes thinner than a pixel stay continuous. The per-pixel work
 is :func:`~bindscope.generators.madman.kernels.ink_patch` (generator version 6; version 5 did the same in numpy and
 scipy.ndimage, in float32, so its pixels differ from version 6's by rounding).
@@ -120,7 +121,6 @@ class Renderer:
         self.morpho = config["morpho"]
         self.margin = float(config["layout"]["margin"])
         self.supersample = int(config["render"]["supersample"])
-        self._outlines: dict[tuple[int, int], np.ndarray] = {}
         self._skeletons: dict[tuple[int, int], tuple] = {}
 
     def pose(self, digit: dict) -> Pose:
@@ -159,10 +159,9 @@ class Renderer:
     def _placeable(self, pose: Pose) -> Pose:
         """``pose`` (fresh from :meth:`_shape`) given its ``extent`` and ``guard`` (see :class:`Pose`)."""
         scale, bulge = pose.scale, pose.bulge
-        # the ink's disks (see ink_extent): of the variant's pixels, each row's two ends suffice (the same maxima)
         points, centre = (pose.skeleton[0], pose.swell_at) if pose.swell_at is not None else (_NO_POINTS, _NO_POINT)
         cy, cx = pose.pivot
-        pose.extent = ink_extent(self._outline(pose.n, pose.v), points, centre, SWELL_LENGTH * bulge, bulge, cy, cx,
+        pose.extent = ink_extent(self.table.variants[pose.n, pose.v], points, centre, SWELL_LENGTH * bulge, bulge, cy, cx,
                                  math.cos(pose.theta), math.sin(pose.theta), scale)
         pose.guard = _extent(pose.box, scale, pose.theta, max(0.0, bulge - pose.stroke / 2) + 1.5 / scale)
         return pose
@@ -172,19 +171,6 @@ class Renderer:
         if (n, v) not in self._skeletons:
             self._skeletons[(n, v)] = self.table.skeleton(n, v)
         return self._skeletons[(n, v)]
-
-    def _outline(self, n: int, v: int) -> np.ndarray:
-        """Frame centres ``(K, 2)`` float64 of the first and the last ink pixel of each row of digit ``n``'s
-        variant ``v``: along any direction, the farthest ink pixel of a row is one of its two ends (kept once
-        computed)."""
-        if (n, v) not in self._outlines:
-            ink = self.table.variants[n, v] > 0
-            rows = np.flatnonzero(ink.any(axis=1))
-            first = ink[rows].argmax(axis=1)
-            last = ink.shape[1] - 1 - ink[rows, ::-1].argmax(axis=1)
-            self._outlines[(n, v)] = np.concatenate([np.stack([rows, first], 1),
-                                                     np.stack([rows, last], 1)]).astype(np.float64)
-        return self._outlines[(n, v)]
 
     def frame_ink(self, pose: Pose) -> np.ndarray:
         """The posed digit's ink coverage in the frame of the normalised glyphs, before rotation and scaling:
