@@ -116,6 +116,9 @@ def main() -> None:
         print(f"one process, CPU ms per image: planning {1e3 * c_plan / n:.3f}, rendering "
               f"{1e3 * (c_make - c_plan) / n:.3f}, HDF5 {1e3 * c_h5 / n:.3f}; total {1e3 * cpu:.3f} -> "
               f"{1 / cpu:.0f} images/s per free core (CPU-time estimate, independent of other load)")
+        ratio = rates[2] / h5_rate
+        print(f"ratio at jobs 2 against the reference 0.36 (bindscope 0.1.0): {'met' if ratio >= 0.36 else 'NOT met'} "
+              f"({ratio:.2f}); goal 0.6: {'met' if ratio >= 0.6 else 'NOT met'}")
         print(f"target >= 1000 images/s at jobs 2: {'met' if rates[2] >= 1000 else 'NOT met'} ({rates[2]:.0f})")
         print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     finally:

@@ -177,3 +177,19 @@ def test_generator_pickles_without_its_renderer():
     again = pickle.loads(pickle.dumps(gen)).make_samples("train", 3, 2)
     for a, b in zip(first, again):
         assert a.image.tobytes() == b.image.tobytes() and a.mask.tobytes() == b.mask.tobytes()
+
+
+def test_renderer_compiles_everything_before_the_first_sample():
+    """Building the renderer compiles every kernel signature that drawing needs (kernels.warm_up), so a worker
+    never compiles mid-shard."""
+    from bindscope.generators.madman import kernels
+
+    gen = tiny_madman({"train": 40})
+    gen.renderer  # noqa: B018 (builds it)
+    functions = (kernels.ink_patch, kernels.nearest, kernels.ink_extent, kernels.composite, kernels.cut_sites)
+    before = [len(f.signatures) for f in functions]
+    samples = gen.make_samples("train", 0, 40)
+    assert [len(f.signatures) for f in functions] == before
+    digits = [d for s in samples for d in s.spec["digits"]]
+    assert any(d["cuts"] for d in digits) and any(d["attributes"]["swelling"] == "swollen" for d in digits)
+    assert any(len(s.objects) == 2 for s in samples)

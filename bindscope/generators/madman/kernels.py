@@ -1,9 +1,13 @@
-"""The renderer's per-pixel work, compiled with numba: sampling a posed digit's ink and reading one glyph.
+"""The renderer's per-pixel work, compiled with numba: sampling a posed digit's ink, reading one glyph, the ink's
+extent, the cut sites and the compositing of an image.
 
-Each function handles one digit and loops over its pixels in a fixed order, in float64, without fast-math (no
-reassociation), so a sample's pixels and reads never depend on how many samples a process draws or in which
-order: the generator's byte-identical output for any ``--jobs`` rests on that. Compiled code is cached on disk
-(numba's ``cache=True``: next to this file, or in numba's user cache folder where that is read-only).
+Each function handles one digit or image and loops over its pixels in a fixed order (float64 unless a docstring
+says float32), without fast-math (no reassociation), so a sample's pixels and reads never depend on how many
+samples a process draws or in which order: the generator's byte-identical output for any ``--jobs`` rests on
+that. Numba rather than numpy because one digit is a few thousand samples, where numpy's cost is mostly the
+overhead of its calls on small arrays; batching many samples into one numpy call would instead make the rounding
+of a matrix product depend on the batch. Compiled code is cached on disk (numba's ``cache=True``: next to this
+file, or in numba's user cache folder where that is read-only); compiling takes about 6 s once.
 
 The geometry (generator version 6, same as version 5 up to float rounding; see
 :mod:`~bindscope.generators.madman.render`):
@@ -14,7 +18,7 @@ The geometry (generator version 6, same as version 5 up to float rounding; see
   of glyph and swelling;
 - cuts: rows ``(y, x, t)``, t the stroke's tangent: where a point is at most ``cut_half`` across the stroke
   from a cut's centre line, the ink is multiplied by ``clip((along - width / 2) / ramp + 0.5, 0, 1)``, ``along``
-  its distance along the stroke from that line (cuts lie far apart: their factors never meet).
+  its distance along the stroke from that line (the factors of several cuts multiply).
 """
 
 from __future__ import annotations
@@ -274,3 +278,25 @@ def cut_sites(draws, points, reach, clearance, stroke, half, gap, swell_at, swel
                 dy, dx = points[p, 0] - points[i, 0], points[p, 1] - points[i, 1]
                 free[p] = dy * dy + dx * dx >= apart
     return rows[:count]
+
+
+def warm_up() -> None:
+    """Compile (or load from the cache) every kernel for the argument types the renderer passes, on tiny inputs.
+
+    The renderer calls this once when it is built, so the compiling (about 6 s and a few hundred MB the first
+    time, well under a second from the cache) happens before any sample is drawn: a worker process then never
+    compiles in the middle of a shard, where joblib's workers would take the growth in memory for a leak."""
+    glyph = np.zeros((4, 4), np.uint8)
+    points, point = np.zeros((1, 2), np.float32), np.zeros(2, np.float32)
+    cuts = np.zeros((1, 3))
+    frame = np.empty((4, 4), np.float32)
+    ink_patch(glyph, frame, 0, 0, 1, np.zeros(6), points, point, 1.0, 0.5, 1.0, 1.0, cuts, 1.0, 1.0, 1.0)
+    canvas = np.zeros((2, 4, 4), np.float32)  # draw fills a window of a canvas: a non-contiguous view
+    ink_patch(glyph, canvas[0, 1:3, 1:3], 1, 1, 2, np.zeros(6), points, point, 1.0, 0.5, 1.0, 1.0, cuts, 1.0,
+              1.0, 1.0)
+    nearest(frame, np.zeros((16, 2), np.float32), np.zeros(2), np.zeros((2, 3), np.float32), np.zeros(3),
+            np.zeros(3, np.int64), -1, 2)
+    ink_extent(glyph, points, point, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0)
+    composite(canvas, np.zeros((2, 4), np.int64), np.zeros((2, 3), np.float32), np.zeros((4, 4, 3), np.uint8),
+              np.zeros((4, 4), np.uint8), np.zeros((2, 5), np.int64))
+    cut_sites(np.zeros(1), points, np.zeros(1, np.float32), np.zeros(1, np.float32), 1.0, 1.0, 1.0, point, -1.0)

@@ -421,6 +421,11 @@ def build_table(images: np.ndarray, labels: np.ndarray, amounts: list[float], up
         for part in parts:
             records.extend(part)
             bar.update(len(part))
+    if jobs != 1:
+        # let the dataset build start its own workers: joblib measures a worker's memory after its first task and
+        # restarts it ("A worker stopped ...") once it grows by 300 MB, as these would when they go on to render
+        # (numba alone maps about 120 MB)
+        joblib.externals.loky.get_reusable_executor().shutdown(wait=True)
     counts = [len(r.points) for r in records]
     variants = np.stack([r.variants for r in records])
     fits = np.array([r.fits and r.connected for r in records], bool)

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bindscope.dataset.records import ObjectRecord, size_ranks
-from bindscope.generators.madman.kernels import composite, cut_sites, ink_extent, ink_patch
+from bindscope.generators.madman.kernels import composite, cut_sites, ink_extent, ink_patch, warm_up
 from bindscope.generators.madman.legibility import Reader
 from bindscope.generators.madman.morpho import SWELL_LENGTH, MorphoTable, bulge_half_width, swelling_centre
 
@@ -122,6 +122,7 @@ class Renderer:
         self.margin = float(config["layout"]["margin"])
         self.supersample = int(config["render"]["supersample"])
         self._skeletons: dict[tuple[int, int], tuple] = {}
+        warm_up()
 
     def pose(self, digit: dict) -> Pose:
         """The geometry of one planned digit (an entry of a plan's ``digits``): see :class:`Pose`."""
