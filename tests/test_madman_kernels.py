@@ -193,3 +193,18 @@ def test_renderer_compiles_everything_before_the_first_sample():
     digits = [d for s in samples for d in s.spec["digits"]]
     assert any(d["cuts"] for d in digits) and any(d["attributes"]["swelling"] == "swollen" for d in digits)
     assert any(len(s.objects) == 2 for s in samples)
+
+
+def test_kernels_compile_without_a_writable_cache_folder():
+    """Where numba finds no writable folder for its cache (read-only install and home), the kernels still import
+    and run, compiled in the process (numba's locators are narrowed to one that never applies)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from bindscope.generators.madman import kernels; kernels.warm_up(); "
+            "print(type(kernels.ink_patch._cache).__name__)")
+    env = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "ZipCacheLocator"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["NullCache"]

@@ -7,7 +7,8 @@ samples a process draws or in which order: the generator's byte-identical output
 that. Numba rather than numpy because one digit is a few thousand samples, where numpy's cost is mostly the
 overhead of its calls on small arrays; batching many samples into one numpy call would instead make the rounding
 of a matrix product depend on the batch. Compiled code is cached on disk (numba's ``cache=True``: next to this
-file, or in numba's user cache folder where that is read-only); compiling takes about 6 s once.
+file, or in numba's user cache folder where that is read-only; without either, each process compiles); compiling
+takes about 6 s.
 
 The geometry (generator version 6, same as version 5 up to float rounding; see
 :mod:`~bindscope.generators.madman.render`):
@@ -29,7 +30,16 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, error_model="numpy")
+def _compiled(function):
+    """``numba.njit`` with numba's on-disk cache where numba finds a writable folder for it (next to this file, or
+    ``NUMBA_CACHE_DIR``, or the user's cache folder), else without it: compiled once per process."""
+    try:
+        return njit(cache=True, error_model="numpy")(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available" (read-only install and home)
+        return njit(error_model="numpy")(function)
+
+
+@_compiled
 def ink_patch(variant, out, top, left, ss, affine, points, swell_centre, swell_length, half, bulge, aa, cuts,
               cut_half, width, ramp):
     """Fill ``out`` ``(h, w)`` float32 with the mean ink coverage (0..1) of ``ss x ss`` samples per pixel.
@@ -101,7 +111,7 @@ def ink_patch(variant, out, top, left, ss, affine, points, swell_centre, swell_l
             out[i, j] = min(max(total / (ss * ss), 0.0), 1.0)
 
 
-@njit(cache=True, error_model="numpy")
+@_compiled
 def nearest(ink, project, offset, ref_zt, ref_sq, labels, own, k):
     """The classes of the ``k`` nearest references of one glyph, nearest first (ties: the lower reference row).
 
@@ -155,7 +165,7 @@ def nearest(ink, project, offset, ref_zt, ref_sq, labels, own, k):
     return out
 
 
-@njit(cache=True, error_model="numpy")
+@_compiled
 def ink_extent(variant, points, swell_centre, swell_length, bulge, pivot_y, pivot_x, cos, sin, scale):
     """How far a posed digit's ink reaches from its pivot, in canvas pixels: ``(up, left, down, right)``.
 
@@ -189,7 +199,7 @@ def ink_extent(variant, points, swell_centre, swell_length, bulge, pivot_y, pivo
     return reach[0], reach[1], reach[2], reach[3]
 
 
-@njit(cache=True, error_model="numpy")
+@_compiled
 def _reach(reach, y, x, radius, pivot_y, pivot_x, cos, sin, scale):
     """Grow ``reach`` ``(up, left, down, right)`` to hold the disk at frame ``(y, x)`` (see :func:`ink_extent`)."""
     dy, dx = y - pivot_y, x - pivot_x
@@ -199,7 +209,7 @@ def _reach(reach, y, x, radius, pivot_y, pivot_x, cos, sin, scale):
     reach[2], reach[3] = max(reach[2], oy + pad), max(reach[3], ox + pad)
 
 
-@njit(cache=True, error_model="numpy")
+@_compiled
 def composite(alphas, windows, colours, image, mask, boxes):
     """Paint up to two digits over black and label the mask (see :mod:`~bindscope.generators.madman.render`).
 
@@ -242,7 +252,7 @@ def composite(alphas, windows, colours, image, mask, boxes):
             boxes[k, :] = 0
 
 
-@njit(cache=True, error_model="numpy")
+@_compiled
 def cut_sites(draws, points, reach, clearance, stroke, half, gap, swell_at, swell_length):
     """Skeleton rows of the fracture cuts for ``draws`` ``(D,)`` float64 in [0, 1) (rules: ``Renderer._cuts``).
 
