@@ -1,6 +1,5 @@
 """The training options of ``madman train`` / ``madman sweep`` / :func:`bindscope.train` and their defaults."""
 
-# The training options and their defaults (``madman train`` / ``madman sweep`` show the same defaults).
 DEFAULTS: dict = {
     "embed_dim": 64, "image_size": None, "vision": "vit", "vision_width": 128, "vision_layers": 4, "patch_size": 8,
     "head_width": 32, "text_width": 128, "text_layers": 4, "tokenizer": "bpe", "context_length": 32,

@@ -103,6 +103,11 @@ class Pose:
     guard: tuple[float, float] | None = None
 
     @property
+    def swelling(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(skeleton points, swelling centre)`` as the kernels take them: empty arrays without a swelling."""
+        return (self.skeleton[0], self.swell_at) if self.swell_at is not None else (_NO_POINTS, _NO_POINT)
+
+    @property
     def pivot(self) -> tuple[float, float]:
         """The ink box's centre ``(y, x)`` in the frame: the point rotated about and placed at the canvas centre."""
         return (self.box[0] + self.box[2]) / 2, (self.box[1] + self.box[3]) / 2
@@ -160,7 +165,7 @@ class Renderer:
     def _placeable(self, pose: Pose) -> Pose:
         """``pose`` (fresh from :meth:`_shape`) given its ``extent`` and ``guard`` (see :class:`Pose`)."""
         scale, bulge = pose.scale, pose.bulge
-        points, centre = (pose.skeleton[0], pose.swell_at) if pose.swell_at is not None else (_NO_POINTS, _NO_POINT)
+        points, centre = pose.swelling
         cy, cx = pose.pivot
         pose.extent = ink_extent(self.table.variants[pose.n, pose.v], points, centre, SWELL_LENGTH * bulge, bulge, cy, cx,
                                  math.cos(pose.theta), math.sin(pose.theta), scale)
@@ -186,7 +191,7 @@ class Renderer:
         """:func:`~bindscope.generators.madman.kernels.ink_patch` of ``pose`` into ``out`` (canvas pixel ``(top
         + i, left + j)`` at ``out[i, j]``; ``affine`` maps canvas to frame points)."""
         scale = pose.scale
-        points, centre = (pose.skeleton[0], pose.swell_at) if pose.swell_at is not None else (_NO_POINTS, _NO_POINT)
+        points, centre = pose.swelling
         cuts = np.array(pose.cuts, np.float64).reshape(-1, 3)
         ink_patch(self.table.variants[pose.n, pose.v], out, top, left, ss, np.array(affine, np.float64), points,
                   centre, SWELL_LENGTH * pose.bulge, pose.stroke / 2, pose.bulge, scale, cuts, pose.cut_half,
