@@ -111,8 +111,8 @@ def steps_per_second(run: Path) -> float | None:
     return train[-1]["step"] / train[-1]["elapsed_s"] if train and train[-1]["elapsed_s"] else None
 
 
-def diagnostics(run: Path, eval_data: Path) -> dict:
-    """Three diagnostics of a trained model beside the paper's measures, on the evaluation set:
+def diagnostics(run: Path, eval_data: Path, work: Path) -> dict:
+    """Four diagnostics of a trained model beside the paper's measures, on the evaluation set:
 
     - ``digit_recognition``: :func:`bindscope.evaluation.madman.digit_recognition` in %, with its Wilson interval
       and n;
@@ -120,8 +120,14 @@ def diagnostics(run: Path, eval_data: Path) -> dict:
       share a size level and for the others (:func:`bindscope.evaluation.madman.binding_by_size_relation`);
     - ``binding_additivity``: per attribute, the correlation r of the binding margin with the sum of the two
       recognition margins (:func:`bindscope.evaluation.madman.binding_additivity`): near 1, the conditional
-      binding figure says little about binding.
+      binding figure says little about binding;
+    - ``image_probes``: per attribute, the test accuracy (%) of linear probes on the frozen image embeddings
+      (:func:`bindscope.probe`, LABCLIP's protocol, docs/alignment.md: one probe per digit, label =
+      that digit's value, held out by the other digit's combination), next to chance and the bag-of-words probe
+      (which knows every value in the image but not whose it is). Near chance, the image embedding does not
+      hold the attribute at all, so no text side could bind it. The full result is ``work/probe-<run>.json``.
     """
+    from bindscope.alignment.api import probe
     from bindscope.evaluation.madman import (binding_additivity, binding_by_size_relation, digit_recognition,
                                              evaluate_madman, size_pairs)
     from bindscope.training.checkpoint import load_trained_adapter
@@ -131,12 +137,16 @@ def diagnostics(run: Path, eval_data: Path) -> dict:
     rows = []
     evaluate_madman(eval_data, adapter, splits=["test"], rows=rows, progress=False)
     groups = binding_by_size_relation(rows, size_pairs(eval_data, "test"))
+    probes = probe(eval_data, str(run), modality="image", split="test", device="cpu", use_cache=False,
+                   out=work / f"probe-{run.name}.json", overwrite=True, progress=False).result["metrics"]
     return {"digit_recognition": {"accuracy": round(100 * digits["accuracy"], 2), "n": digits["total"],
                                   "ci95": [round(100 * v, 2) for v in digits["ci95"]]},
             "binding_by_size_relation": {group: {a: {"binding": round(100 * p["accuracy"], 2), "n": p["total"]}
                                                  for a, p in per.items()} for group, per in groups.items()},
             "binding_additivity": {a: {"r": None if v["r"] is None else round(v["r"], 3), "n": v["n"]}
-                                   for a, v in binding_additivity(rows).items()}}
+                                   for a, v in binding_additivity(rows).items()},
+            "image_probes": {a: {k: round(100 * p[k], 1) for k in ("accuracy", "chance", "bag_of_words")}
+                             | {"n": p["n_test"]} for a, p in probes["modalities"]["image"].items()}}
 
 
 def main() -> None:
@@ -237,7 +247,7 @@ def main() -> None:
             "cpu_minutes": round(cpu[preset] / 60, 2),
             "run": str(runs[preset]),
             "curve": curve(runs[preset]),
-            **diagnostics(runs[preset], data["eval"]),
+            **diagnostics(runs[preset], data["eval"], work),
         }
 
     def attributes_meeting(preset: str, test) -> list[str]:
@@ -303,6 +313,13 @@ def main() -> None:
           "says little about binding): " + "; ".join(
               f"{p} " + ", ".join(f"{a} {v['r']:.2f}" for a, v in presets[p]["binding_additivity"].items()
                                   if v["r"] is not None) for p in PRESETS))
+    print("linear probes on the frozen image embeddings, test accuracy % (chance; bag-of-words probe), a "
+          "diagnostic: near chance, the image tower does not encode the attribute")
+    for a in ATTRIBUTES:
+        cells = [("-" if a not in presets[p]["image_probes"] else
+                  "{accuracy:.1f} ({chance:.0f}; {bag_of_words:.1f})".format(**presets[p]["image_probes"][a]))
+                 for p in PRESETS]
+        print(f"{a:<10} {cells[0]:>26} {cells[1]:>26}")
     speeds = ", ".join(f"{p} {presets[p]['steps_per_s']:.2f}" for p in PRESETS if presets[p]["steps_per_s"])
     print(f"\nsteps/s: {speeds}; both models (training + evaluation, "
           f"{'sequential' if args.sequential else 'in parallel'}): {wall / 60:.1f} min wall "
