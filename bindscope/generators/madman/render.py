@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -106,6 +107,11 @@ class Pose:
     def swelling(self) -> tuple[np.ndarray, np.ndarray]:
         """``(skeleton points, swelling centre)`` as the kernels take them: empty arrays without a swelling."""
         return (self.skeleton[0], self.swell_at) if self.swell_at is not None else (_NO_POINTS, _NO_POINT)
+
+    @cached_property
+    def cut_rows(self) -> np.ndarray:
+        """``cuts`` as the kernels take them: ``(M, 3)`` float64 rows ``(y, x, tangent)``, built once per pose."""
+        return np.array(self.cuts, np.float64).reshape(-1, 3)
 
     @property
     def pivot(self) -> tuple[float, float]:
@@ -192,9 +198,8 @@ class Renderer:
         + i, left + j)`` at ``out[i, j]``; ``affine`` maps canvas to frame points)."""
         scale = pose.scale
         points, centre = pose.swelling
-        cuts = np.array(pose.cuts, np.float64).reshape(-1, 3)
         ink_patch(self.table.variants[pose.n, pose.v], out, top, left, ss, np.array(affine, np.float64), points,
-                  centre, SWELL_LENGTH * pose.bulge, pose.stroke / 2, pose.bulge, scale, cuts, pose.cut_half,
+                  centre, SWELL_LENGTH * pose.bulge, pose.stroke / 2, pose.bulge, scale, pose.cut_rows, pose.cut_half,
                   pose.gap / scale, 1.0 / scale)
 
     def choose(self, digit: dict) -> Pose:
