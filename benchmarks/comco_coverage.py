@@ -21,8 +21,8 @@ def main() -> None:
     parser.add_argument("dataset", help="a comco render output folder")
     args = parser.parse_args()
 
-    from bindscope.dataset import Dataset
-    from bindscope.dataset.records import mask_bbox_area
+    from bindscope.format.reader import Dataset
+    from bindscope.format.records import mask_bbox_area
 
     def report(name: str, values: list[float]) -> None:
         print(f"{name}: median {np.median(values):.4g}, min {np.min(values):.4g} (n = {len(values)})")

@@ -46,11 +46,11 @@ def main() -> None:
     import numpy as np
     from click.testing import CliRunner
 
-    from bindscope.cli import comco
-    from bindscope.evaluation.adapters import load_adapter
-    from bindscope.evaluation.cache import EmbeddingCache
+    from bindscope.cli.main import comco
+    from bindscope.encoders.embedding_cache import EmbeddingCache
+    from bindscope.encoders.registry import load_adapter
     from bindscope.evaluation.comco import evaluate_comco, evaluate_tor_sampled
-    from bindscope.dataset.reader import Dataset
+    from bindscope.format.reader import Dataset
 
     print(f"machine: {machine()}")
     work = Path(tempfile.mkdtemp(prefix="bindscope-eval-bench-"))

@@ -84,8 +84,8 @@ def main() -> None:
 
     from bindscope.alignment.data import make_embedder
     from bindscope.alignment.workflow import evaluate_on_dataset, fit_on_dataset, probe_dataset
-    from bindscope.dataset.reader import Dataset
-    from bindscope.evaluation.adapters import load_adapter
+    from bindscope.encoders.registry import load_adapter
+    from bindscope.format.reader import Dataset
 
     ds = Dataset(data)
     adapter = load_adapter(str(model), device="cpu")

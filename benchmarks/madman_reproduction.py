@@ -128,8 +128,13 @@ def diagnostics(run: Path, eval_data: Path, work: Path) -> dict:
       hold the attribute at all, so no text side could bind it. The full result is ``work/probe-<run>.json``.
     """
     from bindscope.alignment.api import probe
-    from bindscope.evaluation.madman import (binding_additivity, binding_by_size_relation, digit_recognition,
-                                             evaluate_madman, size_pairs)
+    from bindscope.evaluation.madman import (
+        binding_additivity,
+        binding_by_size_relation,
+        digit_recognition,
+        evaluate_madman,
+        size_pairs,
+    )
     from bindscope.training.checkpoint import load_trained_adapter
 
     adapter = load_trained_adapter(run, device="cpu")

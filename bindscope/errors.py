@@ -2,7 +2,7 @@
 
 The CLI turns :class:`BadInput` into one ``Error: ...`` line and exit status 2 (a ``param`` becomes the
 command's flag, e.g. ``jobs`` -> ``--jobs``) and :class:`GenerationError` into one ``Error: ...`` line and exit
-status 1 (see :mod:`bindscope.cli`).
+status 1 (see :mod:`bindscope.cli.main`).
 """
 
 from __future__ import annotations

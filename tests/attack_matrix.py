@@ -28,8 +28,7 @@ from typing import Callable
 import h5py
 import numpy as np
 
-from bindscope.dataset.manifest import canonical_json, config_sha256
-from bindscope.dataset.shard import sha256_file
+from bindscope.io.canonical import canonical_json, config_sha256, sha256_file
 
 SHARD = "shards/test-00000.h5"  # the shard the crafted-shard cases change
 
@@ -52,10 +51,10 @@ class Case:
 def build_fixtures(root: Path) -> Path:
     """Write the shared fixtures into ``root`` (``d``: tiny MADMAN dataset; ``model.pt``: tiny trained CLIP)."""
     from click.testing import CliRunner
-
-    from bindscope.cli import madman
-    from bindscope.dataset.build import build_dataset
     from tiny_madman import tiny_madman
+
+    from bindscope.build.builder import build_dataset
+    from bindscope.cli.main import madman
 
     root.mkdir(parents=True, exist_ok=True)
     build_dataset(tiny_madman(splits={"train": 16, "test": 5}, shard_size=8), root / "d", progress=False)
@@ -197,8 +196,9 @@ def _set_entry(key: str, delta: int):
 
 def _foreign_shard(work: Path) -> None:
     """A shard of the same config with another seed, its checksum updated in the manifest."""
-    from bindscope.dataset.build import build_dataset
     from tiny_madman import tiny_madman
+
+    from bindscope.build.builder import build_dataset
 
     other = work / "other-seed"
     build_dataset(tiny_madman(splits={"train": 16, "test": 5}, shard_size=8, seed=1), other, progress=False)
@@ -464,7 +464,7 @@ def run_case(case: Case, fixtures: Path, work: Path) -> Outcome:
     """Run ``case`` in the fresh folder ``work`` (fixtures copied in) and judge it (see the module docstring)."""
     from click.testing import CliRunner
 
-    from bindscope.cli import bindscope, comco, madman
+    from bindscope.cli.main import bindscope, comco, madman
 
     work.mkdir(parents=True)
     if "data" in case.needs:

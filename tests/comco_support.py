@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from bindscope.cli import comco
+from bindscope.cli.main import comco
 
 
 def render_cli(folder: Path, config: dict, args: list[str], *extra: str) -> Path:

@@ -1,5 +1,5 @@
 """Test helpers for the evaluation tests: an encoder with hand-chosen embeddings and tiny datasets built with the
-dataset API (bindscope.dataset.build.build_dataset)."""
+dataset API (bindscope.build.builder.build_dataset)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bindscope.dataset.build import build_dataset
-from bindscope.dataset.records import Negative, ObjectRecord, Sample
-from bindscope.evaluation.encoder import EncoderAdapter
+from bindscope.build.builder import build_dataset
+from bindscope.encoders.interface import EncoderAdapter
+from bindscope.format.records import Negative, ObjectRecord, Sample
 
 
 def unit(d: int, i: int) -> np.ndarray:
@@ -73,7 +73,7 @@ def image(value: int, size: int = 8) -> np.ndarray:
 
 @dataclass
 class SpecGenerator:
-    """A Generator (bindscope.dataset.build protocol) that writes given samples: splits -> list of Sample."""
+    """A Generator (bindscope.build.builder protocol) that writes given samples: splits -> list of Sample."""
 
     samples: dict
     name: str = "madman"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import base64
 import json
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 

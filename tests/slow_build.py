@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from toy_generator import SquaresGenerator  # noqa: E402
 
-
 # --die-at moment -> (final file name, how many renames onto that name to let through before the kill)
 BEFORE_RENAME = {"state-tmp": (".bindscope-run.json", 0), "shard-tmp": ("train-00000.h5", 0),
                  "marker-tmp": (".bindscope.json", 1), "card-tmp": ("README.md", 0),
@@ -72,7 +71,7 @@ def main() -> None:
                         "multiprocessing Manager process carries the workers' counts)")
     parser.add_argument("--die-at", choices=MOMENTS, default=None)
     args = parser.parse_args()
-    from bindscope.dataset import build
+    from bindscope.build import builder as build
     from bindscope.errors import BadInput
 
     if args.die_at in BEFORE_RENAME:

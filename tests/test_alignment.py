@@ -5,15 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bindscope.alignment.data import (SplitTable, build_binding_swaps, compose_caption, described_attributes,
-                                      varying_attributes)
+from bindscope.alignment.data import (
+    SplitTable,
+    build_binding_swaps,
+    compose_caption,
+    described_attributes,
+    varying_attributes,
+)
 from bindscope.alignment.gap import modality_gap
 from bindscope.alignment.labclip import LabclipMap, fit_labclip, labclip_loss, load_labclip, pair_scores
 from bindscope.alignment.probes import bag_of_words_bound, bag_of_words_features, fit_linear_probe, run_probes
 from bindscope.alignment.splits import hold_out_triples, scene_combination, split_by_combination
 from bindscope.alignment.workflow import Pairs, binding_report
-from bindscope.dataset.records import ObjectRecord
 from bindscope.errors import BadInput
+from bindscope.format.records import ObjectRecord
 
 
 def unit(x):
@@ -211,7 +216,7 @@ class _BareNameScenes:
     image_size = (8, 8)
 
     def make_samples(self, split, start, count):
-        from bindscope.dataset.records import Sample
+        from bindscope.format.records import Sample
 
         names = [("pizza", "medium"), ("apple", "small"), ("bus", "large")]
         out = []
@@ -241,8 +246,8 @@ class _BareNameScenes:
 def test_load_table_recomposes_attribute_free_captions(tmp_path):
     from bindscope.alignment.data import load_table
     from bindscope.alignment.workflow import check_probe_table, default_split, labclip_items
-    from bindscope.dataset.build import build_dataset
-    from bindscope.dataset.reader import Dataset
+    from bindscope.build.builder import build_dataset
+    from bindscope.format.reader import Dataset
 
     build_dataset(_BareNameScenes(), tmp_path / "scenes", progress=False)
     ds = Dataset(tmp_path / "scenes")
@@ -365,8 +370,7 @@ def test_probe_accuracy_by_object_count_adds_up():
 
 
 def test_conjunctive_search_probe_reads_binding_and_bag_of_words_cannot():
-    from bindscope.alignment.conjunctive import bag_features, presence_labels, run_conjunctive_search, \
-        stratified_split
+    from bindscope.alignment.conjunctive import bag_features, presence_labels, run_conjunctive_search, stratified_split
     from bindscope.generators.comco.attributes import DEFAULT_COLOURS, plan_conjunctive
 
     rng = np.random.default_rng(0)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bindscope.cli import bindscope, madman
+from bindscope.cli.main import bindscope, madman
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,7 @@ def invoke(args):
 def test_probe_cli_counts_and_schema(tiny):
     from bindscope.alignment.data import load_table
     from bindscope.alignment.probes import probe_splits, probe_targets
-    from bindscope.dataset.reader import Dataset
+    from bindscope.format.reader import Dataset
     from bindscope.schemas import validate
 
     data, model, root = tiny
@@ -77,8 +77,8 @@ def test_labclip_fit_eval_apply_match_direct_computation(tiny):
     from bindscope.alignment.labclip import load_labclip
     from bindscope.alignment.splits import hold_out_triples
     from bindscope.alignment.workflow import labclip_items
-    from bindscope.dataset.reader import Dataset
-    from bindscope.evaluation.adapters import load_adapter
+    from bindscope.encoders.registry import load_adapter
+    from bindscope.format.reader import Dataset
 
     data, model, root = tiny
     path = root / "labclip.pt"

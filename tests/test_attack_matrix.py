@@ -11,9 +11,9 @@ import time
 
 import numpy as np
 import pytest
+from attack_matrix import LAUGHS, SHARD, build_fixtures, cases, flip_byte, run_case
 from click.testing import CliRunner
 
-from attack_matrix import LAUGHS, SHARD, build_fixtures, cases, flip_byte, run_case
 from bindscope.errors import BadInput
 
 FAST = [case for case in cases() if case.fast]
@@ -32,7 +32,7 @@ def test_bad_input_exits_2_naming_it_and_changes_nothing(case, fixtures, tmp_pat
 
 def test_case_overwrite_foreign_folder(tmp_path, monkeypatch):
     """shared/cases/overwrite-foreign-folder.md, exactly."""
-    from bindscope.cli import madman
+    from bindscope.cli.main import madman
 
     (tmp_path / "proj" / "src").mkdir(parents=True)
     (tmp_path / "proj" / "manifest.json").write_text("{}")
@@ -52,7 +52,7 @@ def test_case_overwrite_foreign_folder(tmp_path, monkeypatch):
 @pytest.mark.parametrize("dataset", ["images", "masks", "captions"])
 def test_case_verify_flipped_byte(fixtures, tmp_path, dataset):
     """shared/cases/verify-flipped-byte.md: one line per problem naming the shard and the dataset inside it."""
-    from bindscope.cli import bindscope
+    from bindscope.cli.main import bindscope
 
     work = tmp_path / "w"
     work.mkdir()
@@ -91,9 +91,10 @@ def test_workers_exit_with_their_killed_parent(tmp_path):
 
 
 def test_resume_remakes_corrupt_truncated_or_foreign_shards(tmp_path):
-    from bindscope.dataset.build import build_dataset
     from crash_runs import tree
     from toy_generator import SquaresGenerator
+
+    from bindscope.build.builder import build_dataset
 
     build_dataset(SquaresGenerator(), tmp_path / "ref", progress=False)
     build_dataset(SquaresGenerator(seed=5), tmp_path / "other", progress=False)
@@ -109,7 +110,7 @@ def test_resume_remakes_corrupt_truncated_or_foreign_shards(tmp_path):
 
 
 def test_poisoned_embedding_cache_chunks_are_recomputed(tmp_path):
-    from bindscope.evaluation.cache import EmbeddingCache
+    from bindscope.encoders.embedding_cache import EmbeddingCache
 
     keys = [hashlib.sha256(bytes([i])).digest() for i in range(2)]
     hashes = np.frombuffer(b"".join(keys), np.uint8).reshape(2, 32)

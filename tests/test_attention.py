@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
-
-from bindscope.dataset.records import Sample
-from bindscope.errors import BadInput
-from bindscope.evaluation.attention import (attention_probs, cls_attention_by_size, object_attention,
-                                            patch_coverage, record_attention, rollout)
 from eval_fakes import SpecGenerator, build, obj
+
+from bindscope.errors import BadInput
+from bindscope.evaluation.attention import (
+    attention_probs,
+    cls_attention_by_size,
+    object_attention,
+    patch_coverage,
+    record_attention,
+    rollout,
+)
+from bindscope.format.records import Sample
 
 
 def tiny_vit(layers=2, heads=4, width=32, image_size=32, patch=8):

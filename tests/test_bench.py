@@ -8,13 +8,13 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from eval_fakes import FakeEncoder, unit
 from PIL import Image
 
 from bindscope.alignment.labclip import LabclipMap, load_labclip
-from bindscope.cli import bindscope
+from bindscope.cli.main import bindscope
 from bindscope.errors import BadInput
 from bindscope.evaluation.bench import ORDER_PERTURBATIONS, evaluate_bench, order_words, perturb, read_bench
-from eval_fakes import FakeEncoder, unit
 
 DIM = 16
 

@@ -7,15 +7,15 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from coco_fixture import write_coco
+from eval_fakes import SpecGenerator, build, comco_fixture, image, obj
 
-from bindscope.cli import bindscope
+from bindscope.cli.main import bindscope
 from bindscope.errors import BadInput
 from bindscope.evaluation.caption_bias import caption_bias
 from bindscope.evaluation.stats import wilson_interval
+from bindscope.format.records import Sample
 from bindscope.importers.coco import import_coco
-from coco_fixture import write_coco
-from eval_fakes import SpecGenerator, build, comco_fixture, image, obj
-from bindscope.dataset.records import Sample
 
 
 @pytest.fixture()

@@ -13,11 +13,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from cli_support import invoke_in, snapshot
+from click.testing import CliRunner
 
-from bindscope.cli import bindscope, comco, madman
-from bindscope.dataset.manifest import config_sha256
+from bindscope.cli.main import bindscope, comco, madman
+from bindscope.io.canonical import config_sha256
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -43,7 +43,7 @@ def madman_data(tmp_path_factory) -> Path:
     """A tiny finished MADMAN dataset (real digits, train 6 / test 5 / ood 3)."""
     from tiny_madman import tiny_madman
 
-    from bindscope.dataset.build import build_dataset
+    from bindscope.build.builder import build_dataset
 
     path = tmp_path_factory.mktemp("data") / "madman"
     build_dataset(tiny_madman(), path, jobs=1, progress=False)

@@ -8,16 +8,16 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from coco_fixture import write_coco
+from eval_fakes import FakeEncoder, position_weighted_rule, unit
 from PIL import Image
 
-from bindscope.cli import comco
+from bindscope.cli.main import comco
+from bindscope.encoders.embedding_cache import Embedder
 from bindscope.errors import BadInput
-from bindscope.evaluation.cache import Embedder
 from bindscope.evaluation.comco import evaluate_comco
 from bindscope.evaluation.references import load_references
 from bindscope.importers.coco import import_coco
-from coco_fixture import write_coco
-from eval_fakes import FakeEncoder, position_weighted_rule, unit
 
 NAMES = ["person", "car", "cat", "dog", "couch"]  # the fixture's categories by COCO id
 DIM = 8

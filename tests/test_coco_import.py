@@ -7,16 +7,16 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from coco_fixture import ANNOTATIONS, CAPTIONS, IMAGES, rect, write_coco
 from pycocotools.coco import COCO
 
-from bindscope.cli import bindscope
-from bindscope.dataset.reader import Dataset
-from bindscope.dataset.release import default_name, source_licences
-from bindscope.dataset.verify import verify_dataset
+from bindscope.cli.main import bindscope
 from bindscope.errors import BadInput
+from bindscope.format.reader import Dataset
 from bindscope.importers.coco import COCO_LICENCE, SUBSETS, import_coco, read_coco
 from bindscope.importers.mentions import MentionFinder, mention_table
-from coco_fixture import ANNOTATIONS, CAPTIONS, IMAGES, rect, write_coco
+from bindscope.publish.release import default_name, source_licences
+from bindscope.publish.verify import verify_dataset
 
 
 @pytest.fixture()

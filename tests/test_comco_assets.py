@@ -108,6 +108,7 @@ def test_build_model_is_one_normalised_object(set_name):
 @pytest.mark.blender
 def test_simco_colour_and_material_overrides():
     import bpy
+
     from bindscope.generators.comco.blender.models import build_model, hex_to_linear
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -158,7 +159,7 @@ def test_import_gltf_and_obj_then_build(tmp_path):
     import bpy
     from click.testing import CliRunner
 
-    from bindscope.cli import comco
+    from bindscope.cli.main import comco
     from bindscope.generators.comco.blender.models import build_model
 
     models = tmp_path / "models_in"
@@ -210,7 +211,7 @@ def test_corrupt_asset_file_exits_2_naming_the_file(tmp_path, name, content):
     import bpy  # noqa: F401 - fail, never skip, when bpy is missing
     from click.testing import CliRunner
 
-    from bindscope.cli import comco
+    from bindscope.cli.main import comco
 
     models = tmp_path / "in"
     models.mkdir()
@@ -227,7 +228,7 @@ def test_corrupt_asset_file_exits_2_naming_the_file(tmp_path, name, content):
 def test_import_rejects_bad_folders_and_mappings(tmp_path):
     from click.testing import CliRunner
 
-    from bindscope.cli import comco
+    from bindscope.cli.main import comco
 
     runner = CliRunner()
     result = runner.invoke(comco, ["assets", "import", str(tmp_path / "nowhere")])
@@ -306,7 +307,7 @@ def test_objaverse_selection_keeps_cc_by_and_cc0_only():
 def test_fetch_rejects_unknown_category_before_network():
     from click.testing import CliRunner
 
-    from bindscope.cli import comco
+    from bindscope.cli.main import comco
 
     result = CliRunner().invoke(comco, ["assets", "fetch", "--out", "unused", "--categories", "pizza,unicorn"])
     assert result.exit_code == 2 and "'unicorn' not in the LVIS mapping" in result.output
@@ -314,11 +315,11 @@ def test_fetch_rejects_unknown_category_before_network():
 
 @pytest.mark.blender
 def test_import_fbx_and_blend_with_axes(tmp_path):
-    import bpy
     import bmesh
+    import bpy
     from click.testing import CliRunner
 
-    from bindscope.cli import comco
+    from bindscope.cli.main import comco
     from bindscope.generators.comco.blender.models import build_model
 
     models = tmp_path / "in"
@@ -353,14 +354,14 @@ def test_import_fbx_and_blend_with_axes(tmp_path):
 def test_fetch_command_offline_with_a_local_objaverse_standin(tmp_path, monkeypatch):
     """The whole fetch flow (select, download, copy, import, record licences) with a stand-in for the
     network-bound `objaverse` package that serves GLB files exported here."""
-    import bpy  # noqa: F401 - fail, never skip, when bpy is missing
     import json
     import sys
     import types
 
+    import bpy  # noqa: F401 - fail, never skip, when bpy is missing
     from click.testing import CliRunner
 
-    from bindscope.cli import comco
+    from bindscope.cli.main import comco
 
     store = tmp_path / "store"
     store.mkdir()

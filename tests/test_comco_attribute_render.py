@@ -10,17 +10,17 @@ import shutil
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from comco_support import render_cli
 from scipy import ndimage
 
-from bindscope.cli import comco
+from bindscope.build.builder import RUN_STATE
+from bindscope.cli.main import comco
 from bindscope.config import resolve_config
-from bindscope.dataset.build import RUN_STATE
-from bindscope.dataset.reader import Dataset
-from bindscope.dataset.verify import verify_dataset
+from bindscope.format.reader import Dataset
 from bindscope.generators.comco import attributes as A
 from bindscope.generators.comco import planning
 from bindscope.generators.comco.registry import load_set
-from comco_support import render_cli
+from bindscope.publish.verify import verify_dataset
 
 pytestmark = pytest.mark.blender
 
@@ -227,8 +227,8 @@ def test_alignment_tables_read_the_attribute_captions_and_stored_negatives(datas
 def test_conjunctive_search_cli_matches_a_direct_computation(conjunctive, dataset, tmp_path):
     from bindscope.alignment.conjunctive import run_conjunctive_search
     from bindscope.alignment.data import encode_split_images, load_table, make_embedder
-    from bindscope.cli import bindscope
-    from bindscope.evaluation.adapters import load_adapter
+    from bindscope.cli.main import bindscope
+    from bindscope.encoders.registry import load_adapter
     from bindscope.schemas import validate
 
     out = tmp_path / "cs.json"

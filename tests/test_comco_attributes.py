@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from bindscope.cli import comco
+from bindscope.cli.main import comco
 from bindscope.config import resolve_config
 from bindscope.errors import BadInput
 from bindscope.generators.comco import attributes as A

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from bindscope.cli import comco
+from bindscope.cli.main import comco
 from bindscope.config import resolve_config
 from bindscope.errors import BadInput
 from bindscope.generators.comco import planning
@@ -281,6 +281,6 @@ def test_flags_override_config_file(tmp_path):
 
 def test_planning_never_imports_bpy():
     code = ("import sys; import bindscope.generators.comco.planning, bindscope.generators.comco.generator, "
-            "bindscope.generators.comco.commands; "
+            "bindscope.cli.comco; "
             "assert 'bpy' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
+from comco_support import render_cli  # noqa: E402
 
-from bindscope.cli import comco
+from bindscope.cli.main import comco
 from bindscope.config import resolve_config  # noqa: E402
-from bindscope.dataset.reader import Dataset  # noqa: E402
-from bindscope.dataset.records import mask_bbox_area  # noqa: E402
-from bindscope.dataset.verify import verify_dataset  # noqa: E402
+from bindscope.format.reader import Dataset  # noqa: E402
+from bindscope.format.records import mask_bbox_area  # noqa: E402
 from bindscope.generators.comco import planning  # noqa: E402
 from bindscope.generators.comco.generator import ComcoGenerator  # noqa: E402
 from bindscope.generators.comco.registry import load_set  # noqa: E402
-from comco_support import render_cli  # noqa: E402
+from bindscope.publish.verify import verify_dataset  # noqa: E402
 
 pytestmark = pytest.mark.blender
 
@@ -133,7 +133,7 @@ def test_repeating_a_finished_command_says_complete(dataset):
 
 
 def test_extending_renders_only_the_new_scenes_and_equals_a_single_run(dataset, tmp_path_factory):
-    from bindscope.dataset.build import build_dataset
+    from bindscope.build.builder import build_dataset
 
     small = _render(tmp_path_factory, "comco-n5", "-n", "5")  # shards of 4: the second holds 1 scene
     rendered = []

@@ -3,13 +3,13 @@ import json
 import h5py
 import numpy as np
 import pytest
-
-from bindscope.dataset import Dataset
-from bindscope.dataset.build import RUN_STATE, build_dataset
-from bindscope.dataset.records import size_ranks
-from bindscope.dataset.verify import verify_dataset
-from bindscope.errors import BadInput, DatasetError
 from toy_generator import SquaresGenerator
+
+from bindscope.build.builder import RUN_STATE, build_dataset
+from bindscope.errors import BadInput, DatasetError
+from bindscope.format.reader import Dataset
+from bindscope.format.records import size_ranks
+from bindscope.publish.verify import verify_dataset
 
 
 def _files(root):
@@ -91,8 +91,7 @@ def test_size_ranks_hand_computed():
 
 
 def test_per_sample_arrays_round_trip_and_version_1_stays_readable(tmp_path):
-    from bindscope.dataset.manifest import canonical_json
-    from bindscope.dataset.shard import sha256_file
+    from bindscope.io.canonical import canonical_json, sha256_file
 
     class WithArrays(SquaresGenerator):
         sample_arrays = {"pose": {"shape": [2, 3], "dtype": "float32"}}
@@ -125,7 +124,7 @@ def test_per_sample_arrays_round_trip_and_version_1_stays_readable(tmp_path):
 
 
 def test_verify_reports_per_sample_arrays_that_differ_from_the_manifest(tmp_path):
-    from bindscope.dataset.manifest import canonical_json
+    from bindscope.io.canonical import canonical_json
 
     build_dataset(SquaresGenerator(), tmp_path / "d", progress=False)
     manifest = json.loads((tmp_path / "d" / "manifest.json").read_text())

@@ -10,19 +10,22 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from cli_support import invoke_in, snapshot
+from click.testing import CliRunner
+from coco_fixture import write_coco
 
 import bindscope
-from bindscope.cli import bindscope as bindscope_cli
-from bindscope.cli import comco, madman
-from bindscope.dataset import backends, hub, merge, release
+from bindscope.build import backends, merge
+from bindscope.cli.main import bindscope as bindscope_cli
+from bindscope.cli.main import comco, madman
+from bindscope.encoders import interface as encoder
+from bindscope.encoders import open_clip as adapters
 from bindscope.errors import BadInput
-from bindscope.evaluation import adapters, encoder, model_list
+from bindscope.evaluation import model_list
 from bindscope.generators.comco import assets
 from bindscope.generators.madman import preview
 from bindscope.importers import coco
-from coco_fixture import write_coco
+from bindscope.publish import hub, release
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +35,7 @@ def place(tmp_path_factory) -> Path:
     and ``old.png``."""
     from tiny_madman import tiny_madman
 
-    from bindscope.dataset.build import build_dataset
+    from bindscope.build.builder import build_dataset
 
     root = tmp_path_factory.mktemp("terms")
     build_dataset(tiny_madman(), root / "madman", progress=False)

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from eval_fakes import VOCAB, comco_fixture, madman_fixture, position_weighted_rule
 
 from bindscope.errors import BadInput
 from bindscope.evaluation.comco import evaluate_comco, matching_accuracy
@@ -15,7 +16,6 @@ from bindscope.evaluation.model_list import expand_models
 from bindscope.evaluation.report import format_result
 from bindscope.evaluation.results import read_rows, samples_path, write_result
 from bindscope.evaluation.stats import cluster_bootstrap, clustered_proportion
-from eval_fakes import VOCAB, comco_fixture, madman_fixture, position_weighted_rule
 
 
 def test_cluster_bootstrap_known_answers():
@@ -143,7 +143,7 @@ def test_expand_models(tmp_path):
 
 def test_madman_eval_cli_several_models_one_result_each(tmp_path):
     """Two project-trained ... here: the bundled MiniLM is text-only, so two random-weight open_clip configs."""
-    from bindscope.cli import madman
+    from bindscope.cli.main import madman
 
     path, _ = madman_fixture(tmp_path)
     out = tmp_path / "results"
@@ -172,7 +172,7 @@ def _write(tmp_path, name, result):
 
 
 def test_collect_builds_the_paper_table_by_hand(tmp_path):
-    from bindscope.cli import bindscope
+    from bindscope.cli.main import bindscope
     from bindscope.evaluation.collect import collect
 
     mpath, menc = madman_fixture(tmp_path)
@@ -225,7 +225,7 @@ def test_hf_text_encoder_pooling_matches_sentence_transformers_and_hand_cls():
     import torch
     import transformers
 
-    from bindscope.evaluation.adapters import load_adapter
+    from bindscope.encoders.registry import load_adapter
 
     folder = _minilm_folder()
     texts = ["pizza and apple and desk", "a cat", "car"]
@@ -248,7 +248,8 @@ def test_hf_text_encoder_pooling_matches_sentence_transformers_and_hand_cls():
 
 
 def test_local_sentence_transformers_folder_is_not_a_training_run():
-    from bindscope.evaluation.adapters import SentenceTransformerAdapter, load_adapter
+    from bindscope.encoders.registry import load_adapter
+    from bindscope.encoders.sentence_transformers import SentenceTransformerAdapter
 
     adapter = load_adapter(_minilm_folder(), device="cpu")
     assert isinstance(adapter, SentenceTransformerAdapter) and adapter.embed_dim == 384
@@ -256,7 +257,7 @@ def test_local_sentence_transformers_folder_is_not_a_training_run():
 
 
 def test_comco_eval_tor_with_an_hf_encoder(tmp_path):
-    from bindscope.cli import comco
+    from bindscope.cli.main import comco
 
     out = tmp_path / "tor.json"
     r = CliRunner().invoke(comco, ["eval", "--tasks", "tor", "--objects", "3", "--vocab", "simco18", "-n", "20",

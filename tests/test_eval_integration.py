@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from bindscope.cli import comco, madman
-from bindscope.dataset.reader import Dataset
+from bindscope.cli.main import comco, madman
+from bindscope.format.reader import Dataset
 from bindscope.schemas import validate
 
 pytestmark = pytest.mark.slow
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="session")
 def vit():
     """One random-weight ViT-B-32 for the session (the CLI runs load their own, identical: seeded weights)."""
-    from bindscope.evaluation.adapters import load_adapter
+    from bindscope.encoders.registry import load_adapter
 
     return load_adapter("ViT-B-32", "none", device="cpu", batch_size=32)
 

@@ -4,17 +4,33 @@ import math
 
 import numpy as np
 import pytest
+from eval_fakes import (
+    VOCAB,
+    FakeEncoder,
+    SpecGenerator,
+    build,
+    comco_fixture,
+    image,
+    madman_fixture,
+    obj,
+    position_weighted_rule,
+    unit,
+)
 
+from bindscope.encoders.embedding_cache import EmbeddingCache
 from bindscope.errors import BadInput, DatasetError
-from bindscope.evaluation.cache import EmbeddingCache
-from bindscope.evaluation.comco import (VocabEntry, claim1_captions, evaluate_comco, evaluate_tor_sampled,
-                                        matching_captions, sample_captions)
+from bindscope.evaluation.comco import (
+    VocabEntry,
+    claim1_captions,
+    evaluate_comco,
+    evaluate_tor_sampled,
+    matching_captions,
+    sample_captions,
+)
 from bindscope.evaluation.madman import digit_negative, digit_recognition, evaluate_madman
 from bindscope.evaluation.stats import strict_top1, wilson_interval
+from bindscope.format.records import Sample
 from bindscope.schemas import validate
-from eval_fakes import (VOCAB, FakeEncoder, SpecGenerator, build, comco_fixture, image, madman_fixture, obj,
-                        position_weighted_rule, unit)
-from bindscope.dataset.records import Sample
 
 Z = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -261,9 +277,10 @@ def test_digit_negative_replaces_one_described_digit_by_an_absent_one():
 
 
 def test_digit_recognition_counts_strict_wins_by_hand(tmp_path):
-    from bindscope.dataset import Dataset
-    from bindscope.dataset.build import build_dataset
     from tiny_madman import tiny_madman
+
+    from bindscope.build.builder import build_dataset
+    from bindscope.format.reader import Dataset
 
     build_dataset(tiny_madman(splits={"train": 2, "test": 5, "ood": 1}), tmp_path / "d", progress=False)
     with Dataset(tmp_path / "d") as ds:
@@ -309,10 +326,11 @@ def test_binding_by_size_relation_groups_counted_binding_rows_by_hand():
 
 
 def test_size_pairs_lists_the_two_digit_images_of_a_split(tmp_path):
-    from bindscope.dataset import Dataset
-    from bindscope.dataset.build import build_dataset
-    from bindscope.evaluation.madman import size_pairs
     from tiny_madman import tiny_madman
+
+    from bindscope.build.builder import build_dataset
+    from bindscope.evaluation.madman import size_pairs
+    from bindscope.format.reader import Dataset
 
     build_dataset(tiny_madman(splits={"train": 6, "test": 2}, multi_object_images=0.5), tmp_path / "d",
                   progress=False)

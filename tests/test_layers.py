@@ -1,20 +1,24 @@
 """Layer order and import cycles, read from the source (every import statement, including those inside
-functions): atomic/errors/config/schemas/cache <- dataset <- generators, importers <- evaluation <- training,
-alignment <- command-line modules (``cli``, ``*/commands.py``). A module never imports one of a higher layer,
-and the import graph has no cycle. The ``bindscope`` package itself holds ``__version__`` (imported everywhere)
-and re-exports the public API lazily (module ``__getattr__``), without import statements: it is layer 0 and
-may import nothing of bindscope."""
+functions). Each folder of the package is one layer:
+
+    errors, config, schemas, assets  <- io  <- format  <- build  <- publish  <- generators, importers
+        <- encoders  <- evaluation  <- training, alignment  <- cli
+
+A module never imports one of a higher layer (no import statement, and no module path of a higher layer in a
+string either), and the import graph has no cycle. The ``bindscope`` package itself holds ``__version__``
+(imported everywhere) and re-exports the public API lazily (module ``__getattr__``), without import
+statements: it is layer 0 and may import nothing of bindscope."""
 
 from __future__ import annotations
 
 import ast
+import re
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "bindscope"
-LAYERS = {"atomic": 0, "errors": 0, "config": 0, "schemas": 0, "cache": 0, "assets": 0, "dataset": 1, "generators": 2,
-          "importers": 2, "evaluation": 3, "training": 4, "alignment": 4, "cli": 5, "cli_types": 5}
-COMMAND_MODULES = ("commands", "asset_commands")
+LAYERS = {"errors": 0, "config": 0, "schemas": 0, "assets": 0, "io": 1, "format": 2, "build": 3, "publish": 4,
+          "generators": 5, "importers": 5, "encoders": 6, "evaluation": 7, "training": 8, "alignment": 8, "cli": 9}
 
 
 def _module(path: Path) -> str:
@@ -39,11 +43,7 @@ def _imports() -> dict[str, set[str]]:
 
 def layer(module: str) -> int:
     parts = module.split(".")
-    if len(parts) == 1:
-        return 0
-    if parts[-1] in COMMAND_MODULES:
-        return 5
-    return LAYERS[parts[1]]
+    return 0 if len(parts) == 1 else LAYERS[parts[1]]
 
 
 def test_every_module_has_a_layer():
@@ -106,3 +106,25 @@ def test_blender_modules_are_imported_through_one_module():
         path = ROOT.parent / (name.replace(".", "/") + ".py")
         top = [n for n in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(n, ast.ImportFrom)]
         assert not any((n.module or "").startswith("bindscope.generators.comco.blender") for n in top), name
+
+
+def test_no_upward_import_hidden_in_a_string():
+    """A module path of a higher layer in a string constant (``"bindscope.training.checkpoint:load"``) is an
+    import in disguise; plug-ins of higher layers register through entry points (pyproject.toml) instead.
+    Docstrings may name any module."""
+    found = []
+    for name in _imports():
+        if name == "bindscope":
+            continue  # the facade's lazy export table
+        path = ROOT.parent / (name.replace(".", "/") + ("/__init__.py" if name.count(".") == 0 or
+                              (ROOT.parent / name.replace(".", "/")).is_dir() else ".py"))
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                for match in re.finditer(r"\bbindscope\.([a-z_]+)\.[a-z_.]+", node.value):
+                    if match.group(1) in LAYERS and LAYERS[match.group(1)] > layer(name):
+                        found.append(f"{name}: {match.group(0)}")
+    assert found == []

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from bindscope.cli import madman
-from bindscope.dataset.reader import Dataset
+from bindscope.cli.main import madman
 from bindscope.evaluation.audit import audit_madman, confusion_figures
+from bindscope.format.reader import Dataset
 from bindscope.schemas import validate
 
 FAST = ["--epochs", "2", "--batch-size", "16", "--width", "4", "--quiet"]
@@ -25,7 +25,7 @@ def data(tmp_path_factory) -> Path:
     """Real digits: train 24 / test 12 two-digit images; swelling has a single value."""
     from tiny_madman import tiny_madman
 
-    from bindscope.dataset.build import build_dataset
+    from bindscope.build.builder import build_dataset
 
     path = tmp_path_factory.mktemp("audit") / "madman"
     generator = tiny_madman(splits={"train": 24, "test": 12, "ood": 0}, shard_size=8,

@@ -7,14 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from madman_support import write_fake_mnist_root
 
-from bindscope.cli import madman
-from bindscope.dataset.build import RUN_STATE
-from bindscope.dataset.reader import Dataset
-from bindscope.dataset.verify import verify_dataset
+from bindscope.build.builder import RUN_STATE
+from bindscope.cli.main import madman
+from bindscope.format.reader import Dataset
 from bindscope.generators.madman.captions import parse_caption
+from bindscope.publish.verify import verify_dataset
 
 
 def run(*args):

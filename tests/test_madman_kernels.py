@@ -8,9 +8,9 @@ import pickle
 
 import numpy as np
 import pytest
+from tiny_madman import tiny_madman
 
 from bindscope.generators.madman.kernels import composite, cut_sites, ink_extent, ink_patch, nearest
-from tiny_madman import tiny_madman
 
 IDENTITY = np.array([0.0, 1.0, 0.0, 0.0, 0.0, 1.0])
 NO_POINTS = np.zeros((0, 2), np.float32)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from skimage.draw import circle_perimeter, line
 
+from bindscope.generators.madman.morpho import FRAME, GLYPH, SWELL_MIN, bulge_half_width, digit_record, swelling_room
 from bindscope.generators.madman.visibility import ROTATION_IOU_MAX, elongation, rotation_overlap, tallness
-from bindscope.generators.madman.morpho import (FRAME, GLYPH, SWELL_MIN, bulge_half_width, digit_record, swelling_room)
 
 THICKNESS = [0.07, 0.12, 0.18]
 

@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pytest
-
 from madman_support import make_generator, small_source
 
 from bindscope.errors import BadInput

@@ -4,10 +4,9 @@ import math
 
 import numpy as np
 import pytest
+from madman_support import make_generator, small_source
 from scipy import ndimage as ndi
 from skimage.measure import label, moments_central
-
-from madman_support import make_generator, small_source
 
 from bindscope.generators.madman.morpho import SWELL_MIN, measure_thickness
 

@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 import pytest
-
 from madman_support import make_generator, small_source
 
-from bindscope.generators.madman.measure import extent, height, measure_objects, slant as glyph_slant
+from bindscope.generators.madman.measure import extent, height, measure_objects
+from bindscope.generators.madman.measure import slant as glyph_slant
 from bindscope.generators.madman.morpho import FRAME, SWELL_MIN, build_table, slant
 
 SAMPLES = 160  # two objects each

@@ -12,9 +12,9 @@ import pickle
 
 import pytest
 from click.testing import CliRunner
-
-from bindscope.cli import bindscope, madman
 from madman_support import write_fake_mnist_root
+
+from bindscope.cli.main import bindscope, madman
 
 
 class _Payload:

@@ -8,11 +8,11 @@ import json
 import pytest
 import yaml
 from click.testing import CliRunner
+from madman_support import write_fake_mnist_root
 
 import bindscope
-from bindscope.cli import comco, madman
+from bindscope.cli.main import comco, madman
 from bindscope.errors import BadInput
-from madman_support import write_fake_mnist_root
 
 
 def _files(root):

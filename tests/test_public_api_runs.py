@@ -13,11 +13,11 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from coco_fixture import write_coco
 
 import bindscope
-from bindscope.cli import bindscope as bindscope_cli
-from bindscope.cli import comco, madman
-from coco_fixture import write_coco
+from bindscope.cli.main import bindscope as bindscope_cli
+from bindscope.cli.main import comco, madman
 
 TRAIN = {"embed_dim": 32, "image_size": 32, "vision_width": 64, "vision_layers": 1, "text_width": 64,
          "text_layers": 1, "batch_size": 16, "steps": 3, "warmup_steps": 1, "device": "cpu", "seed": 1}
@@ -55,7 +55,7 @@ def trained(tmp_path_factory):
     model file stays); :func:`test_train_writes_the_run_folder_of_the_command` repeats the run through the API."""
     from tiny_madman import tiny_madman
 
-    from bindscope.dataset.build import build_dataset
+    from bindscope.build.builder import build_dataset
 
     root = tmp_path_factory.mktemp("runs")
     data = root / "madman"

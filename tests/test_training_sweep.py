@@ -9,7 +9,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from bindscope.cli import madman
+from bindscope.cli.main import madman
 from bindscope.training.sweep import SweepConfig, run_sweep
 
 TRAIN = dict(embed_dim=16, image_size=32, vision="vit", vision_width=32, vision_layers=1, patch_size=8,
@@ -42,7 +42,7 @@ def test_sweep_runs_end_to_end_and_skips_finished_points(tmp_path):
         assert stored["dataset"]["path"] == str(out / "data" / "eval")  # one shared evaluation set
         per_attribute = stored["metrics"]["splits"]["test"]["binding"]["per_attribute"]
         assert point["splits"]["test"]["binding"] == {a: v["accuracy"] for a, v in per_attribute.items()}
-    from bindscope.dataset import Dataset
+    from bindscope.format.reader import Dataset
     assert Dataset(out / "data" / "eval").split_names == ["test"]
     assert Dataset(out / "data" / "saliency_bias=1").split_names == ["train"]
     rows = list(csv.DictReader((out / "sweep.csv").open()))

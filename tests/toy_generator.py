@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bindscope.dataset.records import Negative, ObjectRecord, Sample, mask_bbox_area, size_ranks
-from bindscope.dataset.registry import register_generator
+from bindscope.build.registry import register_generator
+from bindscope.format.records import Negative, ObjectRecord, Sample, mask_bbox_area, size_ranks
 
 
 @dataclass

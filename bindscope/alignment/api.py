@@ -22,7 +22,7 @@ from bindscope.evaluation.api import Evaluation
 
 def _open(data, split: str | None):
     from bindscope.alignment.workflow import default_split
-    from bindscope.dataset.reader import Dataset
+    from bindscope.format.reader import Dataset
 
     dataset = Dataset(data)
     split = split or default_split(dataset)
@@ -31,7 +31,7 @@ def _open(data, split: str | None):
 
 
 def _check_out(path, overwrite: bool, explicit: bool = True) -> Path:
-    from bindscope.dataset.ownership import check_output_location
+    from bindscope.io.ownership import check_output_location
 
     check_output_location("out", path)
     out = Path(path)
@@ -54,7 +54,7 @@ def _default_out(kind: str, data, model: str, pretrained: str | None) -> str:
 
 def _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache, progress=False):
     from bindscope.alignment.data import make_embedder
-    from bindscope.evaluation.adapters import load_adapter
+    from bindscope.encoders.registry import load_adapter
 
     adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
     return adapter, make_embedder(adapter, cache_dir, use_cache=use_cache, progress=progress)
@@ -62,8 +62,9 @@ def _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_ca
 
 def _write(path: Path, kind, adapter, dataset, splits, settings, metrics, embedder) -> Evaluation:
     """Validate the result envelope (schema ``alignment_result``), write it atomically, return it."""
-    from bindscope.dataset.manifest import canonical_json, write_text_atomic
     from bindscope.evaluation.results import dataset_info, encoder_counts, envelope
+    from bindscope.io.atomic import write_text_atomic
+    from bindscope.io.canonical import canonical_json
 
     result = envelope(kind, adapter, dataset_info(dataset, splits), settings, metrics, encoder_counts(embedder),
                       schema="alignment_result")
@@ -271,7 +272,7 @@ def labclip_apply(embeddings, labclip: str | os.PathLike, out: str | os.PathLike
     import numpy as np
 
     from bindscope.alignment.labclip import load_labclip
-    from bindscope.atomic import atomic_open
+    from bindscope.io.atomic import atomic_open
 
     out_path = None if out is None else _check_out(out, overwrite)
     what = "embeddings"

@@ -1,5 +1,5 @@
 """What the alignment tools read from a dataset split: captions, objects, negatives, described attributes,
-and embeddings through an :class:`~bindscope.evaluation.encoder.EncoderAdapter`.
+and embeddings through an :class:`~bindscope.encoders.interface.EncoderAdapter`.
 
 Reading tables touches no image; images are read shard by shard only when image embeddings are needed.
 """
@@ -12,10 +12,10 @@ from typing import Callable
 
 import numpy as np
 
-from bindscope.dataset.reader import Dataset
-from bindscope.dataset.records import Negative, ObjectRecord
+from bindscope.encoders.interface import l2_normalise
 from bindscope.errors import BadInput
-from bindscope.evaluation.encoder import l2_normalise
+from bindscope.format.reader import Dataset
+from bindscope.format.records import Negative, ObjectRecord
 
 
 @dataclass
@@ -171,7 +171,7 @@ def load_table(dataset: Dataset, split: str, build_swaps: bool = True, compose="
     """Read captions, objects, negatives and described attributes of ``split`` (no pixels).
 
     Args:
-        dataset: an open :class:`~bindscope.dataset.reader.Dataset`.
+        dataset: an open :class:`~bindscope.format.reader.Dataset`.
         split: split name (DatasetError naming the available ones if absent).
         build_swaps: for samples without any stored ``"binding"`` negative, add the swaps of
             :func:`build_binding_swaps`.
@@ -217,14 +217,14 @@ def load_table(dataset: Dataset, split: str, build_swaps: bool = True, compose="
 
 
 def make_embedder(adapter, cache_dir: str | None = None, use_cache: bool = True, progress: bool = False):
-    """An evaluation-module :class:`~bindscope.evaluation.cache.Embedder` for ``adapter``.
+    """An evaluation-module :class:`~bindscope.encoders.embedding_cache.Embedder` for ``adapter``.
 
     With ``use_cache`` the embeddings go through the on-disk
-    :class:`~bindscope.evaluation.cache.EmbeddingCache` under ``cache_dir`` (default
-    :func:`~bindscope.evaluation.cache.default_cache_dir`), so a rerun does not re-encode. ``progress``: tqdm
+    :class:`~bindscope.encoders.embedding_cache.EmbeddingCache` under ``cache_dir`` (default
+    :func:`~bindscope.encoders.embedding_cache.default_cache_dir`), so a rerun does not re-encode. ``progress``: tqdm
     bars on stderr while encoding.
     """
-    from bindscope.evaluation.cache import Embedder, EmbeddingCache, default_cache_dir
+    from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache, default_cache_dir
 
     cache = EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim) if use_cache else None
     return Embedder(adapter, cache, progress=progress)

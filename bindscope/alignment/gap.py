@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bindscope.encoders.interface import l2_normalise
 from bindscope.errors import BadInput
-from bindscope.evaluation.encoder import l2_normalise
 
 
 def modality_gap(image_embeddings: np.ndarray, text_embeddings: np.ndarray) -> float:

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.atomic import atomic_open
+from bindscope.encoders.interface import l2_normalise, torch_threads
 from bindscope.errors import BadInput, check_int, check_number
-from bindscope.evaluation.encoder import l2_normalise, torch_threads
+from bindscope.io.atomic import atomic_open
 
 FORMAT = "bindscope-labclip"
 FORMAT_VERSION = 1

@@ -82,7 +82,7 @@ def fit_linear_probe(x_train: np.ndarray, y_train: np.ndarray, n_classes: int,
     Raises:
         BadInput: empty training data, labels out of range, or ``n_classes < 2``.
     """
-    from bindscope.evaluation.encoder import torch_threads
+    from bindscope.encoders.interface import torch_threads
 
     with torch_threads(1):
         return _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, steps, lr, weight_decay, eval_every,

@@ -25,8 +25,8 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-from bindscope.dataset.records import ObjectRecord
 from bindscope.errors import BadInput
+from bindscope.format.records import ObjectRecord
 
 SPLIT_NAMES = ("train", "val", "test")
 

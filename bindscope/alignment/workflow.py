@@ -182,8 +182,8 @@ def binding_report(pairs: Pairs, text_transform=None, select_binding: np.ndarray
     Each rate has ``accuracy`` (micro, pooled), ``macro`` (mean over attributes), ``n``, ``ci95`` (Wilson) and
     ``per_attribute``. ``select_binding`` (bool per negative) restricts the binding negatives counted.
     """
-    from bindscope.dataset.records import Negative
     from bindscope.evaluation.madman import score_split
+    from bindscope.format.records import Negative
 
     texts = pairs.texts if text_transform is None else text_transform(pairs.texts)
     negs = pairs.negatives if text_transform is None or not len(pairs.negatives) \

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from bindscope.dataset.ownership import check_output_location
 from bindscope.errors import BadInput, DatasetError, check_int, name_list
+from bindscope.io.ownership import check_output_location
 
 MAX_SAMPLED_CAPTIONS = 1_000_000  # TOR on sampled captions: captions per group
 
@@ -30,15 +30,17 @@ class Evaluation(NamedTuple):
 
 def model_slug(model: str, pretrained: str | None) -> str:
     """File-name part naming the model and weights; resolves (and so validates) open_clip names without loading."""
-    from bindscope.evaluation.adapters import SENTENCE_TRANSFORMERS_PREFIX, resolve_open_clip
-    from bindscope.evaluation.hf_text import HF_PREFIX
+    from bindscope.encoders.hf_text import HF_PREFIX
+    from bindscope.encoders.open_clip import resolve_open_clip
+    from bindscope.encoders.registry import encoder_kind
     from bindscope.evaluation.results import short_hash, slug
 
     local = model[len(HF_PREFIX):] if model.startswith(HF_PREFIX) else model
     if os.path.isfile(local) or os.path.isdir(local):
         return f"{slug(Path(local).resolve().stem)}-{short_hash(str(Path(local).resolve()))}"
-    if model.startswith((SENTENCE_TRANSFORMERS_PREFIX, HF_PREFIX)):
-        return slug(model)
+    kind = encoder_kind(model)
+    if kind.name not in ("hf-hub:", "open_clip"):
+        return (kind.slug or slug)(model)
     resolved, tag = resolve_open_clip(model, pretrained)
     if os.path.isfile(tag):
         tag = f"{Path(tag).stem}-{short_hash(tag)}"
@@ -110,8 +112,8 @@ def run_evaluation(plan: EvaluationPlan, model: str, pretrained: str | None = No
     """Load the encoder and run a checked :class:`EvaluationPlan`; write the result (and its per-sample rows,
     :func:`bindscope.evaluation.results.samples_path`) to ``out`` (None: nothing written) and the plot.
     ``out`` and ``plot`` must already be checked (:func:`evaluate` does it)."""
-    from bindscope.evaluation.adapters import load_adapter
-    from bindscope.evaluation.cache import EmbeddingCache, default_cache_dir
+    from bindscope.encoders.embedding_cache import EmbeddingCache, default_cache_dir
+    from bindscope.encoders.registry import load_adapter
     from bindscope.evaluation.report import plot_result
     from bindscope.evaluation.results import write_result
 
@@ -152,8 +154,8 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
     :func:`plan_evaluation` then :func:`run_evaluation` per model, as here.
 
     Args:
-        data: dataset folder (or an open :class:`~bindscope.dataset.reader.Dataset`), or None (sampled captions).
-        model: encoder (see :func:`bindscope.evaluation.adapters.load_adapter`: open_clip name, ``hf-hub:``,
+        data: dataset folder (or an open :class:`~bindscope.format.reader.Dataset`), or None (sampled captions).
+        model: encoder (see :func:`bindscope.encoders.registry.load_adapter`: open_clip name, ``hf-hub:``,
             ``sentence-transformers/<name>``, or a ``madman train`` run folder / checkpoint).
         pretrained: open_clip pretrained tag (``"none"``: random weights).
         splits: MADMAN splits, a list or one name (default: test and ood, those present).
@@ -245,8 +247,14 @@ def _madman_run(ds, splits):
 def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map, references_per_category):
     """TOR / IOR / I2TOR / matching on a ComCO dataset or a COCO import: check the options; return (run, file
     stem, file suffix)."""
-    from bindscope.evaluation.comco import (TASKS, dataset_vocabulary, default_tasks, evaluate_comco, parse_tasks,
-                                            scene_split)
+    from bindscope.evaluation.comco import (
+        TASKS,
+        dataset_vocabulary,
+        default_tasks,
+        evaluate_comco,
+        parse_tasks,
+        scene_split,
+    )
     from bindscope.evaluation.references import load_references
     from bindscope.evaluation.results import check_shards, short_hash
 
@@ -413,10 +421,11 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
         BadInput / DatasetError: an existing result without ``overwrite``, an unusable location, an unknown
             split or a dataset without captions; before anything is written.
     """
-    from bindscope.dataset.manifest import canonical_json, write_text_atomic
     from bindscope.evaluation.caption_bias import caption_bias as measure
     from bindscope.evaluation.caption_bias import plot_caption_bias
     from bindscope.evaluation.results import check_output
+    from bindscope.io.atomic import write_text_atomic
+    from bindscope.io.canonical import canonical_json
 
     out_path = check_output(out or Path(data) / "eval" / "caption-bias.json", overwrite)
     plot_path = out_path.with_suffix(".png") if plot else None
@@ -449,10 +458,10 @@ def collect(results: list[str | os.PathLike], out: str | os.PathLike, *, plot: s
         BadInput: a bad ``out`` suffix, an existing ``out``/``plot`` without ``overwrite``, an unknown column,
             an unreadable or invalid result file; before anything is written.
     """
-    from bindscope.atomic import write_text_atomic
     from bindscope.evaluation.collect import TABLE_SUFFIXES, format_table, plot_table
     from bindscope.evaluation.collect import collect as gather
     from bindscope.evaluation.report import check_plot_path
+    from bindscope.io.atomic import write_text_atomic
 
     out_path = Path(out)
     if out_path.suffix.lower() not in TABLE_SUFFIXES:

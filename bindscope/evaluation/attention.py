@@ -39,11 +39,11 @@ from contextlib import contextmanager
 import numpy as np
 from tqdm.auto import tqdm
 
-from bindscope.dataset.reader import Dataset
+from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput
-from bindscope.evaluation.encoder import EncoderAdapter
 from bindscope.evaluation.results import check_shards, dataset_info, envelope, open_dataset
 from bindscope.evaluation.stats import cluster_bootstrap
+from bindscope.format.reader import Dataset
 
 LAYER_CHOICES = ("last", "all")
 OBJECT_FIELDS = ("mass", "mass_per_patch", "patch_area", "patches", "top_k_patches")
@@ -220,7 +220,7 @@ def cls_attention_by_size(dataset: str | os.PathLike | Dataset, adapter: Encoder
     Args:
         dataset: a dataset folder with instance masks and size ranks (``comco``, ``coco``, ...) or an open
             :class:`Dataset`.
-        adapter: an open_clip ViT (:class:`~bindscope.evaluation.adapters.OpenCLIPAdapter`) or a ViT trained by
+        adapter: an open_clip ViT (:class:`~bindscope.encoders.open_clip.OpenCLIPAdapter`) or a ViT trained by
             ``madman train``; must provide ``preprocess_images`` and ``model.visual``.
         layers: ``last`` (the final block only) or ``all`` (every block, keyed by 0-based block index).
         use_rollout: also report attention rollout (key ``rollout``).

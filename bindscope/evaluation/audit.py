@@ -34,12 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.atomic import save_figure
-from bindscope.dataset.reader import Dataset
+from bindscope.encoders.interface import torch_threads
 from bindscope.errors import BadInput, DatasetError
-from bindscope.evaluation.encoder import torch_threads
 from bindscope.evaluation.results import check_shards, dataset_info, open_dataset, versions
 from bindscope.evaluation.stats import wilson_interval
+from bindscope.format.reader import Dataset
+from bindscope.io.atomic import save_figure
 from bindscope.schemas import validate
 
 SCHEMA_VERSION = 1

@@ -40,11 +40,17 @@ from typing import Callable
 import numpy as np
 from tqdm.auto import tqdm
 
+from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
+from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput
-from bindscope.evaluation.cache import EmbeddingCache, Embedder
-from bindscope.evaluation.encoder import EncoderAdapter
-from bindscope.evaluation.results import (TextTransform, apply_text_transform, encoder_counts, envelope,
-                                          transform_name, truncation_counts)
+from bindscope.evaluation.results import (
+    TextTransform,
+    apply_text_transform,
+    encoder_counts,
+    envelope,
+    transform_name,
+    truncation_counts,
+)
 from bindscope.evaluation.stats import averages, clustered_proportion
 
 SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.dataset.reader import Dataset
 from bindscope.errors import BadInput
 from bindscope.evaluation.results import check_shards, dataset_info
 from bindscope.evaluation.stats import cluster_bootstrap, share
+from bindscope.format.reader import Dataset
 
 NOT_MENTIONED = "not_mentioned"
 INTERVALS = {"ci95": "Wilson score, 95 %, captions treated as independent (too narrow when an image has several "
@@ -147,7 +147,7 @@ def plot_caption_bias(result: dict, path: str | os.PathLike) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bindscope.atomic import save_figure
+    from bindscope.io.atomic import save_figure
 
     keys = list(result["positions"])
     shares = [result["positions"][k]["share"] for k in keys]

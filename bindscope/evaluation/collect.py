@@ -195,7 +195,7 @@ def plot_table(table: dict, path: str | os.PathLike, columns: list[str] | None =
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from bindscope.atomic import save_figure
+    from bindscope.io.atomic import save_figure
 
     if columns is None:
         preferred = [c for c in table["columns"] if c.endswith(("/binding/micro", "/recognition/micro"))]

@@ -43,15 +43,23 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from bindscope.dataset.reader import Dataset
+from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
+from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput
-from bindscope.evaluation.cache import EmbeddingCache, Embedder
-from bindscope.evaluation.encoder import EncoderAdapter
 from bindscope.evaluation.references import ReferenceSet
-from bindscope.evaluation.results import (TextTransform, apply_text_transform, check_shards, dataset_info,
-                                          encoder_counts, envelope, open_dataset, transform_name,
-                                          truncation_counts)
+from bindscope.evaluation.results import (
+    TextTransform,
+    apply_text_transform,
+    check_shards,
+    dataset_info,
+    encoder_counts,
+    envelope,
+    open_dataset,
+    transform_name,
+    truncation_counts,
+)
 from bindscope.evaluation.stats import clustered_proportion, share, strict_top1
+from bindscope.format.reader import Dataset
 
 TASKS = ("tor", "ior", "i2tor", "matching", "binding")
 SAMPLED_TASKS = ("tor", "claim1")
@@ -197,7 +205,7 @@ def matching_captions(objects: list, absent: list[str]) -> dict[str, tuple[str, 
     """The two matching scenarios' captions for one scene.
 
     Args:
-        objects: the scene's :class:`~bindscope.dataset.records.ObjectRecord` (at least 2).
+        objects: the scene's :class:`~bindscope.format.records.ObjectRecord` (at least 2).
         absent: category names not in the scene (one wrong caption each).
 
     Returns:

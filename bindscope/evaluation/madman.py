@@ -28,14 +28,22 @@ from collections import defaultdict
 import numpy as np
 from tqdm.auto import tqdm
 
-from bindscope.dataset.reader import Dataset
+from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
+from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput, DatasetError
-from bindscope.evaluation.cache import EmbeddingCache, Embedder
-from bindscope.evaluation.encoder import EncoderAdapter
-from bindscope.evaluation.results import (TextTransform, apply_text_transform, check_shards, dataset_info,
-                                          encoder_counts, envelope, open_dataset, transform_name,
-                                          truncation_counts)
+from bindscope.evaluation.results import (
+    TextTransform,
+    apply_text_transform,
+    check_shards,
+    dataset_info,
+    encoder_counts,
+    envelope,
+    open_dataset,
+    transform_name,
+    truncation_counts,
+)
 from bindscope.evaluation.stats import averages, clustered_proportion, proportion
+from bindscope.format.reader import Dataset
 from bindscope.generators.madman.attributes import ATTRIBUTES
 
 EVAL_SPLITS = ("test", "ood")
@@ -53,7 +61,7 @@ def score_split(image_emb: np.ndarray, caption_emb: np.ndarray, negatives: list[
     Args:
         image_emb: (N, D) float32 unit-norm image embeddings.
         caption_emb: (N, D) float32 unit-norm embeddings of the true captions.
-        negatives: per sample, its :class:`~bindscope.dataset.records.Negative` records.
+        negatives: per sample, its :class:`~bindscope.format.records.Negative` records.
         negative_emb: per sample, (K_i, D) embeddings of its negatives (same order).
         attributes: attribute names in report order (the manifest's ``object_attributes``).
         sample_ids: per sample its index in the split (default 0..N-1): the cluster of its comparisons and the

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bindscope.encoders.embedding_cache import Embedder
 from bindscope.errors import BadInput
-from bindscope.evaluation.cache import Embedder
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 

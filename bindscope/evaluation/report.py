@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bindscope.atomic import save_figure
+from bindscope.io.atomic import save_figure
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 

@@ -22,12 +22,13 @@ from typing import Callable
 
 import numpy as np
 
-from bindscope.dataset.manifest import MANIFEST, canonical_json, write_text_atomic
-from bindscope.dataset.reader import Dataset
-from bindscope.dataset.shard import sha256_file
+from bindscope.encoders.embedding_cache import Embedder
+from bindscope.encoders.interface import EncoderAdapter, l2_normalise
 from bindscope.errors import BadInput, DatasetError
-from bindscope.evaluation.cache import Embedder
-from bindscope.evaluation.encoder import EncoderAdapter, l2_normalise
+from bindscope.format.manifest import MANIFEST
+from bindscope.format.reader import Dataset
+from bindscope.io.atomic import write_text_atomic
+from bindscope.io.canonical import canonical_json, sha256_file
 from bindscope.schemas import validate
 
 SCHEMA_VERSION = 1

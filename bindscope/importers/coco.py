@@ -1,7 +1,7 @@
 """Import COCO (images, instance annotations, captions) as a bindscope dataset (generator name ``coco``).
 
 The dataset goes through the same shard writer, manifest and verification as the generators
-(:func:`bindscope.dataset.build.build_dataset`), so evaluation, caption-bias analysis, ``bindscope verify`` and
+(:func:`bindscope.build.builder.build_dataset`), so evaluation, caption-bias analysis, ``bindscope verify`` and
 ``bindscope release`` read it like a MADMAN or ComCO dataset. Format of the inputs: the COCO 2017 annotation files
 (https://cocodataset.org/#format-data): ``instances_<split>.json`` (``images``, ``annotations``, ``categories``)
 and ``captions_<split>.json`` (``annotations`` with ``image_id`` and ``caption``).
@@ -44,11 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.dataset.build import build_dataset
-from bindscope.dataset.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
-from bindscope.dataset.shard import sha256_file
+from bindscope.build.builder import build_dataset
 from bindscope.errors import BadInput
+from bindscope.format.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
 from bindscope.importers.mentions import MentionFinder
+from bindscope.io.canonical import sha256_file
 
 NAME = "coco"
 # https://cocodataset.org/#termsofuse
@@ -371,7 +371,7 @@ def _rle_string(mask: np.ndarray) -> dict:
 
 
 class CocoImporter:
-    """A :class:`bindscope.dataset.build.Generator` that realises an import plan from :func:`read_coco`.
+    """A :class:`bindscope.build.builder.Generator` that realises an import plan from :func:`read_coco`.
 
     Args:
         plan: the dict from :func:`read_coco`.
@@ -490,8 +490,8 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
     """Import COCO images, instances and captions into the bindscope dataset ``out``; return its manifest.
 
     See the module docstring for what a sample holds. The run is resumable and atomic like every build
-    (:func:`bindscope.dataset.build.build_dataset`); the finished dataset is checked with
-    :func:`bindscope.dataset.verify.verify_dataset`.
+    (:func:`bindscope.build.builder.build_dataset`); the finished dataset is checked with
+    :func:`bindscope.publish.verify.verify_dataset`.
 
     Args:
         images: folder holding the images (``file_name`` of the instances file is relative to it).
@@ -510,7 +510,7 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
             nothing is written then.
         RuntimeError: the written dataset fails verification (a bug).
     """
-    from bindscope.dataset.verify import verify_dataset
+    from bindscope.publish.verify import verify_dataset
 
     if isinstance(subset, str):
         if subset not in SUBSETS:
@@ -522,7 +522,7 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
         raise BadInput(f"image_size {image_size} is not allowed; use 32..2048 pixels", param="image_size")
     if shard_size < 1:
         raise BadInput(f"shard_size {shard_size} is not allowed; use an integer >= 1", param="shard_size")
-    from bindscope.dataset.ownership import check_output_location
+    from bindscope.io.ownership import check_output_location
 
     check_output_location("out", out)
     plan = read_coco(images, instances, captions, subset, limit)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from bindscope.dataset.ownership import check_output_location
 from bindscope.errors import BadInput, name_list
+from bindscope.io.ownership import check_output_location
 from bindscope.training.options import DEFAULTS
 
 

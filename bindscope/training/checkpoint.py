@@ -8,7 +8,7 @@ Files in a run folder (see docs/training.md):
 - ``model.pt``: the final weights and architecture only (what ``madman eval --model PATH`` loads).
 
 :func:`load_trained_adapter` turns either file (or the run folder) into a
-:class:`bindscope.evaluation.encoder.EncoderAdapter`.
+:class:`bindscope.encoders.interface.EncoderAdapter`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.atomic import atomic_open
+from bindscope.encoders.interface import (  # one device rule for every encoder
+    PRECISIONS,
+    EncoderAdapter,
+    check_images,
+    resolve_device,
+)
+from bindscope.encoders.registry import EncoderKind
 from bindscope.errors import BadInput
-from bindscope.evaluation.encoder import PRECISIONS, resolve_device  # one device rule for every encoder
-from bindscope.evaluation.encoder import EncoderAdapter, check_images
+from bindscope.io.atomic import atomic_open
 
 CHECKPOINT = "checkpoint.pt"
 MODEL = "model.pt"
@@ -215,3 +220,8 @@ def load_run_adapter(path: str, pretrained: str | None = None, **options) -> Tra
     apply)."""
     options.pop("pooling", None)
     return load_trained_adapter(path, **options)
+
+
+RUN_ENCODER = EncoderKind("run", lambda model: os.path.isfile(model) or os.path.isdir(model), load_run_adapter)
+"""The encoder kind of run folders and checkpoint files (any existing path the kinds before it did not take),
+declared in the ``bindscope.encoders`` entry-point group (pyproject.toml)."""

@@ -1,6 +1,6 @@
 """Training batches from a bindscope dataset split: deterministic by step, with NegCLIP hard negatives.
 
-The split is read once into memory through :class:`bindscope.dataset.Dataset` (images as one uint8 array, the
+The split is read once into memory through :class:`bindscope.format.reader.Dataset` (images as one uint8 array, the
 captions, and each sample's ``"binding"`` negatives). Batch ``s`` is a pure function of (seed, s): epoch
 ``e = s // (N // B)`` visits the samples in the order ``numpy.random.default_rng([seed, e]).permutation(N)``,
 batches are consecutive slices of that order, and the last incomplete slice of an epoch is dropped. So a run
@@ -51,7 +51,7 @@ def load_split(path: str | os.PathLike, split: str = "train") -> TrainingData:
         DatasetError: the folder is not a finished dataset, lacks the split, or a shard is unreadable.
         BadInput: the split holds no samples.
     """
-    from bindscope.dataset import Dataset
+    from bindscope.format.reader import Dataset
 
     with Dataset(path) as dataset:
         part = dataset.split(split)

@@ -260,7 +260,7 @@ def preprocess_images(images, image_size: int):
     """``(N, H, W, 3)`` uint8 RGB (numpy array or torch tensor) -> ``(N, 3, image_size, image_size)`` float32
     torch tensor, normalised (channels-last in memory: the permuted view of the RGB array).
 
-    The evaluation adapters' rule (:func:`bindscope.evaluation.encoder.square_resize`): a non-square image is
+    The evaluation adapters' rule (:func:`bindscope.encoders.interface.square_resize`): a non-square image is
     padded with black to a centred square (never cropped or stretched), then resized bilinearly with
     antialiasing when its side differs. Values: ``(x / 255 - OPENAI_DATASET_MEAN) / OPENAI_DATASET_STD`` per
     channel.
@@ -268,7 +268,7 @@ def preprocess_images(images, image_size: int):
     import torch
     from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 
-    from bindscope.evaluation.encoder import square_resize
+    from bindscope.encoders.interface import square_resize
 
     if not isinstance(images, torch.Tensor):
         images = torch.from_numpy(np.ascontiguousarray(images))

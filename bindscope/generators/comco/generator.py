@@ -1,7 +1,7 @@
 """The ComCO / SimCO generator: plans scenes (pure Python) and realises them in a Blender worker session.
 
-:class:`ComcoGenerator` implements the :class:`bindscope.dataset.build.Generator` protocol, so
-:func:`bindscope.dataset.build.build_dataset` writes its output (atomic shards, resumable, progress bar,
+:class:`ComcoGenerator` implements the :class:`bindscope.build.builder.Generator` protocol, so
+:func:`bindscope.build.builder.build_dataset` writes its output (atomic shards, resumable, progress bar,
 identical for any ``--jobs``). Two splits:
 
 - ``"scenes"``: ``config["n"]`` multi-object scenes (:func:`planning.plan_scene`). A render that breaks a
@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 
 from bindscope import __version__
-from bindscope.dataset.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
 from bindscope.errors import GenerationError
+from bindscope.format.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
 from bindscope.generators.comco import attributes, planning
 from bindscope.generators.comco.planning import SPLIT_REFERENCES, SPLIT_SCENES
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.dataset.preview import preview_grid as grid
+from bindscope.publish.preview import preview_grid as grid
 
 OUTLINE_COLOURS = ["#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#bfef45"]
 

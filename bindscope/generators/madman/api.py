@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
-from bindscope.dataset.ownership import check_output_location
 from bindscope.errors import BadInput, check_int
+from bindscope.io.ownership import check_output_location
 
 if TYPE_CHECKING:
-    from bindscope.dataset.build import BuildResult
+    from bindscope.build.builder import BuildResult
 
 MAX_JOBS = 256  # worker processes; more only spawns idle processes (a shard is the unit of work)
 
@@ -45,23 +44,23 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
             run (exclusive). An unfinished run of the same config and seed always resumes, and a finished
             identical dataset is left as it is (``already_complete``).
         progress: tqdm progress bars on stderr.
-        backend, scheduler, num_parts, part: scale-out (see :func:`bindscope.dataset.build.build_dataset`).
+        backend, scheduler, num_parts, part: scale-out (see :func:`bindscope.build.builder.build_dataset`).
         **overrides: config keys, e.g. ``attribute_density=2``, ``image_size=96``,
             ``splits={"train": 100, "test": 50, "ood": 50}``, ``ood={"holdout": ["7:colour=red"]}`` (nested
             mappings merge key by key).
 
     Returns:
-        A :class:`~bindscope.dataset.build.BuildResult` (``manifest`` of the finished dataset, or the part
+        A :class:`~bindscope.build.builder.BuildResult` (``manifest`` of the finished dataset, or the part
         record with ``num_parts > 1``).
 
     Raises:
         BadInput: a bad value (named, with what is allowed), an unusable ``out``; all before writing.
     """
+    from bindscope.build.builder import BuildResult, build_dataset, check_output, finish_if_done, refuse_foreign
     from bindscope.config import config_layer
-    from bindscope.dataset.build import BuildResult, build_dataset, check_output, finish_if_done, refuse_foreign
-    from bindscope.dataset.manifest import config_sha256
     from bindscope.generators.madman import config as madman_config
     from bindscope.generators.madman.generator import MadmanGenerator, load_source
+    from bindscope.io.canonical import config_sha256
 
     if overwrite and resume:
         raise BadInput("overwrite and resume exclude each other; pass one")

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from bindscope.dataset.records import Negative
 from bindscope.errors import BadInput
+from bindscope.format.records import Negative
 from bindscope.generators.madman.attributes import ATTRIBUTES, CAPTION_ORDER, DEFAULT_VALUES, value_owner
 
 Description = tuple[int, dict[str, str]]

@@ -17,8 +17,13 @@ import yaml
 
 from bindscope.config import resolve_config
 from bindscope.errors import BadInput
-from bindscope.generators.madman.attributes import (ATTRIBUTES, CAPTION_ORDER, DEFAULT_VALUES, check_value_sets,
-                                                    parse_holdout)
+from bindscope.generators.madman.attributes import (
+    ATTRIBUTES,
+    CAPTION_ORDER,
+    DEFAULT_VALUES,
+    check_value_sets,
+    parse_holdout,
+)
 
 PRESETS = ("realistic", "ideal")
 

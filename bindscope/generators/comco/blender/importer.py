@@ -23,12 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.dataset.manifest import canonical_json, write_text_atomic
 from bindscope.errors import BadInput
 from bindscope.generators.comco.assets import ImportItem, slug
 from bindscope.generators.comco.blender.models import normalise_mesh
 from bindscope.generators.comco.blender.runtime import blender_modules
 from bindscope.generators.comco.registry import ASSET_FORMAT, ASSET_FORMAT_VERSION, REGISTRY_FILE
+from bindscope.io.atomic import write_text_atomic
+from bindscope.io.canonical import canonical_json
 
 bpy, _, mathutils = blender_modules()
 Matrix, Vector = mathutils.Matrix, mathutils.Vector

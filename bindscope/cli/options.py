@@ -1,0 +1,106 @@
+"""Click options and output helpers shared by several command groups."""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+
+def exit_with_problems(header: str, problems: list[str]) -> None:
+    """Print ``header`` and one ``  - problem`` line each on stderr, then exit with status 1; no-op if none."""
+    if problems:
+        click.echo(header, err=True)
+        for problem in problems:
+            click.echo(f"  - {problem}", err=True)
+        raise SystemExit(1)
+
+
+def build_options(func):
+    """Click decorator adding ``--backend``, ``--scheduler``, ``--num-parts`` and ``--part`` to a generator command.
+
+    The command receives them as keyword arguments ``backend``, ``scheduler``, ``num_parts``, ``part``; pass
+    them on to :func:`bindscope.build.builder.build_dataset` unchanged (collect them with ``**build`` in the
+    command's signature and call ``build_dataset(..., **build)``). The cross-checks (``--part`` < ``--num-parts``, ``--scheduler`` needs ``--backend dask``) run before
+    the command body, as :class:`bindscope.errors.BadInput` (exit status 2); ``build_dataset`` repeats them
+    and checks ``--num-parts`` against the number of shards, before anything is written.
+    """
+    options = [
+        click.option("--backend", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+                     help="Where shards are made: 'local' = --jobs processes on this machine (joblib); "
+                          "'dask' = a Dask cluster (--scheduler, or a LocalCluster of --jobs worker processes)."),
+        click.option("--scheduler", metavar="ADDRESS", default=None,
+                     help="With --backend dask: address of a running Dask scheduler (tcp://HOST:8786) or the path "
+                          "of its scheduler file. --out must be on a file system every worker sees."),
+        click.option("--num-parts", type=click.IntRange(min=1), default=1, show_default=True, metavar="K",
+                     help="Split the run into K independent parts (e.g. a batch-scheduler job array); "
+                          "join them afterwards with `bindscope merge`."),
+        click.option("--part", type=click.IntRange(min=0), default=0, show_default=True, metavar="I",
+                     help="Which part this run makes, 0-based (0 <= I < K)."),
+    ]
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from bindscope.build.backends import check_backend
+        from bindscope.build.builder import check_parts
+
+        # The cheap cross-checks first, before the command loads data or builds its generator.
+        check_backend(kwargs["backend"], kwargs["scheduler"], 1)
+        check_parts(kwargs["num_parts"], kwargs["part"])
+        return func(*args, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def report_build(result: dict, out: str) -> None:
+    """Print what a build made: the dataset, or (for ``--num-parts K``) the part and how to merge."""
+    if result.get("format") == "bindscope-part":
+        click.echo(f"{out}: part {result['part']} of {result['num_parts']} done ({len(result['shards'])} shards). "
+                   f"When every part is done: bindscope merge PART_FOLDERS... [--out DIR]")
+    else:
+        total = sum(s["num_samples"] for s in result["splits"].values())
+        click.echo(f"{out}: {total} samples in {len(result['splits'])} split(s)")
+
+
+def encoder_options(func):
+    """The click options that choose and run an encoder (``--model`` ... ``--no-cache``), shared by ``madman
+    eval``, ``comco eval``, ``bindscope probe`` and ``bindscope labclip``; values go to
+    :func:`bindscope.encoders.registry.load_adapter` and :class:`bindscope.encoders.embedding_cache.EmbeddingCache`."""
+    return _apply(func, _model_choice_options() + [
+        click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
+                     help="Embedding cache folder (default $BINDSCOPE_CACHE/embeddings, else "
+                          "$XDG_CACHE_HOME/bindscope/embeddings, else ~/.cache/bindscope/embeddings)."),
+        click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk embedding cache."),
+    ])
+
+
+def _apply(func, options):
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _model_choice_options():
+    """``--model`` ... ``--batch-size``: which encoder and how it runs (values go to
+    :func:`bindscope.encoders.registry.load_adapter`)."""
+    return [
+        click.option("--model", required=True,
+                     help="open_clip name (ViT-B-32, RN50, ...), hf-hub:<org>/<repo>, "
+                          "sentence-transformers/<name> (text only), or a checkpoint file or run folder from "
+                          "`madman train`."),
+        click.option("--pretrained", default=None,
+                     help="open_clip tag (openai, laion2b_s34b_b79k, ...), 'none' (random weights), a local "
+                          "checkpoint file or hf-hub:<org>/<repo>. Default: 'openai' where listed, else the "
+                          "model's first listed tag."),
+        click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda (or cuda:N)."),
+        click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "bf16", "fp16"])),
+        click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1),
+                     help="Inputs per forward pass."),
+    ]
+
+
+def _apply_options(options):
+    """Decorator form of :func:`_apply`."""
+    return lambda func: _apply(func, options)

@@ -1,0 +1,234 @@
+"""Embedding cache and de-duplicating encoder front end.
+
+:class:`EmbeddingCache` stores embeddings on disk keyed by the adapter's ``cache_key`` (model, weights,
+precision, preprocessing) and the sha256 of each input's content (the UTF-8 text, or the image's shape and raw
+bytes). :class:`Embedder` wraps an :class:`~bindscope.encoders.interface.EncoderAdapter`: within one run each
+unique text and image is encoded once, and with a cache a rerun skips the encoders entirely.
+
+On-disk layout (default root ``$BINDSCOPE_CACHE/embeddings``, else ``$XDG_CACHE_HOME/bindscope/embeddings``, else
+``~/.cache/bindscope/embeddings``; ``$BINDSCOPE_CACHE`` is bindscope's cache root, shared with other caches)::
+
+    <root>/<sha256(cache_key)[:24]>/key.txt           the full cache_key (for people)
+    <root>/<sha256(cache_key)[:24]>/<sha256>.npz      a chunk: hashes (N, 32) uint8 digests, embeddings (N, D) float32
+
+Chunks are written atomically (temp file, fsync, rename) and never modified, so several processes may share a
+cache; a chunk's name is the sha256 of its own content (hash bytes, then float32 embedding bytes). A chunk is
+used only when that checksum matches, the arrays have the shapes and dtypes above (D = the encoder's embedding
+size when known) and every value is finite; any other chunk is deleted and its entries are encoded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import zipfile
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from bindscope.encoders.interface import EncoderAdapter
+from bindscope.io.atomic import atomic_open, write_text_atomic
+from bindscope.io.cache_dir import cache_root
+
+
+def default_cache_dir() -> Path:
+    """``$BINDSCOPE_CACHE/embeddings``, else ``$XDG_CACHE_HOME/bindscope/embeddings``, else
+    ``~/.cache/bindscope/embeddings``."""
+    return cache_root() / "embeddings"
+
+
+def text_hash(text: str) -> bytes:
+    """sha256 digest (32 bytes) of a text's UTF-8 bytes, prefixed by the modality."""
+    return hashlib.sha256(b"text\0" + text.encode("utf-8")).digest()
+
+
+def image_hash(image: np.ndarray) -> bytes:
+    """sha256 digest (32 bytes) of an image's shape, dtype and raw bytes, prefixed by the modality."""
+    image = np.ascontiguousarray(image)
+    head = f"image\0{image.shape}\0{image.dtype.str}\0".encode()
+    return hashlib.sha256(head + image.tobytes()).digest()
+
+
+class EmbeddingCache:
+    """Embeddings of one encoder (one ``cache_key``) on disk.
+
+    Args:
+        root: cache root folder (created on the first write).
+        cache_key: the adapter's ``cache_key``.
+        dim: the embedding size D, when known (chunks of another size are rejected).
+
+    Attributes:
+        rejected: chunk files found corrupt, of the wrong shape or dtype, or holding NaN/inf (deleted).
+    """
+
+    def __init__(self, root: str | os.PathLike, cache_key: str, dim: int | None = None):
+        self.folder = Path(root) / hashlib.sha256(cache_key.encode()).hexdigest()[:24]
+        self.cache_key = cache_key
+        self.dim = dim
+        self.rejected = 0
+        self._table: dict[bytes, np.ndarray] | None = None
+        self._pending: dict[bytes, np.ndarray] = {}
+
+    def _load(self) -> dict[bytes, np.ndarray]:
+        if self._table is None:
+            self._table = {}
+            if self.folder.is_dir():
+                for chunk in sorted(self.folder.glob("*.npz")):
+                    arrays = self._read_chunk(chunk)
+                    if arrays is None:  # only a cache miss: its entries are encoded again
+                        self.rejected += 1
+                        chunk.unlink(missing_ok=True)
+                        continue
+                    for key, row in zip(*arrays):
+                        self._table[key.tobytes()] = row
+        return self._table
+
+    def _read_chunk(self, chunk: Path) -> tuple[np.ndarray, np.ndarray] | None:
+        """(hashes, embeddings) of a sound chunk file, else None."""
+        try:
+            with np.load(chunk, allow_pickle=False) as data:
+                hashes, emb = data["hashes"], data["embeddings"]
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return None
+        sound = (hashes.dtype == np.uint8 and hashes.ndim == 2 and hashes.shape[1] == 32
+                 and emb.dtype == np.float32 and emb.ndim == 2 and len(emb) == len(hashes)
+                 and (self.dim is None or emb.shape[1] == self.dim) and bool(np.isfinite(emb).all())
+                 and hashlib.sha256(hashes.tobytes() + emb.tobytes()).hexdigest() == chunk.stem)
+        return (hashes, emb) if sound else None
+
+    def get(self, key: bytes) -> np.ndarray | None:
+        """The stored embedding (D,) float32 for a content hash, or None."""
+        found = self._load().get(key)
+        return found if found is not None else self._pending.get(key)
+
+    def put(self, key: bytes, embedding: np.ndarray) -> None:
+        """Remember an embedding; it reaches the disk at :meth:`flush`."""
+        self._pending[key] = np.asarray(embedding, dtype=np.float32)
+
+    def flush(self) -> None:
+        """Write the remembered embeddings as one new chunk (atomic); a no-op when there are none."""
+        if not self._pending:
+            return
+        keys = sorted(self._pending)
+        hashes = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)  # not "S32": it drops NULs
+        emb = np.stack([self._pending[k] for k in keys]).astype(np.float32)
+        name = hashlib.sha256(hashes.tobytes() + emb.tobytes()).hexdigest()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        key_file = self.folder / "key.txt"
+        if not key_file.exists():
+            write_text_atomic(key_file, self.cache_key + "\n")
+        final = self.folder / f"{name}.npz"
+        with atomic_open(final) as handle:
+            np.savez(handle, hashes=hashes, embeddings=emb)
+        self._load().update(self._pending)
+        self._pending = {}
+
+
+class Embedder:
+    """Encode texts and images through an adapter, each unique input once, with an optional on-disk cache.
+
+    Args:
+        adapter: the encoder.
+        cache: an :class:`EmbeddingCache` for ``adapter.cache_key``, or None for no disk cache (inputs are
+            still de-duplicated within the run).
+        chunk: number of images hashed and looked up at a time when streaming images, and of texts encoded per
+            progress-bar step.
+        progress: show tqdm bars (stderr) while encoding.
+
+    Attributes:
+        stats: counters: ``text_hits``/``text_misses``/``image_hits``/``image_misses`` (unique inputs found in the
+            cache / encoded), ``texts_requested``/``images_requested`` (inputs asked for, duplicates included),
+            ``seconds_total`` (time spent inside :meth:`texts` and :meth:`images`).
+    """
+
+    def __init__(self, adapter: EncoderAdapter, cache: EmbeddingCache | None = None, chunk: int = 256,
+                 progress: bool = False):
+        self.adapter = adapter
+        self.cache = cache
+        self.chunk = chunk
+        self.progress = progress
+        self._memory: dict[bytes, np.ndarray] = {}
+        self.stats = {"text_hits": 0, "text_misses": 0, "image_hits": 0, "image_misses": 0,
+                      "texts_requested": 0, "images_requested": 0, "seconds_total": 0.0}
+
+    def _lookup(self, key: bytes) -> tuple[np.ndarray | None, bool]:
+        found = self._memory.get(key)
+        if found is None and self.cache is not None:
+            found = self.cache.get(key)
+            if found is not None:
+                self._memory[key] = found
+                return found, True
+        return found, False
+
+    def _resolve(self, keys: list[bytes], items: list, encode, kind: str) -> np.ndarray:
+        missing: dict[bytes, int] = {}
+        for key, item_index in zip(keys, range(len(items))):
+            found, from_disk = self._lookup(key)
+            if found is None and key not in missing:
+                missing[key] = item_index
+            elif from_disk:
+                self.stats[f"{kind}_hits"] += 1
+        if missing:
+            todo = [items[i] for i in missing.values()]
+            if self.progress and kind == "text" and len(todo) > self.chunk:
+                parts = []
+                with tqdm(total=len(todo), desc="encoding texts", unit="text", leave=False) as bar:
+                    for start in range(0, len(todo), self.chunk):
+                        parts.append(encode(todo[start:start + self.chunk]))
+                        bar.update(len(parts[-1]))
+                encoded = np.concatenate(parts)
+            else:
+                encoded = encode(todo)
+            for key, row in zip(missing, encoded):
+                self._memory[key] = row
+                if self.cache is not None:
+                    self.cache.put(key, row)
+            self.stats[f"{kind}_misses"] += len(missing)
+        return np.stack([self._memory[k] for k in keys]) if keys else np.zeros((0, self.adapter.embed_dim),
+                                                                                  np.float32)
+
+    def texts(self, texts: list[str]) -> np.ndarray:
+        """Embeddings ``(len(texts), D)`` float32, unit L2 norm, in input order."""
+        start = time.perf_counter()
+        self.stats["texts_requested"] += len(texts)
+        out = self._resolve([text_hash(t) for t in texts], list(texts), self.adapter.encode_texts, "text")
+        self.stats["seconds_total"] += time.perf_counter() - start
+        return out
+
+    def images(self, images: Iterable[np.ndarray], total: int | None = None) -> np.ndarray:
+        """Embeddings ``(N, D)`` float32 of ``(H, W, 3)`` uint8 images (any iterable, streamed in chunks).
+
+        ``total`` (optional) sizes the progress bar when ``images`` has no length.
+        """
+        start = time.perf_counter()
+        parts = []
+        batch: list[np.ndarray] = []
+        if total is None and hasattr(images, "__len__"):
+            total = len(images)
+        bar = tqdm(total=total, desc="encoding images", unit="img", leave=False, disable=not self.progress)
+
+        def run():
+            keys = [image_hash(im) for im in batch]
+            parts.append(self._resolve(keys, batch, lambda ims: self.adapter.encode_images(np.stack(ims)),
+                                       "image"))
+            self.stats["images_requested"] += len(batch)
+            bar.update(len(batch))
+            batch.clear()
+
+        with bar:
+            for image in images:
+                batch.append(np.asarray(image))
+                if len(batch) >= self.chunk:
+                    run()
+            if batch:
+                run()
+        self.stats["seconds_total"] += time.perf_counter() - start
+        return np.concatenate(parts) if parts else np.zeros((0, self.adapter.embed_dim), np.float32)
+
+    def flush(self) -> None:
+        """Write new embeddings to the disk cache (if any)."""
+        if self.cache is not None:
+            self.cache.flush()

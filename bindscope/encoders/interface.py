@@ -1,0 +1,135 @@
+"""The encoder interface every evaluation, training and alignment part uses.
+
+Concrete adapters (open_clip models, sentence-transformers text models, CLIPs trained by ``madman train``)
+live in :mod:`bindscope.encoders.registry`; :func:`bindscope.encoders.registry.load_adapter` picks one
+from a model name or checkpoint path.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+
+import numpy as np
+
+from bindscope.errors import BadInput
+
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``. Raises BadInput for others or a missing GPU."""
+    import torch
+
+    if device not in DEVICES and not device.startswith("cuda:"):
+        raise BadInput(f"device {device!r} is not allowed; use one of {', '.join(DEVICES)} (or cuda:N)",
+                       param="device")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise BadInput(f"device {device!r}: torch sees no CUDA GPU on this machine; use device='cpu'",
+                       param="device")
+    return device
+
+
+def l2_normalise(x: np.ndarray) -> np.ndarray:
+    """Rows of ``x`` ``(N, D)`` scaled to unit L2 norm, keeping a float ``x``'s dtype; norms are floored at
+    1e-12, so a zero row stays zero. The one normalisation of embeddings used everywhere."""
+    x = np.asarray(x)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def square_resize(x, size: int, interpolation: str = "bicubic"):
+    """The one image preprocessing rule (open_clip adapters and the CLIPs ``madman train`` makes): a
+    ``(N, 3, H, W)`` float torch tensor in [0, 1] padded with black to a centred square when H != W (never
+    cropped), then resized to ``(size, size)`` pixels with ``interpolation`` (antialiased for bilinear and
+    bicubic; torch.nn.functional.interpolate) when its side differs. Returns the new tensor."""
+    import torch.nn.functional as F
+
+    height, width = x.shape[-2:]
+    if height != width:
+        side = max(height, width)
+        top, left = (side - height) // 2, (side - width) // 2
+        x = F.pad(x, (left, side - width - left, top, side - height - top), value=0.0)
+    if x.shape[-1] != size:
+        x = F.interpolate(x, size=(size, size), mode=interpolation,
+                          antialias=interpolation in ("bilinear", "bicubic"), align_corners=False)
+    return x
+
+
+class EncoderAdapter(ABC):
+    """A frozen image and/or text encoder giving L2-normalised float32 embeddings.
+
+    Attributes:
+        name: model name as the user addressed it (open_clip name, ``sentence-transformers/...``, or a path).
+        pretrained: resolved pretrained tag (``"openai"``, ``"none"`` for random weights, a path, ...).
+        embed_dim: embedding dimension D.
+        supports_images: False for text-only encoders (e.g. sentence-transformers models).
+        cache_key: a string that identifies model and weights exactly (used by the embedding cache).
+        forward_seconds: wall-clock seconds spent in the encoders' forward passes so far (optional
+            bookkeeping for benchmarks; adapters that do not measure it leave 0.0).
+        preprocessing: how images are brought to the model's input (recorded in results).
+    """
+
+    name: str
+    pretrained: str
+    embed_dim: int
+    supports_images: bool = True
+    cache_key: str
+    forward_seconds: float = 0.0
+    preprocessing: str = ""
+
+    @abstractmethod
+    def encode_texts(self, texts: list[str]) -> np.ndarray:
+        """Encode captions or names. Returns ``(len(texts), D)`` float32 with unit L2 norm per row."""
+
+    def encode_images(self, images: np.ndarray) -> np.ndarray:
+        """Encode ``(N, H, W, 3)`` uint8 RGB images. Returns ``(N, D)`` float32 with unit L2 norm per row.
+
+        Raises:
+            BadInput: the encoder has no image tower.
+        """
+        raise BadInput(f"model {self.name!r} is text-only: it cannot encode images")
+
+    def truncated(self, texts: list[str]) -> list[bool]:
+        """For each text, whether the tokenizer cuts it at the model's context length (e.g. 77 tokens).
+
+        The default says False for every text; adapters with a fixed context length override it.
+        """
+        return [False] * len(texts)
+
+
+def check_images(images) -> np.ndarray:
+    """``images`` as an ``(N, H, W, 3)`` uint8 array.
+
+    Raises:
+        BadInput: any other shape or dtype.
+    """
+    images = np.asarray(images)
+    if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
+        raise BadInput(f"images must be (N, H, W, 3) uint8, got {images.shape} {images.dtype}")
+    return images
+
+
+@contextmanager
+def torch_threads(count: int):
+    """Run a block with ``torch.set_num_threads(count)`` and restore the previous count afterwards.
+
+    The probes and LABCLIP optimise small matrices, where one thread avoids thread-pool overhead; on a busy
+    machine more threads than free cores can make torch many times slower (``madman audit --threads``).
+    """
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise BadInput(f"precision {precision!r} is not allowed; use one of {', '.join(PRECISIONS)}",
+                       param="precision")

@@ -1,0 +1,229 @@
+"""open_clip encoders: model names, pretrained tags (resolved without loading), and the image-and-text adapter."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import pickle
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bindscope.encoders.interface import (
+    EncoderAdapter,
+    check_images,
+    check_precision,
+    l2_normalise,
+    resolve_device,
+    square_resize,
+)
+from bindscope.encoders.sentence_transformers import BUNDLED_SENTENCE_TRANSFORMERS, SENTENCE_TRANSFORMERS_PREFIX
+from bindscope.errors import BadInput
+from bindscope.io.canonical import sha256_file
+
+RANDOM_WEIGHTS_SEED = 0
+
+
+def known_model_names() -> list[str]:
+    """Every model name :func:`load_adapter` accepts by name (open_clip models and the bundled SBERT model)."""
+    import open_clip
+
+    return list(open_clip.list_models()) + [SENTENCE_TRANSFORMERS_PREFIX + n for n in BUNDLED_SENTENCE_TRANSFORMERS]
+
+
+def _unknown_model(model: str) -> BadInput:
+    names = known_model_names()
+    lower = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(model.lower(), list(lower), n=5, cutoff=0.5)
+    hint = f"; did you mean {', '.join(lower[c] for c in close)}?" if close else ""
+    return BadInput(f"model {model!r} is not known: not an open_clip model name, a sentence-transformers/<name> "
+                    f"model, an hf-hub:<org>/<repo> name or an existing checkpoint file{hint} "
+                    "(`python -c 'import open_clip; print(open_clip.list_models())'` lists the open_clip names)",
+                    param="model")
+
+
+def default_pretrained(model: str) -> str:
+    """The tag used when none is given: ``openai`` if listed for ``model``, else the first listed tag, else ``none``."""
+    import open_clip
+
+    tags = open_clip.list_pretrained_tags_by_model(model)
+    if "openai" in tags:
+        return "openai"
+    return tags[0] if tags else "none"
+
+
+def resolve_open_clip(model: str, pretrained: str | None) -> tuple[str, str]:
+    """Resolve an open_clip ``(model, pretrained)`` pair without loading anything.
+
+    Returns:
+        ``(resolved_model_name, tag)`` where tag is an open_clip tag, ``"none"``, a local file path or an
+        ``hf-hub:`` name. QuickGELU weights are mapped to the ``-quickgelu`` model name.
+
+    Raises:
+        BadInput: unknown model name (closest names suggested), unknown tag (valid tags listed), or a
+            checkpoint path that does not exist.
+    """
+    import open_clip
+
+    if model.startswith("hf-hub:"):
+        return model, model
+    if pretrained is not None and pretrained.startswith("hf-hub:"):
+        return pretrained, pretrained
+    if model not in open_clip.list_models():
+        raise _unknown_model(model)
+    tag = default_pretrained(model) if pretrained is None else pretrained
+    if tag.lower() == "none":
+        return model, "none"
+    if os.path.isfile(tag):
+        return model, str(Path(tag).resolve())
+    tags = open_clip.list_pretrained_tags_by_model(model)
+    if tag.lower() not in [t.lower() for t in tags]:
+        if os.sep in tag or tag.endswith((".pt", ".pth", ".bin", ".safetensors")):
+            raise BadInput(f"pretrained {tag!r}: no such checkpoint file", param="pretrained")
+        listed = ", ".join(tags) if tags else "(open_clip lists no pretrained weights for it)"
+        raise BadInput(f"pretrained {tag!r} is not a known tag for {model!r}; allowed: {listed}, none (random "
+                       "weights), a local checkpoint file, or hf-hub:<org>/<repo>", param="pretrained")
+    tag = next(t for t in tags if t.lower() == tag.lower())
+    cfg = open_clip.get_pretrained_cfg(model, tag)
+    quick = f"{model}-quickgelu"
+    if cfg.get("quick_gelu") and not model.endswith("-quickgelu") and quick in open_clip.list_models():
+        return quick, tag
+    return model, tag
+
+
+class OpenCLIPAdapter(EncoderAdapter):
+    """An open_clip model (image and text towers). See the module docstring for names, tags, preprocessing.
+
+    Args:
+        model: open_clip model name as given by the user (recorded as ``name``).
+        pretrained: tag, ``"none"``, checkpoint path, hf-hub name, or None for the default tag.
+        device: ``auto``, ``cpu``, ``cuda``.
+        precision: ``fp32``, ``bf16`` or ``fp16`` (open_clip's mixed low precision, as OpenAI's CLIP).
+        batch_size: images or texts per forward pass.
+
+    Attributes (besides the interface's): ``resolved_name`` (open_clip name actually built),
+    ``context_length`` (tokens, e.g. 77), ``image_size`` (pixels, square side).
+    """
+
+    def __init__(self, model: str, pretrained: str | None = None, device: str = "auto", precision: str = "fp32",
+                 batch_size: int = 64):
+        import open_clip
+        import torch
+
+        check_precision(precision)
+        self.name = model
+        self.resolved_name, tag = resolve_open_clip(model, pretrained)
+        self.pretrained = tag
+        self.device = resolve_device(device)
+        self.precision = precision
+        self.batch_size = batch_size
+        try:
+            if tag == "none":
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(RANDOM_WEIGHTS_SEED)
+                    net = open_clip.create_model(self.resolved_name, pretrained=None, pretrained_text=False,
+                                                 precision=precision, device=self.device)
+            elif tag.startswith("hf-hub:"):
+                net = open_clip.create_model(tag, precision=precision, device=self.device)
+            else:
+                net = open_clip.create_model(self.resolved_name, pretrained=tag, precision=precision,
+                                             device=self.device)
+        except (OSError, RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
+            # a garbage checkpoint: torch.load(weights_only=True) refuses it with an UnpicklingError
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise BadInput(f"could not load open_clip {self.resolved_name!r} with pretrained {tag!r}: {reason} "
+                           "(weights are downloaded on first use; offline, use pretrained='none' or a local "
+                           "checkpoint file)") from None
+        net.eval()
+        self.model = net
+        self.tokenizer = open_clip.get_tokenizer(tag if tag.startswith("hf-hub:") else self.resolved_name)
+        self.context_length = int(getattr(self.tokenizer, "context_length", None) or 77)
+        cfg = open_clip.get_model_preprocess_cfg(net)
+        size = cfg.get("size", 224)
+        self.image_size = int(size if isinstance(size, int) else size[0])
+        self.interpolation = cfg.get("interpolation", "bicubic")
+        self._mean = torch.tensor(cfg.get("mean", open_clip.OPENAI_DATASET_MEAN), device=self.device).view(1, 3, 1, 1)
+        self._std = torch.tensor(cfg.get("std", open_clip.OPENAI_DATASET_STD), device=self.device).view(1, 3, 1, 1)
+        self._input_dtype = open_clip.get_input_dtype(precision) or torch.float32
+        self.embed_dim = int(net.text_projection.shape[1] if getattr(net, "text_projection", None) is not None
+                             and hasattr(net.text_projection, "shape") else
+                             getattr(getattr(net, "visual", None), "output_dim", 0) or
+                             self._probe_dim())
+        self.preprocessing = (f"pad-to-square(black)+resize({self.image_size}x{self.image_size},"
+                              f"{self.interpolation},antialias)+normalise(mean,std)")
+        weights = tag
+        if os.path.isfile(tag):
+            weights = f"file-sha256:{sha256_file(tag)}"
+        elif tag == "none":
+            weights = f"none(seed={RANDOM_WEIGHTS_SEED},torch=={torch.__version__})"
+        self.cache_key = (f"open_clip=={open_clip.__version__}|{self.resolved_name}|{weights}|{precision}|"
+                          f"{self.preprocessing}")
+        self.forward_seconds = 0.0
+
+    def _probe_dim(self) -> int:
+        return int(self.encode_texts(["a"]).shape[1])
+
+    def _sync(self) -> None:
+        import torch
+
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def encode_texts(self, texts: list[str]) -> np.ndarray:
+        out = []
+        for start in range(0, len(texts), self.batch_size):
+            tokens = self.tokenizer(list(texts[start:start + self.batch_size])).to(self.device)
+            out.append(self._timed(self.model.encode_text, tokens))
+        return self._finish(out)
+
+    def preprocess_images(self, images: np.ndarray):
+        """``(N, H, W, 3)`` uint8 RGB -> the model's input, ``(N, 3, S, S)`` on the adapter's device.
+
+        Padded to a centred black square (never cropped), resized to ``S = image_size`` with the model's
+        interpolation and antialiasing, normalised with the model's mean and std, cast to the input dtype.
+
+        Raises:
+            BadInput: the array is not (N, H, W, 3) uint8.
+        """
+        import torch
+
+        images = check_images(images)
+        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device)
+        x = square_resize(x.permute(0, 3, 1, 2).float().div_(255.0), self.image_size, self.interpolation)
+        return ((x.clamp_(0.0, 1.0) - self._mean) / self._std).to(self._input_dtype)
+
+    def encode_images(self, images: np.ndarray) -> np.ndarray:
+        images = check_images(images)
+        out = []
+        for start in range(0, len(images), self.batch_size):
+            x = self.preprocess_images(images[start:start + self.batch_size])
+            out.append(self._timed(self.model.encode_image, x))
+        return self._finish(out)
+
+    def _timed(self, encode, inputs) -> np.ndarray:
+        """One forward pass ``encode(inputs, normalize=True)``, its time added to ``forward_seconds``."""
+        import torch
+
+        self._sync()
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            feats = encode(inputs, normalize=True)
+        self._sync()
+        self.forward_seconds += time.perf_counter() - t0
+        return feats.float().cpu().numpy()
+
+    def _finish(self, parts: list[np.ndarray]) -> np.ndarray:
+        if not parts:
+            return np.zeros((0, self.embed_dim), np.float32)
+        return l2_normalise(np.concatenate(parts).astype(np.float32))
+
+    def truncated(self, texts: list[str]) -> list[bool]:
+        """True where the caption has more tokens (start and end tokens included) than ``context_length``."""
+        tok = self.tokenizer
+        if hasattr(tok, "encode") and hasattr(tok, "sot_token_id"):  # open_clip SimpleTokenizer (BPE)
+            return [len(tok.encode(t)) + 2 > self.context_length for t in texts]
+        inner = getattr(tok, "tokenizer", None)  # open_clip HFTokenizer wraps a transformers tokenizer
+        if inner is not None:
+            return [len(inner(t)["input_ids"]) > self.context_length for t in texts]
+        return [False] * len(texts)

@@ -1,0 +1,163 @@
+"""The encoder registry: which loader turns a ``model`` string into an :class:`EncoderAdapter`.
+
+The first kind whose ``matches`` accepts the string wins, in this order:
+
+1. kinds added at run time with :func:`register_encoder` (newest first);
+2. ``hf:``: ``hf:<repo id or folder>``, any ``transformers`` text encoder with CLS or mean pooling
+   (:mod:`bindscope.encoders.hf_text`; SimCSE, BERT-style models);
+3. ``sentence-transformers folder``: a local folder holding ``modules.json``: that model, text-only;
+4. kinds declared by installed packages under the entry-point group ``bindscope.encoders`` (each entry point
+   names an :class:`EncoderKind`), in entry-point name order. bindscope itself declares ``run`` there: a
+   checkpoint file or run folder written by ``bindscope train`` / ``madman train``
+   (:mod:`bindscope.training.checkpoint`);
+5. ``sentence-transformers/``: a text-only sentence-transformers model (:mod:`bindscope.encoders.sentence_transformers`);
+6. ``hf-hub:``: an open_clip model on the Hugging Face Hub, ``hf-hub:<org>/<repo>``;
+7. ``open_clip`` (anything else): an open_clip model name (``ViT-B-32``, ``RN50``, ...) with a pretrained tag
+   (:mod:`bindscope.encoders.open_clip`).
+
+Image preprocessing (all open_clip models): uint8 RGB -> [0, 1]; a non-square image is padded with black to a
+square centred on the image (never cropped); the square is resized to the model's input size with the model's
+interpolation (bicubic for CLIP) and antialiasing (torch); then normalised with the model's mean and std.
+MADMAN and ComCO images are square, so they are only resized.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
+
+from bindscope.encoders.interface import EncoderAdapter, check_precision
+from bindscope.encoders.sentence_transformers import SENTENCE_TRANSFORMERS_PREFIX
+from bindscope.errors import BadInput
+
+ENTRY_POINT_GROUP = "bindscope.encoders"
+
+
+def _load_open_clip(model: str, pretrained: str | None, **options) -> EncoderAdapter:
+    from bindscope.encoders.open_clip import OpenCLIPAdapter, resolve_open_clip
+
+    if model.endswith((".pt", ".pth", ".bin", ".safetensors")):
+        raise BadInput(f"model {model!r}: no such checkpoint file", param="model")
+    resolve_open_clip(model, pretrained)  # fail fast on names before importing weights
+    options.pop("pooling", None)
+    return OpenCLIPAdapter(model, pretrained, **options)
+
+
+def _load_sentence_transformer(model: str, pretrained: str | None, **options) -> EncoderAdapter:
+    from bindscope.encoders.sentence_transformers import SentenceTransformerAdapter
+
+    options.pop("pooling", None)
+    return SentenceTransformerAdapter(model, **options)
+
+
+def _load_hf_text(model: str, pretrained: str | None, **options) -> EncoderAdapter:
+    from bindscope.encoders.hf_text import HFTextAdapter
+
+    return HFTextAdapter(model, **options)
+
+
+def _is_sentence_transformers_folder(model: str) -> bool:
+    from bindscope.encoders.hf_text import is_sentence_transformers_folder
+
+    return os.path.isdir(model) and is_sentence_transformers_folder(model)
+
+
+@dataclass(frozen=True)
+class EncoderKind:
+    """One entry of the encoder registry.
+
+    Attributes:
+        name: the kind's name (``"hf:"``, ``"run folder"``, ``"sentence-transformers/"``, ``"open_clip"``, ...).
+        matches: ``model -> bool``; a prefix test for named kinds.
+        loader: ``loader(model, pretrained, device=, precision=, batch_size=, pooling=) -> EncoderAdapter``.
+        slug: ``model -> str``, the file-name part naming the model in result files (None: the model string made
+            safe for a file name).
+    """
+
+    name: str
+    matches: Callable[[str], bool]
+    loader: Callable[..., EncoderAdapter]
+    slug: Callable[[str], str] | None = None
+
+    def load(self, model: str, pretrained: str | None, **options) -> EncoderAdapter:
+        return self.loader(model, pretrained, **options)
+
+
+def _prefix(prefix: str) -> Callable[[str], bool]:
+    return lambda model: model.startswith(prefix)
+
+
+_FIRST = [
+    EncoderKind("hf:", _prefix("hf:"), _load_hf_text),
+    EncoderKind("sentence-transformers folder", _is_sentence_transformers_folder, _load_sentence_transformer),
+]
+_LAST = [
+    EncoderKind(SENTENCE_TRANSFORMERS_PREFIX, _prefix(SENTENCE_TRANSFORMERS_PREFIX), _load_sentence_transformer),
+    EncoderKind("hf-hub:", _prefix("hf-hub:"), _load_open_clip),
+    EncoderKind("open_clip", lambda model: True, _load_open_clip),
+]
+_REGISTERED: list[EncoderKind] = []
+
+
+@cache
+def _installed() -> tuple[EncoderKind, ...]:
+    """The kinds declared under the ``bindscope.encoders`` entry-point group, in name order."""
+    kinds = []
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        kind = point.load()
+        if not isinstance(kind, EncoderKind):
+            raise TypeError(f"entry point {point.name!r} of {ENTRY_POINT_GROUP!r} is not an EncoderKind")
+        kinds.append(kind)
+    return tuple(kinds)
+
+
+def encoder_kinds() -> list[EncoderKind]:
+    """Every encoder kind, in the order they are tried (see the module docstring)."""
+    return _REGISTERED[::-1] + _FIRST + list(_installed()) + _LAST
+
+
+def register_encoder(kind: EncoderKind) -> EncoderKind:
+    """Add ``kind`` ahead of every other kind (so a new prefix wins over the open_clip catch-all); it is then
+    used by :func:`load_adapter`, :func:`bindscope.evaluate`, the probes and every ``--model`` option of the
+    command line (in the same process). Re-registering a name replaces the earlier kind. Returns ``kind``."""
+    _REGISTERED[:] = [k for k in _REGISTERED if k.name != kind.name] + [kind]
+    return kind
+
+
+def encoder_kind(model: str) -> EncoderKind:
+    """The registry entry that loads ``model`` (the first whose ``matches`` accepts it)."""
+    return next(kind for kind in encoder_kinds() if kind.matches(model))
+
+
+def load_adapter(model: str, pretrained: str | None = None, device: str = "auto", precision: str = "fp32",
+                 batch_size: int = 64, pooling: str = "cls") -> EncoderAdapter:
+    """Load an encoder by name or checkpoint path (see the module docstring for the accepted forms).
+
+    Args:
+        model: open_clip model name, ``hf-hub:<org>/<repo>``, ``sentence-transformers/<name>``, or a path to a
+            checkpoint file or run folder written by ``madman train``.
+        pretrained: open_clip pretrained tag, ``"none"`` (random weights), a local checkpoint file, an
+            ``hf-hub:`` name, or None for the model's default tag. Ignored for the other kinds of model.
+        device: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``.
+        precision: ``fp32``, ``bf16`` or ``fp16``.
+        batch_size: inputs per forward pass (>= 1).
+        pooling: ``cls`` or ``mean``, for ``hf:`` text encoders only (:mod:`bindscope.encoders.hf_text`).
+
+    Returns:
+        An :class:`EncoderAdapter` giving (N, D) float32 L2-normalised embeddings.
+
+    Raises:
+        BadInput: unknown model (with the closest valid names), unknown tag, bad device/precision/batch size,
+            or weights that cannot be loaded.
+    """
+    if batch_size < 1:
+        raise BadInput(f"batch_size must be at least 1, got {batch_size}", param="batch_size")
+    check_precision(precision)
+    from bindscope.encoders.hf_text import check_pooling
+
+    check_pooling(pooling)
+    return encoder_kind(model).load(model, pretrained, device=device, precision=precision, batch_size=batch_size,
+                                    pooling=pooling)

@@ -1,0 +1,301 @@
+"""One HDF5 shard of a bindscope dataset: write (atomically) and read.
+
+Layout of a shard (format version 2), N samples and M objects in total::
+
+    attrs: format_version=2, split, first_index, count, run_id (the dataset's config_sha256),
+           object_attributes, object_extras (JSON lists: the column order), statistics (JSON)
+    images            (N, H, W, 3) uint8, gzip level 1, one chunk per image
+    masks             (N, H, W)    uint8, gzip level 1: 0 background, k = object k
+    captions          (N,) UTF-8 strings
+    specs             (N,) UTF-8 JSON strings (the plan of each sample)
+    object_offsets    (N+1,) int64: objects of sample i are rows object_offsets[i]:object_offsets[i+1]
+    objects/index, category, category_id, bbox (M, 4) int32, area, size_rank, salient, mention_position
+    objects/attributes/<name>  (M,) strings   objects/extras/<name>  (M,) float32
+    negative_offsets  (N+1,) int64, and negatives/kind, caption, attribute, objects ("1|2"), original, replacement
+    arrays/<name>     (N, *shape) per-sample numeric arrays (format version 2; absent in version 1 shards)
+
+The bytes of a shard depend only on its samples: no timestamps are stored, so identical samples give an
+identical file (and sha256).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+import h5py
+import numpy as np
+
+from bindscope.errors import DatasetError
+from bindscope.format.records import Negative, ObjectRecord, Sample
+from bindscope.io.atomic import atomic_path
+from bindscope.io.canonical import sha256_file
+
+FORMAT_VERSION = 2
+_STR = h5py.string_dtype("utf-8")
+_OBJECT_INT_COLUMNS = {"index": np.int16, "category_id": np.int32, "area": np.int32,
+                       "size_rank": np.int16, "mention_position": np.int16}
+_NEGATIVE_STR_COLUMNS = ("kind", "caption", "attribute", "objects", "original", "replacement")
+
+
+def _put(group: h5py.Group, name: str, data, dtype=None, **kwargs) -> None:
+    # Flushing at once fixes where HDF5 places the data: otherwise placement happens when the dataset object is
+    # garbage-collected, which a profiler holding stack frames (e.g. a Dask worker's) can delay, changing the bytes.
+    group.create_dataset(name, data=np.asarray(data, dtype=dtype), track_times=False, **kwargs).flush()
+
+
+def array_layout(sample: Sample) -> dict[str, dict]:
+    """``{name: {"shape": [...], "dtype": "float32"}}`` of a sample's per-sample arrays (the manifest's
+    ``sample_arrays``)."""
+    return {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in sorted(sample.arrays.items())}
+
+
+def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: list[Sample],
+                attribute_names: list[str], extra_names: list[str], statistics: dict | None = None,
+                run_id: str = "", before_rename: Callable[[], None] | None = None) -> dict:
+    """Write ``samples`` to the shard file ``path`` atomically (temp file, fsync, rename).
+
+    Args:
+        path: final file path (``.../shards/<split>-<NNNNN>.h5``); its folder must exist.
+        split: split name stored in the shard's attributes.
+        first_index: global index of ``samples[0]`` within the split.
+        samples: at least one sample; all images share one (H, W) size.
+        attribute_names: the object attribute columns (every object must have each key).
+        extra_names: the numeric per-object extra columns (missing values are stored as NaN).
+        statistics: the generator's additive counts for these samples, kept (as JSON) so a resumed run can
+            rebuild the manifest's statistics without regenerating the shard.
+        run_id: the dataset's ``config_sha256`` (generator, config and seed), kept so that ``bindscope verify``
+            can tell a shard of another run from one of this run.
+        before_rename: called when the temporary file is complete and fsynced, right before it is renamed
+            onto ``path`` (a worker checks there that its run is still alive).
+
+    Returns:
+        ``{"file": "shards/<name>", "first_index", "count", "num_objects", "sha256"}`` for the manifest.
+
+    Raises:
+        ValueError: if ``samples`` is empty, images differ in size, or the samples' ``arrays`` differ in
+            names, shapes or dtypes.
+    """
+    path = Path(path)
+    if not samples:
+        raise ValueError("a shard needs at least one sample")
+    height, width = samples[0].image.shape[:2]
+    if any(s.image.shape != (height, width, 3) or s.mask.shape != (height, width) for s in samples):
+        raise ValueError("all images and masks of a shard must share one (H, W) size")
+    layout = array_layout(samples[0])
+    if any(array_layout(s) != layout for s in samples):
+        raise ValueError("all samples of a shard must have the same arrays (names, shapes, dtypes)")
+    objects = [o for s in samples for o in s.objects]
+    negatives = [n for s in samples for n in s.negatives]
+    with atomic_path(path, before_rename) as tmp, h5py.File(tmp, "w", libver="v110", track_order=False) as f:
+        f.attrs["format_version"] = FORMAT_VERSION
+        f.attrs["split"] = split
+        f.attrs["first_index"] = first_index
+        f.attrs["count"] = len(samples)
+        f.attrs["statistics"] = json.dumps(statistics or {}, sort_keys=True)
+        f.attrs["run_id"] = run_id
+        f.attrs["object_attributes"] = json.dumps(list(attribute_names))
+        f.attrs["object_extras"] = json.dumps(list(extra_names))
+        _put(f, "images", np.stack([s.image for s in samples]), np.uint8,
+             chunks=(1, height, width, 3), compression="gzip", compression_opts=1)
+        _put(f, "masks", np.stack([s.mask for s in samples]), np.uint8,
+             chunks=(1, height, width), compression="gzip", compression_opts=1)
+        _put(f, "captions", [s.caption for s in samples], _STR)
+        _put(f, "specs", [json.dumps(s.spec, sort_keys=True) for s in samples], _STR)
+        _put(f, "object_offsets", np.cumsum([0] + [len(s.objects) for s in samples]), np.int64)
+        g = f.create_group("objects")
+        for name, dtype in _OBJECT_INT_COLUMNS.items():
+            _put(g, name, [getattr(o, name) for o in objects], dtype)
+        _put(g, "category", [o.category for o in objects], _STR)
+        _put(g, "bbox", np.array([o.bbox for o in objects], dtype=np.int32).reshape(-1, 4))
+        _put(g, "salient", [o.salient for o in objects], bool)
+        ga = g.create_group("attributes")
+        for name in attribute_names:
+            _put(ga, name, [o.attributes[name] for o in objects], _STR)
+        ge = g.create_group("extras")
+        for name in extra_names:
+            _put(ge, name, [o.extras.get(name, np.nan) for o in objects], np.float32)
+        _put(f, "negative_offsets", np.cumsum([0] + [len(s.negatives) for s in samples]), np.int64)
+        gn = f.create_group("negatives")
+        for name in _NEGATIVE_STR_COLUMNS:
+            values = ["|".join(map(str, n.objects)) if name == "objects" else getattr(n, name)
+                      for n in negatives]
+            _put(gn, name, values, _STR)
+        garr = f.create_group("arrays")
+        for name, info in layout.items():
+            _put(garr, name, np.stack([s.arrays[name] for s in samples]), info["dtype"],
+                 chunks=(1, *info["shape"]) if info["shape"] else None,
+                 compression="gzip" if info["shape"] else None, compression_opts=1 if info["shape"] else None)
+    return {"file": f"shards/{path.name}", "first_index": first_index, "count": len(samples),
+            "num_objects": len(objects), "sha256": sha256_file(path)}
+
+
+def _strings(dataset: h5py.Dataset) -> list[str]:
+    return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in dataset[()]]
+
+
+class ShardReader:
+    """Read one shard. Tables are loaded and checked on open; images and masks are read per sample on demand.
+
+    On open every dataset the layout above names is checked for presence, shape and dtype against the shard's
+    own ``count`` and its offset tables (``object_offsets`` and ``negative_offsets`` start at 0, never
+    decrease and end at the table length), so a reader never indexes past a table or returns a wrongly typed
+    array. Images and masks must be (N, H, W, 3) and (N, H, W) uint8.
+
+    Raises:
+        DatasetError: the file is not a readable HDF5 file, or a dataset is missing, unreadable (e.g. a
+            corrupt chunk), or of the wrong shape or dtype; the message names the file and the dataset
+            (e.g. ``.../train-00000.h5: objects/area: ...``). Reading an image or mask later raises it too.
+    """
+
+    def __init__(self, path: str | os.PathLike, attribute_names: list[str], extra_names: list[str]):
+        self.path = Path(path)
+        try:
+            self._file = h5py.File(self.path, "r")
+        except (OSError, ValueError) as exc:
+            raise DatasetError(f"{self.path}: not a readable HDF5 shard ({_reason(exc)})") from None
+        try:
+            self._load(attribute_names, extra_names)
+        except BaseException:
+            self._file.close()
+            raise
+
+    def _fail(self, name: str, problem: str) -> DatasetError:
+        return DatasetError(f"{self.path}: {name}: {problem}")
+
+    def _dataset(self, name: str, dtype_kind: str, shape: tuple) -> h5py.Dataset:
+        """The dataset ``name`` after checking its dtype kind (numpy ``kind`` letters, ``"S"`` = strings) and
+        shape (``None`` entries match any length)."""
+        try:
+            dataset = self._file[name]
+        except (KeyError, OSError, ValueError):
+            raise self._fail(name, "missing") from None
+        if not isinstance(dataset, h5py.Dataset):
+            raise self._fail(name, "is a group, not a dataset")
+        kind = "S" if h5py.check_string_dtype(dataset.dtype) is not None else dataset.dtype.kind
+        if kind not in dtype_kind:
+            raise self._fail(name, f"has dtype {dataset.dtype}, expected {_KIND_NAMES[dtype_kind]}")
+        if len(dataset.shape) != len(shape) or any(e is not None and e != g for e, g in zip(shape, dataset.shape)):
+            expected = "(" + ", ".join("any" if e is None else str(e) for e in shape) + ")"
+            raise self._fail(name, f"has shape {dataset.shape}, expected {expected}")
+        return dataset
+
+    def _read(self, name: str, dtype_kind: str, shape: tuple):
+        dataset = self._dataset(name, dtype_kind, shape)
+        try:
+            return _strings(dataset) if dtype_kind == "S" else dataset[()]
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise self._fail(name, f"cannot be read ({_reason(exc)})") from None
+
+    def _offsets(self, name: str, count: int, rows_name: str) -> tuple[np.ndarray, int]:
+        offsets = self._read(name, "iu", (count + 1,)).astype(np.int64)
+        if offsets[0] != 0 or np.any(np.diff(offsets) < 0):
+            raise self._fail(name, "must start at 0 and never decrease")
+        return offsets, int(offsets[-1])
+
+    def _load(self, attribute_names: list[str], extra_names: list[str]) -> None:
+        f = self._file
+        try:
+            self.count = int(f.attrs["count"])
+            self.first_index = int(f.attrs["first_index"])
+            self.attrs = {key: (value.decode() if isinstance(value, bytes) else value)
+                          for key, value in f.attrs.items()}
+        except (KeyError, OSError, ValueError, TypeError) as exc:
+            raise self._fail("attributes", f"count/first_index missing or not integers ({_reason(exc)})") from None
+        if self.count < 1 or self.first_index < 0:
+            raise self._fail("attributes", f"count {self.count} / first_index {self.first_index} out of range")
+        n = self.count
+        self.images = self._dataset("images", "u", (n, None, None, 3))
+        height, width = self.images.shape[1:3]
+        self.masks = self._dataset("masks", "u", (n, height, width))
+        if self.images.dtype != np.uint8 or self.masks.dtype != np.uint8:
+            raise self._fail("images" if self.images.dtype != np.uint8 else "masks", "must be uint8")
+        self.captions = self._read("captions", "S", (n,))
+        self._specs = self._read("specs", "S", (n,))
+        for local, text in enumerate(self._specs):  # checked when opened, so no reader starts work on a bad shard
+            self._spec(local, text)
+        self.object_offsets, m = self._offsets("object_offsets", n, "objects")
+        self._objects = {name: self._read(f"objects/{name}", "iu", (m,)) for name in _OBJECT_INT_COLUMNS}
+        self._objects["bbox"] = self._read("objects/bbox", "iu", (m, 4))
+        self._objects["salient"] = self._read("objects/salient", "b", (m,))
+        self._objects["category"] = self._read("objects/category", "S", (m,))
+        self._attributes = {name: self._read(f"objects/attributes/{name}", "S", (m,)) for name in attribute_names}
+        self._extras = {name: self._read(f"objects/extras/{name}", "f", (m,)) for name in extra_names}
+        self.negative_offsets, k = self._offsets("negative_offsets", n, "negatives")
+        self._negatives = {name: self._read(f"negatives/{name}", "S", (k,)) for name in _NEGATIVE_STR_COLUMNS}
+        self.num_objects, self.num_negatives = m, k
+        arrays = f.get("arrays")  # format version 2 (version 1 shards have none)
+        if arrays is not None and not isinstance(arrays, h5py.Group):
+            raise self._fail("arrays", "is a dataset, not a group")
+        self.arrays = {
+            name: self._dataset(f"arrays/{name}", "fiu", (n, *[None] * (getattr(arrays[name], "ndim", 1) - 1)))
+            for name in (arrays if arrays is not None else [])}
+
+    def image(self, local: int) -> np.ndarray:
+        """The ``local``-th image, (H, W, 3) uint8. Raises DatasetError naming the file for an unreadable chunk."""
+        return self._chunk(self.images, "images", local)
+
+    def mask(self, local: int) -> np.ndarray:
+        """The ``local``-th instance mask, (H, W) uint8. Raises DatasetError for an unreadable chunk."""
+        return self._chunk(self.masks, "masks", local)
+
+    def all_images(self) -> np.ndarray:
+        """Every image of the shard, (N, H, W, 3) uint8. Raises DatasetError for an unreadable chunk."""
+        return self._chunk(self.images, "images", slice(None))
+
+    def _chunk(self, dataset: h5py.Dataset, name: str, index):
+        try:
+            return dataset[index]
+        except (OSError, ValueError) as exc:
+            where = "" if isinstance(index, slice) else f"sample {index}: "
+            raise self._fail(name, f"{where}cannot be read ({_reason(exc)})") from None
+
+    def close(self) -> None:
+        self._file.close()
+
+    def objects(self, local: int) -> list[ObjectRecord]:
+        """The objects of the shard's ``local``-th sample."""
+        c = self._objects
+        rows = range(self.object_offsets[local], self.object_offsets[local + 1])
+        return [ObjectRecord(
+            index=int(c["index"][r]), category=c["category"][r], category_id=int(c["category_id"][r]),
+            attributes={n: v[r] for n, v in self._attributes.items()},
+            bbox=tuple(int(v) for v in c["bbox"][r]), area=int(c["area"][r]),
+            size_rank=int(c["size_rank"][r]), salient=bool(c["salient"][r]),
+            mention_position=int(c["mention_position"][r]),
+            extras={n: float(v[r]) for n, v in self._extras.items()}) for r in rows]
+
+    def negatives(self, local: int) -> list[Negative]:
+        """The negatives of the shard's ``local``-th sample."""
+        c = self._negatives
+        rows = range(self.negative_offsets[local], self.negative_offsets[local + 1])
+        return [Negative(kind=c["kind"][r], caption=c["caption"][r], attribute=c["attribute"][r],
+                         objects=tuple(int(x) for x in c["objects"][r].split("|") if x),
+                         original=c["original"][r], replacement=c["replacement"][r]) for r in rows]
+
+    def _spec(self, local: int, text: str) -> dict:
+        """Sample ``local``'s plan parsed from its JSON text; DatasetError naming the file if it is not JSON."""
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise self._fail("specs", f"sample {local} is not JSON ({exc})") from None
+
+    def sample(self, local: int) -> Sample:
+        """The shard's ``local``-th sample (0 <= local < count)."""
+        spec = self._spec(local, self._specs[local])
+        return Sample(index=self.first_index + local, image=self.image(local), mask=self.mask(local),
+                      caption=self.captions[local], objects=self.objects(local),
+                      negatives=self.negatives(local), spec=spec,
+                      arrays={name: self._chunk(data, f"arrays/{name}", local)
+                              for name, data in self.arrays.items()})
+
+
+_KIND_NAMES = {"u": "unsigned integers", "iu": "integers", "b": "booleans", "f": "floats", "S": "UTF-8 strings",
+               "fiu": "numbers"}
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as one short line (h5py messages can span lines)."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]

@@ -1,0 +1,1 @@
+"""Files on disk: atomic writes, canonical JSON and hashing, output ownership and locks, worker lifetime, the cache folder."""

@@ -1,0 +1,1 @@
+"""Checking and sharing finished datasets: verify, the Hub release, preview grids."""
