@@ -51,7 +51,7 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @click.option("--out", default=None, help="result JSON (default DATA/eval/probe-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def probe_command(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, task, modality, split,
+def bindscope_probe(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, task, modality, split,
                   attributes, fractions, min_objects, steps, lr, weight_decay, seed, out, overwrite, quiet):
     """Linear probes on frozen embeddings of dataset DATA: one probe per target object and attribute.
 
@@ -108,11 +108,11 @@ def _conjunctive_table(target: dict, split: str, metrics: dict) -> None:
 
 
 @click.group("labclip")
-def labclip_group():
+def bindscope_labclip():
     """LABCLIP: a linear map on text embeddings that restores cross-modal binding (Koishigarina et al.)."""
 
 
-@labclip_group.command("fit")
+@bindscope_labclip.command("fit")
 @click.argument("data", type=click.Path(file_okay=False))
 @_model_options
 @click.option("--out", required=True, help="where to write the map (e.g. labclip.pt)")
@@ -126,7 +126,7 @@ def labclip_group():
 @click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=1e-3, show_default=True,
               help="Adam learning rate")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-def labclip_fit(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out, overwrite, split,
+def bindscope_labclip_fit(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out, overwrite, split,
                 holdout, epochs, fit_batch_size, lr, seed):
     """Fit the D x D LABCLIP map on dataset DATA and write it to --out.
 
@@ -169,7 +169,7 @@ def _report_rows(metrics: dict) -> list[str]:
     return lines
 
 
-@labclip_group.command("eval")
+@bindscope_labclip.command("eval")
 @click.argument("data", type=click.Path(file_okay=False))
 @_model_options
 @click.option("--labclip", "labclip_path", required=True, type=click.Path(dir_okay=False),
@@ -179,7 +179,7 @@ def _report_rows(metrics: dict) -> list[str]:
 @click.option("--out", default=None, help="result JSON (default DATA/eval/labclip-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def labclip_eval(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, labclip_path, split,
+def bindscope_labclip_eval(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, labclip_path, split,
                  out, overwrite, quiet):
     """Binding, recognition and the modality gap of DATA before and after a LABCLIP map.
 
@@ -205,13 +205,13 @@ def labclip_eval(data, model, pretrained, device, precision, batch_size, cache_d
     click.echo(f"wrote {out_path}")
 
 
-@labclip_group.command("apply")
+@bindscope_labclip.command("apply")
 @click.argument("embeddings", type=click.Path(dir_okay=False))
 @click.option("--labclip", "labclip_path", required=True, type=click.Path(dir_okay=False),
               help="map written by `bindscope labclip fit`")
 @click.option("--out", required=True, help="where to write the mapped embeddings (.npy)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
-def labclip_apply(embeddings, labclip_path, out, overwrite):
+def bindscope_labclip_apply(embeddings, labclip_path, out, overwrite):
     """Apply a LABCLIP map to stored text EMBEDDINGS (.npy, (N, D)) without re-encoding; writes (N, D) float32."""
     from bindscope.alignment.api import labclip_apply
 
@@ -220,7 +220,3 @@ def labclip_apply(embeddings, labclip_path, out, overwrite):
     click.echo(f"mapped {mapped.shape[0]} embeddings of dimension {mapped.shape[1]}; wrote {out_path}")
 
 
-def register(group: click.Group) -> None:
-    """Add ``probe`` and ``labclip fit|eval|apply`` to the ``bindscope`` group."""
-    group.add_command(probe_command)
-    group.add_command(labclip_group)

@@ -8,78 +8,75 @@ from bindscope.cli.options import build_options, report_build
 from bindscope.generators.comco.api import MAX_JOBS, MAX_THREADS
 
 
-def register(group: click.Group) -> None:
-    """Add ``render`` and ``preview`` to the ``comco`` group."""
+@click.command("render")
+@click.option("--out", "out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
+@click.option("-n", "n", type=int, default=None, help="Number of multi-object scenes [config n: 1000].")
+@click.option("--objects", default=None,
+              help="Objects per scene: a count (3) or a range (2-5), counts 1..5, spread evenly [2-5].")
+@click.option("--set", "set", default=None,
+              help="Object set: comco72, simco18, or an asset folder from `comco assets import` [comco72].")
+@click.option("--size-mode", type=click.Choice(["one-large", "equal", "random"]), default=None,
+              help="one-large: one object at scale.large, the rest at scale.small; equal; random [one-large].")
+@click.option("--resolution", type=int, default=None, help="Image side in pixels (square) [224].")
+@click.option("--samples", type=int, default=None, help="Cycles samples per pixel of the RGB render [16].")
+@click.option("--references/--no-references", default=None,
+              help="Also render the single-object reference split (one image per category) [on].")
+@click.option("--attributes", default=None,
+              help="Per-object attributes sampled and written into captions: any of colour, material, size "
+                   "(comma-separated), e.g. colour,material [none].")
+@click.option("--task", type=click.Choice(["scenes", "conjunctive-search"]), default=None,
+              help="scenes, or conjunctive-search: the target conjunction (config conjunctive_search.target) "
+                   "present or absent among distractors sharing one attribute with it [scenes].")
+@click.option("--depth/--no-depth", default=None, help="Also store a float16 depth map per sample [off].")
+@click.option("--seed", type=int, default=0, show_default=True, help="Dataset seed.")
+@click.option("--jobs", type=int, default=1, show_default=True,
+              help=f"Worker processes (1..{MAX_JOBS}), each with one persistent Blender session.")
+@click.option("--threads", type=int, default=None,
+              help=f"Cycles threads per worker, 1..{MAX_THREADS} [CPU count // jobs, at least 1]. Not part of the "
+                   "config.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+              help="Cycles device: GPU where Blender finds one (auto), or force cpu / gpu.")
+@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="YAML config (schema bindscope/schemas/comco_config.json); flags override it.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@build_options
+def comco_render(out, n, objects, set, size_mode, resolution, samples, references, attributes, task, depth,
+           seed, jobs, threads, device, config, overwrite, quiet, **build):
+    """Render ComCO / SimCO scenes with exact per-object instance masks into a dataset folder OUT.
 
-    @group.command("render")
-    @click.option("--out", "out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
-    @click.option("-n", "n", type=int, default=None, help="Number of multi-object scenes [config n: 1000].")
-    @click.option("--objects", default=None,
-                  help="Objects per scene: a count (3) or a range (2-5), counts 1..5, spread evenly [2-5].")
-    @click.option("--set", "set", default=None,
-                  help="Object set: comco72, simco18, or an asset folder from `comco assets import` [comco72].")
-    @click.option("--size-mode", type=click.Choice(["one-large", "equal", "random"]), default=None,
-                  help="one-large: one object at scale.large, the rest at scale.small; equal; random [one-large].")
-    @click.option("--resolution", type=int, default=None, help="Image side in pixels (square) [224].")
-    @click.option("--samples", type=int, default=None, help="Cycles samples per pixel of the RGB render [16].")
-    @click.option("--references/--no-references", default=None,
-                  help="Also render the single-object reference split (one image per category) [on].")
-    @click.option("--attributes", default=None,
-                  help="Per-object attributes sampled and written into captions: any of colour, material, size "
-                       "(comma-separated), e.g. colour,material [none].")
-    @click.option("--task", type=click.Choice(["scenes", "conjunctive-search"]), default=None,
-                  help="scenes, or conjunctive-search: the target conjunction (config conjunctive_search.target) "
-                       "present or absent among distractors sharing one attribute with it [scenes].")
-    @click.option("--depth/--no-depth", default=None, help="Also store a float16 depth map per sample [off].")
-    @click.option("--seed", type=int, default=0, show_default=True, help="Dataset seed.")
-    @click.option("--jobs", type=int, default=1, show_default=True,
-                  help=f"Worker processes (1..{MAX_JOBS}), each with one persistent Blender session.")
-    @click.option("--threads", type=int, default=None,
-                  help=f"Cycles threads per worker, 1..{MAX_THREADS} [CPU count // jobs, at least 1]. Not part of the "
-                       "config.")
-    @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
-                  help="Cycles device: GPU where Blender finds one (auto), or force cpu / gpu.")
-    @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=str), default=None,
-                  help="YAML config (schema bindscope/schemas/comco_config.json); flags override it.")
-    @click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
-    @click.option("--quiet", is_flag=True, help="No progress bar.")
-    @build_options
-    def render(out, n, objects, set, size_mode, resolution, samples, references, attributes, task, depth,
-               seed, jobs, threads, device, config, overwrite, quiet, **build):
-        """Render ComCO / SimCO scenes with exact per-object instance masks into a dataset folder OUT.
+    Headless Blender (bpy, Cycles). Splits: `scenes` (multi-object images, captions = names joined with
+    " and " in a seeded random order) and `references` (one image per category, for IOR). Planning is
+    validated before anything is written; an interrupted run resumes when repeated. Example:
 
-        Headless Blender (bpy, Cycles). Splits: `scenes` (multi-object images, captions = names joined with
-        " and " in a seeded random order) and `references` (one image per category, for IOR). Planning is
-        validated before anything is written; an interrupted run resumes when repeated. Example:
+        comco render --objects 2-5 -n 1000 --out data/comco
+    """
+    from bindscope.generators.comco.api import render
 
-            comco render --objects 2-5 -n 1000 --out data/comco
-        """
-        from bindscope.generators.comco.api import render
+    result = render(out, config, seed=seed, jobs=jobs, threads=threads, device=device,
+                    overwrite=overwrite, progress=not quiet, **build, set=set, objects=objects,
+                    size_mode=size_mode, resolution=resolution, samples=samples, n=n, references=references,
+                    attributes=attributes, task=task, depth=depth)
+    if result.already_complete:
+        click.echo(f"{out}: already complete (same config and seed); nothing to do")
+        return
+    if result.part_record is not None:  # --num-parts K: no manifest until `bindscope merge`
+        report_build(result.part_record, out)
+        return
+    splits = ", ".join(f"{k}: {v['num_samples']}" for k, v in result.manifest["splits"].items())
+    click.echo(f"{out}: {splits} (bindscope verify {out} checks it)")
 
-        result = render(out, config, seed=seed, jobs=jobs, threads=threads, device=device,
-                        overwrite=overwrite, progress=not quiet, **build, set=set, objects=objects,
-                        size_mode=size_mode, resolution=resolution, samples=samples, n=n, references=references,
-                        attributes=attributes, task=task, depth=depth)
-        if result.already_complete:
-            click.echo(f"{out}: already complete (same config and seed); nothing to do")
-            return
-        if result.part_record is not None:  # --num-parts K: no manifest until `bindscope merge`
-            report_build(result.part_record, out)
-            return
-        splits = ", ".join(f"{k}: {v['num_samples']}" for k, v in result.manifest["splits"].items())
-        click.echo(f"{out}: {splits} (bindscope verify {out} checks it)")
+@click.command("preview")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=str))
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="Output image (PNG).")
+@click.option("--split", default="scenes", show_default=True, help="Split to show.")
+@click.option("-n", "count", type=int, default=12, show_default=True, help="Number of samples (from the first).")
+@click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+def comco_preview(directory, out, split, count, cols, overwrite):
+    """Save a grid of DIRECTORY's images with mask outlines, object names and mention order."""
+    from bindscope.generators.comco.preview import preview_grid
 
-    @group.command("preview")
-    @click.argument("directory", type=click.Path(file_okay=False, path_type=str))
-    @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=str),
-                  help="Output image (PNG).")
-    @click.option("--split", default="scenes", show_default=True, help="Split to show.")
-    @click.option("-n", "count", type=int, default=12, show_default=True, help="Number of samples (from the first).")
-    @click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
-    @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
-    def preview(directory, out, split, count, cols, overwrite):
-        """Save a grid of DIRECTORY's images with mask outlines, object names and mention order."""
-        from bindscope.generators.comco.preview import preview_grid
-
-        path = preview_grid(directory, out, split=split, count=count, cols=cols, overwrite=overwrite)
-        click.echo(f"wrote {path}")
+    path = preview_grid(directory, out, split=split, count=count, cols=cols, overwrite=overwrite)
+    click.echo(f"wrote {path}")

