@@ -69,7 +69,7 @@ def generate(out: Path, preset: str, splits: dict, seed: int, jobs: int, work: P
     config.write_text(json.dumps({"splits": splits, "shard_size": 2000}))  # JSON is YAML
     start = time.perf_counter()
     subprocess.run([madman_command(), "generate", "--out", str(out), "--preset", preset, "--config", str(config),
-                    "--seed", str(seed), "--jobs", str(jobs), "--no-progress", "--resume"], check=True)
+                    "--seed", str(seed), "--jobs", str(jobs), "--quiet"], check=True)
     return time.perf_counter() - start
 
 

@@ -78,11 +78,11 @@ def test_missing_mnist_root_exits_2(tmp_path):
     assert not out.exists()
 
 
-def test_non_empty_output_needs_resume_or_overwrite(tmp_path, mnist_root):
+def test_non_empty_foreign_output_is_refused_without_overwrite(tmp_path, mnist_root):
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    for extra in ([], ["--resume"], ["--overwrite"]):
+    for extra in ([], ["--overwrite"]):
         result = run("generate", "--out", out, "-n", 4, "--mnist-root", mnist_root, *extra)
         assert result.exit_code == 2 and str(out) in result.output, result.output
         assert tree(out) == {"notes.txt": b"mine"}
@@ -152,8 +152,7 @@ def test_same_bytes_for_any_jobs_and_after_resume(tmp_path, mnist_root):
     result = run("generate", "--out", c, "--config", cfg, *common)
     assert result.exit_code == 0, result.output
     assert tree(c) == tree(a)
-    # finished: a repeat (with or without --resume) says it is complete and changes nothing
-    assert run("generate", "--out", c, "--config", cfg, "--resume", *common).exit_code == 0
+    # finished: a repeat says it is complete and changes nothing
     result = run("generate", "--out", c, "--config", cfg, *common)
     assert result.exit_code == 0 and "already complete" in result.output
     assert tree(c) == tree(a)

