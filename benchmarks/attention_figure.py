@@ -61,7 +61,7 @@ def main() -> None:
 
     data = work / "ideal"
     run([str(bin_dir / "madman"), "generate", "--preset", "ideal", "--out", str(data), "-n", "2000",
-         "--no-progress"])
+         "--quiet"])
     runs = work / "run"
     seconds = run([str(bin_dir / "madman"), "train", str(data), "--out", str(runs), "--steps", str(args.steps),
                    "--eval-every", str(args.eval_every), "--keep-checkpoints", "--batch-size", "64",

@@ -76,7 +76,7 @@ def main() -> None:
         config.write_text(f"splits:\n  train: {args.num_train}\n  test: {args.num_test}\n  ood: 0\n")
         timings["generate_s"] = run([str(bin_dir / "madman"), "generate", "--preset", args.preset, "--config",
                                      str(config), "--out", str(data), "--seed", str(args.seed), "--jobs", "2",
-                                     "--no-progress"], args.threads)
+                                     "--quiet"], args.threads)
     model = Path(args.model) if args.model else work / "run" / "model.pt"
     if not args.model and not model.exists():
         timings["train_s"] = run([str(bin_dir / "madman"), "train", str(data), "--out", str(model.parent),

@@ -70,3 +70,19 @@ def name_list(param: str, value) -> list[str] | None:
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
         raise BadInput(f"{param} {value!r} is not allowed; give a name or a list of names", param=param)
     return list(names)
+
+
+DEVICE_GRAMMAR = "auto | cpu | cuda | cuda:N"
+"""The one ``--device`` grammar of every command (encoders, training and the Cycles renderer)."""
+
+
+def check_device(device) -> str:
+    """``device`` if it is ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (N a GPU index >= 0).
+
+    Raises:
+        BadInput: anything else (the message names the value and the grammar).
+    """
+    if isinstance(device, str) and (device in ("auto", "cpu", "cuda") or
+                                    (device.startswith("cuda:") and device[5:].isdigit())):
+        return device
+    raise BadInput(f"device {device!r} is not allowed; use {DEVICE_GRAMMAR}", param="device")

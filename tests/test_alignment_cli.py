@@ -25,7 +25,7 @@ def tiny(tmp_path_factory):
     config.write_text("splits:\n  train: 48\n  test: 160\n  ood: 0\n")
     data = root / "madman"
     r = CliRunner().invoke(madman, ["generate", "--preset", "realistic", "--config", str(config), "--out", str(data),
-                                    "--no-progress"])
+                                    "--quiet"])
     assert r.exit_code == 0, r.output
     run = root / "run"
     r = CliRunner().invoke(madman, ["train", str(data), "--out", str(run), *TINY_MODEL])

@@ -75,7 +75,8 @@ def test_madman_format_single_caption(tmp_path):
 
 def test_cli_writes_json_and_plot(tmp_path, coco_dataset):
     out = tmp_path / "bias.json"
-    result = CliRunner().invoke(bindscope, ["caption-bias", str(coco_dataset), "--out", str(out), "--plot"])
+    result = CliRunner().invoke(bindscope, ["caption-bias", str(coco_dataset), "--out", str(out), "--plot",
+                                            str(tmp_path / "bias.png")])
     assert result.exit_code == 0, result.output
     assert "42.9% of captions" in result.output
     data = json.loads(out.read_text())

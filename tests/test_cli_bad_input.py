@@ -66,12 +66,12 @@ def work(tmp_path) -> Path:
     ("--holdout-fraction", "ood.holdout_fraction", "nan", "0..0.5"),
 ])
 def test_madman_generate_non_finite_flag(work, flag, key, value, allowed):
-    _bad(madman, ["generate", "-n", 4, flag, value, "--out", "out", "--no-progress"], work, key, value, allowed)
+    _bad(madman, ["generate", "-n", 4, flag, value, "--out", "out", "--quiet"], work, key, value, allowed)
 
 
 def test_madman_generate_non_finite_in_yaml(work):
     (work / "c.yaml").write_text("saliency_bias: .nan\n")
-    _bad(madman, ["generate", "-n", 4, "--config", "c.yaml", "--out", "out", "--no-progress"], work,
+    _bad(madman, ["generate", "-n", 4, "--config", "c.yaml", "--out", "out", "--quiet"], work,
          "saliency_bias", "nan", "0..1")
 
 
@@ -83,7 +83,7 @@ def test_comco_render_non_finite_in_yaml(work):
 # --- malformed YAML: PyYAML's multi-line message became several lines ---
 
 @pytest.mark.parametrize("group, args", [
-    (madman, ["generate", "-n", 4, "--out", "out", "--no-progress"]),
+    (madman, ["generate", "-n", 4, "--out", "out", "--quiet"]),
     (comco, ["render", "-n", 2, "--out", "out"]),
 ])
 def test_malformed_yaml_is_one_line(work, group, args):
@@ -94,12 +94,12 @@ def test_malformed_yaml_is_one_line(work, group, args):
 # --- absurd sizes: a huge -n planned for minutes; --jobs 100000 spawned processes until killed ---
 
 def test_madman_generate_huge_num_images(work):
-    _bad(madman, ["generate", "-n", 99999999999, "--out", "out", "--no-progress"], work,
+    _bad(madman, ["generate", "-n", 99999999999, "--out", "out", "--quiet"], work,
          "99999999999", "1..10,000,000")
 
 
 @pytest.mark.parametrize("group, args", [
-    (madman, ["generate", "-n", 4, "--out", "out", "--no-progress"]),
+    (madman, ["generate", "-n", 4, "--out", "out", "--quiet"]),
     (comco, ["render", "-n", 2, "--out", "out"]),
 ])
 def test_huge_jobs(work, group, args):
@@ -163,7 +163,7 @@ def test_madman_preview_file_as_directory(work):
 # --- `comco eval --plot file/p.png` wrote the result JSON before failing ---
 
 @pytest.mark.parametrize("group, args, flag", [
-    (madman, ["generate", "-n", 4, "--out", "f.txt/out", "--no-progress"], "--out"),
+    (madman, ["generate", "-n", 4, "--out", "f.txt/out", "--quiet"], "--out"),
     (comco, ["render", "-n", 2, "--set", "simco18", "--out", "f.txt/out"], "--out"),
     (comco, ["eval", "-n", 4, "--model", MINILM, "--out", "f.txt/r.json"], "--out"),
     (comco, ["eval", "-n", 4, "--model", MINILM, "--out", "r.json", "--plot", "f.txt/p.png"], "--plot"),

@@ -119,7 +119,7 @@ def test_reference_errors(tmp_path, coco_dataset):
     base = ["eval", str(coco_dataset), "--model", "ViT-B-32", "--pretrained", "none"]
     runner = CliRunner()
     result = runner.invoke(comco, base + ["--tasks", "ior"])
-    assert result.exit_code == 2 and "--references DIR" in result.output
-    result = runner.invoke(comco, base + ["--tasks", "ior", "--references", str(refs), "--category-map", str(bad_map)])
+    assert result.exit_code == 2 and "--reference-images DIR" in result.output
+    result = runner.invoke(comco, base + ["--tasks", "ior", "--reference-images", str(refs), "--category-map", str(bad_map)])
     assert result.exit_code == 2 and result.output.count("Error:") == 1 and "'sofa'" in result.output
     assert not (coco_dataset / "eval").exists()

@@ -1,5 +1,5 @@
 """Library messages name the Python parameter (``licence 'x' ...``, ``pass overwrite=True``); the command line
-shows the same message with the command's flag (``--license 'x' ...``, ``pass --overwrite``), one ``Error:`` line,
+shows the same message with the command's flag (``--licence 'x' ...``, ``pass --overwrite``), one ``Error:`` line,
 exit status 2, nothing written. One or more cases per area: release and Hub, scale-out backends, merge, preview,
 MNIST source, COCO import, ComCO render and assets, evaluation (models, devices, references), training, sweep,
 alignment."""
@@ -72,14 +72,14 @@ TRAIN = ["--steps", "1", "--embed-dim", "8", "--quiet"]
 CASES = [
     ("release licence", lambda p: release.make_release(p / "madman", p / "rel", licence="CC BY"),
      r"licence 'CC BY' is not a Hub licence id", "licence",
-     bindscope_cli, ["release", "madman", "--out", "rel", "--license", "CC BY"],
-     r"--license 'CC BY' is not a Hub licence id"),
+     bindscope_cli, ["release", "madman", "--out", "rel", "--licence", "CC BY"],
+     r"--licence 'CC BY' is not a Hub licence id"),
     ("hub repo id", lambda p: hub.connect("a b"),
      r"repo_id 'a b' is not a Hub repository id", "repo_id",
      bindscope_cli, ["release", "--out", "rel", "--push", "a b"], r"--push 'a b' is not a Hub repository id"),
     ("backend", lambda p: backends.check_backend("local", "tcp://x:1", 1),
      r"scheduler 'tcp://x:1' needs backend='dask' \(got backend='local'\)", "scheduler",
-     madman, ["generate", "-n", "4", "--out", "out", "--scheduler", "tcp://x:1", "--no-progress"],
+     madman, ["generate", "-n", "4", "--out", "out", "--scheduler", "tcp://x:1", "--quiet"],
      r"--scheduler 'tcp://x:1' needs --backend 'dask' \(got --backend 'local'\)"),
     ("merge out", lambda p: merge.merge_parts([p / "a", p / "b"]),
      r"out is needed to merge several part folders", "out",
@@ -89,7 +89,7 @@ CASES = [
      madman, ["preview", "madman", "--out", "p.png", "-n", "0"], r"--num must be at least 1, got 0"),
     ("mnist root", lambda p: bindscope.madman.generate(p / "out", mnist_root=p / "none"),
      r"mnist_root '.*none': no such folder \(pass mnist_download=True to fetch", "mnist_root",
-     madman, ["generate", "-n", "4", "--out", "out", "--mnist-root", "none", "--no-progress"],
+     madman, ["generate", "-n", "4", "--out", "out", "--mnist-root", "none", "--quiet"],
      r"--mnist-root '.*none': no such folder \(pass --mnist-download to fetch"),
     ("coco image size", lambda p: coco.import_coco(
         p / "src" / "images", p / "src" / "instances.json", p / "src" / "captions.json", p / "out", image_size=10),
@@ -121,8 +121,8 @@ CASES = [
     ("references", lambda p: bindscope.evaluate(p / "coco", "ViT-B-32", pretrained="none", tasks="ior",
                                                 references=p / "nope", out=False),
      r"references '.*nope' is not a folder", "references",
-     comco, ["eval", "coco", "--model", "ViT-B-32", "--pretrained", "none", "--tasks", "ior", "--references",
-             "nope", "--out", "r.json"], r"--references 'nope' is not a folder"),
+     comco, ["eval", "coco", "--model", "ViT-B-32", "--pretrained", "none", "--tasks", "ior", "--reference-images",
+             "nope", "--out", "r.json"], r"--reference-images 'nope' is not a folder"),
     ("train warmup", lambda p: bindscope.train(p / "madman", p / "run", warmup_steps=-5, steps=1),
      r"warmup_steps must be an integer >= 0, got -5", "warmup_steps",
      madman, ["train", "madman", "--out", "run", "--warmup", "-5", *TRAIN], r"--warmup must be an integer >= 0"),
@@ -280,7 +280,7 @@ CLI_CASES = [
      r"--eval-split 'trian': data 'madman' has no such split; it has: ood, test, train"),
     ("preview existing png", madman, ["preview", "madman", "--out", "old.png"],
      r"--out 'old.png' already exists; pass --overwrite to replace it, or choose another file"),
-    ("generate empty splits", madman, ["generate", "--out", "out", "--no-progress", "--config", "zero.yaml"],
+    ("generate empty splits", madman, ["generate", "--out", "out", "--quiet", "--config", "zero.yaml"],
      r"splits \{'train': 0, 'test': 0, 'ood': 0\}: every split is empty; give at least one of train, test, ood a "
      r"size >= 1"),
 ]

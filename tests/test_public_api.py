@@ -28,7 +28,7 @@ def _cli(group, *args):
 def test_madman_generate_writes_the_bytes_of_the_command(tmp_path):
     root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=8, test_per_class=4)
     _cli(madman, "generate", "--out", tmp_path / "cli", "--mnist-root", root, "-n", "12", "--seed", "3",
-         "--attribute-density", "2", "--holdout", "7:colour=red", "--no-progress")
+         "--attribute-density", "2", "--holdout", "7:colour=red", "--quiet")
     result = bindscope.madman.generate(tmp_path / "api", mnist_root=root, seed=3, attribute_density=2.0,
                                        splits={"train": 12, "test": 12, "ood": 12},
                                        ood={"holdout": ["7:colour=red"]}, progress=False)
@@ -86,7 +86,7 @@ def test_library_messages_name_parameters_and_the_command_line_shows_flags(tmp_p
         bindscope.madman.generate(tmp_path / "d", mnist_root=root, seed=2, splits=small, progress=False)
     assert caught.value.param == "out"
     result = CliRunner().invoke(madman, ["generate", "--out", str(tmp_path / "d"), "--mnist-root", str(root),
-                                         "-n", "4", "--seed", "2", "--no-progress"])
+                                         "-n", "4", "--seed", "2", "--quiet"])
     assert result.exit_code == 2
     assert result.output.startswith(f"Error: --out {str((tmp_path / 'd').resolve())!r} is not empty")
     assert "pass --overwrite to replace it" in result.output and "overwrite=True" not in result.output

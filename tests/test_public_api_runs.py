@@ -122,8 +122,9 @@ def test_comco_eval_writes_the_bytes_of_the_command(trained, tmp_path):
     assert cli == api and set(cli) == {"t.csv", "t.png"} and len(made["rows"]) == 2
     bias = tmp_path / "bias" / "b.json"
     bias.parent.mkdir()
-    cli, api, run = _then_api(bias.parent, lambda: _cli(bindscope_cli, "caption-bias", coco, "--out", bias, "--plot"),
-                              lambda: bindscope.caption_bias(coco, out=bias, plot=True))
+    cli, api, run = _then_api(bias.parent, lambda: _cli(bindscope_cli, "caption-bias", coco, "--out", bias, "--plot",
+                                                                   bias.with_suffix(".png")),
+                              lambda: bindscope.caption_bias(coco, out=bias, plot=bias.with_suffix(".png")))
     assert cli == api and set(cli) == {"b.json", "b.png"} and run.path == bias and run.plot == bias.with_suffix(".png")
 
 
@@ -142,7 +143,7 @@ def test_probe_and_labclip_write_the_bytes_of_the_commands(trained, tmp_path):
     fit = tmp_path / "fit" / "labclip.pt"
     fit.parent.mkdir()
     cli, api, labclip = _then_api(
-        fit.parent, lambda: _cli(bindscope_cli, "labclip", "fit", data, *common, "--epochs", "4", "--holdout", "0.2",
+        fit.parent, lambda: _cli(bindscope_cli, "labclip", "fit", data, *common, "--epochs", "4", "--holdout-fraction", "0.2",
                           "--fit-batch-size", "32", "--out", fit),
         lambda: bindscope.labclip.fit(data, model, fit, device="cpu", use_cache=False, epochs=4, holdout=0.2,
                                       fit_batch_size=32, progress=False))

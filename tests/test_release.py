@@ -132,7 +132,7 @@ def test_release_real_simco_has_scenes_and_references_configs(simco_data, tmp_pa
 def test_release_madman_layout_loads_equal_and_checks(tmp_path):
     source = tmp_path / "data"
     build_dataset(SquaresGenerator(splits={"train": 7, "test": 3, "ood": 2}), source, progress=False)
-    code, output = _cli("release", source, "--out", tmp_path / "rel", "--license", "cc-by-4.0")
+    code, output = _cli("release", source, "--out", tmp_path / "rel", "--licence", "cc-by-4.0")
     assert code == 0, output
     header, loaded = _load_all(tmp_path / "rel", tmp_path / "cache")
     assert header["license"] == "cc-by-4.0"

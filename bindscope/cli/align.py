@@ -118,7 +118,7 @@ def bindscope_labclip():
 @click.option("--out", required=True, help="where to write the map (e.g. labclip.pt)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--split", default=None, help="split to fit on (default: test, else the first split)")
-@click.option("--holdout", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True), default=0.1, show_default=True,
+@click.option("--holdout-fraction", "holdout", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True), default=0.1, show_default=True,
               help="share of (object, attribute, value) combinations held out for `labclip eval`")
 @click.option("--epochs", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--fit-batch-size", type=click.IntRange(min=2), default=128, show_default=True,

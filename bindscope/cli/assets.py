@@ -40,7 +40,7 @@ def comco_assets():
               help="Asset folder to write (default: FOLDER itself).")
 @click.option("--mapping", "mapping_file", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="YAML/JSON file mapping file names to categories (default: FOLDER/mapping.yaml if present).")
-@click.option("--licence", "--license", "licence", default=None,
+@click.option("--licence", default=None,
               help="Licence recorded for files without one in the mapping, e.g. 'CC-BY-4.0 (author, url)'.")
 def comco_assets_import(folder, out, mapping_file, licence):
     """Import the glTF/GLB, OBJ, FBX and .blend models in FOLDER as an asset set.
@@ -56,17 +56,15 @@ def comco_assets_import(folder, out, mapping_file, licence):
     _report(import_assets(folder, out, mapping_file, licence), out or folder)
 
 @comco_assets.command("fetch")
-@click.option("--source", type=click.Choice(["objaverse"]), default="objaverse", show_default=True,
-              help="Where to download models from.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=str), required=True,
               help="Asset folder to write.")
 @click.option("--categories", default=None,
               help="Comma-separated ComCO categories (default: all 72).")
 @click.option("--lvis-mapping", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="YAML file {comco72: {category: [LVIS names]}} (default: the shipped mapping).")
-@click.option("--processes", type=click.IntRange(1, 64), default=4, show_default=True,
-              help="Parallel downloads.")
-def comco_assets_fetch(source, out, categories, lvis_mapping, processes):
+@click.option("--jobs", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="Download processes.")
+def comco_assets_fetch(out, categories, lvis_mapping, jobs):
     """Download one CC-BY or CC0 Objaverse-LVIS model per ComCO category and import it (needs network).
 
     Candidates are the objects of the category's LVIS classes (bindscope/assets/objaverse_lvis.yaml);
@@ -76,7 +74,7 @@ def comco_assets_fetch(source, out, categories, lvis_mapping, processes):
     from bindscope.generators.comco.asset_api import fetch_assets
 
     wanted = [c.strip() for c in categories.split(",")] if categories else None
-    registry, missing = fetch_assets(out, wanted, lvis_mapping, processes)
+    registry, missing = fetch_assets(out, wanted, lvis_mapping, jobs)
     _report(registry, out)
     if missing:
         click.echo(f"no CC-BY/CC0 model for: {', '.join(missing)} (these keep no model in {out})", err=True)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import click
 
 from bindscope.cli.options import build_options, report_build
+from bindscope.cli.types import DEVICE
+from bindscope.errors import DEVICE_GRAMMAR
 from bindscope.generators.comco.api import MAX_JOBS, MAX_THREADS
 
 
 @click.command("render")
 @click.option("--out", "out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
-@click.option("-n", "n", type=int, default=None, help="Number of multi-object scenes [config n: 1000].")
+@click.option("-n", "n", type=int, default=None, help="Multi-object scenes to render [config n: 1000].")
 @click.option("--objects", default=None,
               help="Objects per scene: a count (3) or a range (2-5), counts 1..5, spread evenly [2-5].")
 @click.option("--set", "set", default=None,
@@ -34,8 +36,9 @@ from bindscope.generators.comco.api import MAX_JOBS, MAX_THREADS
 @click.option("--threads", type=int, default=None,
               help=f"Cycles threads per worker, 1..{MAX_THREADS} [CPU count // jobs, at least 1]. Not part of the "
                    "config.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
-              help="Cycles device: GPU where Blender finds one (auto), or force cpu / gpu.")
+@click.option("--device", type=DEVICE, default="auto", show_default=True,
+              help=DEVICE_GRAMMAR + ". Cycles renders on the GPUs Blender finds (OptiX, else CUDA) with "
+                   "cuda, on the N-th with cuda:N, on them when found with auto.")
 @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="YAML config (schema bindscope/schemas/comco_config.json); flags override it.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
@@ -71,7 +74,8 @@ def comco_render(out, n, objects, set, size_mode, resolution, samples, reference
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=str),
               help="Output image (PNG).")
 @click.option("--split", default="scenes", show_default=True, help="Split to show.")
-@click.option("-n", "count", type=int, default=12, show_default=True, help="Number of samples (from the first).")
+@click.option("-n", "count", type=int, default=16, show_default=True,
+              help="Tiles to draw: the split's first N samples.")
 @click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
 def comco_preview(directory, out, split, count, cols, overwrite):

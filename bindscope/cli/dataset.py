@@ -46,7 +46,7 @@ def bindscope_verify(directory: str, no_masks: bool):
 @click.option("--private", is_flag=True, help="With --push: create the repository private.")
 @click.option("--commit-message", default="Upload bindscope release", show_default=True,
               help="With --push: the commit message.")
-@click.option("--license", "licence", default="other", show_default=True, metavar="ID",
+@click.option("--licence", default="other", show_default=True, metavar="ID",
               help="Hub licence id for the card header, e.g. cc-by-4.0, mit (the sources' licences are "
                    "listed in the card body).")
 @click.option("--name", "pretty_name", default=None, help="Title of the dataset card.")

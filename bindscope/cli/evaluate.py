@@ -208,7 +208,7 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model,
 @click.argument("data", required=False, type=click.Path(file_okay=False))
 @click.option("--tasks", default=None,
               help="Comma-separated. With DATA: tor,ior,i2tor,matching,binding (default: all; ior only with a "
-                   "references split or --references; binding only for datasets rendered with --attributes). "
+                   "references split or --reference-images; binding only for datasets rendered with --attributes). "
                    "Without DATA: tor and/or claim1 on sampled captions (default: tor).")
 @click.option("--objects", type=int, default=None, help="Without DATA: objects per sampled caption [4].")
 @click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "
@@ -219,13 +219,13 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model,
               help="Wrong captions per scene and scenario (a seeded sample); default: every absent category.")
 @click.option("--split", default=None, help="With DATA: the split of scenes (default: 'scenes', or the "
                                             "dataset's only split, e.g. val2017 of a COCO import).")
-@click.option("--references", default=None, type=click.Path(),
+@click.option("--reference-images", "references", default=None, type=click.Path(),
               help="With DATA: external single-object reference images for IOR, one subfolder per category "
                    "(the DomainNet layout); default: the dataset's 'references' split.")
 @click.option("--category-map", default=None, type=click.Path(),
-              help="With --references: JSON/YAML file mapping category names to subfolder names.")
-@click.option("--references-per-category", type=int, default=10, show_default=True,
-              help="With --references: images per category (first by file name), averaged into one candidate.")
+              help="With --reference-images: JSON/YAML file mapping category names to subfolder names.")
+@click.option("--reference-images-per-category", "references_per_category", type=int, default=10, show_default=True,
+              help="With --reference-images: images per category (first by file name), averaged into one candidate.")
 @click.option("--pooling", default="cls", show_default=True, type=click.Choice(["cls", "mean"]),
               help="Pooling of hf:<model> text encoders (SimCSE: cls; sentence-transformers-style: mean).")
 @_model_options
@@ -237,7 +237,7 @@ def comco_eval(data, tasks, objects, vocab, n, seed, matching_negatives, split, 
     the Claim-1 test) on captions sampled from a vocabulary when DATA is omitted (Abbasi et al., CVPR 2025).
 
     Shares are reported unconditionally and conditional on the top-1 being one of the query's objects.
-    IOR on COCO compares with external reference images (--references, e.g. DomainNet). See
+    IOR on COCO compares with external reference images (--reference-images, e.g. DomainNet). See
     docs/evaluation.md and docs/real-data.md.
     """
     from bindscope.evaluation.api import plan_evaluation
@@ -258,7 +258,8 @@ def comco_eval(data, tasks, objects, vocab, n, seed, matching_negatives, split, 
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
               help="Result JSON path (default: DATA/eval/caption-bias.json).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
-@click.option("--plot", is_flag=True, help="Also write a bar plot beside the JSON (same name, .png).")
+@click.option("--plot", default=None, type=click.Path(dir_okay=False),
+              help="Also write a bar plot (.png, .pdf or .svg).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
 def bindscope_caption_bias(data, splits, out, overwrite, plot, seed):
     """Where captions mention the image's largest object (ComCO Claim 2): share of captions naming it first,

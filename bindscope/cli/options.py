@@ -6,6 +6,9 @@ import functools
 
 import click
 
+from bindscope.cli.types import DEVICE
+from bindscope.errors import DEVICE_GRAMMAR
+
 
 def exit_with_problems(header: str, problems: list[str]) -> None:
     """Print ``header`` and one ``  - problem`` line each on stderr, then exit with status 1; no-op if none."""
@@ -94,7 +97,7 @@ def _model_choice_options():
                      help="open_clip tag (openai, laion2b_s34b_b79k, ...), 'none' (random weights), a local "
                           "checkpoint file or hf-hub:<org>/<repo>. Default: 'openai' where listed, else the "
                           "model's first listed tag."),
-        click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda (or cuda:N)."),
+        click.option("--device", type=DEVICE, default="auto", show_default=True, help=DEVICE_GRAMMAR + "."),
         click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "bf16", "fp16"])),
         click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1),
                      help="Inputs per forward pass."),

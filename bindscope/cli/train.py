@@ -6,7 +6,8 @@ import functools
 
 import click
 
-from bindscope.cli.types import FiniteFloat
+from bindscope.cli.types import DEVICE, FiniteFloat
+from bindscope.errors import DEVICE_GRAMMAR
 from bindscope.training.api import DEFAULTS
 
 
@@ -49,10 +50,11 @@ def training_options(func):
                      help="Binding negatives added per sample with --hard-negatives."),
         click.option("--seed", type=int, default=DEFAULTS["seed"], show_default=True,
                      help="Seeds weights, batch order, hard-negative choice."),
-        click.option("--device", default=DEFAULTS["device"], show_default=True, help="auto | cpu | cuda | cuda:N."),
+        click.option("--device", type=DEVICE, default=DEFAULTS["device"], show_default=True,
+                     help=DEVICE_GRAMMAR + "."),
         click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=DEFAULTS["precision"], show_default=True,
                      help="Autocast precision (fp16 needs CUDA)."),
-        click.option("--workers", type=int, default=DEFAULTS["workers"], show_default=True,
+        click.option("--loader-jobs", "workers", type=int, default=DEFAULTS["workers"], show_default=True,
                      help="DataLoader worker processes building batches (0 = in the training process)."),
         click.option("--threads", type=int, default=DEFAULTS["threads"], show_default=True,
                      help="torch intra-op CPU threads (0 = torch's default); 1 is often fastest on a busy machine."),

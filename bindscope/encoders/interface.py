@@ -12,9 +12,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_device
 
-DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
@@ -22,9 +21,7 @@ def resolve_device(device: str) -> str:
     """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``. Raises BadInput for others or a missing GPU."""
     import torch
 
-    if device not in DEVICES and not device.startswith("cuda:"):
-        raise BadInput(f"device {device!r} is not allowed; use one of {', '.join(DEVICES)} (or cuda:N)",
-                       param="device")
+    check_device(device)
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():

@@ -403,7 +403,7 @@ def audit(data, *, out: str | os.PathLike | None = None, plot: str | os.PathLike
 
 
 def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: str | os.PathLike | None = None,
-                 overwrite: bool = False, plot: bool = False) -> Evaluation:
+                 overwrite: bool = False, plot: str | os.PathLike | None = None) -> Evaluation:
     """Where captions mention the image's largest object (ComCO Claim 2; the library call behind
     ``bindscope caption-bias``): :func:`bindscope.evaluation.caption_bias.caption_bias` written as canonical
     JSON.
@@ -412,23 +412,27 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
         data: any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
         splits: splits to read (default: all but ``references``). seed: bootstrap seed (>= 0).
         out: result JSON (default ``DATA/eval/caption-bias.json``). overwrite: replace an existing result.
-        plot: also draw a bar plot beside the JSON (same name, ``.png``).
+        plot: also draw a bar plot into this file (``.png``, ``.pdf`` or ``.svg``); None: no plot.
 
     Returns:
         ``Evaluation(result, out path, plot path or None)``.
 
     Raises:
-        BadInput / DatasetError: an existing result without ``overwrite``, an unusable location, an unknown
-            split or a dataset without captions; before anything is written.
+        BadInput / DatasetError: an existing result or plot without ``overwrite``, an unusable location, a plot
+            name with another suffix, an unknown split or a dataset without captions; before anything is
+            written.
     """
     from bindscope.evaluation.caption_bias import caption_bias as measure
     from bindscope.evaluation.caption_bias import plot_caption_bias
+    from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_output
     from bindscope.io.atomic import write_text_atomic
     from bindscope.io.canonical import canonical_json
 
     out_path = check_output(out or Path(data) / "eval" / "caption-bias.json", overwrite)
-    plot_path = out_path.with_suffix(".png") if plot else None
+    plot_path = check_plot_path(plot)
+    if plot_path is not None and plot_path.exists() and not overwrite:
+        raise BadInput(f"plot {str(plot_path)!r} already exists; pass overwrite=True to replace it", param="plot")
     check_locations(out_path, plot_path)
     result = measure(data, splits=splits, seed=seed)
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bindscope.errors import BadInput, GenerationError, check_int
+from bindscope.errors import BadInput, GenerationError, check_device, check_int
 from bindscope.io.ownership import check_output_location
 
 if TYPE_CHECKING:
@@ -68,7 +68,9 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
         seed: >= 0; same config + seed => byte-identical dataset for any ``jobs``, ``backend`` or parts.
         jobs: worker processes, 1..256, each with one persistent Blender session.
         threads: Cycles threads per worker, 1..1024 (default: CPU count // jobs, at least 1); not in the config.
-        device: ``"auto"`` (GPU where Blender finds one), ``"cpu"`` or ``"gpu"``.
+        device: ``"auto"`` (GPU where Blender finds one), ``"cpu"``, ``"cuda"`` (every GPU Blender finds: OptiX,
+            else CUDA, ...) or ``"cuda:N"`` (the N-th of them). Bit-identical output for any ``jobs`` and
+            ``threads`` holds on the CPU device; GPU renders are not bit-identical to CPU ones.
         overwrite: replace an existing bindscope dataset or run in ``out``.
         progress: tqdm progress bar on stderr.
         backend, scheduler, num_parts, part: scale-out (see :func:`bindscope.build.builder.build_dataset`).
@@ -82,7 +84,7 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
 
     Raises:
         BadInput: a bad value (named, with what is allowed), an impossible layout, an unusable ``out``, bpy not
-            installed, no GPU with ``device="gpu"`` (all before writing).
+            installed, no GPU with ``device="cuda"`` (all before writing).
         GenerationError: after writing began, a scene (or reference image) without an acceptable render in
             ``visibility.max_tries`` attempts; the message names the split, the index and the last rejection.
             Finished shards are kept (the same call resumes); a folder this run created is removed if it holds
@@ -95,6 +97,7 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
 
     check_int("seed", seed, 0)
     check_int("jobs", jobs, 1, MAX_JOBS, what="worker processes")
+    check_device(device)
     if threads is not None and not 1 <= threads <= MAX_THREADS:
         raise BadInput(f"threads {threads} is out of range; allowed: 1..{MAX_THREADS} Cycles threads per "
                        "worker", param="threads")
@@ -109,7 +112,7 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
         if manifest is not None:
             return BuildResult(Path(out), manifest, already_complete=True)
     _require_bpy()
-    if device == "gpu":  # fail before writing when Blender finds no GPU (the session is reused with --jobs 1)
+    if device.startswith("cuda"):  # fail before writing when Blender finds no GPU (the session is reused with --jobs 1)
         generator._session()
     created = _first_missing(out)  # the outermost folder this run creates (None: out exists)
     try:

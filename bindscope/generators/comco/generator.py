@@ -181,7 +181,7 @@ class ComcoGenerator:
             :data:`planning.DEFAULT_CONFIG`).
         seed: dataset seed (>= 0).
         threads: Cycles threads per worker process (a runtime setting, not part of the config).
-        device: ``"cpu"``, ``"gpu"`` or ``"auto"`` (runtime setting).
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (runtime setting).
 
     Raises:
         BadInput: unknown set (via :func:`registry.load_set`).

@@ -36,7 +36,7 @@ def _tile(ax, sample, colours) -> None:
     ax.set_title(sample.caption, fontsize=7, wrap=True)
 
 
-def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: str = "scenes", count: int = 12,
+def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: str = "scenes", count: int = 16,
                  cols: int = 4, overwrite: bool = False) -> Path:
     """Write a PNG grid of the first ``count`` samples of ``split`` of the dataset at ``directory``.
 

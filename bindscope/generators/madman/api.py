@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bindscope.errors import BadInput, check_int
+from bindscope.errors import check_int
 from bindscope.io.ownership import check_output_location
 
 if TYPE_CHECKING:

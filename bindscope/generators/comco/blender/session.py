@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_device
 from bindscope.generators.comco.blender.runtime import blender_modules, quiet_stdout
 from bindscope.generators.comco.planning import view_direction
 
@@ -136,12 +136,14 @@ class BlenderSession:
     Args:
         set_spec: the object set (``"comco72"``, ``"simco18"`` or an asset folder) whose models are built.
         threads: Cycles CPU threads (fixed; >= 1).
-        device: ``"cpu"``, ``"gpu"`` (BadInput if Blender finds none) or ``"auto"`` (GPU when found).
+        device: ``"cpu"``, ``"cuda"`` / ``"cuda:N"`` (BadInput if Blender finds no such GPU) or ``"auto"`` (GPU
+            when found).
         builder: ``build_model(category, set_spec)`` override (default:
             :func:`bindscope.generators.comco.blender.models.build_model`).
 
     Raises:
-        BadInput: ``device="gpu"`` and Blender finds no GPU, or bad ``threads``.
+        BadInput: ``device="cuda"`` or ``"cuda:N"`` and Blender finds no such GPU, a bad device, or bad
+            ``threads``.
     """
 
     def __init__(self, set_spec: str, threads: int = 1, device: str = "cpu", builder=None):
@@ -258,8 +260,11 @@ class BlenderSession:
         self._backdrop_key = (kind, radius)
 
     def _configure_device(self, device: str) -> str:
-        if device not in ("cpu", "gpu", "auto"):
-            raise BadInput(f"device {device!r}: allowed: cpu, gpu, auto", param="device")
+        """Set Cycles' device for ``device`` (the one grammar, :func:`bindscope.errors.check_device`): ``cpu``;
+        ``cuda`` = the GPUs Blender finds (OptiX first, then CUDA, HIP, oneAPI, Metal); ``cuda:N`` = only the
+        N-th of them; ``auto`` = GPUs when found, else the CPU. Returns what was chosen (``"gpu (OPTIX)"``)."""
+        check_device(device)
+        index = int(device[5:]) if device.startswith("cuda:") else None
         scene = self.scene
         scene.cycles.device = "CPU"
         if device == "cpu":
@@ -274,18 +279,18 @@ class BlenderSession:
                     continue
                 prefs.get_devices()
                 gpus = [d for d in prefs.devices if d.type == kind]
-                if gpus:
+                if gpus and (index is None or index < len(gpus)):
                     for d in prefs.devices:
-                        d.use = d.type == kind
-                    found = kind
+                        d.use = d.type == kind and (index is None or d == gpus[index])
+                    found = kind if index is None else f"{kind} {index}"
                     break
         except (KeyError, AttributeError, RuntimeError):
             found = None
         if found:
             scene.cycles.device = "GPU"
             return f"gpu ({found})"
-        if device == "gpu":
-            raise BadInput("device 'gpu': Blender finds no GPU (OptiX, CUDA, HIP, oneAPI or Metal); "
+        if device != "auto":
+            raise BadInput(f"device {device!r}: Blender finds no such GPU (OptiX, CUDA, HIP, oneAPI or Metal); "
                            "use device='cpu' or 'auto'", param="device")
         return "cpu"
 
