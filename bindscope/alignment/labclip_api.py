@@ -3,6 +3,12 @@
 from bindscope.alignment.api import labclip_apply as apply
 from bindscope.alignment.api import labclip_eval as eval  # noqa: A001 - the documented name, bindscope.labclip.eval
 from bindscope.alignment.api import labclip_fit as fit
-from bindscope.alignment.labclip import load_labclip as load
 
 __all__ = ["fit", "eval", "apply", "load"]
+
+
+def load(path):
+    """Read a LABCLIP map file (:func:`bindscope.alignment.labclip.load_labclip`)."""
+    from bindscope.alignment.labclip import load_labclip
+
+    return load_labclip(path)

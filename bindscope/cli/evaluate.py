@@ -8,8 +8,7 @@ import click
 
 from bindscope.cli.options import _apply, _apply_options, _model_choice_options, encoder_options
 from bindscope.errors import BadInput
-from bindscope.evaluation.api import check_locations
-from bindscope.evaluation.audit import SHIFT  # no torch at import
+from bindscope.evaluation.api import AUDIT_SHIFT, check_locations
 
 
 def _result_options():
@@ -139,7 +138,7 @@ def madman_eval(data, splits, model, pretrained, device, precision, batch_size, 
               help="Test on the first N visible objects only (default: all).")
 @click.option("--threads", type=int, default=1, show_default=True,
               help="torch CPU threads; the result depends on it. More than the idle cores slows torch down.")
-@click.option("--shift", type=int, default=SHIFT, show_default=True,
+@click.option("--shift", type=int, default=AUDIT_SHIFT, show_default=True,
               help="Largest random offset (pixels, per axis) of a training crop; 0 = no augmentation.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, batch_size, lr, width, seed,

@@ -36,6 +36,7 @@ import numpy as np
 
 from bindscope.encoders.interface import torch_threads
 from bindscope.errors import BadInput, DatasetError
+from bindscope.evaluation.api import AUDIT_SHIFT
 from bindscope.evaluation.results import check_shards, dataset_info, open_dataset, versions
 from bindscope.evaluation.stats import wilson_interval
 from bindscope.format.reader import Dataset
@@ -46,7 +47,7 @@ SCHEMA_VERSION = 1
 DIGIT = "digit"
 SIZE = "size"
 CROP_MULTIPLE = 8
-SHIFT = 3  # default largest random offset (pixels) of a training crop (docs/madman.md, "Attribute-legibility audit")
+SHIFT = AUDIT_SHIFT  # default largest random offset (pixels) of a training crop
 
 
 @dataclass

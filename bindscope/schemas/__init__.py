@@ -12,8 +12,6 @@ import math
 from functools import lru_cache
 from importlib import resources
 
-import jsonschema
-
 from bindscope.errors import BadInput
 
 
@@ -28,13 +26,16 @@ def validate(instance: object, name: str, what: str, error: type[Exception] = Ba
     """Validate ``instance`` against schema ``name``.
 
     Raises ``error`` (default :class:`BadInput`; its ``param``: the top-level key at fault) whose message is
-    ``"<what>: <path>: <reason>"`` (unknown keys: followed by the allowed ones) for the most relevant violation, e.g. ``"config: multi_object_captions: 1.5 is greater than the maximum of 1"``.
+    ``"<what>: <path>: <reason>"`` (unknown keys: followed by the allowed ones) for the most relevant violation,
+    e.g. ``"config: multi_object_captions: 1.5 is greater than the maximum of 1"``.
     In the ``*_config`` schemas NaN and infinities are never valid (JSON Schema's ``minimum``/``maximum`` let
     NaN through, since every comparison with NaN is false): ``"config: saliency_bias: nan is not a finite
     number; allowed: 0..1"``. There, a whole number written as a float (``3.0``, as YAML reads ``3.0`` or
     ``3e0``) where the schema wants an integer is turned into the ``int`` *in place*, so code downstream never
     meets ``range(3.0)``.
     """
+    import jsonschema  # imported on first use: ``import bindscope`` stays light
+
     schema = load_schema(name)
     if name.endswith("_config"):
         _check_finite(instance, schema, (), what, error)
