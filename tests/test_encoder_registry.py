@@ -7,11 +7,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from eval_fakes import madman_fixture
 
 import bindscope
 from bindscope.cli.main import madman
 from bindscope.encoders.registry import EncoderKind, encoder_kind, encoder_kinds, register_encoder
-from eval_fakes import madman_fixture
 
 
 @pytest.fixture

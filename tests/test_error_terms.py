@@ -84,9 +84,9 @@ CASES = [
     ("merge out", lambda p: merge.merge_parts([p / "a", p / "b"]),
      r"out is needed to merge several part folders", "out",
      bindscope_cli, ["merge", "a", "b"], r"--out is needed to merge several part folders"),
-    ("preview count", lambda p: preview.draw_preview(p / "madman", p / "p.png", count=0),
+    ("preview count", lambda p: preview.write_preview(p / "madman", p / "p.png", count=0),
      r"count must be at least 1, got 0", "count",
-     madman, ["preview", "madman", "--out", "p.png", "-n", "0"], r"--num must be at least 1, got 0"),
+     madman, ["preview", "madman", "--out", "p.png", "-n", "0"], r"-n must be at least 1, got 0"),
     ("mnist root", lambda p: bindscope.madman.generate(p / "out", mnist_root=p / "none"),
      r"mnist_root '.*none': no such folder \(pass mnist_download=True to fetch", "mnist_root",
      madman, ["generate", "-n", "4", "--out", "out", "--mnist-root", "none", "--quiet"],
@@ -255,7 +255,7 @@ LIBRARY_CASES = [
      "splits"),
     ("generate preset", lambda p: bindscope.madman.generate(p / "out", preset="nope"),
      r"preset 'nope' is not known; allowed: realistic, ideal", "preset"),
-    ("preview existing png", lambda p: preview.draw_preview(p / "madman", p / "old.png"),
+    ("preview existing png", lambda p: preview.write_preview(p / "madman", p / "old.png"),
      r"out '.*old.png' already exists; pass overwrite=True to replace it, or choose another file", "out"),
 ]
 
@@ -296,11 +296,11 @@ def test_command_refuses_a_bad_argument_by_its_flag(place, group, args, line):
 
 def test_preview_creates_its_folder_and_replaces_only_with_overwrite(place, tmp_path):
     out = tmp_path / "new" / "grid.png"
-    assert preview.draw_preview(place / "madman", out, count=2) == out
+    assert preview.write_preview(place / "madman", out, count=2) == out
     first = out.read_bytes()
     assert first.startswith(b"\x89PNG")
     out.write_bytes(b"mine")
-    assert preview.draw_preview(place / "madman", out, count=2, overwrite=True) == out
+    assert preview.write_preview(place / "madman", out, count=2, overwrite=True) == out
     assert out.read_bytes() == first
 
 

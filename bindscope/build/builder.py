@@ -13,7 +13,7 @@ writes ``parts/part-IIIII-of-KKKKK.json`` (its shard entries, additive counts, a
 resolved config, in its key order, and seed, from which the merge rebuilds the generator through the registry);
 :func:`bindscope.build.merge.merge_parts` joins the K parts into the dataset a single run makes.
 
-Folder states handled by :func:`check_output` (the folder is ours only through its marker, see
+Folder states handled by :func:`output_state` (the folder is ours only through its marker, see
 :mod:`bindscope.io.ownership`, and is locked for the whole run):
 
 - missing or empty: a new run starts;
@@ -101,7 +101,7 @@ class Generator(Protocol):
     #                                moves per sample; the samples are the same either way)
     # def extends(self, manifest: dict) -> bool
     #     True when the finished dataset of ``manifest`` is a prefix of this generator's output (same
-    #     generator, seed and config but smaller split sizes): the run then extends it (see check_output).
+    #     generator, seed and config but smaller split sizes): the run then extends it (see output_state).
     def provenance(self) -> dict:
         """Optional. ``{"title": str, "sources": [str, ...]}``: the dataset's display name and one line per
         source it draws from, with its licence (written into the manifest; the release card shows them)."""
@@ -193,7 +193,7 @@ def refuse_foreign(out: str | Path, overwrite: bool) -> str | None:
     return owner
 
 
-def check_output(out: str | Path, run_id: str, overwrite: bool, extends=None) -> str:
+def output_state(out: str | Path, run_id: str, overwrite: bool, extends=None) -> str:
     """Decide, before anything is written, what a run ``run_id`` does with the folder ``out``.
 
     A folder belongs to a bindscope run only through its marker (see :mod:`bindscope.io.ownership`) or
@@ -244,7 +244,7 @@ def finish_if_done(out: str | Path, run_id: str) -> dict | None:
     the folder's lock, what a run killed at its finishing moment left), else ``None``. Lets a command say
     "already complete" before it loads its data."""
     out = resolve_output(out)
-    if check_output(out, run_id, overwrite=False) != "done":
+    if output_state(out, run_id, overwrite=False) != "done":
         return None
     with OutputLock(out):
         tidy_finished(out)
@@ -514,7 +514,7 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
     Raises:
         BadInput: a generator name not in the registry; bad ``jobs``, ``backend``, ``scheduler``, ``num_parts``
             or ``part``; an unreachable scheduler; an output folder that cannot be used (see
-            :func:`check_output`), or one another run is writing (see
+            :func:`output_state`), or one another run is writing (see
             :class:`~bindscope.io.ownership.OutputLock`). All checked before writing.
         GenerationError: shards the workers wrote are not visible here (a remote cluster without a shared
             file system).
@@ -529,14 +529,14 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
     mine = part_tasks(tasks, num_parts, part)
     run_id = config_sha256(generator.name, generator.config, generator.seed)
     extends = getattr(generator, "extends", None) if num_parts == 1 else None
-    decision = check_output(out, run_id, overwrite, extends)  # before connecting, locking or writing anything
+    decision = output_state(out, run_id, overwrite, extends)  # before connecting, locking or writing anything
     out = resolve_output(out)
     shared = num_parts > 1 and decision != "overwrite"
     # Workers on this machine watch this process (a remote Dask worker cannot see it).
     parent_pid = os.getpid() if scheduler is None else None
     with open_executor(backend, scheduler, jobs) as executor, OutputLock(out, shared=shared), \
             _part_lock(out, num_parts, part):
-        decision = check_output(out, run_id, overwrite, extends)  # again, now that no other writer can change it
+        decision = output_state(out, run_id, overwrite, extends)  # again, now that no other writer can change it
         if decision == "done":
             tidy_finished(out)
             return load_manifest(out)

@@ -80,7 +80,7 @@ def comco_render(out, n, objects, set, size_mode, resolution, samples, reference
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
 def comco_preview(directory, out, split, count, cols, overwrite):
     """Save a grid of DIRECTORY's images with mask outlines, object names and mention order."""
-    from bindscope.generators.comco.preview import preview_grid
+    from bindscope.generators.comco.preview import write_preview
 
-    path = preview_grid(directory, out, split=split, count=count, cols=cols, overwrite=overwrite)
+    path = write_preview(directory, out, split=split, count=count, cols=cols, overwrite=overwrite)
     click.echo(f"wrote {path}")

@@ -39,7 +39,7 @@ def _plan_outputs(model: str, pretrained: str | None, out: str | None, plot: str
     from bindscope.evaluation.api import model_slug
     from bindscope.evaluation.model_list import expand_models
     from bindscope.evaluation.report import check_plot_path
-    from bindscope.evaluation.results import check_output
+    from bindscope.evaluation.results import check_result_path
 
     pairs = expand_models(model, pretrained)
     planned = []
@@ -50,7 +50,7 @@ def _plan_outputs(model: str, pretrained: str | None, out: str | None, plot: str
         plot_path = check_plot_path(plot)
         if plot_path is not None and len(pairs) > 1:
             plot_path = plot_path.with_name(f"{plot_path.stem}-{model_slug(name, tag)}{plot_path.suffix}")
-        out_path = check_output(path, overwrite)
+        out_path = check_result_path(path, overwrite)
         check_locations(out_path, plot_path)
         planned.append((name, tag, out_path, plot_path))
     if len({p[2] for p in planned}) < len(planned):
@@ -188,11 +188,11 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model,
     """
     from bindscope.evaluation.api import EvaluationPlan
     from bindscope.evaluation.attention import cls_attention_by_size
-    from bindscope.evaluation.results import check_shards, open_dataset
+    from bindscope.evaluation.results import open_dataset
 
     ds = open_dataset(data, ("comco", "coco"), "comco attention")
     ds.split(split)
-    check_shards(ds, [split])
+    ds.check([split])
 
     def run(adapter, text_transform, cache, progress, rows):
         return cls_attention_by_size(ds, adapter, layers=layers, use_rollout=use_rollout, top_k=top_k,

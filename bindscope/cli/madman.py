@@ -11,16 +11,10 @@ import click
 from bindscope.cli.options import build_options, report_build
 from bindscope.errors import BadInput
 from bindscope.generators.madman.api import MAX_JOBS
-from bindscope.generators.madman.config import DEFAULTS
+from bindscope.generators.madman.config import DEFAULTS, PROPERTIES
 
 MAX_IMAGES = 10_000_000  # images per split (the schema's bound for splits.*)
 
-_PROPERTY_FLAGS = {
-    "multi_object_images": "share of images with two digits (0..1)",
-    "multi_object_captions": "share of two-digit images whose caption describes both digits (0..1)",
-    "attribute_density": "mean number of attributes mentioned per described digit (0..number of caption attributes)",
-    "saliency_bias": "probability that the salient (centred) digit is described first or alone (0..1)",
-}
 
 
 def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, holdout_fraction, mnist_root,
@@ -63,10 +57,10 @@ def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, 
               help="Data-property preset (bindscope/configs/<name>.yaml); explicit flags and --config win.")
 @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="YAML config file (keys as in docs/madman.md); flags override it.")
-@click.option("--multi-object-images", type=float, default=None, help=_PROPERTY_FLAGS["multi_object_images"])
-@click.option("--multi-object-captions", type=float, default=None, help=_PROPERTY_FLAGS["multi_object_captions"])
-@click.option("--attribute-density", type=float, default=None, help=_PROPERTY_FLAGS["attribute_density"])
-@click.option("--saliency-bias", type=float, default=None, help=_PROPERTY_FLAGS["saliency_bias"])
+@click.option("--multi-object-images", type=float, default=None, help=PROPERTIES["multi_object_images"])
+@click.option("--multi-object-captions", type=float, default=None, help=PROPERTIES["multi_object_captions"])
+@click.option("--attribute-density", type=float, default=None, help=PROPERTIES["attribute_density"])
+@click.option("--saliency-bias", type=float, default=None, help=PROPERTIES["saliency_bias"])
 @click.option("-n", "--num-images", type=int, default=None,
               help="Images per split (train, test and ood), at most 10,000,000; default from the config "
                    "(1000 / 500 / 500).")
@@ -115,7 +109,7 @@ def madman_preview(directory, out, split, count, cols, overwrite):
 
     Outline colours: object 1 (centred, salient) white, object 2 cyan; the caption above each image.
     """
-    from bindscope.generators.madman.preview import draw_preview
+    from bindscope.generators.madman.preview import write_preview
 
-    path = draw_preview(directory, out, split=split, count=count, cols=cols, overwrite=overwrite)
+    path = write_preview(directory, out, split=split, count=count, cols=cols, overwrite=overwrite)
     click.echo(f"wrote {path}")

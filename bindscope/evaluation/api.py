@@ -189,7 +189,7 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
             parameter.
     """
     from bindscope.evaluation.report import check_plot_path
-    from bindscope.evaluation.results import check_output
+    from bindscope.evaluation.results import check_result_path
 
     # Everything a user can get wrong is checked before the model is loaded or a file is written.
     plan = plan_evaluation(data, splits=splits, tasks=tasks, text_transform=text_transform,
@@ -198,7 +198,7 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
                            references_per_category=references_per_category, generators=generators,
                            task_name=task_name)
     default_out = plan.default_out(model, pretrained)
-    out_path = None if out is False else check_output(default_out if out in (None, True) else out, overwrite)
+    out_path = None if out is False else check_result_path(default_out if out in (None, True) else out, overwrite)
     plot_path = check_plot_path(plot)
     check_locations(out_path, plot_path)
     return run_evaluation(plan, model, pretrained, out=out_path, plot=plot_path, overwrite=overwrite,
@@ -231,13 +231,12 @@ def _madman_run(ds, splits):
     """Recognition and binding on MADMAN: check the splits; return (run(adapter, transform, cache, progress),
     file stem, file suffix)."""
     from bindscope.evaluation.madman import default_splits, evaluate_madman
-    from bindscope.evaluation.results import check_shards
 
     for name in splits or []:
         if name not in ds.split_names:
             raise DatasetError(f"splits {name!r}: dataset {str(ds.path)!r} has no such split; it has: "
                                f"{', '.join(ds.split_names)}", param="splits")
-    check_shards(ds, list(splits or []) or default_splits(ds))
+    ds.check(list(splits or []) or default_splits(ds))
 
     def run(adapter, text_transform, cache, progress, rows):
         return evaluate_madman(ds, adapter, splits=list(splits or []) or None, text_transform=text_transform,
@@ -257,7 +256,7 @@ def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category
         scene_split,
     )
     from bindscope.evaluation.references import load_references
-    from bindscope.evaluation.results import check_shards, short_hash
+    from bindscope.evaluation.results import short_hash
 
     defaults = [t for t in default_tasks(ds) if t != "ior" or references or "references" in ds.split_names]
     task_list = parse_tasks(",".join(defaults) if tasks is None else tasks, TASKS)
@@ -275,7 +274,7 @@ def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category
         raise BadInput(f"ior needs single-object reference images: {str(ds.path)!r} has no 'references' split; "
                        "give references=DIR (one subfolder of images per category, the DomainNet layout)",
                        param="references")
-    check_shards(ds, [scenes] + (["references"] if "references" in ds.split_names else []))
+    ds.check([scenes] + (["references"] if "references" in ds.split_names else []))
     extra = "" if references is None else f"-refs-{short_hash(str(Path(references).resolve()))}"
 
     def run(adapter, text_transform, cache, progress, rows):
@@ -383,13 +382,13 @@ def audit(data, *, out: str | os.PathLike | None = None, plot: str | os.PathLike
     """
     from bindscope.evaluation.audit import audit_madman, plot_audit
     from bindscope.evaluation.report import check_plot_path
-    from bindscope.evaluation.results import check_output, write_result
+    from bindscope.evaluation.results import check_result_path, write_result
 
     allowed = [name for name in inspect.signature(audit_madman).parameters if name not in ("dataset", "progress")]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise BadInput(f"{unknown[0]} is not an audit option; allowed: {', '.join(allowed)}", param=unknown[0])
-    out_path = check_output(out, overwrite) if out is not None else None
+    out_path = check_result_path(out, overwrite) if out is not None else None
     plot_path = check_plot_path(plot)
     _check_new_file("plot", plot_path, overwrite)
     if out_path is not None and plot_path is not None and out_path.resolve() == plot_path.resolve():
@@ -426,11 +425,11 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
     from bindscope.evaluation.caption_bias import caption_bias as measure
     from bindscope.evaluation.caption_bias import plot_caption_bias
     from bindscope.evaluation.report import check_plot_path
-    from bindscope.evaluation.results import check_output
+    from bindscope.evaluation.results import check_result_path
     from bindscope.io.atomic import write_text_atomic
     from bindscope.io.canonical import canonical_json
 
-    out_path = check_output(out or Path(data) / "eval" / "caption-bias.json", overwrite)
+    out_path = check_result_path(out or Path(data) / "eval" / "caption-bias.json", overwrite)
     plot_path = check_plot_path(plot)
     if plot_path is not None and plot_path.exists() and not overwrite:
         raise BadInput(f"plot {str(plot_path)!r} already exists; pass overwrite=True to replace it", param="plot")

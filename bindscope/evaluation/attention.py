@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput
-from bindscope.evaluation.results import check_shards, dataset_info, envelope, open_dataset
+from bindscope.evaluation.results import dataset_info, envelope, open_dataset
 from bindscope.evaluation.stats import cluster_bootstrap
 from bindscope.format.reader import Dataset
 
@@ -256,7 +256,7 @@ def cls_attention_by_size(dataset: str | os.PathLike | Dataset, adapter: Encoder
     ds = open_dataset(dataset, ("comco", "coco"), "comco attention")
     samples = ds.split(split)
     if check:
-        check_shards(ds, [split])
+        ds.check([split])
     total = len(samples) if limit is None else min(limit, len(samples))
     grid = tuple(int(g) for g in visual.grid_size)
     num_blocks = len(visual.transformer.resblocks)

@@ -37,7 +37,7 @@ import numpy as np
 from bindscope.encoders.interface import torch_threads
 from bindscope.errors import BadInput, DatasetError
 from bindscope.evaluation.api import AUDIT_SHIFT
-from bindscope.evaluation.results import check_shards, dataset_info, open_dataset, versions
+from bindscope.evaluation.results import dataset_info, open_dataset, versions
 from bindscope.evaluation.stats import wilson_interval
 from bindscope.format.reader import Dataset
 from bindscope.io.atomic import save_figure
@@ -314,7 +314,7 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
                        f"it was not trained on (splits: {', '.join(ds.split_names)})")
     for split in (train_split, test_split):
         ds.split(split)
-    check_shards(ds, [train_split, test_split])
+    ds.check([train_split, test_split])
     classes = _class_lists(ds)
     side = max(_max_side(ds, train_split), _max_side(ds, test_split))
     canvas = int(ds.manifest["image_size"][0])

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.errors import BadInput
-from bindscope.evaluation.results import check_shards, dataset_info
+from bindscope.evaluation.results import dataset_info
 from bindscope.evaluation.stats import cluster_bootstrap, share
 from bindscope.format.reader import Dataset
 
@@ -93,7 +93,7 @@ def caption_bias(dataset: str | os.PathLike | Dataset, splits: list[str] | None 
     for name in names:
         ds.split(name)
     if check:
-        check_shards(ds, names)
+        ds.check(names)
     positions, counts, images = [], [], []
     skipped = 0
     image_id = 0

@@ -50,7 +50,6 @@ from bindscope.evaluation.references import ReferenceSet
 from bindscope.evaluation.results import (
     TextTransform,
     apply_text_transform,
-    check_shards,
     dataset_info,
     encoder_counts,
     envelope,
@@ -400,7 +399,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
     scene_name = scene_split(ds, split)
     splits = [scene_name] + (["references"] if "references" in ds.split_names and references is None else [])
     if check:
-        check_shards(ds, splits)
+        ds.check(splits)
     vocab, vocab_source = dataset_vocabulary(ds, scene_name)
     embedder = embedder or Embedder(adapter, cache, progress=progress)
     scenes = ds.split(scene_name)

@@ -34,7 +34,6 @@ from bindscope.errors import BadInput, DatasetError
 from bindscope.evaluation.results import (
     TextTransform,
     apply_text_transform,
-    check_shards,
     dataset_info,
     encoder_counts,
     envelope,
@@ -170,7 +169,7 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
     for name in splits:
         ds.split(name)  # raises DatasetError naming the available splits
     if check:
-        check_shards(ds, splits)
+        ds.check(splits)  # every shard's sha256 and header, once; the opened readers are reused
     embedder = embedder or Embedder(adapter, cache, progress=progress)
     metrics = {"splits": {}}
     all_texts: list[str] = []

@@ -48,22 +48,6 @@ def open_dataset(dataset: str | os.PathLike | Dataset, generators: tuple[str, ..
     return ds
 
 
-def check_shards(ds: Dataset, splits: list[str]) -> None:
-    """Check the sha256 of every shard of ``splits`` against the manifest before anything is computed.
-
-    Raises:
-        DatasetError: a shard is missing or its bytes differ from the manifest (corrupt or changed).
-    """
-    for split in splits:
-        for entry in ds.manifest["splits"][split]["shards"]:
-            path = ds.path / entry["file"]
-            if not path.is_file():
-                raise DatasetError(f"corrupt dataset {str(ds.path)!r}: shard {entry['file']} is missing")
-            if sha256_file(path) != entry["sha256"]:
-                raise DatasetError(f"corrupt shard {str(path)!r}: its sha256 differs from the manifest "
-                                   "(run `bindscope verify` for details; regenerate the dataset)")
-
-
 def dataset_info(ds: Dataset, splits: list[str]) -> dict:
     """The ``dataset`` block of a result: path, generator, manifest sha256, config sha256, splits used."""
     return {"path": str(ds.path), "generator": ds.generator,
@@ -161,7 +145,7 @@ def samples_path(path: str | os.PathLike) -> Path:
     return path.with_name(f"{path.stem}.samples.jsonl")
 
 
-def check_output(path: str | os.PathLike, overwrite: bool) -> Path:
+def check_result_path(path: str | os.PathLike, overwrite: bool) -> Path:
     """Refuse an existing result file (or its per-sample file) unless ``overwrite``; refuse a folder path.
 
     Returns the Path. Raises BadInput naming the file.
@@ -185,7 +169,7 @@ def write_result(path: str | os.PathLike, result: dict, overwrite: bool = False,
     With ``rows`` (the per-sample output of an evaluation), they are written first, one canonical JSON object a
     line, to :func:`samples_path` (also atomically), so a result file never exists without its rows.
     """
-    path = check_output(path, overwrite)
+    path = check_result_path(path, overwrite)
     validate(result, schema, "evaluation result (internal error)", error=RuntimeError)
     path.parent.mkdir(parents=True, exist_ok=True)
     if rows is not None:

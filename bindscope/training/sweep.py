@@ -31,12 +31,12 @@ from pathlib import Path
 
 from bindscope.errors import BadInput
 from bindscope.format.manifest import load_manifest
+from bindscope.generators.madman.config import PROPERTIES
 from bindscope.io.atomic import save_figure, write_text_atomic
 from bindscope.io.canonical import canonical_json
 from bindscope.io.ownership import check_output_location, resolve_output
 
-PROPERTIES = {"multi-object-images": "multi_object_images", "multi-object-captions": "multi_object_captions",
-              "attribute-density": "attribute_density", "saliency-bias": "saliency_bias"}
+PROPERTY_NAMES = {key.replace("_", "-"): key for key in PROPERTIES}  # command-line spelling -> config key
 
 
 @dataclass
@@ -105,11 +105,10 @@ class Sweep:
         from bindscope.generators.madman import config as madman_config
         from bindscope.training.train import build_train_config
 
-        key = PROPERTIES.get(config.property) or (config.property if config.property in PROPERTIES.values()
-                                                   else None)
+        key = PROPERTY_NAMES.get(config.property) or (config.property if config.property in PROPERTIES else None)
         if key is None:
             raise BadInput(f"property {config.property!r} is not a MADMAN data property; allowed: "
-                           f"{', '.join(PROPERTIES)}", param="property")
+                           f"{', '.join(PROPERTY_NAMES)}", param="property")
         self.config = config
         self.key = key
         self.values = _parse_list(config.values, float, "values")

@@ -90,7 +90,7 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
             Finished shards are kept (the same call resumes); a folder this run created is removed if it holds
             no finished shard.
     """
-    from bindscope.build.builder import BuildResult, build_dataset, check_output, finish_if_done
+    from bindscope.build.builder import BuildResult, build_dataset, finish_if_done, output_state
     from bindscope.generators.comco.config import resolve_render_config
     from bindscope.generators.comco.generator import ComcoGenerator
     from bindscope.io.canonical import config_sha256
@@ -107,7 +107,7 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
     generator = ComcoGenerator(resolved, seed=seed, threads=threads, device=device)
     generator.check()
     run_id = config_sha256("comco", resolved, seed)
-    if num_parts == 1 and check_output(out, run_id, overwrite, generator.extends) == "done":
+    if num_parts == 1 and output_state(out, run_id, overwrite, generator.extends) == "done":
         manifest = finish_if_done(out, run_id)
         if manifest is not None:
             return BuildResult(Path(out), manifest, already_complete=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.publish.preview import preview_grid as grid
+from bindscope.publish.preview import preview_grid
 
 OUTLINE_COLOURS = ["#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#bfef45"]
 
@@ -36,7 +36,7 @@ def _tile(ax, sample, colours) -> None:
     ax.set_title(sample.caption, fontsize=7, wrap=True)
 
 
-def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: str = "scenes", count: int = 16,
+def write_preview(directory: str | os.PathLike, out: str | os.PathLike, split: str = "scenes", count: int = 16,
                  cols: int = 4, overwrite: bool = False) -> Path:
     """Write a PNG grid of the first ``count`` samples of ``split`` of the dataset at ``directory``.
 
@@ -52,5 +52,5 @@ def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: st
     from matplotlib.colors import to_rgb
 
     colours = [tuple(int(round(255 * v)) for v in to_rgb(c)) for c in OUTLINE_COLOURS]
-    return grid(directory, out, split, count, cols, lambda ax, sample: _tile(ax, sample, colours), (3.2, 3.5),
+    return preview_grid(directory, out, split, count, cols, lambda ax, sample: _tile(ax, sample, colours), (3.2, 3.5),
                 generators=("comco",), overwrite=overwrite, dpi=120)

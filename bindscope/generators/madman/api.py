@@ -56,7 +56,7 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
     Raises:
         BadInput: a bad value (named, with what is allowed), an unusable ``out``; all before writing.
     """
-    from bindscope.build.builder import BuildResult, build_dataset, check_output, finish_if_done, refuse_foreign
+    from bindscope.build.builder import BuildResult, build_dataset, finish_if_done, output_state, refuse_foreign
     from bindscope.config import config_layer
     from bindscope.generators.madman import config as madman_config
     from bindscope.generators.madman.generator import MadmanGenerator, load_source
@@ -75,7 +75,7 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
     out = Path(out)
     generator = MadmanGenerator.create(resolved, seed, source=source, jobs=jobs, progress=progress)
     run_id = config_sha256("madman", generator.config, seed)  # the config now records the rejected digits
-    state = check_output(out, run_id, overwrite)
+    state = output_state(out, run_id, overwrite)
     if state == "done":
         manifest = finish_if_done(out, run_id)
         if manifest is not None:

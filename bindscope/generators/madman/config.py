@@ -26,6 +26,13 @@ from bindscope.generators.madman.attributes import (
 )
 
 PRESETS = ("realistic", "ideal")
+PROPERTIES = {
+    "multi_object_images": "share of images with two digits (0..1)",
+    "multi_object_captions": "share of two-digit images whose caption describes both digits (0..1)",
+    "attribute_density": "mean number of attributes mentioned per described digit (0..number of caption attributes)",
+    "saliency_bias": "probability that the salient (centred) digit is described first or alone (0..1)",
+}
+"""The four data properties of the MADMAN study (config key -> what it sets, with its range)."""
 
 DEFAULTS: dict = {
     "preset": None,

