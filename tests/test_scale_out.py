@@ -120,7 +120,7 @@ def test_worker_killed_mid_shard_is_redone_elsewhere(cluster, reference, tmp_pat
         try:
             outcome["manifest"] = build_dataset(generator, out, backend="dask", scheduler=cluster.scheduler_address,
                                                 progress=False)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             outcome["error"] = exc
 
     thread = threading.Thread(target=run)

@@ -135,7 +135,7 @@ def open_executor(backend: str = "local", scheduler: str | None = None, jobs: in
             for close in (client.close, cluster.close):
                 try:
                     close()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     warnings.warn(f"closing the local Dask cluster: {type(exc).__name__}: {exc}")
         return
     kwargs = {"scheduler_file": scheduler} if Path(scheduler).is_file() else {"address": scheduler}
