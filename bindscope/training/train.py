@@ -573,7 +573,3 @@ class Trainer:
                 "final_loss": last_loss, "truncated_captions": truncated, "result": result,
                 "files": {name: str(self.out / name) for name in (RUN, CHECKPOINT, MODEL, LOG, RESULT)}}
 
-
-def train(config: TrainConfig, overwrite: bool = False, progress: bool = True) -> dict:
-    """Train (or resume, or return the finished) run ``config``; see :meth:`Trainer.run` for the summary."""
-    return Trainer(config, overwrite=overwrite, progress=progress).run()
