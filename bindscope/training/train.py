@@ -572,4 +572,3 @@ class Trainer:
                 "images_per_s": steps_done * config.batch_size / train_seconds if train_seconds else None,
                 "final_loss": last_loss, "truncated_captions": truncated, "result": result,
                 "files": {name: str(self.out / name) for name in (RUN, CHECKPOINT, MODEL, LOG, RESULT)}}
-
