@@ -83,7 +83,7 @@ def test_labclip_fit_eval_apply_match_direct_computation(tiny):
     data, model, root = tiny
     path = root / "labclip.pt"
     r = invoke(["labclip", "fit", str(data), "--model", str(model), "--no-cache", "--out", str(path),
-                "--holdout", "0.2", "--epochs", "8", "--lr", "0.01", "--fit-batch-size", "32"])
+                "--holdout-fraction", "0.2", "--epochs", "8", "--lr", "0.01", "--fit-batch-size", "32"])
     assert r.exit_code == 0, r.output
     labclip = load_labclip(path)
     losses = labclip.meta["loss_history"]

@@ -8,7 +8,8 @@ import click
 
 from bindscope.cli.options import _apply, _apply_options, _model_choice_options, encoder_options
 from bindscope.errors import BadInput
-from bindscope.evaluation.api import AUDIT_SHIFT, check_locations
+from bindscope.evaluation import AUDIT_SHIFT
+from bindscope.evaluation.api import check_locations
 
 
 def _result_options():

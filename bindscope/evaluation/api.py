@@ -17,7 +17,6 @@ from typing import Callable, NamedTuple
 from bindscope.errors import BadInput, DatasetError, check_int, name_list
 from bindscope.io.ownership import check_output_location
 
-AUDIT_SHIFT = 3  # default largest random offset (pixels) of an audit training crop (docs/madman.md)
 MAX_SAMPLED_CAPTIONS = 1_000_000  # TOR on sampled captions: captions per group
 
 

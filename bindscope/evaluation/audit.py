@@ -36,7 +36,7 @@ import numpy as np
 
 from bindscope.encoders.interface import torch_threads
 from bindscope.errors import BadInput, DatasetError
-from bindscope.evaluation.api import AUDIT_SHIFT
+from bindscope.evaluation import AUDIT_SHIFT
 from bindscope.evaluation.results import dataset_info, open_dataset, versions
 from bindscope.evaluation.stats import wilson_interval
 from bindscope.format.reader import Dataset
