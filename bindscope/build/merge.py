@@ -39,6 +39,7 @@ from bindscope.errors import BadInput
 from bindscope.format.manifest import MANIFEST
 from bindscope.io.atomic import atomic_path
 from bindscope.io.canonical import config_sha256, sha256_file
+from bindscope.io.inside import file_inside
 from bindscope.io.ownership import OutputLock, bookkeeping, resolve_output
 
 _RECORD_KEYS = ("run_id", "generator", "config_json", "seed", "splits", "shard_size", "num_parts", "part", "shards")
@@ -57,6 +58,7 @@ def _load_records(folder: Path) -> list[dict]:
         raise BadInput(f"{str(folder)!r} holds no finished part (no {PARTS_DIR}/part-*-of-*.json){hint}")
     records = []
     for file in files:
+        file_inside(folder, file.relative_to(folder), "part record")
         try:
             record = json.loads(file.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -130,9 +132,7 @@ def plan_merge(inputs: list[str | os.PathLike]) -> tuple[object, dict[ShardTask,
             task = ShardTask(shard["split"], shard["number"], shard["start"], shard["count"])
             if task not in expected or task in results:
                 raise BadInput(f"{record['_file']}: shard {task.filename} does not fit the dataset's shard plan")
-            source = record["_folder"] / shard["entry"]["file"]
-            if not source.is_file():
-                raise BadInput(f"{record['_file']}: its shard {str(source)!r} is missing")
+            source = file_inside(record["_folder"], shard["entry"]["file"], f"shard of {record['_file']}")
             if sha256_file(source) != shard["entry"]["sha256"]:
                 raise BadInput(f"shard {str(source)!r} differs from what part {record['part']} recorded "
                                "(sha256 mismatch: changed or corrupt); rerun that part")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bindscope.errors import DatasetError
 from bindscope.io.canonical import config_sha256
+from bindscope.io.inside import file_inside
 from bindscope.schemas import validate
 
 MANIFEST = "manifest.json"
@@ -28,9 +29,10 @@ def load_manifest(directory: str | os.PathLike, consistent: bool = True, param: 
         raise DatasetError(f"{str(directory)!r} is a file, not a dataset folder", param=param)
     if not directory.is_dir():
         raise DatasetError(f"dataset folder {str(directory)!r} does not exist", param=param)
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise DatasetError(f"{str(directory)!r} is not a finished bindscope dataset: it has no {MANIFEST} "
                            "(an interrupted run resumes when you repeat its command)", param=param)
+    file_inside(directory, MANIFEST, "manifest", DatasetError)
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

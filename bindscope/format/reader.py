@@ -28,6 +28,7 @@ from bindscope.format.manifest import load_manifest
 from bindscope.format.records import Sample
 from bindscope.format.shard import ShardReader
 from bindscope.io.canonical import sha256_file
+from bindscope.io.inside import file_inside
 
 
 def shard_mismatch(reader: ShardReader, entry: dict, split: str, manifest: dict) -> str | None:
@@ -108,9 +109,7 @@ class Split:
         """
         if number not in self._readers:
             entry = self._entries[number]
-            path = self.dataset.path / entry["file"]
-            if not path.is_file():
-                raise DatasetError(f"{path}: shard missing")
+            path = file_inside(self.dataset.path, entry["file"], "shard", DatasetError)
             if sha256_file(path) != entry["sha256"]:
                 raise DatasetError(f"{path}: sha256 differs from the manifest (changed or corrupt); "
                                    "`bindscope verify` lists the details")

@@ -32,8 +32,15 @@ from bindscope.errors import DatasetError
 from bindscope.format.records import Negative, ObjectRecord, Sample
 from bindscope.io.atomic import atomic_path
 from bindscope.io.canonical import sha256_file
+from bindscope.io.inside import regular_file
 
 FORMAT_VERSION = 2
+# Hard limits checked on open, before anything of that size is read (a few-KB crafted shard can declare
+# billions of rows): samples per shard, image side, objects and negatives per sample on average.
+MAX_SAMPLES = 1_000_000
+MAX_SIDE = 8192
+MAX_OBJECTS_PER_SAMPLE = 1024
+MAX_NEGATIVES_PER_SAMPLE = 65_536
 _STR = h5py.string_dtype("utf-8")
 _OBJECT_INT_COLUMNS = {"index": np.int16, "category_id": np.int32, "area": np.int32,
                        "size_rank": np.int16, "mention_position": np.int16}
@@ -151,12 +158,13 @@ class ShardReader:
     """
 
     def __init__(self, path: str | os.PathLike, attribute_names: list[str], extra_names: list[str]):
-        self.path = Path(path)
+        self.path = regular_file(path, "shard", DatasetError)
         try:
             self._file = h5py.File(self.path, "r")
         except (OSError, ValueError) as exc:
             raise DatasetError(f"{self.path}: not a readable HDF5 shard ({_reason(exc)})") from None
         try:
+            self._closed_world(self._file, "")
             self._load(attribute_names, extra_names)
         except BaseException:
             self._file.close()
@@ -164,6 +172,37 @@ class ShardReader:
 
     def _fail(self, name: str, problem: str) -> DatasetError:
         return DatasetError(f"{self.path}: {name}: {problem}")
+
+    def _closed_world(self, group: h5py.Group, prefix: str) -> None:
+        """Refuse anything that could make a read leave the shard file: a soft or external link, a dataset with
+        external storage or a virtual dataset (whose bytes live in other files), and any object but a plain
+        group or a dataset of numbers, booleans or strings (no committed types, references or compounds).
+        Links are inspected without being followed."""
+        for name in group:
+            where = prefix + name
+            link = group.get(name, getlink=True)
+            if isinstance(link, h5py.ExternalLink):
+                raise self._fail(where, f"is an HDF5 external link to {link.filename!r}: a shard reads nothing "
+                                        "outside its file")
+            if not isinstance(link, h5py.HardLink):
+                raise self._fail(where, "is an HDF5 soft link: a shard holds plain groups and datasets only")
+            item = group.get(name)
+            if isinstance(item, h5py.Group):
+                self._closed_world(item, where + "/")
+            elif not isinstance(item, h5py.Dataset):
+                raise self._fail(where, "is neither a group nor a dataset")
+            elif item.is_virtual:
+                raise self._fail(where, "is an HDF5 virtual dataset: a shard reads nothing outside its file")
+            elif item.external:
+                raise self._fail(where, f"has external storage in {item.external[0][0]!r}: a shard reads "
+                                        "nothing outside its file")
+            elif item.dtype.kind not in "biuf" and h5py.check_string_dtype(item.dtype) is None:
+                raise self._fail(where, f"has dtype {item.dtype}: a shard holds numbers, booleans and strings")
+
+    def _bound(self, name: str, value: int, limit: int, what: str) -> None:
+        """Refuse a declared size above ``limit`` before anything of that size is allocated."""
+        if value > limit:
+            raise self._fail(name, f"declares {value:,} {what}, more than the {limit:,} a shard may hold")
 
     def _dataset(self, name: str, dtype_kind: str, shape: tuple) -> h5py.Dataset:
         """The dataset ``name`` after checking its dtype kind (numpy ``kind`` letters, ``"S"`` = strings) and
@@ -206,9 +245,11 @@ class ShardReader:
             raise self._fail("attributes", f"count/first_index missing or not integers ({_reason(exc)})") from None
         if self.count < 1 or self.first_index < 0:
             raise self._fail("attributes", f"count {self.count} / first_index {self.first_index} out of range")
+        self._bound("attributes", self.count, MAX_SAMPLES, "samples")
         n = self.count
         self.images = self._dataset("images", "u", (n, None, None, 3))
         height, width = self.images.shape[1:3]
+        self._bound("images", max(height, width), MAX_SIDE, "pixels per side")
         self.masks = self._dataset("masks", "u", (n, height, width))
         if self.images.dtype != np.uint8 or self.masks.dtype != np.uint8:
             raise self._fail("images" if self.images.dtype != np.uint8 else "masks", "must be uint8")
@@ -217,6 +258,7 @@ class ShardReader:
         for local, text in enumerate(self._specs):  # checked when opened, so no reader starts work on a bad shard
             self._spec(local, text)
         self.object_offsets, m = self._offsets("object_offsets", n, "objects")
+        self._bound("object_offsets", m, n * MAX_OBJECTS_PER_SAMPLE, "objects")
         self._objects = {name: self._read(f"objects/{name}", "iu", (m,)) for name in _OBJECT_INT_COLUMNS}
         self._objects["bbox"] = self._read("objects/bbox", "iu", (m, 4))
         self._objects["salient"] = self._read("objects/salient", "b", (m,))
@@ -224,6 +266,7 @@ class ShardReader:
         self._attributes = {name: self._read(f"objects/attributes/{name}", "S", (m,)) for name in attribute_names}
         self._extras = {name: self._read(f"objects/extras/{name}", "f", (m,)) for name in extra_names}
         self.negative_offsets, k = self._offsets("negative_offsets", n, "negatives")
+        self._bound("negative_offsets", k, n * MAX_NEGATIVES_PER_SAMPLE, "negatives")
         self._negatives = {name: self._read(f"negatives/{name}", "S", (k,)) for name in _NEGATIVE_STR_COLUMNS}
         self.num_objects, self.num_negatives = m, k
         arrays = f.get("arrays")  # format version 2 (version 1 shards have none)
@@ -232,6 +275,9 @@ class ShardReader:
         self.arrays = {
             name: self._dataset(f"arrays/{name}", "fiu", (n, *[None] * (getattr(arrays[name], "ndim", 1) - 1)))
             for name in (arrays if arrays is not None else [])}
+        for name, data in self.arrays.items():
+            self._bound(f"arrays/{name}", int(np.prod(data.shape[1:], dtype=np.int64)), MAX_SIDE * MAX_SIDE,
+                        "values per sample")
 
     def image(self, local: int) -> np.ndarray:
         """The ``local``-th image, (H, W, 3) uint8. Raises DatasetError naming the file for an unreadable chunk."""

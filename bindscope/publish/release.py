@@ -56,6 +56,7 @@ from bindscope.format.manifest import MANIFEST
 from bindscope.format.reader import Dataset
 from bindscope.format.records import Sample
 from bindscope.io.canonical import canonical_json, sha256_file
+from bindscope.io.inside import file_inside
 from bindscope.io.ownership import OutputLock, resolve_output
 from bindscope.publish.verify import verify_dataset
 
@@ -380,7 +381,9 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
                     rows[split], names = _write_parquet(source, split, len(manifest["splits"][split]["shards"]),
                                                         features, staging, config, max_bytes, jobs, out)
                     files += names
-            source_card = (source / "README.md").read_text(encoding="utf-8") if (source / "README.md").is_file() else ""
+            card_file = source / "README.md"
+            source_card = "" if not (card_file.exists() or card_file.is_symlink()) else \
+                file_inside(source, "README.md", "dataset card", DatasetError).read_text(encoding="utf-8")
             card = release_card(manifest, layout, rows, licence, pretty_name, source_card, repo_id)
             (staging / "README.md").write_text(card, encoding="utf-8")
             (staging / SOURCE_FILE).write_text(canonical_json({

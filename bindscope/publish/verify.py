@@ -15,6 +15,7 @@ from bindscope.format.reader import shard_mismatch
 from bindscope.format.records import mask_bbox_area, size_ranks
 from bindscope.format.shard import ShardReader
 from bindscope.io.canonical import canonical_json, sha256_file
+from bindscope.io.inside import file_inside
 from bindscope.io.ownership import MARKER, bookkeeping
 
 
@@ -78,9 +79,12 @@ def _shard_problems(root: Path, entry: dict, split: str, manifest: dict,
                     check_masks: bool) -> tuple[list[str], dict | None]:
     """The problems of one shard, and its own additive counts (``None`` when they cannot be read)."""
     where = entry["file"]
-    file = root / where
-    if not file.is_file():
+    if not (root / where).exists() and not (root / where).is_symlink():
         return [], None  # reported by _file_problems
+    try:
+        file = file_inside(root, where, "shard", DatasetError)
+    except DatasetError as exc:
+        return [str(exc).replace(str(root / where), where, 1)], None
     problems = []
     if sha256_file(file) != entry["sha256"]:
         problems.append(f"{where}: sha256 differs from the manifest (file changed or corrupt)")
