@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import sys
 from pathlib import Path
 
@@ -83,11 +84,21 @@ def check_output_location(flag: str, path: str | os.PathLike) -> None:
 
 
 def read_marker(folder: Path) -> dict | None:
-    """The folder's ownership marker, or ``None`` when it has none (or an unreadable one)."""
+    """The folder's ownership marker, or ``None`` when it has none, an unreadable one, or one that is not a
+    regular file of its own (a symlink to another folder's marker makes nothing ours)."""
     try:
-        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        fd = os.open(folder / MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            marker = json.loads(handle.read(1 << 16).decode("utf-8"))
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
     if not isinstance(marker, dict) or marker.get("format") != MARKER_FORMAT:
         return None
     return marker
@@ -189,7 +200,7 @@ class OutputLock:
         self.folder.mkdir(parents=True, exist_ok=True)
         mode = fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = self._open()
             try:
                 fcntl.flock(fd, mode | fcntl.LOCK_NB)
             except OSError as exc:
@@ -203,7 +214,7 @@ class OutputLock:
                 raise BadInput(f"{self.flag} {str(self.folder)!r} is in use by another bindscope run ({holder}); "
                                "wait until it ends, or choose another folder", param=self.flag) from None
             try:  # the file we locked must still be the one under the name (a leaving holder may remove it)
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+                same = os.fstat(fd).st_ino == os.lstat(self.path).st_ino
             except FileNotFoundError:
                 same = False
             if same:
@@ -214,6 +225,22 @@ class OutputLock:
         self._fd = fd
         _held.add(fd)
         return self
+
+    def _open(self) -> int:
+        """Open (or create) the lock file without following a symlink: a planted link (even a dangling one)
+        must not make a run truncate the file it points to or create one outside the folder."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise BadInput(f"lock file {str(self.path)!r} is a symlink; bindscope never writes through a "
+                               "link it did not make: remove it", param=self.flag) from None
+            raise BadInput(f"lock file {str(self.path)!r} cannot be opened ({exc.strerror})",
+                           param=self.flag) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise BadInput(f"lock file {str(self.path)!r} is not a regular file: remove it", param=self.flag)
+        return fd
 
     def __exit__(self, *exc) -> None:
         fd, self._fd = self._fd, None

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 _watched: dict[int, bool] = {}  # parent pid -> whether this process is its direct child
 
@@ -46,3 +49,29 @@ def parent_alive(parent_pid: int | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP interrupt the main thread like Ctrl-C (``KeyboardInterrupt``), so
+    that its ``finally`` clauses remove temporary files as they do after SIGINT; the earlier handlers are
+    restored on leaving. Processes forked inside the block keep the default behaviour (they die at once).
+    Outside the main thread it does nothing (Python lets only the main thread set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+
+    def interrupt(number, frame):
+        if os.getpid() != owner:  # a forked child: die as the signal means
+            signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
+            return
+        raise KeyboardInterrupt(f"signal {signal.Signals(number).name}")
+
+    previous = {number: signal.signal(number, interrupt) for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

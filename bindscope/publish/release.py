@@ -57,7 +57,8 @@ from bindscope.format.reader import Dataset
 from bindscope.format.records import Sample
 from bindscope.io.canonical import canonical_json, sha256_file
 from bindscope.io.inside import file_inside
-from bindscope.io.ownership import OutputLock, resolve_output
+from bindscope.io.ownership import OutputLock, bookkeeping, resolve_output
+from bindscope.io.workers import terminate_as_interrupt
 from bindscope.publish.verify import verify_dataset
 
 SOURCE_FILE = ".bindscope-source.json"
@@ -285,18 +286,24 @@ def _check_release(source, out, licence: str, jobs: int, overwrite: bool) -> tup
     out = resolve_output(out)
     if out == source or source in out.parents:
         raise BadInput(f"out {str(out)!r} must not be the source dataset or lie inside it", param="out")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise BadInput(f"out {str(out)!r} exists and is not a folder", param="out")
     manifest = check_source(source)
-    if out.exists():
-        if not out.is_dir():
-            raise BadInput(f"out {str(out)!r} exists and is not a folder", param="out")
-        if any(out.iterdir()):
-            if not overwrite:
-                raise BadInput(f"out {str(out)!r} is not empty; pass overwrite=True to replace an earlier release",
-                               param="out")
-            if not (out / SOURCE_FILE).is_file():
-                raise BadInput(f"out {str(out)!r} is not a folder made by bindscope release; overwrite=True only "
-                               "replaces an earlier release", param="out")
     return source, out, manifest
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """BadInput unless ``out`` is empty (lock files aside), or an earlier release (its
+    ``.bindscope-source.json`` a regular file, not a link) and ``overwrite``. Called under the output lock."""
+    if not any(not bookkeeping(p.name) for p in out.iterdir()):
+        return
+    if not overwrite:
+        raise BadInput(f"out {str(out)!r} is not empty; pass overwrite=True to replace an earlier release",
+                       param="out")
+    mark = out / SOURCE_FILE
+    if mark.is_symlink() or not mark.is_file():
+        raise BadInput(f"out {str(out)!r} is not a folder made by bindscope release; overwrite=True only "
+                       "replaces an earlier release", param="out")
 
 
 def _write_parquet(source: Path, split: str, num_shards: int, features, staging: Path, config: str,
@@ -365,9 +372,25 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
     features = release_features(manifest["object_attributes"], manifest["object_extras"],
                                 manifest.get("sample_arrays"))
     pretty_name = pretty_name or default_name(manifest)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # one release writer per --out (the lock file lies beside it and goes when the release is done)
-    with OutputLock(out.parent, name=f".bindscope-release-{out.name}.lock"):
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _release_into(source, out, manifest, layout, features, licence, pretty_name, max_bytes, jobs,
+                             overwrite, repo_id)
+    except BaseException:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # the folder this run made, left empty: no trace of a failed release
+        raise
+
+
+def _release_into(source: Path, out: Path, manifest: dict, layout: dict, features, licence: str, pretty_name: str,
+                  max_bytes: int, jobs: int, overwrite: bool, repo_id: str | None) -> dict:
+    """The body of :func:`make_release`, once ``out`` exists: lock, convert into a staging folder, swap."""
+    # The lock every writer of a folder takes, on --out itself: a generate, merge or train on the same folder
+    # is refused while the release runs, and the release is refused while one of them runs. What --out holds
+    # is checked under the lock. SIGTERM and SIGHUP clean up like Ctrl-C.
+    with terminate_as_interrupt(), OutputLock(out):
+        _check_out(out, overwrite)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         umask = os.umask(0)
         os.umask(umask)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import random
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -439,7 +440,8 @@ class Trainer:
         write_text_atomic(log, "".join(line + "\n" for line in kept))
 
     def _log(self, record: dict) -> None:
-        with open(self.out / LOG, "a", encoding="utf-8") as handle:
+        fd = os.open(self.out / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # never a link
+        with os.fdopen(fd, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, sort_keys=True) + "\n")
 
     # ----------------------------------------------------------------- training
