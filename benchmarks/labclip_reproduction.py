@@ -4,10 +4,10 @@ Steps (all offline, CPU):
 
 1. ``madman generate --preset realistic`` (the bundled 5,000 MNIST digits), unless ``--data`` is given;
 2. ``madman train`` a small CLIP from scratch on its ``train`` split, unless ``--model`` is given;
-3. linear probes on the ``test`` split, image and text (:func:`bindscope.alignment.workflow.probe_dataset`);
+3. linear probes on the ``test`` split, image and text (:func:`bindscope.alignment.api.probe_dataset`);
 4. LABCLIP fitted on the ``test`` split minus held-out (digit, attribute, value) combinations, then binding,
    recognition and modality gap before/after on the held-out combinations
-   (:func:`~bindscope.alignment.workflow.fit_on_dataset`, :func:`~bindscope.alignment.workflow.evaluate_on_dataset`).
+   (:func:`~bindscope.alignment.api.fit_on_dataset`, :func:`~bindscope.alignment.api.evaluate_on_dataset`).
 
 Prints the machine (platform, CPU count, load), the time of each step, the figures, and the issue-6 targets:
 probes well above chance in both modalities, cross-modal binding near 50 % before, LABCLIP lifting binding by
@@ -83,7 +83,8 @@ def main() -> None:
                                   "--device", "cpu", "--quiet", "--seed", str(args.seed), *args.train_args.split()], args.threads)
 
     from bindscope.alignment.data import make_embedder
-    from bindscope.alignment.workflow import evaluate_on_dataset, fit_on_dataset, probe_dataset
+    from bindscope.alignment.api import evaluate_on_dataset, fit_on_dataset, probe_dataset
+    from bindscope.alignment.probes import ProbeSettings
     from bindscope.encoders.registry import load_adapter
     from bindscope.format.reader import Dataset
 
@@ -91,7 +92,7 @@ def main() -> None:
     adapter = load_adapter(str(model), device="cpu")
     embedder = make_embedder(adapter, cache_dir=str(work / "cache"))
     start = time.perf_counter()
-    probes = probe_dataset(ds, embedder, "test", seed=args.seed)
+    probes = probe_dataset(ds, embedder, "test", settings=ProbeSettings(seed=args.seed))
     timings["probes_s"] = time.perf_counter() - start
     start = time.perf_counter()
     labclip = fit_on_dataset(ds, embedder, "test", holdout=args.holdout, seed=args.seed, epochs=args.epochs,

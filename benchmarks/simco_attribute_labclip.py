@@ -58,7 +58,8 @@ def _f(value) -> str:
 def main() -> None:
     from bindscope.alignment.conjunctive import conjunctive_search
     from bindscope.alignment.data import make_embedder
-    from bindscope.alignment.workflow import evaluate_on_dataset, fit_on_dataset, probe_dataset
+    from bindscope.alignment.api import evaluate_on_dataset, fit_on_dataset, probe_dataset
+    from bindscope.alignment.probes import ProbeSettings
     from bindscope.encoders.registry import load_adapter
     from bindscope.format.reader import Dataset
 
@@ -87,7 +88,7 @@ def main() -> None:
     print(f"model: {adapter.name} ({args.pretrained}), D = {adapter.embed_dim}")
     with Dataset(data) as ds:
         start = time.perf_counter()
-        probes = probe_dataset(ds, embedder, steps=args.steps)
+        probes = probe_dataset(ds, embedder, settings=ProbeSettings(steps=args.steps))
         timings["probe"] = time.perf_counter() - start
         print(f"\nprobes on {probes['n_samples']} scenes of {data} (test accuracy on held-out combinations)")
         print(f"{'attribute':<10}{'modality':<9}{'probe':>7}{'BoW':>7}{'chance':>8}  by object count (probe / BoW, n)")
@@ -114,7 +115,7 @@ def main() -> None:
                                                 args.jobs, "conjunctive-search")
         with Dataset(cs_data) as ds:
             start = time.perf_counter()
-            cs = conjunctive_search(ds, embedder, steps=args.steps)
+            cs = conjunctive_search(ds, embedder, settings=ProbeSettings(steps=args.steps))
             timings["conjunctive"] = time.perf_counter() - start
         print(f"\nconjunctive search for '{cs['target']['colour']} {cs['target']['category']}' "
               f"({cs['n_train']}/{cs['n_val']}/{cs['n_test']} train/val/test scenes)")

@@ -14,9 +14,10 @@ from bindscope.alignment.data import (
 )
 from bindscope.alignment.gap import modality_gap
 from bindscope.alignment.labclip import LabclipMap, fit_labclip, labclip_loss, load_labclip, pair_scores
-from bindscope.alignment.probes import bag_of_words_bound, bag_of_words_features, fit_linear_probe, run_probes
+from bindscope.alignment.probes import (ProbeSettings, bag_of_words_bound, bag_of_words_features, fit_linear_probe,
+                                       run_probes)
 from bindscope.alignment.splits import hold_out_triples, scene_combination, split_by_combination
-from bindscope.alignment.workflow import Pairs, binding_report
+from bindscope.alignment.pairs import Pairs, binding_report
 from bindscope.errors import BadInput
 from bindscope.format.records import ObjectRecord
 
@@ -119,7 +120,7 @@ def _binding_table(n=700, seed=0, dim=96):
 
 def test_run_probes_beats_bag_of_words_when_binding_is_linearly_encoded():
     table, emb = _binding_table()
-    result = run_probes(table, {"image": emb, "text": emb}, ["colour"], seed=0)
+    result = run_probes(table, {"image": emb, "text": emb}, ["colour"], ProbeSettings(seed=0))
     for modality in ("image", "text"):
         summary = result["modalities"][modality]["colour"]
         assert summary["n_targets"] == 5
@@ -245,7 +246,9 @@ class _BareNameScenes:
 
 def test_load_table_recomposes_attribute_free_captions(tmp_path):
     from bindscope.alignment.data import load_table
-    from bindscope.alignment.workflow import check_probe_table, default_split, labclip_items
+    from bindscope.alignment.data import default_split
+    from bindscope.alignment.pairs import labclip_items
+    from bindscope.alignment.probes import check_probe_table
     from bindscope.build.builder import build_dataset
     from bindscope.format.reader import Dataset
 
@@ -359,7 +362,7 @@ def test_binding_report_counts_binding_given_recognition_by_hand():
 def test_probe_accuracy_by_object_count_adds_up():
     table, emb = _binding_table()
     table.objects[0].append(obj(3, "9", colour="red"))  # one sample with a third object
-    result = run_probes(table, {"image": emb}, ["colour"], seed=0)
+    result = run_probes(table, {"image": emb}, ["colour"], ProbeSettings(seed=0))
     summary = result["modalities"]["image"]["colour"]
     by = summary["by_object_count"]
     assert set(by) <= {"2", "3"} and sum(c["total"] for c in by.values()) == summary["n_test"]
@@ -392,7 +395,8 @@ def test_conjunctive_search_probe_reads_binding_and_bag_of_words_cannot():
     assert bags.shape == (600, 5 + 8) and np.array_equal(bags.sum(axis=1), 2 * np.array([2 + i % 3 for i in range(600)]))
     parts = stratified_split([(i % 3, int(y[i])) for i in range(600)], (0.6, 0.2, 0.2), seed=1)
     assert np.bincount(parts).tolist() == [360, 120, 120]
-    result = run_conjunctive_search(table, emb, {"category": "sphere", "colour": "red"}, seed=1, steps=300)
+    result = run_conjunctive_search(table, emb, {"category": "sphere", "colour": "red"},
+                                    ProbeSettings(seed=1, steps=300))
     assert result["n_test"] == 120 and set(result["by_distractors"]) == {"1", "2", "3"}
     assert all(c["n_present"] == c["n_absent"] == 20 for c in result["by_distractors"].values())
     assert result["accuracy"]["accuracy"] > 0.85

@@ -76,7 +76,7 @@ def test_labclip_fit_eval_apply_match_direct_computation(tiny):
     from bindscope.alignment.data import load_table
     from bindscope.alignment.labclip import load_labclip
     from bindscope.alignment.splits import hold_out_triples
-    from bindscope.alignment.workflow import labclip_items
+    from bindscope.alignment.pairs import labclip_items
     from bindscope.encoders.registry import load_adapter
     from bindscope.format.reader import Dataset
 
@@ -135,7 +135,7 @@ def test_labclip_fit_eval_apply_match_direct_computation(tiny):
     # `madman eval --labclip` scores the mapped text embeddings with the evaluation module's protocol; its
     # binding counts equal this module's on every test sample with binding negatives
     from bindscope.alignment.data import make_embedder
-    from bindscope.alignment.workflow import binding_report, embed_pairs
+    from bindscope.alignment.pairs import binding_report, embed_pairs
 
     r = CliRunner().invoke(madman, ["eval", str(data), "--model", str(model), "--split", "test", "--no-cache",
                                     "--labclip", str(path), "--out", str(root / "eval.json"), "--quiet"])

@@ -212,7 +212,7 @@ def test_conjunctive_search_scenes_hold_exactly_the_planned_objects(conjunctive)
 
 def test_alignment_tables_read_the_attribute_captions_and_stored_negatives(dataset):
     from bindscope.alignment.data import load_table
-    from bindscope.alignment.workflow import labclip_items
+    from bindscope.alignment.pairs import labclip_items
 
     with Dataset(dataset) as ds:
         table = load_table(ds, "scenes")
@@ -226,6 +226,7 @@ def test_alignment_tables_read_the_attribute_captions_and_stored_negatives(datas
 
 def test_conjunctive_search_cli_matches_a_direct_computation(conjunctive, dataset, tmp_path):
     from bindscope.alignment.conjunctive import run_conjunctive_search
+    from bindscope.alignment.probes import ProbeSettings
     from bindscope.alignment.data import encode_split_images, load_table, make_embedder
     from bindscope.cli.main import bindscope
     from bindscope.encoders.registry import load_adapter
@@ -244,7 +245,7 @@ def test_conjunctive_search_cli_matches_a_direct_computation(conjunctive, datase
         table = load_table(ds, "scenes", build_swaps=False, compose=None)
         adapter = load_adapter("ViT-B-32", "none", device="cpu")
         images = encode_split_images(make_embedder(adapter, use_cache=False), ds, "scenes", range(len(table)))
-    direct = run_conjunctive_search(table, images, metrics["target"], steps=30)
+    direct = run_conjunctive_search(table, images, metrics["target"], ProbeSettings(steps=30))
     assert metrics["accuracy"]["correct"] == direct["accuracy"]["correct"]
     assert metrics["n_train"] + metrics["n_val"] + metrics["n_test"] == 8
     r = CliRunner().invoke(bindscope, ["probe", str(dataset), "--task", "conjunctive-search", *model,

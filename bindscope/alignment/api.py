@@ -21,7 +21,7 @@ from bindscope.evaluation.api import Evaluation
 
 
 def _open(data, split: str | None):
-    from bindscope.alignment.workflow import default_split
+    from bindscope.alignment.data import default_split
     from bindscope.format.reader import Dataset
 
     dataset = Dataset(data)
@@ -116,30 +116,23 @@ def probe(data: str | os.PathLike, model: str = "ViT-B-32", *, pretrained: str |
             an existing ``out`` without ``overwrite``; before any probe is fitted.
     """
     from bindscope.alignment.data import load_table
-    from bindscope.alignment.splits import _parse_fractions as check_fractions
-    from bindscope.alignment.workflow import check_probe_table, probe_dataset
+    from bindscope.alignment.probes import ProbeSettings, check_probe_table
 
     if task not in ("attributes", "conjunctive-search"):
         raise BadInput(f"task {task!r} is not allowed; allowed: attributes, conjunctive-search", param="task")
     if modality not in ("image", "text", "both"):
         raise BadInput(f"modality {modality!r} is not allowed; allowed: image, text, both", param="modality")
-    check_int("steps", steps, 1)
-    check_number("lr", lr)
-    check_number("weight_decay", weight_decay, inclusive=True)
-    check_int("seed", seed, 0)
-    check_int("min_objects", min_objects, 1)
+    settings = ProbeSettings(tuple(fractions), seed, min_objects, steps, lr, weight_decay)
     attributes = name_list("attributes", attributes)
     dataset, split = _open(data, split)
     if task == "conjunctive-search":
-        return _conjunctive(dataset, data, split, model, pretrained, fractions, steps, lr, weight_decay, seed,
+        return _conjunctive(dataset, data, split, model, pretrained, settings,
                             (device, precision, batch_size, cache_dir, use_cache), out, overwrite)
     names = list(attributes) if attributes else list(dataset.attribute_names)
     for a in names:
         if a not in dataset.attribute_names:
             raise BadInput(f"attributes: {a!r} is not an attribute of this dataset; it has "
                            f"{', '.join(dataset.attribute_names)}", param="attributes")
-    shares = tuple(float(v) for v in fractions)
-    check_fractions(shares)
     modalities = ("image", "text") if modality == "both" else (modality,)
     out_path = _check_out(out or _default_out("probe", data, model, pretrained), overwrite, out is not None)
     table = load_table(dataset, split, build_swaps=False)
@@ -148,33 +141,72 @@ def probe(data: str | os.PathLike, model: str = "ViT-B-32", *, pretrained: str |
     if "image" in modalities and not adapter.supports_images:
         raise BadInput(f"model {model!r} is text-only; use modality text")
     with _bar(progress, len(names), "probes", "attribute") as bar:
-        metrics = probe_dataset(dataset, embedder, split, modalities, names, shares, seed, min_objects, steps, lr,
-                                weight_decay, progress=lambda _: bar.update(), table=table)
-    settings = {"task": "probe", "split": split, "modalities": list(modalities), "attributes": names,
-                "fractions": list(shares), "min_objects": min_objects, "steps": steps, "lr": lr,
-                "weight_decay": weight_decay, "seed": seed,
-                "hold_out": "per target category and attribute: the (category, value) combinations of the other "
-                            "objects, each wholly in one split"}
-    return _write(out_path, "probe", adapter, dataset, [split], settings, metrics, embedder)
+        metrics = probe_dataset(dataset, embedder, split, modalities, names, settings,
+                                progress=lambda _: bar.update(), table=table)
+    record = {"task": "probe", "split": split, "modalities": list(modalities), "attributes": names,
+              **settings.record(),
+              "hold_out": "per target category and attribute: the (category, value) combinations of the other "
+                          "objects, each wholly in one split"}
+    return _write(out_path, "probe", adapter, dataset, [split], record, metrics, embedder)
 
 
-def _conjunctive(dataset, data, split, model, pretrained, fractions, steps, lr, weight_decay, seed, encoder, out,
-                 overwrite) -> Evaluation:
+def probe_dataset(dataset, embedder, split: str | None = None, modalities=("image", "text"), attributes=None,
+                  settings=None, progress=None, table=None) -> dict:
+    """Linear probes per modality on one split of an open :class:`~bindscope.format.reader.Dataset`, embedded
+    through ``embedder`` (:func:`bindscope.alignment.data.make_embedder`); see
+    :func:`bindscope.alignment.probes.run_probes`. :func:`probe` is the call with checks and a result file.
+
+    ``settings``: a :class:`~bindscope.alignment.probes.ProbeSettings` (default: its defaults). Only samples
+    with at least ``settings.min_objects`` objects in a modality's view are embedded. ``table`` may hold the split's
+    :func:`load_table` result already (as checked by :func:`check_probe_table`). Returns run_probes' dict
+    plus ``split``, ``n_samples`` and ``caption_attributes`` (attributes written into recomposed captions).
+
+    Raises:
+        BadInput: unknown modality, text-only model asked for images, or no eligible sample.
+    """
+    from bindscope.alignment.data import default_split, encode_split_images, encode_texts, load_table
+    from bindscope.alignment.probes import ProbeSettings, check_probe_table, run_probes
+
+    settings = settings or ProbeSettings()
+    min_objects = settings.min_objects
+    split = split or default_split(dataset)
+    if table is None:
+        table = load_table(dataset, split, build_swaps=False)
+        check_probe_table(table, modalities, attributes, min_objects)
+    import numpy as np
+
+    dim = embedder.adapter.embed_dim
+    embeddings = {}
+    if "image" in modalities:
+        rows = [i for i in range(len(table)) if len(table.objects[i]) >= min_objects]
+        emb = np.full((len(table), dim), np.nan, np.float32)
+        emb[rows] = encode_split_images(embedder, dataset, split, rows)
+        embeddings["image"] = emb
+    if "text" in modalities:
+        rows = [i for i in range(len(table))
+                if sum(o.mention_position > 0 for o in table.objects[i]) >= min_objects]
+        emb = np.full((len(table), dim), np.nan, np.float32)
+        emb[rows] = encode_texts(embedder, [table.captions[i] for i in rows])
+        embeddings["text"] = emb
+    embedder.flush()
+    result = run_probes(table, embeddings, attributes, settings, progress)
+    result.update({"split": split, "n_samples": len(table), "caption_attributes": table.composed})
+    return result
+
+
+def _conjunctive(dataset, data, split, model, pretrained, settings, encoder, out, overwrite) -> Evaluation:
     """``probe(task="conjunctive-search")``: checks, fit, result JSON."""
     from bindscope.alignment.conjunctive import conjunctive_search, conjunctive_target
-    from bindscope.alignment.splits import _parse_fractions as check_fractions
 
     target = conjunctive_target(dataset)
-    shares = tuple(float(v) for v in fractions)
-    check_fractions(shares)
     out_path = _check_out(out or _default_out("conjunctive-search", data, model, pretrained), overwrite,
                           out is not None)
     adapter, embedder = _encoder(model, pretrained, *encoder)
-    metrics = conjunctive_search(dataset, embedder, split, shares, seed, steps, lr, weight_decay)
-    settings = {"task": "conjunctive-search", "split": split, "target": target, "fractions": list(shares),
-                "steps": steps, "lr": lr, "weight_decay": weight_decay, "seed": seed,
-                "split_rule": "random within each (distractors, present) stratum", "interval": "Wilson score, 95%"}
-    return _write(out_path, "conjunctive-search", adapter, dataset, [split], settings, metrics, embedder)
+    metrics = conjunctive_search(dataset, embedder, split, settings)
+    record = {"task": "conjunctive-search", "split": split, "target": target,
+              **{k: v for k, v in settings.record().items() if k != "min_objects"},
+              "split_rule": "random within each (distractors, present) stratum", "interval": "Wilson score, 95%"}
+    return _write(out_path, "conjunctive-search", adapter, dataset, [split], record, metrics, embedder)
 
 
 def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, pretrained: str | None = None,
@@ -196,7 +228,7 @@ def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, 
         BadInput: a bad value, a text-only model, an existing ``out`` without ``overwrite``; before fitting.
     """
     from bindscope.alignment.data import load_table
-    from bindscope.alignment.workflow import fit_on_dataset, plan_fit
+    from bindscope.alignment.pairs import plan_fit
 
     if not 0 < holdout < 1:
         raise BadInput(f"holdout {holdout}: must be between 0 and 1 (exclusive)", param="holdout")
@@ -239,7 +271,6 @@ def labclip_eval(data: str | os.PathLike, model: str, labclip: str | os.PathLike
         = ``out``, default ``DATA/eval/labclip-<model>-<tag>.json``).
     """
     from bindscope.alignment.labclip import check_dimension, load_labclip
-    from bindscope.alignment.workflow import evaluate_on_dataset
 
     labclip_path = labclip
     labclip = load_labclip(labclip_path)
@@ -294,3 +325,84 @@ def labclip_apply(embeddings, labclip: str | os.PathLike, out: str | os.PathLike
         with atomic_open(out_path) as handle:
             np.save(handle, mapped)
     return mapped
+
+
+def fit_on_dataset(dataset, embedder, split: str | None = None, holdout: float = 0.1, seed: int = 0,
+                   epochs: int = 20, batch_size: int = 128, lr: float = 1e-3, progress=None, table=None):
+    """Fit LABCLIP on the samples of ``split`` that describe no held-out combination; return the
+    :class:`~bindscope.alignment.labclip.LabclipMap`. :func:`labclip_fit` is the call with checks and a file.
+
+    The held-out ``(category, attribute, value)`` combinations (:func:`hold_out_triples` over the samples
+    with binding negatives, share ``holdout``, ``seed``) are stored in the map's ``meta`` so that
+    :func:`evaluate_on_dataset` tests on exactly the held-out samples.
+
+    Raises:
+        BadInput: the split has no binding negatives, or too few samples remain for fitting.
+    """
+    from bindscope.alignment.data import dataset_identity, default_split, load_table
+    from bindscope.alignment.labclip import fit_labclip
+    from bindscope.alignment.pairs import embed_pairs, plan_fit
+
+    split = split or default_split(dataset)
+    if table is None:
+        table = load_table(dataset, split)
+    held_out, fit_rows, held_rows = plan_fit(table, holdout, seed)
+    pairs = embed_pairs(table, dataset, embedder, fit_rows, kinds=("binding",))
+    labclip, _ = fit_labclip(pairs.images, pairs.texts, pairs.negatives, pairs.owners, epochs=epochs,
+                             batch_size=batch_size, lr=lr, seed=seed, progress=progress)
+    adapter = embedder.adapter
+    labclip.meta.update({
+        "model": adapter.name, "pretrained": adapter.pretrained, "cache_key": adapter.cache_key,
+        "embed_dim": adapter.embed_dim, "dataset": str(dataset.path.resolve()),
+        "dataset_id": dataset_identity(dataset), "split": split, "holdout": holdout,
+        "held_out": sorted([list(t) for t in held_out]), "n_fit_samples": int(len(fit_rows)),
+        "n_fit_negatives": int(len(pairs.negatives)), "n_held_out_samples": int(len(held_rows)),
+        "caption_attributes": table.composed,
+    })
+    return labclip
+
+
+def evaluate_on_dataset(dataset, embedder, labclip, split: str | None = None) -> dict:
+    """Binding, recognition and modality gap before (identity) and after the map.
+
+    On the map's own split: the held-out samples (those describing a held-out combination); ``binding``
+    counts only the binding negatives that swap a held-out combination, and ``fit_samples`` repeats the
+    figures on the fitting samples. On any other split: every sample with binding negatives.
+    :func:`labclip_eval` is the call with checks and a result file.
+    """
+    import numpy as np
+
+    from bindscope.alignment.data import dataset_identity, default_split, load_table
+    from bindscope.alignment.pairs import binding_report, embed_pairs, labclip_items
+
+    meta = labclip.meta
+    split = split or meta.get("split") or default_split(dataset)
+    table = load_table(dataset, split)
+    items = labclip_items(table)
+    same = split == meta.get("split") and dataset_identity(dataset) == meta.get("dataset_id") \
+        and "held_out" in meta
+    result = {"split": split, "n_samples_with_binding_negatives": int(len(items))}
+    if same:
+        held_out = {tuple(t) for t in meta["held_out"]}
+        is_held = np.array([bool(held_out & table.triples(i)) for i in items], bool)
+        eval_rows, fit_rows = items[is_held], items[~is_held]
+        result["evaluated_on"] = "held-out combinations of the fitting split"
+        result["n_held_out_combinations"] = len(held_out)
+    else:
+        eval_rows, fit_rows, held_out = items, np.zeros(0, np.int64), None
+        result["evaluated_on"] = "every sample of the split with binding negatives"
+    if not len(eval_rows):
+        raise BadInput(f"split {split!r} has no sample to evaluate LABCLIP on")
+    pairs = embed_pairs(table, dataset, embedder, eval_rows)
+    select = None
+    if held_out is not None:
+        select = np.array([bool(t & held_out) for t in pairs.triples], bool)
+    result["n_eval_samples"] = int(len(eval_rows))
+    result["before"] = binding_report(pairs, None, select, table.attributes)
+    result["after"] = binding_report(pairs, labclip, select, table.attributes)
+    if len(fit_rows):
+        fit_pairs = embed_pairs(table, dataset, embedder, fit_rows)
+        result["fit_samples"] = {"n_samples": int(len(fit_rows)),
+                                 "before": binding_report(fit_pairs, None, None, table.attributes),
+                                 "after": binding_report(fit_pairs, labclip, None, table.attributes)}
+    return result

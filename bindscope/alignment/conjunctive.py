@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from bindscope.alignment.data import SplitTable
-from bindscope.alignment.probes import fit_linear_probe
+from bindscope.alignment.probes import ProbeSettings, fit_linear_probe
 from bindscope.errors import BadInput
 
 
@@ -63,9 +63,9 @@ def bag_features(table: SplitTable) -> np.ndarray:
 def stratified_split(strata: list, fractions=(0.6, 0.2, 0.2), seed: int = 0) -> np.ndarray:
     """Split id (0 train, 1 val, 2 test) per item, dealt at random (``seed``) within each stratum: of a stratum's
     n items, ``round(n * train)`` go to train, ``round(n * val)`` to val, the rest to test."""
-    from bindscope.alignment.splits import _parse_fractions
+    from bindscope.alignment.splits import check_fractions
 
-    shares = _parse_fractions(fractions)
+    shares = check_fractions(fractions)
     rng = np.random.default_rng(seed)
     out = np.zeros(len(strata), np.int64)
     for key in sorted(set(strata)):
@@ -78,14 +78,13 @@ def stratified_split(strata: list, fractions=(0.6, 0.2, 0.2), seed: int = 0) -> 
 
 
 def run_conjunctive_search(table: SplitTable, image_embeddings: np.ndarray, target: dict,
-                           fractions=(0.6, 0.2, 0.2), seed: int = 0, steps: int = 300, lr: float = 0.01,
-                           weight_decay: float = 1e-4) -> dict:
+                           settings: ProbeSettings = ProbeSettings()) -> dict:
     """Fit and test the presence probe and its bag-of-words baseline (see the module docstring).
 
     Args:
         table: the split's :class:`SplitTable`. image_embeddings: ``(len(table), D)`` unit-norm float32.
-        target: ``{"category", "colour"}``. fractions, seed: the stratified split. steps, lr, weight_decay: see
-            :func:`fit_linear_probe`.
+        target: ``{"category", "colour"}``. settings: ``fractions`` and ``seed`` of the stratified split, the
+            probe's optimiser (``min_objects`` does not apply).
 
     Returns:
         ``{"target", "n_train", "n_val", "n_test", "accuracy", "bag_of_words", "chance": 0.5, "by_distractors":
@@ -101,15 +100,14 @@ def run_conjunctive_search(table: SplitTable, image_embeddings: np.ndarray, targ
         raise BadInput(f"image embeddings have {len(image_embeddings)} rows for {len(table)} samples")
     y = presence_labels(table, target)
     distractors = np.array([len(objects) - 1 for objects in table.objects], np.int64)
-    part = stratified_split(list(zip(distractors.tolist(), y.tolist())), fractions, seed)
+    part = stratified_split(list(zip(distractors.tolist(), y.tolist())), settings.fractions, settings.seed)
     train, val, test = (part == s for s in range(3))
     if len(set(y[train].tolist())) < 2 or not test.any():
         raise BadInput(f"split {table.split!r}: conjunctive search needs target-present and target-absent scenes "
                        f"in training and some test scenes; it has {int(y.sum())} present of {len(y)}")
     results = {}
     for name, x in (("probe", np.asarray(image_embeddings, np.float32)), ("bag_of_words", bag_features(table))):
-        probe = fit_linear_probe(x[train], y[train], 2, x[val], y[val], steps=steps, lr=lr,
-                                 weight_decay=weight_decay, seed=seed)
+        probe = fit_linear_probe(x[train], y[train], 2, x[val], y[val], settings)
         results[name] = probe.predict(x[test]) == y[test]
     by = {}
     for k in sorted(set(distractors[test].tolist())):
@@ -123,8 +121,8 @@ def run_conjunctive_search(table: SplitTable, image_embeddings: np.ndarray, targ
             "chance": 0.5, "by_distractors": by}
 
 
-def conjunctive_search(dataset, embedder, split: str | None = None, fractions=(0.6, 0.2, 0.2), seed: int = 0,
-                       steps: int = 300, lr: float = 0.01, weight_decay: float = 1e-4) -> dict:
+def conjunctive_search(dataset, embedder, split: str | None = None,
+                       settings: ProbeSettings = ProbeSettings()) -> dict:
     """Conjunctive search on one split of a ``comco render --task conjunctive-search`` dataset: embeds every
     image (through the cached ``embedder``) and runs :func:`run_conjunctive_search`. Returns its dict plus
     ``split``.
@@ -132,14 +130,13 @@ def conjunctive_search(dataset, embedder, split: str | None = None, fractions=(0
     Raises:
         BadInput: not a conjunctive-search dataset, a text-only model, or too few scenes.
     """
-    from bindscope.alignment.data import encode_split_images, load_table
-    from bindscope.alignment.workflow import default_split
+    from bindscope.alignment.data import default_split, encode_split_images, load_table
 
     target = conjunctive_target(dataset)
     split = split or default_split(dataset)
     table = load_table(dataset, split, build_swaps=False, compose=None)
     images = encode_split_images(embedder, dataset, split, range(len(table)))
     embedder.flush()
-    result = run_conjunctive_search(table, images, target, fractions, seed, steps, lr, weight_decay)
+    result = run_conjunctive_search(table, images, target, settings)
     result["split"] = split
     return result

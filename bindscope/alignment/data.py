@@ -254,3 +254,16 @@ def encode_split_images(embedder, dataset: Dataset, split: str, indices) -> np.n
     if not len(indices):
         return np.zeros((0, adapter.embed_dim), np.float32)
     return l2_normalise(np.asarray(embedder.images(part[int(i)].image for i in indices), np.float32))
+
+
+def dataset_identity(dataset) -> str:
+    """A string naming a dataset exactly: its manifest's ``config_sha256`` when present, else its absolute path."""
+    return dataset.manifest.get("config_sha256") or str(dataset.path.resolve())
+
+
+def default_split(dataset) -> str:
+    """``"test"`` (MADMAN's two-digit evaluation split), else ``"scenes"`` (ComCO), else the first split."""
+    for name in ("test", "scenes"):
+        if name in dataset.split_names:
+            return name
+    return dataset.split_names[0]

@@ -29,10 +29,52 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bindscope.alignment.splits import SPLIT_NAMES, distractor_combination, split_by_combination
-from bindscope.errors import BadInput
+from bindscope.alignment.splits import SPLIT_NAMES, check_fractions, distractor_combination, split_by_combination
+from bindscope.errors import BadInput, check_int, check_number
 
 MODALITIES = ("image", "text")
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """The hyper-parameters of every linear probe of a run (attribute probes and the conjunctive-search probe).
+
+    Attributes:
+        fractions: (train, val, test) shares of the hold-out: three numbers >= 0 summing to 1, train and
+            test > 0.
+        seed: split and weight-initialisation seed, >= 0.
+        min_objects: minimum objects in a modality's view (2: only multi-object samples, where binding
+            matters), >= 1; attribute probes only.
+        steps: full-batch Adam steps, >= 1. lr: Adam's learning rate, > 0. weight_decay: Adam's L2 penalty,
+            >= 0. eval_every: validation every this many steps (early stopping), >= 1.
+
+    Raises:
+        BadInput: a value outside its range, named with what is allowed (at construction).
+    """
+
+    fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)
+    seed: int = 0
+    min_objects: int = 2
+    steps: int = 300
+    lr: float = 0.01
+    weight_decay: float = 1e-4
+    eval_every: int = 10
+
+    def __post_init__(self):
+        check_int("steps", self.steps, 1)
+        check_number("lr", self.lr)
+        check_number("weight_decay", self.weight_decay, inclusive=True)
+        check_int("seed", self.seed, 0)
+        check_int("min_objects", self.min_objects, 1)
+        check_int("eval_every", self.eval_every, 1)
+        object.__setattr__(self, "fractions", tuple(float(v) for v in check_fractions(self.fractions)))
+
+    def record(self) -> dict:
+        """The settings as a JSON-ready dict (for a result's ``settings``)."""
+        return {"fractions": list(self.fractions), "seed": self.seed, "min_objects": self.min_objects,
+                "steps": self.steps, "lr": self.lr, "weight_decay": self.weight_decay,
+                "eval_every": self.eval_every}
+
 
 
 @dataclass
@@ -67,9 +109,8 @@ class LinearProbe:
 
 
 def fit_linear_probe(x_train: np.ndarray, y_train: np.ndarray, n_classes: int,
-                     x_val: np.ndarray | None = None, y_val: np.ndarray | None = None, *,
-                     steps: int = 300, lr: float = 0.01, weight_decay: float = 1e-4, eval_every: int = 10,
-                     seed: int = 0) -> LinearProbe:
+                     x_val: np.ndarray | None = None, y_val: np.ndarray | None = None,
+                     settings: ProbeSettings = ProbeSettings()) -> LinearProbe:
     """Fit ``torch.nn.Linear(D, n_classes)`` with cross-entropy and full-batch Adam (CPU, float32).
 
     Args:
@@ -77,7 +118,8 @@ def fit_linear_probe(x_train: np.ndarray, y_train: np.ndarray, n_classes: int,
             ``[0, n_classes)``.
         x_val, y_val: validation data for early stopping (every ``eval_every`` steps the weights with the best
             validation accuracy so far are kept); without it the last step is kept.
-        steps: Adam steps; lr: learning rate; weight_decay: Adam's L2 penalty; seed: weight initialisation.
+        settings: ``steps``, ``lr``, ``weight_decay``, ``eval_every`` and ``seed`` (weight initialisation) of
+            :class:`ProbeSettings`; its other fields do not apply here.
 
     Raises:
         BadInput: empty training data, labels out of range, or ``n_classes < 2``.
@@ -85,8 +127,8 @@ def fit_linear_probe(x_train: np.ndarray, y_train: np.ndarray, n_classes: int,
     from bindscope.encoders.interface import torch_threads
 
     with torch_threads(1):
-        return _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, steps, lr, weight_decay, eval_every,
-                                 seed)
+        return _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, settings.steps, settings.lr,
+                                 settings.weight_decay, settings.eval_every, settings.seed)
 
 
 def _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, steps, lr, weight_decay, eval_every, seed):
@@ -241,7 +283,7 @@ def _by_object_count(targets: list[dict]) -> dict:
 
 
 def _probe_target(table, emb: np.ndarray, modality: str, attribute: str, pairs: list, part: np.ndarray,
-                  all_values: list[str], steps: int, lr: float, weight_decay: float, seed: int) -> dict:
+                  all_values: list[str], settings: ProbeSettings) -> dict:
     """One target category's probe and bag-of-words probe (see :func:`run_probes`): ``pairs`` are its
     (sample, value) pairs, ``part`` their split (0 train, 1 val, 2 test, -1 none)."""
     samples = np.array([s for s, _ in pairs])
@@ -257,11 +299,10 @@ def _probe_target(table, emb: np.ndarray, modality: str, attribute: str, pairs: 
     train, val, test = ((samples[m], y[m]) for m in masks)
     val_ok = val[1] >= 0
     x = np.asarray(emb[samples], np.float32)
-    probe = fit_linear_probe(x[masks[0]], train[1], len(cls), x[masks[1]][val_ok], val[1][val_ok],
-                             steps=steps, lr=lr, weight_decay=weight_decay, seed=seed)
+    probe = fit_linear_probe(x[masks[0]], train[1], len(cls), x[masks[1]][val_ok], val[1][val_ok], settings)
     bow = bag_of_words_features(table, list(samples), modality, attribute, all_values)
     bow_probe = fit_linear_probe(bow[masks[0]], train[1], len(cls), bow[masks[1]][val_ok], val[1][val_ok],
-                                 steps=steps, lr=lr, weight_decay=weight_decay, seed=seed)
+                                 settings)
     predicted = probe.predict(x[masks[2]]) == test[1]
     bow_predicted = bow_probe.predict(bow[masks[2]]) == test[1]
     by_count: dict[int, list[int]] = {}
@@ -307,8 +348,7 @@ def _summary(targets: dict) -> dict:
 
 
 def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] | None = None,
-               fractions=(0.6, 0.2, 0.2), seed: int = 0, min_objects: int = 2, steps: int = 300,
-               lr: float = 0.01, weight_decay: float = 1e-4, progress=None) -> dict:
+               settings: ProbeSettings = ProbeSettings(), progress=None) -> dict:
     """Train and test every probe and its bag-of-words baseline.
 
     Args:
@@ -316,11 +356,8 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
         embeddings: ``{"image"|"text": (len(table), D) float32}``, L2-normalised, row i = sample i (image
             embedding, or caption embedding). Rows of ineligible samples are not read (may be NaN).
         attributes: attributes to probe (default: all of the table's).
-        fractions: (train, val, test) sample shares of the combination hold-out.
-        seed: split and initialisation seed.
-        min_objects: minimum objects in the modality's view (2 = only multi-object samples, where binding
-            matters).
-        steps, lr, weight_decay: see :func:`fit_linear_probe`.
+        settings: :class:`ProbeSettings` (``fractions``: sample shares of the combination hold-out; ``seed``:
+            split and initialisation; ``min_objects``; the probes' optimiser).
         progress: optional callable receiving one string per finished attribute.
 
     Returns:
@@ -347,18 +384,43 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
             raise BadInput(f"{modality} embeddings have {len(emb)} rows for {len(table)} samples")
     result = {"modalities": {m: {} for m in embeddings}, "splits": {}}
     for attribute in attributes:
-        split_of = probe_splits(table, attribute, fractions, seed)
+        split_of = probe_splits(table, attribute, settings.fractions, settings.seed)
         all_values = sorted({o.attributes.get(attribute, "") for objs in table.objects for o in objs} - {""})
         result["splits"][attribute] = {
             c: {name: int(sum(1 for v in per.values() if v == s)) for s, name in enumerate(SPLIT_NAMES)}
             for c, per in split_of.items()}
         for modality, emb in embeddings.items():
             targets = {}
-            for category, pairs in probe_targets(table, modality, attribute, min_objects).items():
+            for category, pairs in probe_targets(table, modality, attribute, settings.min_objects).items():
                 part = np.array([split_of.get(category, {}).get(int(s), -1) for s, _ in pairs])
                 targets[category] = _probe_target(table, emb, modality, attribute, pairs, part, all_values,
-                                                  steps, lr, weight_decay, seed)
+                                                  settings)
             result["modalities"][modality][attribute] = _summary(targets)
         if progress is not None:
             progress(attribute)
     return result
+
+
+def check_probe_table(table, modalities, attributes=None, min_objects: int = 2) -> dict:
+    """Count the eligible probe samples per modality and attribute, before any model is loaded.
+
+    Returns:
+        ``{modality: {attribute: number of (sample, target) pairs}}``.
+
+    Raises:
+        BadInput: an unknown modality or attribute, or not a single eligible sample anywhere.
+    """
+    attributes = list(table.attributes if attributes is None else attributes)
+    counts = {}
+    for m in modalities:
+        if m not in MODALITIES:
+            raise BadInput(f"modality {m!r}: choose from {', '.join(MODALITIES)}")
+        counts[m] = {}
+        for a in attributes:
+            if a not in table.attributes:
+                raise BadInput(f"attribute {a!r}: the dataset has {', '.join(table.attributes)}")
+            counts[m][a] = sum(len(v) for v in probe_targets(table, m, a, min_objects).values())
+    if not any(n for per in counts.values() for n in per.values()):
+        raise BadInput(f"split {table.split!r} has no sample to probe: probes need samples with at least "
+                       f"{min_objects} objects (text: mentioned) whose target object shows the attribute")
+    return counts

@@ -50,7 +50,12 @@ def distractor_combination(objects: Sequence[ObjectRecord], target: int,
     return tuple(sorted((o.category, o.attributes.get(attribute, "")) for o in objects if o.index != target))
 
 
-def _parse_fractions(fractions: Sequence[float]) -> np.ndarray:
+def check_fractions(fractions: Sequence[float]) -> np.ndarray:
+    """``fractions`` as a float64 ``(3,)`` array of (train, val, test) shares.
+
+    Raises:
+        BadInput: not three numbers >= 0 summing to 1 with train > 0 and test > 0.
+    """
     values = np.asarray(fractions, dtype=float)
     if values.shape != (3,) or np.any(values < 0) or not np.isclose(values.sum(), 1.0) or values[0] <= 0 \
             or values[2] <= 0:
@@ -79,7 +84,7 @@ def split_by_combination(keys: Sequence[Hashable], fractions: Sequence[float] = 
     Raises:
         BadInput: fractions are malformed, or there are fewer distinct keys than non-empty splits.
     """
-    shares = _parse_fractions(fractions)
+    shares = check_fractions(fractions)
     counts = Counter(keys)
     distinct = sorted(counts, key=repr)
     needed = int(np.count_nonzero(shares))
