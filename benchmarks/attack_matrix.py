@@ -1,4 +1,4 @@
-"""The full attack matrix of issue 17: every bad or crafted input case, then kill -9 and concurrency runs.
+"""The full attack matrix: every bad or crafted input case, then kill -9 and concurrency runs.
 
 Prints how many cases were tried and handled (exit 2 with one ``Error:`` line naming the value or file, or for
 ``bindscope verify`` exit 1 listing the problem with its file; no traceback; nothing written or deleted), the

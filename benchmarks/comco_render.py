@@ -8,7 +8,7 @@ Prints:
 3. memory over --memory-scenes scenes in one worker: resident set size (RSS) after scene 20 and after the last,
    the peak RSS (ru_maxrss) and the Blender data-block counts, which must stay flat (orphans are purged).
 
-Targets (issue 3): masks under 10 % extra, memory flat within 10 %, at least one 224 x 224 image per second on
+Targets: masks under 10 % extra, memory flat within 10 %, at least one 224 x 224 image per second on
 a 2-core machine. Example::
 
     python benchmarks/comco_render.py --set simco18 --timed 16 --memory-scenes 200

@@ -9,7 +9,7 @@ Steps (all offline, CPU):
    recognition and modality gap before/after on the held-out combinations
    (:func:`~bindscope.alignment.api.fit_on_dataset`, :func:`~bindscope.alignment.api.evaluate_on_dataset`).
 
-Prints the machine (platform, CPU count, load), the time of each step, the figures, and the issue-6 targets:
+Prints the machine (platform, CPU count, load), the time of each step, the figures, and the targets:
 probes well above chance in both modalities, cross-modal binding near 50 % before, LABCLIP lifting binding by
 at least 25 points. A JSON summary goes to WORKDIR/summary.json.
 
@@ -132,7 +132,7 @@ def main() -> None:
         return min(s["accuracy"] - s["chance"] for s in rows) if rows else None
 
     lift = after["binding"]["accuracy"] - before["binding"]["accuracy"]
-    print("\ntargets (issue 6):")
+    print("\ntargets:")
     for modality in probes["modalities"]:
         margin = above_chance(modality)
         print(f"  {modality} probes above chance: smallest margin over attributes "

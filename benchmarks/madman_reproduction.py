@@ -14,7 +14,7 @@ architecture, decides binding: a small CLIP trained from scratch on "ideal" data
    conditional on recognition of the attribute for both digits, as in the paper; Wilson 95% intervals) and
    writes `--out` (JSON) and a table with wall times, steps/s, the machine and its load.
 
-Target (issue 11) on a 2-core CPU, both models together in at most 45 minutes: ideal >= 90% binding on at
+Target on a 2-core CPU, both models together in at most 45 minutes: ideal >= 90% binding on at
 least 4 of 6 attributes; realistic <= 60% on at least 4 of 6; each such figure resting on >= 200 samples. The
 script prints whether the run met it. On a machine shared with other jobs the wall clock is inflated, so the
 script also measures each run's own CPU time (`os.wait4`) and reports what the runs need on an idle 2-core

@@ -1,4 +1,4 @@
-"""The attack matrix of issue 17: bad and crafted inputs for every command, and what counts as handled.
+"""The attack matrix: bad and crafted inputs for every command, and what counts as handled.
 
 A case runs one CLI command (in this process, through click's test runner) in a fresh work folder that holds
 the fixtures (a tiny finished MADMAN dataset ``d``, a tiny trained model ``model.pt``, a few files) after a

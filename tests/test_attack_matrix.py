@@ -1,4 +1,4 @@
-"""Issue 17: the fast subset of the attack matrix (tests/attack_matrix.py; the full set runs in
+"""The fast subset of the attack matrix (tests/attack_matrix.py; the full set runs in
 benchmarks/attack_matrix.py), kill -9 at any moment, two writers on one folder, workers that outlive their
 parent, resume after damage, the embedding cache and bounded config parsing."""
 

@@ -48,7 +48,7 @@ def test_captions_carry_the_sampled_attributes_and_parse_back():
         for e in spec["objects"]:
             assert e["look"] == {"rgb": cfg["colours"][e["colour"]], "bsdf": cfg["materials"][e["material"]]}
             assert e["size"] == ("large" if e["large"] else "small")
-    # the example of the issue: size, colour, material, category
+    # the word order of docs/comco.md: size, colour, material, category
     assert A.object_words({"size": "small", "colour": "red", "material": "metal", "category": "cube"},
                           A.caption_order(cfg), cfg["attributes"]) == "small red metal cube"
 

@@ -38,8 +38,8 @@ def test_cluster_bootstrap_known_answers():
 
 
 def test_clustered_matching_interval_is_wider_than_wilson_for_few_images():
-    # 6 images x 69 wrong captions, outcome decided per image (2 of 6 images pass everything): as in issue 15,
-    # the per-pair Wilson interval is narrow although only 6 independent images were seen
+    # 6 images x 69 wrong captions, outcome decided per image (2 of 6 images pass everything): the per-pair
+    # Wilson interval is narrow although only 6 independent images were seen
     outcomes = np.repeat([1, 0, 0, 1, 0, 0], 69).astype(bool)
     clusters = np.repeat(np.arange(6), 69)
     p = clustered_proportion(outcomes, clusters)

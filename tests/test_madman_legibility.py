@@ -1,4 +1,4 @@
-"""The source-digit rules of generator version 3, on hand-made shapes: stroke clearance, open loops, one connected
+"""The source-digit rules (legibility and visibility), on hand-made shapes: stroke clearance, open loops, one connected
 stroke, rotation overlap, and room for a swelling."""
 
 import math

@@ -165,7 +165,7 @@ def gen96r():
 
 
 def test_two_large_digits_never_overlap(gen96):
-    """Version 4 layout: the hardest pairs (two large, swollen digits, most of them turned 45 degrees) keep their
+    """The layout: the hardest pairs (two large, swollen digits, most of them turned 45 degrees) keep their
     ink apart, nothing of object 2 is hidden, the recorded boxes hold the ink, and object 1 moves off the centre
     only in some images and never farther out than object 2."""
     r = gen96.renderer
@@ -199,7 +199,7 @@ def test_two_large_digits_never_overlap(gen96):
 
 
 def test_drawn_source_is_the_most_legible_candidate(gen96r):
-    """Version 4: each digit is drawn from the first of its source and seven alternates (same class, same pool)
+    """Each digit is drawn from the first of its source and seven alternates (same class, same pool)
     that at least 4 of the reader's 5 nearest references read as the class with the digit's swelling and cuts,
     else from the candidate with the most such votes; plain digits are never re-drawn."""
     r = gen96r.renderer

@@ -64,7 +64,7 @@ RUN_STATE = ".bindscope-run.json"
 KIND = "dataset"  # the ownership marker's kind (see bindscope.io.ownership)
 PARTS_DIR = "parts"
 PART_FORMAT = "bindscope-part"
-PART_FORMAT_VERSION = 2  # 1 (bindscope <= 0.1.0 before the registry) also wrote a pickled generator
+PART_FORMAT_VERSION = 2  # a part record of another format version is refused by merge (rerun the parts)
 
 
 class Generator(Protocol):

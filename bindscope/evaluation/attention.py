@@ -5,12 +5,12 @@ object with the attention of the CLS token (their Figure 3). This module measure
 with instance masks (ComCO/SimCO renders, imported real data):
 
 1. **Attention from q/k.** open_clip runs ``nn.MultiheadAttention(need_weights=False)`` (and its 4.x line moves to
-   scaled-dot-product attention), so no attention weights are exposed (open_clip #732). A forward hook on every
-   residual block's ``attn`` module records the block's normalised input ``x`` (N, L, D); the attention
-   probabilities are recomputed from the module's own input projections: ``q = x W_q^T + b_q``,
-   ``k = x W_k^T + b_k``, split into ``h`` heads, ``softmax(q k^T / sqrt(D / h))``. Nothing in open_clip is changed,
-   and the model's outputs are unaffected. Token 0 is the class token; tokens 1..P are the patches in row-major
-   order.
+   scaled-dot-product attention), so no attention weights are exposed
+   (https://github.com/mlfoundations/open_clip/issues/732). A forward hook on every residual block's ``attn``
+   module records the block's normalised input ``x`` (N, L, D); the attention probabilities are recomputed from
+   the module's own input projections: ``q = x W_q^T + b_q``, ``k = x W_k^T + b_k``, split into ``h`` heads,
+   ``softmax(q k^T / sqrt(D / h))``. Nothing in open_clip is changed, and the model's outputs are unaffected.
+   Token 0 is the class token; tokens 1..P are the patches in row-major order.
 2. **CLS attention** of a block = its CLS row over the P patch tokens, averaged over heads (a distribution over
    patches that sums to ``1 - a_CLS->CLS``). Optional **attention rollout** (Abnar & Zuidema, ACL 2020): per block
    ``0.5 A + 0.5 I`` with A the head-averaged attention, rows re-normalised, multiplied from the first block to the

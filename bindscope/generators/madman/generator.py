@@ -49,15 +49,9 @@ def load_source(mnist_root: str | None = None, download: bool = False, eval_frac
     return load_torchvision(mnist_root, download)
 
 
-#: Version of the MADMAN generator recorded in every manifest. "0.1.0" (bindscope 0.1.0): attribute levels relative
-#: to each source digit; "2": normalised digits (deslanted, fixed height, canonical stroke), absolute levels,
-#: illegible source digits left out; "3": 96-pixel canvas, swellings and cuts clear of other strokes, digits that
-#: cannot show an attribute left out (:mod:`~bindscope.generators.madman.visibility`); "4": two digits never
-#: overlap (:meth:`~bindscope.generators.madman.render.Renderer.layout`), each digit drawn from the most legible of
-#: its candidate sources; "5": thickness levels 0.07 / 0.12 / 0.18 (thick loops stayed open), swellings at least
-#: 2.1 stroke widths, round digits (whose rotations look alike) left out; "6": the same digits drawn by compiled
-#: per-pixel code (:mod:`~bindscope.generators.madman.kernels`, float64 inside), so pixels differ from version 5's by
-#: rounding only (a unit in about 200,000 channel values). Datasets of every version read the same way.
+#: Version of the MADMAN generator recorded in every manifest (``generator.version``). It changes whenever the
+#: same config and seed would give other pixels; CHANGELOG.md says what each version drew. Datasets of every
+#: version read the same way.
 GENERATOR_VERSION = "6"
 
 

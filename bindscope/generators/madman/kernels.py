@@ -10,8 +10,7 @@ of a matrix product depend on the batch. Compiled code is cached on disk (numba'
 file, or in numba's user cache folder where that is read-only; without either, each process compiles); compiling
 takes about 6 s.
 
-The geometry (generator version 6, same as version 5 up to float rounding; see
-:mod:`~bindscope.generators.madman.render`):
+The geometry (see :mod:`~bindscope.generators.madman.render`):
 
 - ink: the glyph variant (uint8, 0..255 -> 0..1) sampled bilinearly, zero outside the frame;
 - swelling: the union of disks ``(y, x, r)`` along the skeleton, anti-aliased over one canvas pixel: coverage

@@ -47,7 +47,7 @@ from bindscope.generators.madman.attributes import ATTRIBUTES
 from bindscope.generators.madman.captions import describe, make_negatives
 
 #: Other instances of the same class drawn for each digit (``alternates``): the renderer draws the most legible
-#: of ``source`` and ``alternates`` with the digit's attributes (generator version 4, ``Renderer.choose``).
+#: of ``source`` and ``alternates`` with the digit's attributes (``Renderer.choose``).
 ALTERNATES = 7
 
 

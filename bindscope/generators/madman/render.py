@@ -25,8 +25,8 @@ Geometry (canvas pixel ``(i, j)`` is centred at ``(i, j)``; angles counter-clock
   the plan's jitter; object 2's centre lies along the plan's direction (or that direction turned by a multiple
   of 45 degrees), as far from the centre as keeps its ink ``margin`` pixels inside the canvas and its ink
   extent at least a pixel clear of object 1's along one axis. Where only a move of object 1 makes room (two
-  large digits), object 1 moves as little as that needs (generator version 4; before, the two digits
-  overlapped). Object 1 is drawn over object 2.
+  large digits), object 1 moves as little as that needs, so the two digits never overlap. Object 1 is drawn
+  over object 2.
 - **colour**: a digit's ink coverage ``a`` (0..1) is painted as ``a * rgb`` over black; with two digits,
   object 1 covers ``c1 = a1`` and object 2 ``c2 = a2 * (1 - a1)``; the image is ``round(c1 * rgb1 + c2 *
   rgb2)``.
@@ -37,8 +37,7 @@ min(``render.supersample`` (default 2), ceil(1 / s)) so that a minified glyph is
 pixel; each sample's source point is found by inverting placement/rotation/scale, and the swelling's coverage
 and the fracture factor are evaluated at that same source point.
 Supersampling is a box-filter anti-aliasing: strokes thinner than a pixel stay continuous. The per-pixel work
-is :func:`~bindscope.generators.madman.kernels.ink_patch` (generator version 6; version 5 did the same in numpy and
-scipy.ndimage, in float32, so its pixels differ from version 6's by rounding).
+is :func:`~bindscope.generators.madman.kernels.ink_patch` (compiled, float64 inside).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which normalised source digits can show every attribute value of a config (generator versions 3 and 5).
+"""Which normalised source digits can show every attribute value of a config.
 
 A digit that cannot show an attribute is never drawn (the generator records it in ``digits.rejected``): a round
 "0" whose rotations look alike, a lying digit (wider than tall) whose turn one way looks like a standing digit's
@@ -95,9 +95,9 @@ def visible_attributes(table: MorphoTable, values: dict) -> np.ndarray:
     - rotation: :func:`rotation_overlap` of the config's angles is at most :data:`ROTATION_IOU_MAX` (rejects
       about half of the bundled "0"s and nothing else), and the digit is not round: not both its thickest
       variant's :func:`rotation_overlap` at least :data:`ROUND_IOU` and its :func:`elongation` (thinnest
-      variant) below :data:`ROUND_ELONGATION` (generator version 5; rejects about half of the "0"s left and
-      at most 2 % of any other class), nor lying: its :func:`tallness` (thinnest variant) is at least
-      :data:`LYING_TALLNESS` (generator version 5). Turned by +45 degrees, a lying "0" or "6" looks like a standing
+      variant) below :data:`ROUND_ELONGATION` (rejects about half of the "0"s left and at most 2 % of any
+      other class), nor lying: its :func:`tallness` (thinnest variant) is at least :data:`LYING_TALLNESS`.
+      Turned by +45 degrees, a lying "0" or "6" looks like a standing
       one turned by -45 degrees: the audit oracle confused those two values on them (rejects about a fifth of
       the "0"s left, a quarter of the 4s, 3-8 % of the 2s, 6s and 7s);
     - swelling: at every thickness level, some skeleton point has room for the largest swelling

@@ -1,0 +1,120 @@
+"""The code and the reference docs say what is; history lives in CHANGELOG.md.
+
+Scans bindscope/, tests/, benchmarks/, docs/ and README.md (not CHANGELOG.md, not this file) for
+
+- issue references: ``#17`` standing alone in prose (after a space, a bracket or the start of a line; not a hex
+  colour in quotes, not ``# noqa``, not a markdown heading), ``issue 17``, ``issues 9, 33``, ``issue-6``,
+  ``pull request 12``;
+- rounds of work: ``fourth session``, ``eighth round``, ``session 5``, and in markdown ``this session``;
+- dated section headings (a markdown heading holding a date), and any ISO date (``2026-12-02``) in a
+  markdown page.
+
+Upstream bug trackers are cited by URL (``https://github.com/mlfoundations/open_clip/issues/771``), which none
+of the patterns matches.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCANNED = ["bindscope", "tests", "benchmarks", "docs", "README.md"]
+SUFFIXES = {".py", ".md", ".yaml", ".yml", ".txt", ".toml", ".cfg", ".rst"}
+SKIPPED = {ROOT / "CHANGELOG.md", Path(__file__).resolve()}
+
+_ORDINAL = r"(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)"
+_MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+_NOT_TRIP = r"(?![\s-]*(?:trip|robin|id)\b)"  # "a first round trip", "round-robin" are not rounds of work
+_ISO_DATE = r"\b(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])\b"
+
+PATTERNS = {
+    # '#' + digits, standing alone: after the start of the line, whitespace or an opening bracket/punctuation;
+    # not followed by a word character or '-', so "#404040"-style colours in quotes and "#4878a8" never match.
+    "issue reference (#N)": re.compile(r"(?:^|(?<=[\s(\[{,;:]))#\d{1,5}(?![\w-])"),
+    "issue reference (issue N)": re.compile(r"\bissues?[\s-]+(?:no\.?\s*)?#?\d+\b", re.IGNORECASE),
+    "pull request reference": re.compile(r"\bpull[\s-]+requests?\s+#?\d+\b", re.IGNORECASE),
+    "round of work (ordinal session/round)": re.compile(rf"\b{_ORDINAL}[\s-]+(?:session|round)s?\b{_NOT_TRIP}",
+                                                        re.IGNORECASE),
+    "round of work (session N)": re.compile(r"\bsessions?\s+#?\d+\b", re.IGNORECASE),
+}
+MARKDOWN_PATTERNS = {  # in code, "this session" is a Blender session
+    "round of work (this session)": re.compile(rf"\b(?:this|last|previous|next|earlier|later)\s+(?:session|round)s?"
+                                               rf"\b{_NOT_TRIP}", re.IGNORECASE),
+    "dated section heading": re.compile(rf"^#{{1,6}}\s.*(?:{_ISO_DATE}|\b{_MONTH}\s+\d{{4}}\b)"),
+    "date of work": re.compile(_ISO_DATE),
+}
+
+
+def _files():
+    for name in SCANNED:
+        path = ROOT / name
+        candidates = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for file in candidates:
+            if file.suffix in SUFFIXES and file.resolve() not in SKIPPED and ".venv" not in file.parts:
+                yield file
+
+
+def hits(text: str, markdown: bool) -> list[tuple[int, str, str]]:
+    """``(line number, pattern name, matched text)`` for every history reference in ``text``."""
+    patterns = {**PATTERNS, **(MARKDOWN_PATTERNS if markdown else {})}
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for name, pattern in patterns.items():
+            found.extend((number, name, match.group(0)) for match in pattern.finditer(line))
+    return found
+
+
+def scan() -> list[str]:
+    """``file:line: what (matched text)`` for every hit in the scanned tree."""
+    report = []
+    for file in _files():
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for number, name, matched in hits(text, file.suffix == ".md"):
+            report.append(f"{file.relative_to(ROOT)}:{number}: {name} ({matched!r})")
+    return report
+
+
+def test_no_history_references_outside_the_changelog():
+    report = scan()
+    assert not report, ("history belongs in CHANGELOG.md; state what the code does now:\n  "
+                        + "\n  ".join(report))
+
+
+@pytest.mark.parametrize("line", [
+    "The full attack matrix of issue 17: every bad input.",
+    "Targets (issue 3): masks under 10 % extra",
+    "and the issue-6 targets: probes",
+    "open_clip only warns (open_clip #771).",
+    "published numbers change (ARO issues #9, #33)",
+    "#27 made this faster",
+    "see pull request 12",
+    "### What limits it (fourth session)",
+    "Measured in the eighth round of work",
+    "the runs are session 4's and session 6's",
+    "new this session; the same width",
+])
+def test_a_planted_reference_is_found(line):
+    assert hits(line, markdown=True), line
+
+
+@pytest.mark.parametrize("line", [
+    'facecolor="#404040"', 'OUTLINE_COLOURS = ["#e6194b", "#3cb44b"]', '  white: {c: "#eeeeee", r: 0.45}',
+    "color=\"#4878a8\")", "import os  # noqa: F401", "## Throughput", "### 2. Read it, also with PyTorch",
+    "#: Version of the MADMAN generator recorded in every manifest.", "x = round(value, 2)  # round half even",
+    "One BlenderSession per process keeps one Blender session alive", "@pytest.fixture(scope=\"session\")",
+    "see https://github.com/mlfoundations/open_clip/issues/771", "the first round trip through the file",
+    "generator.version '6'", "COCO 2017 val, 80 categories", "--holdout 7:colour=red",
+    "the session's build number", "One cache folder per test session",
+])
+def test_legitimate_text_is_not_a_reference(line):
+    assert hits(line, markdown=True) == [], line
+
+
+def test_this_session_in_code_is_a_blender_session():
+    assert hits("RuntimeError: ``layout`` is not the scene this session built last", markdown=False) == []
