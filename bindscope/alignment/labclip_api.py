@@ -1,7 +1,7 @@
 """``bindscope.labclip``: fit, evaluate, apply and load a LABCLIP map (see :mod:`bindscope.alignment.api`)."""
 
 from bindscope.alignment.api import labclip_apply as apply
-from bindscope.alignment.api import labclip_eval as eval  # noqa: A001 - the documented name, bindscope.labclip.eval
+from bindscope.alignment.api import labclip_eval as eval
 from bindscope.alignment.api import labclip_fit as fit
 
 __all__ = ["fit", "eval", "apply", "load"]
