@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from bindscope.cli.main import comco
 from bindscope.config import resolve_config
 from bindscope.errors import BadInput
-from bindscope.generators.comco import planning
+from bindscope.generators.comco import camera, planning
 from bindscope.generators.comco.config import resolve_render_config
 from bindscope.generators.comco.registry import load_set
 
@@ -141,17 +141,17 @@ def test_camera_frames_the_planned_layout(comco72):
     cfg = config(objects={"min": 1, "max": 5})
     for i in range(60):
         spec = planning.plan_scene(cfg, comco72, 2, i)
-        x0, y0, x1, y1 = _union(planning.projected_boxes(spec))
+        x0, y0, x1, y1 = _union(camera.projected_boxes(spec))
         side = max(x1 - x0, y1 - y0)
         assert side == pytest.approx(0.9 * 224, abs=0.01)
         assert (x0 + x1) / 2 == pytest.approx(112, abs=0.01) and (y0 + y1) / 2 == pytest.approx(112, abs=0.01)
-        rear = max(planning.object_corners(e)[:, 1].max() for e in spec["objects"])
+        rear = max(camera.object_corners(e)[:, 1].max() for e in spec["objects"])
         assert spec["world"]["backdrop"]["y"] == pytest.approx(rear + 1.0)
     # the projection: a point on the optical axis lands in the image centre (no shift), one 1 m to the right of
     # it at distance d lands 50/36/d image widths to the right
     cam = {"elevation_deg": 0.0, "azimuth_deg": 0.0, "focal_mm": 50.0, "look_at": [0.0, 0.0, 1.0],
            "distance": 10.0, "shift_x": 0.0, "shift_y": 0.0}
-    xy = planning.project(cam, np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 1.0], [0.0, 0.0, 2.0]]), 100)
+    xy = camera.project(cam, np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 1.0], [0.0, 0.0, 2.0]]), 100)
     assert xy.ravel().tolist() == pytest.approx([50, 50, 50 + 100 * 50 / 36 / 10, 50, 50, 50 - 100 * 50 / 36 / 10])
 
 
@@ -201,15 +201,15 @@ def test_reference_plan(comco72):
     (obj,) = spec["objects"]
     assert spec["caption"] == comco72[5].name == obj["category"]
     assert (obj["x"], obj["y"], obj["yaw_deg"], obj["scale"]) == (0.0, 0.0, 0.0, 1.0)
-    box = planning.projected_boxes(spec)[0]
+    box = camera.projected_boxes(spec)[0]
     assert max(box[2] - box[0], box[3] - box[1]) == pytest.approx(0.72 * 224, abs=0.01)
     assert spec["camera"]["elevation_deg"] == 12.0 and spec["light"]["strength"] == 3.0
     crop = planning.plan_reference(config(references="crop"), comco72, 0, 5)
     assert crop["kind"] == "crop" and crop["objects"][0]["category"] == comco72[5].name
     assert crop["objects"][0]["large"] and crop["caption"] == comco72[5].name
     # zoom_to_box: the box lands centred with side fill * resolution
-    cam = planning.zoom_to_box(spec["camera"], (10, 20, 40, 80), 224, 0.5)
-    moved = planning.zoom_to_box(cam, (56, 56, 168, 168), 224, 0.5)
+    cam = camera.zoom_to_box(spec["camera"], (10, 20, 40, 80), 224, 0.5)
+    moved = camera.zoom_to_box(cam, (56, 56, 168, 168), 224, 0.5)
     assert [moved[k] for k in ("focal_mm", "shift_x", "shift_y")] == pytest.approx(
         [cam[k] for k in ("focal_mm", "shift_x", "shift_y")])
 

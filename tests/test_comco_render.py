@@ -16,7 +16,7 @@ from bindscope.cli.main import comco
 from bindscope.config import resolve_config  # noqa: E402
 from bindscope.format.reader import Dataset  # noqa: E402
 from bindscope.format.records import mask_bbox_area  # noqa: E402
-from bindscope.generators.comco import planning  # noqa: E402
+from bindscope.generators.comco import camera, planning  # noqa: E402
 from bindscope.generators.comco.generator import ComcoGenerator  # noqa: E402
 from bindscope.generators.comco.registry import load_set  # noqa: E402
 from bindscope.publish.verify import verify_dataset  # noqa: E402
@@ -72,7 +72,7 @@ def test_mask_ids_equal_visible_objects(dataset):
 def test_each_mask_lies_inside_its_projected_bbox(dataset):
     scenes, refs, _ = _scenes(dataset)
     for s in scenes + refs:
-        planned = planning.projected_boxes(s.spec)  # planning's camera model matches Blender's
+        planned = camera.projected_boxes(s.spec)  # the planned camera model matches Blender's
         for o, cube in zip(s.objects, planned):
             ys, xs = np.nonzero(s.mask == o.index)
             e = o.extras
@@ -268,8 +268,8 @@ def test_occlusion_matches_a_solo_render():
         {**spec["objects"][0], "index": 1, "category": "cube", "scale": 0.75, "y": -0.45},   # front, small
         {**spec["objects"][0], "index": 2, "category": "cylinder", "scale": 1.5, "y": 0.8},  # behind, large
     ]
-    corners = np.concatenate([planning.object_corners(e) for e in spec["objects"]])
-    spec["camera"] = planning.frame_camera(corners, 12.0, 0.0, 50.0, 0.9)
+    corners = np.concatenate([camera.object_corners(e) for e in spec["objects"]])
+    spec["camera"] = camera.frame_camera(corners, 12.0, 0.0, 50.0, 0.9)
     spec["world"]["backdrop"]["y"] = 3.0
     out = session.render(spec)
     front, back = out.objects

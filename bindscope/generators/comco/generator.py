@@ -43,7 +43,7 @@ import numpy as np
 from bindscope import __version__
 from bindscope.errors import GenerationError
 from bindscope.format.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
-from bindscope.generators.comco import attributes, planning
+from bindscope.generators.comco import attributes, camera, planning
 from bindscope.generators.comco.planning import SPLIT_REFERENCES, SPLIT_SCENES
 
 ATTRIBUTE_NAMES = ["size_class", "size"]
@@ -285,7 +285,7 @@ class ComcoGenerator:
         """Render reference image ``index`` (category ``categories[index]``); return ``(spec, RenderOutput)``.
 
         ``references: true``: the object alone is rendered once for its id mask, the camera is zoomed onto the
-        mask's bbox (:func:`planning.zoom_to_box`, side ``camera.reference_fill`` of the image) and the scene
+        mask's bbox (:func:`camera.zoom_to_box`, side ``camera.reference_fill`` of the image) and the scene
         rendered again. ``references: crop``: a scene holding the category as object 1 is rendered
         (:meth:`render_scene`) and the object cut out (:func:`cut_out`).
 
@@ -303,7 +303,7 @@ class ComcoGenerator:
         probe = session.measure(spec)  # the object's mask at the planned camera; never completed
         if probe.objects[0].area:
             box, _ = mask_bbox_area(probe.mask, 1)
-            spec["camera"] = planning.zoom_to_box(spec["camera"], box, res, fill)
+            spec["camera"] = camera.zoom_to_box(spec["camera"], box, res, fill)
         out = session.render(spec, depth=self.config["depth"])
         threshold = planning.min_visible_pixels(self.config)
         if out.objects[0].area < threshold:

@@ -2,14 +2,12 @@
 
 A *scene spec* is a JSON-serialisable dict that fixes everything a renderer needs: which categories, their
 scale (metres of the largest dimension), position on the ground and yaw, the camera (fitted to the layout,
-:func:`frame_camera`), the light, the backdrop, the Cycles seed, the caption and its mention order.
+:func:`camera.frame_camera`), the light, the backdrop, the Cycles seed, the caption and its mention order.
 :func:`plan_scene` makes the spec of scene ``index`` from ``(config, seed, index, attempt, factors)`` alone,
 so plans are identical for any number of jobs; the generator re-plans a scene whose render breaks a rule
 (with scale ``factors`` first, then with ``attempt + 1``).
 
-World frame (Blender's): metres, z up, the ground is z = 0. The camera sits on the -y side (azimuth 0),
-``camera.elevation_deg`` above the ground; objects face -y (towards the camera) before their yaw jitter.
-Projection: a pinhole with a 36 mm sensor (horizontal fit) and Blender's lens shift (:func:`project`).
+World frame, projection and framing: :mod:`bindscope.generators.comco.camera`.
 
 Protocol sources: Abbasi et al., "CLIP Under the Microscope" (CVPR 2025), docs/papers.md section 1 (ComCO/SimCO: 2-5 objects,
 controlled number, position and size; captions = names joined with " and "; one large object and the rest
@@ -29,13 +27,12 @@ import numpy as np
 
 from bindscope.errors import BadInput
 from bindscope.generators.comco import attributes as attrs
+from bindscope.generators.comco.camera import frame_camera, object_corners, projected_boxes
 
 SIZE_MODES = ("one-large", "equal", "random")
 SPLIT_SCENES = "scenes"
 SPLIT_REFERENCES = "references"
 SPEC_VERSION = 2
-SENSOR_WIDTH_MM = 36.0
-"""Camera sensor width (Blender's default); with ``focal_mm`` 50 the horizontal field of view is 39.6 degrees."""
 
 FOOTPRINT_FACTOR = math.sqrt(0.5)
 """Footprint radius per metre of scale. A model normalised to a largest dimension of 1 fits in a unit cube,
@@ -335,104 +332,6 @@ def place_row(config: dict, scales: list[float], yaws: list[float], slots: list[
     return [(xs[k] - (left + right) / 2, y[lanes[k]]) for k in range(len(scales))]
 
 
-def object_corners(entry: dict) -> np.ndarray:
-    """The 8 corners (8, 3) in metres of an object's bounding box in the world: the 1 m cube that holds every
-    normalised model (x, y in -0.5..0.5, z in 0..1) scaled, yawed and moved as the spec ``entry`` says."""
-    unit = np.array([[x, y, z] for x in (-0.5, 0.5) for y in (-0.5, 0.5) for z in (0.0, 1.0)])
-    yaw = math.radians(entry["yaw_deg"])
-    rot = np.array([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]])
-    return unit * entry["scale"] @ rot.T + np.array([entry["x"], entry["y"], 0.0])
-
-
-def view_direction(elevation_deg: float, azimuth_deg: float) -> np.ndarray:
-    """Unit vector towards a viewer at ``elevation_deg`` above the ground, ``azimuth_deg`` from -y towards +x."""
-    el, az = math.radians(elevation_deg), math.radians(azimuth_deg)
-    return np.array([math.sin(az) * math.cos(el), -math.cos(az) * math.cos(el), math.sin(el)])
-
-
-def _camera_frame(camera: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Position, right, up and forward unit vectors of a spec camera (Blender: -Z looks at ``look_at``, Y up)."""
-    towards = view_direction(camera["elevation_deg"], camera["azimuth_deg"])
-    position = np.asarray(camera["look_at"], float) + camera["distance"] * towards
-    forward = -towards
-    right = np.cross(forward, [0.0, 0.0, 1.0])
-    right /= np.linalg.norm(right)
-    return position, right, np.cross(right, forward), forward
-
-
-def image_plane(camera: dict, points: np.ndarray) -> np.ndarray:
-    """Points (N, 3) in metres -> (N, 2) image-plane coordinates ``(u, v)`` in units of the image width,
-    u right and v up from the optical axis, before the lens shift (36 mm sensor width, horizontal fit).
-
-    Raises:
-        ValueError: a point lies behind the camera or in front of its 0.1 m clip plane.
-    """
-    position, right, up, forward = _camera_frame(camera)
-    rel = np.asarray(points, float) - position
-    depth = rel @ forward
-    if depth.min() <= 0.1:
-        raise ValueError("a point lies behind the camera's clip plane")
-    scale = camera["focal_mm"] / SENSOR_WIDTH_MM / depth
-    return np.c_[(rel @ right) * scale, (rel @ up) * scale]
-
-
-def project(camera: dict, points: np.ndarray, resolution: int) -> np.ndarray:
-    """Points (N, 3) in metres -> (N, 2) pixel coordinates ``(x, y)`` (x right, y down, (0, 0) the top-left
-    image corner) of a square ``resolution`` image seen by the spec ``camera`` (lens shift included); the
-    same mapping as Blender's camera with ``sensor_fit = "HORIZONTAL"``."""
-    uv = image_plane(camera, points)
-    return np.c_[(0.5 + uv[:, 0] - camera["shift_x"]) * resolution,
-                 (0.5 - uv[:, 1] + camera["shift_y"]) * resolution]
-
-
-def projected_boxes(spec: dict) -> list[tuple[float, float, float, float]]:
-    """Pixel bbox ``(x0, y0, x1, y1)`` of each spec object's bounding cube (:func:`object_corners`) in its
-    image: it holds the object's projected mesh, so every visible pixel lies inside it."""
-    res = spec["render"]["resolution"]
-    boxes = []
-    for entry in spec["objects"]:
-        xy = project(spec["camera"], object_corners(entry), res)
-        boxes.append((float(xy[:, 0].min()), float(xy[:, 1].min()), float(xy[:, 0].max()), float(xy[:, 1].max())))
-    return boxes
-
-
-def frame_camera(points: np.ndarray, elevation_deg: float, azimuth_deg: float, focal_mm: float, fill: float,
-                 centre_x: float | None = None) -> dict:
-    """A camera that frames ``points`` (N, 3 metres): the spec ``camera`` dict.
-
-    The camera looks from ``elevation_deg`` / ``azimuth_deg`` at the centre of the points' bounding box (x =
-    ``centre_x`` when given); its distance is found by bisection so that the points' projected extent is
-    ``fill`` of the image side along its larger image axis (or the camera stands just outside the points when
-    they fill less even there), and the lens shift (``shift_x``, ``shift_y``, in image widths, Blender's
-    camera shift) centres that extent in the image. With ``centre_x`` the horizontal shift is 0 and the fit is
-    symmetric about that x, so an object there stands in the middle of the image.
-    """
-    lo_corner, hi_corner = points.min(axis=0), points.max(axis=0)
-    look_at = (lo_corner + hi_corner) / 2
-    if centre_x is not None:
-        look_at[0] = centre_x
-    camera = {"elevation_deg": float(elevation_deg), "azimuth_deg": float(azimuth_deg), "focal_mm": float(focal_mm),
-              "look_at": [float(v) for v in look_at], "distance": 0.0, "shift_x": 0.0, "shift_y": 0.0}
-
-    def extent(distance: float) -> tuple[float, np.ndarray]:
-        uv = image_plane({**camera, "distance": distance}, points)
-        width = 2 * np.abs(uv[:, 0]).max() if centre_x is not None else np.ptp(uv[:, 0])
-        return max(width, np.ptp(uv[:, 1])), uv
-
-    near = float(np.linalg.norm(points - look_at, axis=1).max()) + 0.2
-    far = near * 1000.0
-    if extent(near)[0] > fill:
-        for _ in range(60):
-            mid = (near + far) / 2
-            near, far = (mid, far) if extent(mid)[0] > fill else (near, mid)
-        near = far
-    _, uv = extent(near)
-    camera["distance"] = float(near)
-    camera["shift_x"] = 0.0 if centre_x is not None else float((uv[:, 0].min() + uv[:, 0].max()) / 2)
-    camera["shift_y"] = float((uv[:, 1].min() + uv[:, 1].max()) / 2)
-    return camera
-
-
 def plan_light(config: dict, rng: np.random.Generator | None) -> dict:
     """The sun of a scene: ``elevation_deg`` / ``azimuth_deg`` (direction *from which* it shines, azimuth 0 =
     the -y side, positive towards +x), ``strength`` (W/m^2), ``ambient`` (world strength): the config's values
@@ -559,7 +458,7 @@ def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: i
         ``{"version", "kind": "scene", "split", "index", "attempt", "set", "size_mode", "objects": [...],
         "caption", "camera", "light", "world", "render"}``; each object is ``{"index" (1-based mask id),
         "category", "category_id", "size_class", "scale" (m), "x", "y" (m), "yaw_deg", "large" (bool),
-        "slot", "mention_position"}``; camera as :func:`frame_camera` (framed on the objects' bounding cubes
+        "slot", "mention_position"}``; camera as :func:`camera.frame_camera` (framed on the objects' bounding cubes
         with ``camera.margin`` of the image side free on the tighter axis). With ``attributes`` each object also
         has ``"colour"``, ``"material"`` (names, ``""`` when not sampled), ``"look"``
         (:func:`attributes.resolved_look`) and, with ``size``, ``"size"``; the spec has ``"caption_parts"``
@@ -620,7 +519,7 @@ def plan_reference(config: dict, categories: list, seed: int, index: int, attemp
     """The spec of reference image ``index``: category ``categories[index]`` alone, centred at the origin,
     at ``scale.reference`` metres, facing the camera (yaw 0), with the un-jittered camera angles and light and
     the same backdrop as the scenes; the camera frames the object's bounding cube to ``camera.reference_fill``
-    of the image side (the generator then zooms on the object's mask, :func:`zoom_to_box`).
+    of the image side (the generator then zooms on the object's mask, :func:`camera.zoom_to_box`).
     Caption = the category name. Same keys as :func:`plan_scene` (``"kind": "reference"``).
 
     With ``references: crop`` the spec is instead a scene (:func:`plan_scene` under split ``"references"``)
@@ -652,17 +551,6 @@ def plan_rejection(spec: dict, config: dict) -> str | None:
             return (f"object {entry['index']} ({entry['category']}) projects to at most {(x1 - x0) * (y1 - y0):.0f}"
                     f" pixels, fewer than the visibility minimum of {threshold}")
     return None
-
-
-def zoom_to_box(camera: dict, box: tuple[int, int, int, int], resolution: int, fill: float) -> dict:
-    """The camera zoomed (focal length) and shifted so that the pixel box ``(x0, y0, x1, y1)`` (half-open) of
-    its image becomes centred with its larger side ``fill`` of the image side. Zoom and lens shift map the image
-    plane linearly, so the box lands there exactly (to pixel rounding)."""
-    x0, y0, x1, y1 = box
-    k = fill * resolution / max(x1 - x0, y1 - y0)
-    u = (x0 + x1) / 2 / resolution - 0.5 + camera["shift_x"]
-    v = 0.5 - (y0 + y1) / 2 / resolution + camera["shift_y"]
-    return {**camera, "focal_mm": camera["focal_mm"] * k, "shift_x": u * k, "shift_y": v * k}
 
 
 def check_plannable(config: dict, categories: list, seed: int, probe: int = 64) -> None:
