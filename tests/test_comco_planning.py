@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from bindscope.cli.main import comco
 from bindscope.config import resolve_config
 from bindscope.errors import BadInput
-from bindscope.generators.comco import camera, planning
+from bindscope.generators.comco import camera, layout, planning
 from bindscope.generators.comco.config import resolve_render_config
 from bindscope.generators.comco.registry import load_set
 
@@ -174,8 +174,8 @@ def test_row_layout_footprints_and_slots(comco72):
             for a in objs:  # yawed footprint squares never overlap
                 for b in objs:
                     if a["index"] < b["index"]:
-                        wa = planning.half_width(a["scale"], a["yaw_deg"])
-                        wb = planning.half_width(b["scale"], b["yaw_deg"])
+                        wa = layout.half_width(a["scale"], a["yaw_deg"])
+                        wb = layout.half_width(b["scale"], b["yaw_deg"])
                         assert abs(a["x"] - b["x"]) >= wa + wb - 1e-9 or abs(a["y"] - b["y"]) >= wa + wb - 1e-9
     full = config(objects={"min": 3, "max": 3}, size_mode="equal", placement={"slots": ["right", "left", "middle"]})
     for i in range(10):
@@ -219,10 +219,10 @@ def test_capacity_checks_hand_computed():
     # more than pi/sqrt(12) * 4.15^2 = 15.62 m^2 on a 4 x 4 m ground
     cfg = config(size_mode="equal", scale={"equal": 1.6}, ground={"size": [4.0, 4.0]})
     with pytest.raises(BadInput, match="total area exceeds"):
-        planning.check_capacity(cfg, [1.6] * 5)
-    planning.check_capacity(cfg, [1.6] * 2)  # 9.14 m^2 fits
+        layout.check_capacity(cfg, [1.6] * 5)
+    layout.check_capacity(cfg, [1.6] * 2)  # 9.14 m^2 fits
     with pytest.raises(BadInput, match="wider than the ground"):
-        planning.check_capacity(config(ground={"size": [2.0, 2.0]}), [1.6])
+        layout.check_capacity(config(ground={"size": [2.0, 2.0]}), [1.6])
 
 
 def test_bounded_retries_give_clear_error(comco72):
