@@ -47,9 +47,10 @@ def main() -> None:
 
     from bindscope.config import resolve_config
     from bindscope.generators.comco import planning
+    from bindscope.generators.comco.config import DEFAULT_CONFIG
     from bindscope.generators.comco.generator import ComcoGenerator
 
-    config = resolve_config("comco_config", planning.DEFAULT_CONFIG,
+    config = resolve_config("comco_config", DEFAULT_CONFIG,
                             {"set": args.set, "resolution": args.resolution, "samples": args.samples,
                              "n": max(args.timed, args.memory_scenes)})
     gen = ComcoGenerator(config, seed=0, threads=args.threads, device="cpu")

@@ -28,6 +28,7 @@ def main() -> None:
     from bindscope.config import resolve_config
     from bindscope.generators.comco import attributes, planning
     from bindscope.generators.comco.blender.session import get_session
+    from bindscope.generators.comco.config import DEFAULT_CONFIG
     from bindscope.generators.comco.registry import load_set
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,7 +38,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
 
-    config = resolve_config("comco_config", planning.DEFAULT_CONFIG,
+    config = resolve_config("comco_config", DEFAULT_CONFIG,
                             {"set": "simco18", "resolution": args.size, "samples": args.samples,
                              "attributes": ["colour", "material"]})
     shapes = load_set("simco18")

@@ -19,6 +19,7 @@ from bindscope.config import resolve_config
 from bindscope.format.reader import Dataset
 from bindscope.generators.comco import attributes as A
 from bindscope.generators.comco import planning
+from bindscope.generators.comco.config import DEFAULT_CONFIG
 from bindscope.generators.comco.registry import load_set
 from bindscope.publish.verify import verify_dataset
 
@@ -110,7 +111,7 @@ def test_metal_shows_a_specular_highlight_and_rubber_does_not():
     over its median inside the mask) is clearly higher for metal, for every CLEVR colour."""
     from bindscope.generators.comco.blender.session import get_session
 
-    cfg = resolve_config("comco_config", planning.DEFAULT_CONFIG,
+    cfg = resolve_config("comco_config", DEFAULT_CONFIG,
                          {"set": "simco18", "attributes": ["colour", "material"], "resolution": 96, "samples": 8,
                           "denoise": True, "objects": {"min": 2, "max": 2}, "size_mode": "equal"})
     base = planning.plan_scene(cfg, load_set("simco18"), 0, 0)
@@ -278,7 +279,7 @@ def test_colour_tints_the_main_material_of_textured_comco_models():
     from bindscope.generators.comco.blender.session import get_session
 
     cats = load_set("comco72")
-    cfg = resolve_config("comco_config", planning.DEFAULT_CONFIG,
+    cfg = resolve_config("comco_config", DEFAULT_CONFIG,
                          {"set": "comco72", "attributes": ["colour", "material"], "resolution": 64, "samples": 4,
                           "denoise": True})
     session = get_session("comco72", 2, "cpu")

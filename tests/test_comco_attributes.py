@@ -14,7 +14,7 @@ from bindscope.config import resolve_config
 from bindscope.errors import BadInput
 from bindscope.generators.comco import attributes as A
 from bindscope.generators.comco import planning
-from bindscope.generators.comco.config import resolve_render_config
+from bindscope.generators.comco.config import DEFAULT_CONFIG, resolve_render_config
 from bindscope.generators.comco.registry import load_set
 
 SIMCO = load_set("simco18")
@@ -22,7 +22,7 @@ NAMES = [c.name for c in SIMCO]
 
 
 def config(**overrides) -> dict:
-    cfg = resolve_config("comco_config", planning.DEFAULT_CONFIG, {"set": "simco18", **overrides})
+    cfg = resolve_config("comco_config", DEFAULT_CONFIG, {"set": "simco18", **overrides})
     A.check_attribute_config(cfg, NAMES)
     return cfg
 

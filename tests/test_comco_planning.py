@@ -17,12 +17,12 @@ from bindscope.cli.main import comco
 from bindscope.config import resolve_config
 from bindscope.errors import BadInput
 from bindscope.generators.comco import camera, layout, planning
-from bindscope.generators.comco.config import resolve_render_config
+from bindscope.generators.comco.config import DEFAULT_CONFIG, parse_objects, resolve_render_config
 from bindscope.generators.comco.registry import load_set
 
 
 def config(**overrides) -> dict:
-    return resolve_config("comco_config", planning.DEFAULT_CONFIG, overrides)
+    return resolve_config("comco_config", DEFAULT_CONFIG, overrides)
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +31,11 @@ def comco72():
 
 
 def test_parse_objects():
-    assert planning.parse_objects("3") == (3, 3)
-    assert planning.parse_objects("2-5") == (2, 5)
+    assert parse_objects("3") == (3, 3)
+    assert parse_objects("2-5") == (2, 5)
     for bad in ("0", "6", "4-2", "two", "1-6", "2-"):
         with pytest.raises(BadInput, match="^objects "):
-            planning.parse_objects(bad)
+            parse_objects(bad)
 
 
 def test_same_seed_same_specs_and_other_seed_differs(comco72):

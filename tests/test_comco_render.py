@@ -17,6 +17,7 @@ from bindscope.config import resolve_config  # noqa: E402
 from bindscope.format.reader import Dataset  # noqa: E402
 from bindscope.format.records import mask_bbox_area  # noqa: E402
 from bindscope.generators.comco import camera, planning  # noqa: E402
+from bindscope.generators.comco.config import DEFAULT_CONFIG  # noqa: E402
 from bindscope.generators.comco.generator import ComcoGenerator  # noqa: E402
 from bindscope.generators.comco.registry import load_set  # noqa: E402
 from bindscope.publish.verify import verify_dataset  # noqa: E402
@@ -255,7 +256,7 @@ def test_canonical_order_depends_on_the_geometry_only():
 
 
 def _generator(**overrides) -> ComcoGenerator:
-    cfg = resolve_config("comco_config", planning.DEFAULT_CONFIG,
+    cfg = resolve_config("comco_config", DEFAULT_CONFIG,
                          {"set": "simco18", "resolution": 64, "samples": 2, "n": 2, **TINY, **overrides})
     return ComcoGenerator(cfg, seed=0, threads=2, device="cpu")
 

@@ -178,7 +178,7 @@ class ComcoGenerator:
 
     Args:
         config: resolved ``comco render`` config (schema ``comco_config``; defaults in
-            :data:`planning.DEFAULT_CONFIG`).
+            :data:`config.DEFAULT_CONFIG`).
         seed: dataset seed (>= 0).
         threads: Cycles threads per worker process (a runtime setting, not part of the config).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (runtime setting).

@@ -20,78 +20,19 @@ position is not confounded with list order.
 from __future__ import annotations
 
 import math
-import re
 import zlib
 
 import numpy as np
 
-from bindscope.errors import BadInput
 from bindscope.generators.comco import attributes as attrs
 from bindscope.generators.comco.camera import frame_camera, object_corners, projected_boxes
+from bindscope.generators.comco.captions import caption_objects
+from bindscope.generators.comco.config import check_category_count, check_cross_keys, check_grid_slots, object_counts
 from bindscope.generators.comco.layout import check_capacity, lay_out
 
-SIZE_MODES = ("one-large", "equal", "random")
 SPLIT_SCENES = "scenes"
 SPLIT_REFERENCES = "references"
 SPEC_VERSION = 2
-
-
-DEFAULT_CONFIG: dict = {
-    "set": "comco72",
-    "n": 1000,
-    "objects": {"min": 2, "max": 5, "weights": None},
-    "size_mode": "one-large",
-    "scale": {"large": 1.5, "small": 0.7, "equal": 1.0, "reference": 1.0},
-    "sizes": {"min_area_ratio": 3.0, "equal_ratio": 1.5, "corrections": 3},
-    "resolution": 224,
-    "samples": 16,
-    "denoise": True,
-    "shard_size": 64,
-    "references": True,
-    "depth": False,
-    "ground": {"size": [5.0, 5.0], "colour": [0.55, 0.55, 0.55]},
-    "backdrop": {"kind": "seamless", "gap": 1.0, "radius": 1.5},
-    "background": [0.65, 0.67, 0.72],
-    "placement": {"mode": "row", "min_gap": 0.15, "grid": [3, 3], "slot_jitter": 0.3,
-                  "yaw_jitter_deg": 20.0, "max_tries": 100, "stagger": 0.5, "large_slot": "any",
-                  "slots": None},
-    "camera": {"elevation_deg": 12.0, "focal_mm": 50.0, "margin": 0.05, "reference_fill": 0.72,
-               "jitter": {"elevation_deg": 3.0, "azimuth_deg": 5.0}},
-    "light": {"elevation_deg": 50.0, "azimuth_deg": -35.0, "strength": 3.0, "ambient": 0.6,
-              "jitter": {"elevation_deg": 8.0, "azimuth_deg": 25.0, "strength": 0.5}},
-    "visibility": {"min_fraction": 0.004, "min_pixels": 16, "in_frame": True, "max_tries": 12},
-    "caption": {"joiner": " and ", "templates": [], "order": ["size", "colour", "material"]},
-    **attrs.DEFAULT_ATTRIBUTE_CONFIG,
-}
-"""Defaults of every ``comco render`` config key (see bindscope/schemas/comco_config.json and docs/comco.md).
-
-Units: scales, sizes, gaps and distances in metres (Blender units); angles in degrees; ``resolution`` in
-pixels (square images); ``light.strength`` in W/m^2 of a Blender sun; ``light.ambient`` is the world
-background strength; colours are linear RGB in 0..1; ``camera.margin`` and ``camera.reference_fill`` are
-fractions of the image side, ``visibility.min_fraction`` of the image area, ``placement.stagger`` of two
-neighbours' summed half-widths; ``sizes`` ratios compare visible pixel areas."""
-
-
-def parse_objects(text: str) -> tuple[int, int]:
-    """Parse ``objects``: ``"3"`` -> ``(3, 3)``, ``"2-5"`` -> ``(2, 5)``. Counts must lie in 1..5.
-
-    Raises:
-        BadInput: not a count or range, out of 1..5, or min > max.
-    """
-    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
-    if not match:
-        raise BadInput(f"objects {text!r}: expected a count like 3 or a range like 2-5 (counts 1..5)",
-                       param="objects")
-    low = int(match.group(1))
-    high = int(match.group(2)) if match.group(2) else low
-    if not 1 <= low <= high <= 5:
-        raise BadInput(f"objects {text!r}: counts must satisfy 1 <= min <= max <= 5", param="objects")
-    return low, high
-
-
-def object_counts(config: dict) -> list[int]:
-    """The object counts ``objects.min .. objects.max`` of a config."""
-    return list(range(config["objects"]["min"], config["objects"]["max"] + 1))
 
 
 def _split_code(split: str) -> int:
@@ -146,28 +87,6 @@ def min_visible_pixels(config: dict) -> int:
     return max(int(vis["min_pixels"]), math.ceil(vis["min_fraction"] * res * res))
 
 
-def make_caption(names: list[str], config: dict, rng: np.random.Generator) -> tuple[str, list[int], dict]:
-    """Caption of a scene, the 1-based mention position of each object, and how it was made.
-
-    The mention order is a uniformly random permutation (seeded); the caption is the names (object phrases,
-    e.g. ``"small red metal cube"`` with ``--attributes``) in that order joined with ``caption.joiner``
-    (default ``" and "``, Abbasi et al., CVPR 2025), placed into a template drawn uniformly from
-    ``caption.templates`` (each holds ``{objects}``) when any are given.
-
-    Returns:
-        ``(caption, positions, parts)`` with ``positions[i]`` the mention position of ``names[i]`` and
-        ``parts = {"order": [object positions in mention order], "joiner", "template" ("" for none)}``.
-    """
-    order = [int(v) for v in rng.permutation(len(names))]
-    positions = [0] * len(names)
-    for pos, i in enumerate(order, start=1):
-        positions[i] = pos
-    templates = config["caption"]["templates"]
-    template = templates[int(rng.integers(len(templates)))] if templates else ""
-    parts = attrs.CaptionParts(tuple(order), config["caption"]["joiner"], template)
-    return parts.text(names), positions, {"order": order, "joiner": parts.joiner, "template": template}
-
-
 def render_settings(config: dict, seed: int, split: str, index: int, attempt: int) -> dict:
     """Render block of a spec: resolution (pixels), Cycles samples, denoise flag, Cycles seed (0..2^31-1)."""
     cycles_seed = int(sample_rng(seed, split, index, attempt, stream=2).integers(0, 2 ** 31 - 1))
@@ -184,12 +103,6 @@ def _world(config: dict, objects: list[dict]) -> dict:
             "backdrop": {"kind": b["kind"], "y": rear + float(b["gap"]), "radius": float(b["radius"])}}
 
 
-def _check_category_count(config: dict, categories: list, count: int) -> None:
-    if count > len(categories):
-        raise BadInput(f"set {config['set']!r} has {len(categories)} categories, fewer than the {count} "
-                       "distinct objects a scene needs; lower objects", param="set")
-
-
 def _choose_categories(config: dict, categories: list, count: int, rng, look_rng, present: bool | None,
                        first=None) -> tuple[list, list | None]:
     """The scene's categories in object order, drawn from ``rng`` (``first`` fixed as object 1), or, for a
@@ -199,7 +112,7 @@ def _choose_categories(config: dict, categories: list, count: int, rng, look_rng
         by_name = {c.name: c for c in categories}
         planned = attrs.plan_conjunctive(config, list(by_name), count, present, look_rng)
         return [by_name[name] for name, _ in planned], planned
-    _check_category_count(config, categories, count)
+    check_category_count(config, categories, count)
     if first is None:
         return [categories[int(i)] for i in rng.choice(len(categories), size=count, replace=False)], None
     others = [c for c in categories if c.name != first.name]
@@ -211,7 +124,7 @@ def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: i
     """The spec of scene ``index`` of split ``"scenes"`` (a pure function of its arguments).
 
     Args:
-        config: resolved ``comco render`` config (see :data:`DEFAULT_CONFIG`).
+        config: resolved ``comco render`` config (see :data:`config.DEFAULT_CONFIG`).
         categories: the set's :class:`bindscope.generators.comco.registry.Category` list.
         seed: dataset seed.
         index: 0-based scene index.
@@ -262,10 +175,7 @@ def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: i
             if "size" in sampled:
                 entry["size"] = "large" if entry["large"] else "small"
             entry.update(colour=colour, material=material, look=attrs.resolved_look(config, colour, material))
-    order = attrs.caption_order(config)
-    caption, mentions, parts = make_caption([attrs.object_words(e, order, sampled) for e in objects], config, rng)
-    for entry, position in zip(objects, mentions):
-        entry["mention_position"] = position
+    caption, parts = caption_objects(objects, config, rng)
     middle = [e["x"] for e in objects if e["slot"] == "middle"]
     camera = frame_camera(np.concatenate([object_corners(e) for e in objects]), elevation, azimuth,
                           c["focal_mm"], 1 - 2 * c["margin"],
@@ -324,34 +234,26 @@ def plan_rejection(spec: dict, config: dict) -> str | None:
 def check_plannable(config: dict, categories: list, seed: int, probe: int = 64) -> None:
     """Validate a config by planning before anything is rendered or written.
 
-    Checks the capacity of the worst-case scale list of every object count (one-large: one large + small ones;
-    equal: all equal; random: all at ``scale.small``, the least any scene needs), the grid size, and plans
+    Runs the config's cross-key checks (:func:`config.check_cross_keys`), then for every object count the
+    set's size (:func:`config.check_category_count`, not for conjunctive search, whose scenes repeat
+    categories) and, outside ``placement.mode: row``, the capacity of the worst-case scale list
+    (:func:`layout.check_capacity`; one-large: one large + small ones; equal: all equal; random: all at
+    ``scale.small``, the least any scene needs) and the grid size (:func:`config.check_grid_slots`), and plans
     the first ``probe`` scenes.
 
     Raises:
         BadInput: as :func:`plan_scene` (e.g. "impossible layout: ...").
     """
     s, p = config["scale"], config["placement"]
-    attrs.check_attribute_config(config, [c.name for c in categories])
-    if p["mode"] != "row" and (p["large_slot"] != "any" or p["slots"]):
-        raise BadInput(f"placement.large_slot / placement.slots need placement.mode 'row', not {p['mode']!r}")
-    if p["large_slot"] != "any" and config["size_mode"] != "one-large":
-        raise BadInput(f"placement.large_slot {p['large_slot']!r} needs size_mode 'one-large' (no object is "
-                       f"planned large in {config['size_mode']!r} mode); use placement.slots")
-    if p["large_slot"] != "any" and p["slots"]:
-        raise BadInput("give placement.large_slot or placement.slots, not both (slots[0] is the large object)")
+    check_cross_keys(config, [c.name for c in categories])
     for count in object_counts(config):
         if config["task"] != "conjunctive-search":  # conjunctive-search scenes repeat categories
-            _check_category_count(config, categories, count)
+            check_category_count(config, categories, count)
         if p["mode"] == "row":
             continue
         worst = {"one-large": [s["large"]] + [s["small"]] * (count - 1), "equal": [s["equal"]] * count,
                  "random": [s["small"]] * count}[config["size_mode"]]
         check_capacity(config, worst)
-        if config["placement"]["mode"] == "grid":
-            cols, rows = config["placement"]["grid"]
-            if count > cols * rows:
-                raise BadInput(f"placement.grid {[cols, rows]} has {cols * rows} slots, fewer than {count} "
-                               "objects; enlarge placement.grid or lower objects")
+        check_grid_slots(config, count)
     for index in range(min(probe, config["n"])):
         plan_scene(config, categories, seed, index)
