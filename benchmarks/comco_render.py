@@ -46,7 +46,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bindscope.config import resolve_config
-    from bindscope.generators.comco import planning
+    from bindscope.generators.comco import scene
     from bindscope.generators.comco.config import DEFAULT_CONFIG
     from bindscope.generators.comco.generator import ComcoGenerator
 
@@ -62,7 +62,7 @@ def main() -> None:
 
     t = time.perf_counter()
     session = gen._session()
-    specs = [planning.plan_scene(config, gen.categories, 0, i) for i in range(args.timed)]
+    specs = [scene.plan_scene(config, gen.categories, 0, i) for i in range(args.timed)]
     for spec in specs:  # warm-up: build every model once so neither timing pays for model construction
         session.build(spec)
     print(f"session start + model build: {time.perf_counter() - t:.1f} s")

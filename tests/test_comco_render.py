@@ -16,7 +16,7 @@ from bindscope.cli.main import comco
 from bindscope.config import resolve_config  # noqa: E402
 from bindscope.format.reader import Dataset  # noqa: E402
 from bindscope.format.records import mask_bbox_area  # noqa: E402
-from bindscope.generators.comco import camera, planning  # noqa: E402
+from bindscope.generators.comco import camera, scene  # noqa: E402
 from bindscope.generators.comco.config import DEFAULT_CONFIG  # noqa: E402
 from bindscope.generators.comco.generator import ComcoGenerator  # noqa: E402
 from bindscope.generators.comco.registry import load_set  # noqa: E402
@@ -264,7 +264,7 @@ def _generator(**overrides) -> ComcoGenerator:
 def test_occlusion_matches_a_solo_render():
     gen = _generator()
     session = gen._session()
-    spec = planning.plan_reference(gen.config, gen.categories, 0, 0)
+    spec = scene.plan_reference(gen.config, gen.categories, 0, 0)
     spec["objects"] = [
         {**spec["objects"][0], "index": 1, "category": "cube", "scale": 0.75, "y": -0.45},   # front, small
         {**spec["objects"][0], "index": 2, "category": "cylinder", "scale": 1.5, "y": 0.8},  # behind, large
@@ -324,11 +324,11 @@ def test_rejected_layouts_are_replanned_and_bounded(tmp_path):
 
     gen = _generator(objects={"min": 3, "max": 3})
     session = gen._session()
-    spec = planning.plan_scene(gen.config, gen.categories, 0, 0)
+    spec = scene.plan_scene(gen.config, gen.categories, 0, 0)
     layout = session.measure(spec)  # step 1: the layout, measured by the flat id render; no RGB render yet
     assert len(layout.objects) == 3 and set(layout.timings) == {"build", "ids"}
     assert [o.area for o in layout.objects] == [int((layout.mask == k).sum()) for k in (1, 2, 3)]
-    session.measure(planning.plan_scene(gen.config, gen.categories, 0, 1))  # rejected: another layout is built
+    session.measure(scene.plan_scene(gen.config, gen.categories, 0, 1))  # rejected: another layout is built
     with pytest.raises(RuntimeError, match="no longer built"):
         session.complete(layout)
     accepted = session.measure(spec)

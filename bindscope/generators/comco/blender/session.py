@@ -657,7 +657,7 @@ class BlenderSession:
         """Build and render ``spec`` without an accept/reject step: :meth:`measure` then :meth:`complete`.
 
         Args:
-            spec: a scene or reference spec (``planning.plan_scene`` / ``plan_reference``).
+            spec: a scene or reference spec (``scene.plan_scene`` / ``plan_reference``).
             masks: False renders the RGB image only (mask all zeros, no per-object results; for benchmarks).
             depth: also return the depth map (from the same id render; no extra render).
         """

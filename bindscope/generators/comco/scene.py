@@ -1,20 +1,20 @@
-"""Scene planning for ComCO / SimCO: pure Python + numpy, never imports bpy.
+"""Scene specs of ComCO / SimCO, assembled from their pieces and checked before rendering (pure Python +
+numpy, never imports bpy).
 
 A *scene spec* is a JSON-serialisable dict that fixes everything a renderer needs: which categories, their
-scale (metres of the largest dimension), position on the ground and yaw, the camera (fitted to the layout,
-:func:`camera.frame_camera`), the light, the backdrop, the Cycles seed, the caption and its mention order.
-:func:`plan_scene` makes the spec of scene ``index`` from ``(config, seed, index, attempt, factors)`` alone,
-so plans are identical for any number of jobs; the generator re-plans a scene whose render breaks a rule
-(with scale ``factors`` first, then with ``attempt + 1``).
+scale (metres of the largest dimension), position on the ground and yaw (:mod:`.layout`), the camera (fitted
+to the layout, :func:`camera.frame_camera`), the light, the backdrop, the Cycles seed, the caption and its
+mention order (:mod:`.captions`). :func:`plan_scene` makes the spec of scene ``index`` from ``(config, seed,
+index, attempt, factors)`` alone, so plans are identical for any number of jobs; the generator re-plans a
+scene whose render breaks a rule (with scale ``factors`` first, then with ``attempt + 1``).
+:func:`plan_reference` makes the spec of a reference image, :func:`plan_rejection` tells whether a plan can
+pass the visibility rule, and :func:`check_plannable` validates a config by planning before anything is
+rendered. All randomness of scene ``index`` comes from :func:`sample_rng`.
 
-World frame, projection and framing: :mod:`bindscope.generators.comco.camera`.
-
-Protocol sources: Abbasi et al., "CLIP Under the Microscope" (CVPR 2025), docs/papers.md section 1 (ComCO/SimCO: 2-5 objects,
-controlled number, position and size; captions = names joined with " and "; one large object and the rest
-small for the image-side experiments). Unpublished values (scales, ground, camera, light) are this project's
-choices, documented in docs/comco.md and exposed as config values. Mention order is sampled uniformly at
-random (seeded) rather than from ``itertools.combinations`` over a fixed list as in the authors' code, so that
-position is not confounded with list order.
+Protocol sources: Abbasi et al., "CLIP Under the Microscope" (CVPR 2025), docs/papers.md section 1 (ComCO/SimCO:
+2-5 objects, controlled number, position and size; captions = names joined with " and "; one large object and
+the rest small for the image-side experiments). Unpublished values (scales, ground, camera, light) are this
+project's choices, documented in docs/comco.md and exposed as config values (:data:`config.DEFAULT_CONFIG`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ from bindscope.generators.comco.config import check_category_count, check_cross_
 from bindscope.generators.comco.layout import check_capacity, lay_out
 
 SPLIT_SCENES = "scenes"
+"""Split of the multi-object scenes."""
 SPLIT_REFERENCES = "references"
+"""Split of the single-object reference images (one per category)."""
 SPEC_VERSION = 2
+"""Version of the spec layout (the spec's ``"version"``)."""
 
 
 def _split_code(split: str) -> int:
