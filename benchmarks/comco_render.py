@@ -46,10 +46,11 @@ def main() -> None:
     args = parser.parse_args()
 
     from bindscope.config import resolve_config
-    from bindscope.generators.comco import planning
+    from bindscope.generators.comco import scene
+    from bindscope.generators.comco.config import DEFAULT_CONFIG
     from bindscope.generators.comco.generator import ComcoGenerator
 
-    config = resolve_config("comco_config", planning.DEFAULT_CONFIG,
+    config = resolve_config("comco_config", DEFAULT_CONFIG,
                             {"set": args.set, "resolution": args.resolution, "samples": args.samples,
                              "n": max(args.timed, args.memory_scenes)})
     gen = ComcoGenerator(config, seed=0, threads=args.threads, device="cpu")
@@ -61,7 +62,7 @@ def main() -> None:
 
     t = time.perf_counter()
     session = gen._session()
-    specs = [planning.plan_scene(config, gen.categories, 0, i) for i in range(args.timed)]
+    specs = [scene.plan_scene(config, gen.categories, 0, i) for i in range(args.timed)]
     for spec in specs:  # warm-up: build every model once so neither timing pays for model construction
         session.build(spec)
     print(f"session start + model build: {time.perf_counter() - t:.1f} s")

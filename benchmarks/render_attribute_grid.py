@@ -5,7 +5,7 @@ Usage:
     .venv/bin/python benchmarks/render_attribute_grid.py                       # -> docs/images/simco-attributes-grid.png
     .venv/bin/python benchmarks/render_attribute_grid.py --size 64 --samples 8 --out /tmp/grid.png
 
-Each tile is the reference spec of the shape (``planning.plan_reference``: alone at the origin, yaw 0, the
+Each tile is the reference spec of the shape (``scene.plan_reference``: alone at the origin, yaw 0, the
 camera framed on it) with the object's look set from the config's ``colours`` and ``materials`` tables. Prints the render time and the machine.
 """
 
@@ -26,8 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     from bindscope.config import resolve_config
-    from bindscope.generators.comco import attributes, planning
+    from bindscope.generators.comco import attributes, scene
     from bindscope.generators.comco.blender.session import get_session
+    from bindscope.generators.comco.config import DEFAULT_CONFIG
     from bindscope.generators.comco.registry import load_set
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,7 +38,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
 
-    config = resolve_config("comco_config", planning.DEFAULT_CONFIG,
+    config = resolve_config("comco_config", DEFAULT_CONFIG,
                             {"set": "simco18", "resolution": args.size, "samples": args.samples,
                              "attributes": ["colour", "material"]})
     shapes = load_set("simco18")
@@ -54,7 +55,7 @@ def main() -> None:
     start = time.perf_counter()
     for row, shape in enumerate(shapes):
         draw.text((2, label_h + row * args.size + args.size // 2 - 6), shape.name, fill="black")
-        spec = planning.plan_reference(config, shapes, 0, row)
+        spec = scene.plan_reference(config, shapes, 0, row)
         for m, material in enumerate(materials):
             for c, colour in enumerate(colours):
                 spec["objects"][0]["look"] = attributes.resolved_look(config, colour, material)

@@ -18,7 +18,8 @@ from bindscope.cli.main import comco
 from bindscope.config import resolve_config
 from bindscope.format.reader import Dataset
 from bindscope.generators.comco import attributes as A
-from bindscope.generators.comco import planning
+from bindscope.generators.comco import scene
+from bindscope.generators.comco.config import DEFAULT_CONFIG
 from bindscope.generators.comco.registry import load_set
 from bindscope.publish.verify import verify_dataset
 
@@ -110,10 +111,10 @@ def test_metal_shows_a_specular_highlight_and_rubber_does_not():
     over its median inside the mask) is clearly higher for metal, for every CLEVR colour."""
     from bindscope.generators.comco.blender.session import get_session
 
-    cfg = resolve_config("comco_config", planning.DEFAULT_CONFIG,
+    cfg = resolve_config("comco_config", DEFAULT_CONFIG,
                          {"set": "simco18", "attributes": ["colour", "material"], "resolution": 96, "samples": 8,
                           "denoise": True, "objects": {"min": 2, "max": 2}, "size_mode": "equal"})
-    base = planning.plan_scene(cfg, load_set("simco18"), 0, 0)
+    base = scene.plan_scene(cfg, load_set("simco18"), 0, 0)
     session = get_session("simco18", 2, "cpu")
     for colour in A.DEFAULT_COLOURS:
         spec = copy.deepcopy(base)
@@ -279,14 +280,14 @@ def test_colour_tints_the_main_material_of_textured_comco_models():
     from bindscope.generators.comco.blender.session import get_session
 
     cats = load_set("comco72")
-    cfg = resolve_config("comco_config", planning.DEFAULT_CONFIG,
+    cfg = resolve_config("comco_config", DEFAULT_CONFIG,
                          {"set": "comco72", "attributes": ["colour", "material"], "resolution": 64, "samples": 4,
                           "denoise": True})
     session = get_session("comco72", 2, "cpu")
     names = [c.name for c in cats]
     for name in ("zebra", "giraffe", "cow", "car"):
         for colour in ("red", "blue", "yellow"):
-            spec = planning.plan_reference(cfg, cats, 0, names.index(name))
+            spec = scene.plan_reference(cfg, cats, 0, names.index(name))
             spec["objects"][0]["look"] = A.resolved_look(cfg, colour, "rubber")
             out = session.render(spec)
             _assert_colour(out.image, out.mask == 1, colour)

@@ -13,8 +13,8 @@ from bindscope.cli.main import comco
 from bindscope.config import resolve_config
 from bindscope.errors import BadInput
 from bindscope.generators.comco import attributes as A
-from bindscope.generators.comco import planning
-from bindscope.generators.comco.config import resolve_render_config
+from bindscope.generators.comco import scene
+from bindscope.generators.comco.config import DEFAULT_CONFIG, resolve_render_config
 from bindscope.generators.comco.registry import load_set
 
 SIMCO = load_set("simco18")
@@ -22,7 +22,7 @@ NAMES = [c.name for c in SIMCO]
 
 
 def config(**overrides) -> dict:
-    cfg = resolve_config("comco_config", planning.DEFAULT_CONFIG, {"set": "simco18", **overrides})
+    cfg = resolve_config("comco_config", DEFAULT_CONFIG, {"set": "simco18", **overrides})
     A.check_attribute_config(cfg, NAMES)
     return cfg
 
@@ -40,7 +40,7 @@ def test_default_colours_are_clevr_in_linear_rgb():
 def test_captions_carry_the_sampled_attributes_and_parse_back():
     cfg = config(attributes=["size", "colour", "material"])
     for i in range(30):
-        spec = planning.plan_scene(cfg, SIMCO, 5, i)
+        spec = scene.plan_scene(cfg, SIMCO, 5, i)
         parsed = A.parse_caption(spec["caption"], cfg, NAMES)
         by_mention = sorted(spec["objects"], key=lambda e: e["mention_position"])
         assert parsed == [{"size": e["size"], "colour": e["colour"], "material": e["material"],
@@ -57,7 +57,7 @@ def test_caption_order_and_templates_are_configurable():
     cfg = config(attributes=["colour", "material"],
                  caption={"order": ["material", "colour", "size"], "templates": ["a render of {objects}."],
                           "joiner": ", "})
-    spec = planning.plan_scene(cfg, SIMCO, 0, 1)
+    spec = scene.plan_scene(cfg, SIMCO, 0, 1)
     first = min(spec["objects"], key=lambda e: e["mention_position"])
     assert spec["caption"].startswith(f"a render of {first['material']} {first['colour']} {first['category']}")
     assert spec["caption"].count(", ") == len(spec["objects"]) - 1
@@ -68,7 +68,7 @@ def test_caption_order_and_templates_are_configurable():
 
 def test_without_attributes_specs_are_unchanged():
     plain = config()
-    spec = planning.plan_scene(plain, SIMCO, 3, 2)
+    spec = scene.plan_scene(plain, SIMCO, 3, 2)
     assert "caption_parts" not in spec and "colour" not in spec["objects"][0]
     ordered = sorted(spec["objects"], key=lambda e: e["mention_position"])
     assert spec["caption"] == " and ".join(e["category"] for e in ordered)
@@ -76,8 +76,8 @@ def test_without_attributes_specs_are_unchanged():
 
 def test_colour_and_material_are_uniform_and_seeded():
     cfg = config(attributes=["colour", "material"])
-    specs = [planning.plan_scene(cfg, SIMCO, 0, i) for i in range(400)]
-    assert specs[:5] == [planning.plan_scene(cfg, SIMCO, 0, i) for i in range(5)]
+    specs = [scene.plan_scene(cfg, SIMCO, 0, i) for i in range(400)]
+    assert specs[:5] == [scene.plan_scene(cfg, SIMCO, 0, i) for i in range(5)]
     pairs = Counter((e["colour"], e["material"]) for s in specs for e in s["objects"])
     assert len(pairs) == 16
     total = sum(pairs.values())  # 400 scenes x 3.5 objects; each of 16 pairs expects 87.5
@@ -95,7 +95,7 @@ def test_held_out_combinations_exclude_and_only():
     assert len(A.allowed_pairs(test, "torus")) == 16
     for cfg, inside in ((train, False), (test, True)):
         seen = [(e["category"], e["colour"], e["material"]) for i in range(300)
-                for e in planning.plan_scene(cfg, SIMCO, 1, i)["objects"] if e["category"] in ("cube", "sphere")]
+                for e in scene.plan_scene(cfg, SIMCO, 1, i)["objects"] if e["category"] in ("cube", "sphere")]
         assert seen
         assert all((c == "cube" and col == "red" or c == "sphere" and (col, m) == ("blue", "metal")) == inside
                    for c, col, m in seen)
@@ -120,7 +120,7 @@ def test_attribute_config_errors_name_the_value():
 def test_negatives_swap_and_replace_and_never_equal_the_caption():
     cfg = config(attributes=["size", "colour", "material"])
     for i in range(40):
-        spec = planning.plan_scene(cfg, SIMCO, 2, i)
+        spec = scene.plan_scene(cfg, SIMCO, 2, i)
         negatives = A.scene_negatives(spec, cfg, np.random.default_rng(i))
         objs = {e["index"]: e for e in spec["objects"]}
         m = len(objs)
@@ -148,7 +148,7 @@ def test_conjunctive_scenes_hold_the_planned_objects_and_match_bags():
     cfg = config(attributes=["colour"], task="conjunctive-search", objects={"min": 2, "max": 5})
     present_bags, absent_bags = Counter(), Counter()
     for i in range(80):
-        spec = planning.plan_scene(cfg, SIMCO, 4, i)
+        spec = scene.plan_scene(cfg, SIMCO, 4, i)
         info = spec["conjunctive_search"]
         objs = [(e["category"], e["colour"]) for e in spec["objects"]]
         assert len(objs) == len(set(objs)) == info["distractors"] + 1 == 2 + i % 4

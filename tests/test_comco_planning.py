@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from bindscope.cli.main import comco
 from bindscope.config import resolve_config
 from bindscope.errors import BadInput
-from bindscope.generators.comco import planning
-from bindscope.generators.comco.config import resolve_render_config
+from bindscope.generators.comco import camera, layout, scene
+from bindscope.generators.comco.config import DEFAULT_CONFIG, parse_objects, resolve_render_config
 from bindscope.generators.comco.registry import load_set
 
 
 def config(**overrides) -> dict:
-    return resolve_config("comco_config", planning.DEFAULT_CONFIG, overrides)
+    return resolve_config("comco_config", DEFAULT_CONFIG, overrides)
 
 
 @pytest.fixture(scope="module")
@@ -31,38 +31,38 @@ def comco72():
 
 
 def test_parse_objects():
-    assert planning.parse_objects("3") == (3, 3)
-    assert planning.parse_objects("2-5") == (2, 5)
+    assert parse_objects("3") == (3, 3)
+    assert parse_objects("2-5") == (2, 5)
     for bad in ("0", "6", "4-2", "two", "1-6", "2-"):
         with pytest.raises(BadInput, match="^objects "):
-            planning.parse_objects(bad)
+            parse_objects(bad)
 
 
 def test_same_seed_same_specs_and_other_seed_differs(comco72):
     cfg = config()
-    a = [planning.plan_scene(cfg, comco72, 7, i) for i in range(20)]
-    b = [planning.plan_scene(cfg, comco72, 7, i) for i in range(20)]
-    c = [planning.plan_scene(cfg, comco72, 8, i) for i in range(20)]
+    a = [scene.plan_scene(cfg, comco72, 7, i) for i in range(20)]
+    b = [scene.plan_scene(cfg, comco72, 7, i) for i in range(20)]
+    c = [scene.plan_scene(cfg, comco72, 8, i) for i in range(20)]
     assert a == b
     assert sum(x != y for x, y in zip(a, c)) == 20
     # a re-plan (attempt 1) is a different scene, and itself reproducible
-    assert planning.plan_scene(cfg, comco72, 7, 3, attempt=1) != a[3]
-    assert planning.plan_scene(cfg, comco72, 7, 3, attempt=1) == planning.plan_scene(cfg, comco72, 7, 3, 1)
+    assert scene.plan_scene(cfg, comco72, 7, 3, attempt=1) != a[3]
+    assert scene.plan_scene(cfg, comco72, 7, 3, attempt=1) == scene.plan_scene(cfg, comco72, 7, 3, 1)
 
 
 def test_counts_spread_evenly_and_weighted(comco72):
     cfg = config(objects={"min": 2, "max": 5})
-    counts = Counter(len(planning.plan_scene(cfg, comco72, 0, i)["objects"]) for i in range(40))
+    counts = Counter(len(scene.plan_scene(cfg, comco72, 0, i)["objects"]) for i in range(40))
     assert counts == {2: 10, 3: 10, 4: 10, 5: 10}
     weighted = config(objects={"min": 2, "max": 3, "weights": [0, 1]})
-    assert {len(planning.plan_scene(weighted, comco72, 0, i)["objects"]) for i in range(30)} == {3}
+    assert {len(scene.plan_scene(weighted, comco72, 0, i)["objects"]) for i in range(30)} == {3}
 
 
 def test_one_large_scales_and_distinct_categories(comco72):
     cfg = config(objects={"min": 5, "max": 5})
     large_slots = Counter()
     for i in range(200):
-        spec = planning.plan_scene(cfg, comco72, 1, i)
+        spec = scene.plan_scene(cfg, comco72, 1, i)
         objs = spec["objects"]
         assert [o["index"] for o in objs] == [1, 2, 3, 4, 5]
         assert len({o["category"] for o in objs}) == 5
@@ -72,9 +72,9 @@ def test_one_large_scales_and_distinct_categories(comco72):
         large_slots[large[0]["index"]] += 1
     assert set(large_slots) == {1, 2, 3, 4, 5}  # the large object is not always the same slot
     equal = config(size_mode="equal", scale={"equal": 1.2})
-    assert {o["scale"] for o in planning.plan_scene(equal, comco72, 0, 0)["objects"]} == {1.2}
+    assert {o["scale"] for o in scene.plan_scene(equal, comco72, 0, 0)["objects"]} == {1.2}
     rnd = config(size_mode="random")
-    scales = [o["scale"] for i in range(30) for o in planning.plan_scene(rnd, comco72, 0, i)["objects"]]
+    scales = [o["scale"] for i in range(30) for o in scene.plan_scene(rnd, comco72, 0, i)["objects"]]
     assert min(scales) >= 0.7 and max(scales) <= 1.5 and len(set(scales)) == len(scales)
 
 
@@ -85,7 +85,7 @@ def test_footprints_disjoint_with_gap_and_inside_ground(comco72, mode):
                  "yaw_jitter_deg": 25.0, "slot_jitter": 0.0})
     half_w, half_d = (v / 2 for v in cfg["ground"]["size"])
     for i in range(100):
-        objs = planning.plan_scene(cfg, comco72, 3, i)["objects"]
+        objs = scene.plan_scene(cfg, comco72, 3, i)["objects"]
         for a in objs:
             r = a["scale"] * math.sqrt(0.5)
             assert abs(a["x"]) + r <= half_w + 1e-9 and abs(a["y"]) + r <= half_d + 1e-9
@@ -103,7 +103,7 @@ def test_caption_is_names_in_uniform_random_mention_order(comco72):
     cfg = config(objects={"min": 3, "max": 3})
     first = Counter()
     for i in range(1500):
-        spec = planning.plan_scene(cfg, comco72, 0, i)
+        spec = scene.plan_scene(cfg, comco72, 0, i)
         objs = sorted(spec["objects"], key=lambda o: o["mention_position"])
         assert [o["mention_position"] for o in objs] == [1, 2, 3]
         assert spec["caption"] == " and ".join(o["category"] for o in objs)
@@ -111,7 +111,7 @@ def test_caption_is_names_in_uniform_random_mention_order(comco72):
     # uniform over the three objects: 500 expected each; 4 binomial standard deviations is 73
     assert all(abs(v - 500) < 73 for v in first.values()), first
     templated = config(caption={"templates": ["a photo of {objects}.", "{objects} on a table"]})
-    captions = {planning.plan_scene(templated, comco72, 0, i)["caption"] for i in range(20)}
+    captions = {scene.plan_scene(templated, comco72, 0, i)["caption"] for i in range(20)}
     assert any(c.startswith("a photo of ") and c.endswith(".") for c in captions)
     assert any(c.endswith(" on a table") for c in captions)
 
@@ -119,7 +119,7 @@ def test_caption_is_names_in_uniform_random_mention_order(comco72):
 def test_camera_and_light_jitter_bounds(comco72):
     cfg = config()
     for i in range(50):
-        spec = planning.plan_scene(cfg, comco72, 0, i)
+        spec = scene.plan_scene(cfg, comco72, 0, i)
         cam, light = spec["camera"], spec["light"]
         assert 9 <= cam["elevation_deg"] <= 15 and -5 <= cam["azimuth_deg"] <= 5 and cam["focal_mm"] == 50
         assert 42 <= light["elevation_deg"] <= 58 and -60 <= light["azimuth_deg"] <= -10
@@ -127,7 +127,7 @@ def test_camera_and_light_jitter_bounds(comco72):
         assert spec["render"] == {**spec["render"], "resolution": 224, "samples": 16, "denoise": True}
         assert spec["world"]["backdrop"]["kind"] == "seamless"
     still = config(camera={"jitter": {"elevation_deg": 0, "azimuth_deg": 0}})
-    assert planning.plan_scene(still, comco72, 0, 4)["camera"]["elevation_deg"] == 12.0
+    assert scene.plan_scene(still, comco72, 0, 4)["camera"]["elevation_deg"] == 12.0
 
 
 def _union(boxes):
@@ -140,18 +140,18 @@ def test_camera_frames_the_planned_layout(comco72):
     behind every object."""
     cfg = config(objects={"min": 1, "max": 5})
     for i in range(60):
-        spec = planning.plan_scene(cfg, comco72, 2, i)
-        x0, y0, x1, y1 = _union(planning.projected_boxes(spec))
+        spec = scene.plan_scene(cfg, comco72, 2, i)
+        x0, y0, x1, y1 = _union(camera.projected_boxes(spec))
         side = max(x1 - x0, y1 - y0)
         assert side == pytest.approx(0.9 * 224, abs=0.01)
         assert (x0 + x1) / 2 == pytest.approx(112, abs=0.01) and (y0 + y1) / 2 == pytest.approx(112, abs=0.01)
-        rear = max(planning.object_corners(e)[:, 1].max() for e in spec["objects"])
+        rear = max(camera.object_corners(e)[:, 1].max() for e in spec["objects"])
         assert spec["world"]["backdrop"]["y"] == pytest.approx(rear + 1.0)
     # the projection: a point on the optical axis lands in the image centre (no shift), one 1 m to the right of
     # it at distance d lands 50/36/d image widths to the right
     cam = {"elevation_deg": 0.0, "azimuth_deg": 0.0, "focal_mm": 50.0, "look_at": [0.0, 0.0, 1.0],
            "distance": 10.0, "shift_x": 0.0, "shift_y": 0.0}
-    xy = planning.project(cam, np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 1.0], [0.0, 0.0, 2.0]]), 100)
+    xy = camera.project(cam, np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 1.0], [0.0, 0.0, 2.0]]), 100)
     assert xy.ravel().tolist() == pytest.approx([50, 50, 50 + 100 * 50 / 36 / 10, 50, 50, 50 - 100 * 50 / 36 / 10])
 
 
@@ -159,7 +159,7 @@ def test_row_layout_footprints_and_slots(comco72):
     for slot in ("left", "middle", "right"):
         cfg = config(objects={"min": 2, "max": 5}, placement={"large_slot": slot})
         for i in range(40):
-            spec = planning.plan_scene(cfg, comco72, 5, i)
+            spec = scene.plan_scene(cfg, comco72, 5, i)
             objs = spec["objects"]
             (large,) = [o for o in objs if o["large"]]
             xs = sorted(o["x"] for o in objs)
@@ -174,42 +174,42 @@ def test_row_layout_footprints_and_slots(comco72):
             for a in objs:  # yawed footprint squares never overlap
                 for b in objs:
                     if a["index"] < b["index"]:
-                        wa = planning.half_width(a["scale"], a["yaw_deg"])
-                        wb = planning.half_width(b["scale"], b["yaw_deg"])
+                        wa = layout.half_width(a["scale"], a["yaw_deg"])
+                        wb = layout.half_width(b["scale"], b["yaw_deg"])
                         assert abs(a["x"] - b["x"]) >= wa + wb - 1e-9 or abs(a["y"] - b["y"]) >= wa + wb - 1e-9
     full = config(objects={"min": 3, "max": 3}, size_mode="equal", placement={"slots": ["right", "left", "middle"]})
     for i in range(10):
-        objs = planning.plan_scene(full, comco72, 0, i)["objects"]
+        objs = scene.plan_scene(full, comco72, 0, i)["objects"]
         assert [o["slot"] for o in objs] == ["right", "left", "middle"]
         assert objs[1]["x"] < objs[2]["x"] < objs[0]["x"]
     with pytest.raises(BadInput, match="large_slot"):
-        planning.check_plannable(config(size_mode="equal", placement={"large_slot": "left"}), comco72, 0)
+        scene.check_plannable(config(size_mode="equal", placement={"large_slot": "left"}), comco72, 0)
     with pytest.raises(BadInput, match="mode 'row'"):
-        planning.check_plannable(config(placement={"mode": "grid", "slots": ["left"]}), comco72, 0)
+        scene.check_plannable(config(placement={"mode": "grid", "slots": ["left"]}), comco72, 0)
 
 
 def test_visibility_threshold_scales_with_the_image():
-    assert planning.min_visible_pixels(config()) == math.ceil(0.004 * 224 * 224) == 201
-    assert planning.min_visible_pixels(config(resolution=96)) == 37
-    assert planning.min_visible_pixels(config(resolution=32)) == 16  # the pixel floor
-    assert planning.min_visible_pixels(config(resolution=512)) == 1049
+    assert scene.min_visible_pixels(config()) == math.ceil(0.004 * 224 * 224) == 201
+    assert scene.min_visible_pixels(config(resolution=96)) == 37
+    assert scene.min_visible_pixels(config(resolution=32)) == 16  # the pixel floor
+    assert scene.min_visible_pixels(config(resolution=512)) == 1049
 
 
 def test_reference_plan(comco72):
     cfg = config()
-    spec = planning.plan_reference(cfg, comco72, 0, 5)
+    spec = scene.plan_reference(cfg, comco72, 0, 5)
     (obj,) = spec["objects"]
     assert spec["caption"] == comco72[5].name == obj["category"]
     assert (obj["x"], obj["y"], obj["yaw_deg"], obj["scale"]) == (0.0, 0.0, 0.0, 1.0)
-    box = planning.projected_boxes(spec)[0]
+    box = camera.projected_boxes(spec)[0]
     assert max(box[2] - box[0], box[3] - box[1]) == pytest.approx(0.72 * 224, abs=0.01)
     assert spec["camera"]["elevation_deg"] == 12.0 and spec["light"]["strength"] == 3.0
-    crop = planning.plan_reference(config(references="crop"), comco72, 0, 5)
+    crop = scene.plan_reference(config(references="crop"), comco72, 0, 5)
     assert crop["kind"] == "crop" and crop["objects"][0]["category"] == comco72[5].name
     assert crop["objects"][0]["large"] and crop["caption"] == comco72[5].name
     # zoom_to_box: the box lands centred with side fill * resolution
-    cam = planning.zoom_to_box(spec["camera"], (10, 20, 40, 80), 224, 0.5)
-    moved = planning.zoom_to_box(cam, (56, 56, 168, 168), 224, 0.5)
+    cam = camera.zoom_to_box(spec["camera"], (10, 20, 40, 80), 224, 0.5)
+    moved = camera.zoom_to_box(cam, (56, 56, 168, 168), 224, 0.5)
     assert [moved[k] for k in ("focal_mm", "shift_x", "shift_y")] == pytest.approx(
         [cam[k] for k in ("focal_mm", "shift_x", "shift_y")])
 
@@ -219,10 +219,10 @@ def test_capacity_checks_hand_computed():
     # more than pi/sqrt(12) * 4.15^2 = 15.62 m^2 on a 4 x 4 m ground
     cfg = config(size_mode="equal", scale={"equal": 1.6}, ground={"size": [4.0, 4.0]})
     with pytest.raises(BadInput, match="total area exceeds"):
-        planning.check_capacity(cfg, [1.6] * 5)
-    planning.check_capacity(cfg, [1.6] * 2)  # 9.14 m^2 fits
+        layout.check_capacity(cfg, [1.6] * 5)
+    layout.check_capacity(cfg, [1.6] * 2)  # 9.14 m^2 fits
     with pytest.raises(BadInput, match="wider than the ground"):
-        planning.check_capacity(config(ground={"size": [2.0, 2.0]}), [1.6])
+        layout.check_capacity(config(ground={"size": [2.0, 2.0]}), [1.6])
 
 
 def test_bounded_retries_give_clear_error(comco72):
@@ -230,10 +230,10 @@ def test_bounded_retries_give_clear_error(comco72):
     cfg = config(objects={"min": 4, "max": 4}, size_mode="equal", ground={"size": [3.0, 3.0]},
                  placement={"mode": "random", "max_tries": 5})
     with pytest.raises(BadInput, match="no layout found in 5 tries"):
-        planning.plan_scene(cfg, comco72, 0, 0)
+        scene.plan_scene(cfg, comco72, 0, 0)
     grid = config(objects={"min": 5, "max": 5}, placement={"mode": "grid", "grid": [2, 2]})
     with pytest.raises(BadInput, match="4 slots"):
-        planning.check_plannable(grid, comco72, 0)
+        scene.check_plannable(grid, comco72, 0)
 
 
 def test_impossible_layout_cli_exit_2_and_nothing_written(tmp_path):
@@ -280,7 +280,8 @@ def test_flags_override_config_file(tmp_path):
 
 
 def test_planning_never_imports_bpy():
-    code = ("import sys; import bindscope.generators.comco.planning, bindscope.generators.comco.generator, "
-            "bindscope.cli.comco; "
+    code = ("import sys; import bindscope.generators.comco.config, bindscope.generators.comco.layout, "
+            "bindscope.generators.comco.camera, bindscope.generators.comco.captions, "
+            "bindscope.generators.comco.scene, bindscope.generators.comco.generator, bindscope.cli.comco; "
             "assert 'bpy' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)

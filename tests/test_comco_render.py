@@ -16,7 +16,8 @@ from bindscope.cli.main import comco
 from bindscope.config import resolve_config  # noqa: E402
 from bindscope.format.reader import Dataset  # noqa: E402
 from bindscope.format.records import mask_bbox_area  # noqa: E402
-from bindscope.generators.comco import planning  # noqa: E402
+from bindscope.generators.comco import camera, scene  # noqa: E402
+from bindscope.generators.comco.config import DEFAULT_CONFIG  # noqa: E402
 from bindscope.generators.comco.generator import ComcoGenerator  # noqa: E402
 from bindscope.generators.comco.registry import load_set  # noqa: E402
 from bindscope.publish.verify import verify_dataset  # noqa: E402
@@ -72,7 +73,7 @@ def test_mask_ids_equal_visible_objects(dataset):
 def test_each_mask_lies_inside_its_projected_bbox(dataset):
     scenes, refs, _ = _scenes(dataset)
     for s in scenes + refs:
-        planned = planning.projected_boxes(s.spec)  # planning's camera model matches Blender's
+        planned = camera.projected_boxes(s.spec)  # the planned camera model matches Blender's
         for o, cube in zip(s.objects, planned):
             ys, xs = np.nonzero(s.mask == o.index)
             e = o.extras
@@ -255,7 +256,7 @@ def test_canonical_order_depends_on_the_geometry_only():
 
 
 def _generator(**overrides) -> ComcoGenerator:
-    cfg = resolve_config("comco_config", planning.DEFAULT_CONFIG,
+    cfg = resolve_config("comco_config", DEFAULT_CONFIG,
                          {"set": "simco18", "resolution": 64, "samples": 2, "n": 2, **TINY, **overrides})
     return ComcoGenerator(cfg, seed=0, threads=2, device="cpu")
 
@@ -263,13 +264,13 @@ def _generator(**overrides) -> ComcoGenerator:
 def test_occlusion_matches_a_solo_render():
     gen = _generator()
     session = gen._session()
-    spec = planning.plan_reference(gen.config, gen.categories, 0, 0)
+    spec = scene.plan_reference(gen.config, gen.categories, 0, 0)
     spec["objects"] = [
         {**spec["objects"][0], "index": 1, "category": "cube", "scale": 0.75, "y": -0.45},   # front, small
         {**spec["objects"][0], "index": 2, "category": "cylinder", "scale": 1.5, "y": 0.8},  # behind, large
     ]
-    corners = np.concatenate([planning.object_corners(e) for e in spec["objects"]])
-    spec["camera"] = planning.frame_camera(corners, 12.0, 0.0, 50.0, 0.9)
+    corners = np.concatenate([camera.object_corners(e) for e in spec["objects"]])
+    spec["camera"] = camera.frame_camera(corners, 12.0, 0.0, 50.0, 0.9)
     spec["world"]["backdrop"]["y"] = 3.0
     out = session.render(spec)
     front, back = out.objects
@@ -323,11 +324,11 @@ def test_rejected_layouts_are_replanned_and_bounded(tmp_path):
 
     gen = _generator(objects={"min": 3, "max": 3})
     session = gen._session()
-    spec = planning.plan_scene(gen.config, gen.categories, 0, 0)
+    spec = scene.plan_scene(gen.config, gen.categories, 0, 0)
     layout = session.measure(spec)  # step 1: the layout, measured by the flat id render; no RGB render yet
     assert len(layout.objects) == 3 and set(layout.timings) == {"build", "ids"}
     assert [o.area for o in layout.objects] == [int((layout.mask == k).sum()) for k in (1, 2, 3)]
-    session.measure(planning.plan_scene(gen.config, gen.categories, 0, 1))  # rejected: another layout is built
+    session.measure(scene.plan_scene(gen.config, gen.categories, 0, 1))  # rejected: another layout is built
     with pytest.raises(RuntimeError, match="no longer built"):
         session.complete(layout)
     accepted = session.measure(spec)

@@ -59,7 +59,7 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
            **overrides) -> BuildResult:
     """Render a ComCO / SimCO dataset (Abbasi et al., CVPR 2025; docs/comco.md) with headless Blender into ``out``.
 
-    Config precedence: :data:`~bindscope.generators.comco.planning.DEFAULT_CONFIG` < ``config`` < ``overrides``,
+    Config precedence: :data:`~bindscope.generators.comco.config.DEFAULT_CONFIG` < ``config`` < ``overrides``,
     validated by ``bindscope/schemas/comco_config.json``; the layout is checked by planning before writing.
 
     Args:

@@ -62,7 +62,7 @@ DEFAULT_ATTRIBUTE_CONFIG = {
     "task": "scenes",
     "conjunctive_search": {"target": {"category": "sphere", "colour": "red"}},
 }
-"""The config keys of this module (merged into ``planning.DEFAULT_CONFIG``)."""
+"""The config keys of this module (merged into ``config.DEFAULT_CONFIG``)."""
 
 
 def parse_attributes(text: str) -> list[str]:

@@ -4,14 +4,14 @@
 :func:`bindscope.build.builder.build_dataset` writes its output (atomic shards, resumable, progress bar,
 identical for any ``--jobs``). Two splits:
 
-- ``"scenes"``: ``config["n"]`` multi-object scenes (:func:`planning.plan_scene`). A render that breaks a
+- ``"scenes"``: ``config["n"]`` multi-object scenes (:func:`scene.plan_scene`). A render that breaks a
   rule of :func:`rejection` (visibility minimum as a fraction of the image, in frame, ``one-large``: the large
   object's visible area >= ``sizes.min_area_ratio`` times every other's, ``equal``: areas within
   ``sizes.equal_ratio``) is planned again with corrected scales (:func:`size_factors`), then re-planned with
   the next attempt number; after ``visibility.max_tries`` attempts the run stops with
   :class:`~bindscope.errors.GenerationError` (the config was valid; this scene found no acceptable render).
 - ``"references"``: one single-object reference image per category of the set, in registry order
-  (:func:`planning.plan_reference`), caption = the category name (Abbasi et al., CVPR 2025; docs/papers.md
+  (:func:`scene.plan_reference`), caption = the category name (Abbasi et al., CVPR 2025; docs/papers.md
   section 1: IOR retrieves among single-object images): framed on the object (``references: true``) or cut
   from a scene by its mask (``references: crop``, :func:`cut_out`). Omitted when ``references`` is false.
 
@@ -43,21 +43,21 @@ import numpy as np
 from bindscope import __version__
 from bindscope.errors import GenerationError
 from bindscope.format.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
-from bindscope.generators.comco import attributes, planning
-from bindscope.generators.comco.planning import SPLIT_REFERENCES, SPLIT_SCENES
+from bindscope.generators.comco import attributes, camera, scene
+from bindscope.generators.comco.scene import SPLIT_REFERENCES, SPLIT_SCENES
 
 ATTRIBUTE_NAMES = ["size_class", "size"]
 LOOK_ATTRIBUTES = ["colour", "material"]
 EXTRA_NAMES = ["scale", "occlusion", "unoccluded_area", "x", "y", "yaw_deg",
                "proj_x0", "proj_y0", "proj_x1", "proj_y1", "area_ratio",
                "z", "bbox3d_cx", "bbox3d_cy", "bbox3d_cz", "bbox3d_dx", "bbox3d_dy", "bbox3d_dz", "proj_cx", "proj_cy"]
-NEGATIVE_STREAM = 4  # planning.sample_rng stream of the recognition negatives' replacement draws
+NEGATIVE_STREAM = 4  # scene.sample_rng stream of the recognition negatives' replacement draws
 
 
 def rejection(spec: dict, objects: list, config: dict, image_size: int) -> str | None:
     """Why a rendered scene must be re-planned (None when it is accepted), from its id render.
 
-    Rules: every object shows at least :func:`planning.min_visible_pixels` pixels; with ``visibility.in_frame``
+    Rules: every object shows at least :func:`scene.min_visible_pixels` pixels; with ``visibility.in_frame``
     every projected mesh bbox lies in the image; ``one-large``: the large object's visible area is at least
     ``sizes.min_area_ratio`` times every other's; ``equal``: the largest visible area is at most
     ``sizes.equal_ratio`` times the smallest.
@@ -68,7 +68,7 @@ def rejection(spec: dict, objects: list, config: dict, image_size: int) -> str |
         config: resolved config (``visibility``, ``sizes`` are used).
         image_size: image side in pixels (for messages).
     """
-    threshold = planning.min_visible_pixels(config)
+    threshold = scene.min_visible_pixels(config)
     for entry, res in zip(spec["objects"], objects):
         if res.area < threshold:
             return (f"object {entry['index']} ({entry['category']}) shows {res.area} pixels, fewer than the "
@@ -106,7 +106,7 @@ def size_factors(spec: dict, objects: list, config: dict) -> list[float] | None:
     the areas. Targets carry a :data:`HEADROOM` margin.
     """
     areas = np.array([max(res.area, 1) for res in objects], dtype=float)
-    floor = planning.min_visible_pixels(config) * HEADROOM
+    floor = scene.min_visible_pixels(config) * HEADROOM
     target = np.maximum(areas, floor)
     large = [k for k, e in enumerate(spec["objects"]) if e["large"]]
     if spec["size_mode"] == "one-large" and large and len(areas) > 1:
@@ -178,7 +178,7 @@ class ComcoGenerator:
 
     Args:
         config: resolved ``comco render`` config (schema ``comco_config``; defaults in
-            :data:`planning.DEFAULT_CONFIG`).
+            :data:`config.DEFAULT_CONFIG`).
         seed: dataset seed (>= 0).
         threads: Cycles threads per worker process (a runtime setting, not part of the config).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (runtime setting).
@@ -234,7 +234,7 @@ class ComcoGenerator:
 
     def check(self, probe: int = 64) -> None:
         """Validate by planning (no rendering, nothing written): BadInput for an impossible layout."""
-        planning.check_plannable(self.config, self.categories, self.seed, probe)
+        scene.check_plannable(self.config, self.categories, self.seed, probe)
 
     def _session(self):
         from bindscope.generators.comco.blender.session import get_session
@@ -245,11 +245,11 @@ class ComcoGenerator:
         """Plan and render scene ``index`` with size corrections and re-planning; return
         ``(spec, RenderOutput, attempts)``.
 
-        Each attempt plans the scene (:func:`planning.plan_scene`); a plan that cannot pass the visibility rule
-        (:func:`planning.plan_rejection`) is re-planned without rendering. A render that breaks a rule of
+        Each attempt plans the scene (:func:`scene.plan_scene`); a plan that cannot pass the visibility rule
+        (:func:`scene.plan_rejection`) is re-planned without rendering. A render that breaks a rule of
         :func:`rejection` is planned again with corrected scales (:func:`size_factors`, at most
         ``sizes.corrections`` times per attempt), then with the next attempt number. With ``split =
-        "references"`` (``references: crop``) the scene is the one of :func:`planning.plan_reference`.
+        "references"`` (``references: crop``) the scene is the one of :func:`scene.plan_reference`.
 
         Raises:
             GenerationError: no acceptable render within ``visibility.max_tries`` attempts (the message names
@@ -262,10 +262,10 @@ class ComcoGenerator:
             factors = None
             for correction in range(self.config["sizes"]["corrections"] + 1):
                 if split == SPLIT_SCENES:
-                    spec = planning.plan_scene(self.config, self.categories, self.seed, index, attempt, factors)
+                    spec = scene.plan_scene(self.config, self.categories, self.seed, index, attempt, factors)
                 else:
-                    spec = planning.plan_reference(self.config, self.categories, self.seed, index, attempt, factors)
-                reason = planning.plan_rejection(spec, self.config)
+                    spec = scene.plan_reference(self.config, self.categories, self.seed, index, attempt, factors)
+                reason = scene.plan_rejection(spec, self.config)
                 if reason is not None:
                     break
                 layout = session.measure(spec)  # build + flat id render: visible areas, no RGB yet
@@ -285,7 +285,7 @@ class ComcoGenerator:
         """Render reference image ``index`` (category ``categories[index]``); return ``(spec, RenderOutput)``.
 
         ``references: true``: the object alone is rendered once for its id mask, the camera is zoomed onto the
-        mask's bbox (:func:`planning.zoom_to_box`, side ``camera.reference_fill`` of the image) and the scene
+        mask's bbox (:func:`camera.zoom_to_box`, side ``camera.reference_fill`` of the image) and the scene
         rendered again. ``references: crop``: a scene holding the category as object 1 is rendered
         (:meth:`render_scene`) and the object cut out (:func:`cut_out`).
 
@@ -299,13 +299,13 @@ class ComcoGenerator:
             first = spec["objects"][0]
             return {**spec, "objects": [first], "scene_objects": spec["objects"]}, cut_out(out, res, fill)
         session = self._session()
-        spec = planning.plan_reference(self.config, self.categories, self.seed, index)
+        spec = scene.plan_reference(self.config, self.categories, self.seed, index)
         probe = session.measure(spec)  # the object's mask at the planned camera; never completed
         if probe.objects[0].area:
             box, _ = mask_bbox_area(probe.mask, 1)
-            spec["camera"] = planning.zoom_to_box(spec["camera"], box, res, fill)
+            spec["camera"] = camera.zoom_to_box(spec["camera"], box, res, fill)
         out = session.render(spec, depth=self.config["depth"])
-        threshold = planning.min_visible_pixels(self.config)
+        threshold = scene.min_visible_pixels(self.config)
         if out.objects[0].area < threshold:
             raise GenerationError(f"references {index}: the reference image of {spec['caption']!r} shows "
                                   f"{out.objects[0].area} pixels, fewer than the visibility minimum of {threshold}; "
@@ -354,7 +354,7 @@ class ComcoGenerator:
                         "proj_cx": res.projected_centre[0], "proj_cy": res.projected_centre[1]}))
         negatives = []
         if spec["split"] == SPLIT_SCENES and "caption_parts" in spec:
-            rng = planning.sample_rng(self.seed, spec["split"], index, spec["attempt"], stream=NEGATIVE_STREAM)
+            rng = scene.sample_rng(self.seed, spec["split"], index, spec["attempt"], stream=NEGATIVE_STREAM)
             negatives = attributes.scene_negatives(spec, self.config, rng)
         arrays = {"camera_K": out.camera_K.astype(np.float32),
                   "world_to_camera": out.world_to_camera.astype(np.float32)}

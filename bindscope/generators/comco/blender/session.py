@@ -11,7 +11,7 @@ rejected layout costs one flat 1-sample render. :meth:`BlenderSession.render` do
    copies (shared mesh data) scaled, yawed and moved as the spec says. Between scenes the copies are deleted
    and ``bpy.data.orphans_purge(do_recursive=True)`` runs, so memory stays flat. The ground is a flat plane
    or a seamless backdrop (ground curving up into a back wall, placed behind the objects), the camera has the
-   spec's lens shift (framing from ``planning.frame_camera``).
+   spec's lens shift (framing from ``camera.frame_camera``).
 2. **RGB** (rendered last, only for accepted layouts). Cycles path tracing, ``render.samples`` samples, optional OpenImageDenoise (fast prefilter), the
    spec's Cycles seed, a fixed thread count, "Standard" view transform, 8-bit PNG read back with Pillow
    (Render Result pixels are empty in background mode).
@@ -50,12 +50,11 @@ import numpy as np
 
 from bindscope.errors import BadInput, check_device
 from bindscope.generators.comco.blender.runtime import blender_modules, quiet_stdout
-from bindscope.generators.comco.planning import view_direction
+from bindscope.generators.comco.camera import SENSOR_WIDTH_MM, view_direction
 
 CACHE_COLLECTION = "bindscope-model-cache"
 SCENE_COLLECTION = "bindscope-scene-objects"
 GROUND_SIZE_M = 400.0
-SENSOR_WIDTH_MM = 36.0  # planning.SENSOR_WIDTH_MM
 BACKDROP_SEGMENTS = 24
 ID_FILTER_WIDTH = 0.01  # pixels; Cycles' minimum, so each id ray passes through the pixel centre
 PATTERN_SHADE = 0.55  # a recoloured two-colour pattern: the second colour is this share of the object's colour
@@ -658,7 +657,7 @@ class BlenderSession:
         """Build and render ``spec`` without an accept/reject step: :meth:`measure` then :meth:`complete`.
 
         Args:
-            spec: a scene or reference spec (``planning.plan_scene`` / ``plan_reference``).
+            spec: a scene or reference spec (``scene.plan_scene`` / ``plan_reference``).
             masks: False renders the RGB image only (mask all zeros, no per-object results; for benchmarks).
             depth: also return the depth map (from the same id render; no extra render).
         """
