@@ -207,6 +207,89 @@ def _foreign_shard(work: Path) -> None:
     _update_sha(work / "d")
 
 
+# ------------------------------------------------------------------------------- crafted shards: closed world
+# Each craft edits the test shard of the dataset ``place / "d"`` (its sha256 recorded in the manifest, as an
+# attacker would) so that reading it would read ``place / "secret"`` or exhaust memory, and returns the HDF5
+# name and the words the error must hold.
+
+SECRET = b"ssh-rsa AAAA-this-is-a-private-key-that-must-never-be-read " * 400
+
+
+def _remake(d: Path, name: str, make) -> None:
+    """Replace the HDF5 object ``name`` of the test shard by ``make(file, name, shape, dtype)``; rehash."""
+    with h5py.File(d / SHARD, "a") as f:
+        like = f[name]
+        shape, dtype = like.shape, like.dtype
+        del f[name]
+        make(f, name, shape, dtype)
+    _update_sha(d)
+
+
+def external_storage(place):
+    _remake(place / "d", "images", lambda f, n, shape, dtype: f.create_dataset(
+        n, shape, dtype, external=[(str(place / "secret"), 0, h5py.h5f.UNLIMITED)]))
+    return "images", "external storage"
+
+
+def external_link(place):
+    with h5py.File(place / "other.h5", "w") as o:
+        with h5py.File(place / "d" / SHARD, "r") as f:
+            o.create_dataset("images", data=f["images"][()])
+    _remake(place / "d", "images", lambda f, n, s, t: f.__setitem__(n, h5py.ExternalLink(str(place / "other.h5"),
+                                                                                           "images")))
+    return "images", "external link"
+
+
+def soft_link(place):
+    _remake(place / "d", "captions", lambda f, n, s, t: f.__setitem__(n, h5py.SoftLink("/specs")))
+    return "captions", "soft link"
+
+
+def virtual_dataset(place):
+    with h5py.File(place / "other.h5", "w") as o:
+        with h5py.File(place / "d" / SHARD, "r") as f:
+            o.create_dataset("images", data=f["images"][()])
+
+    def make(f, name, shape, dtype):
+        layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
+        layout[...] = h5py.VirtualSource(str(place / "other.h5"), "images", shape=shape)
+        f.create_virtual_dataset(name, layout)
+
+    _remake(place / "d", "images", make)
+    return "images", "virtual dataset"
+
+
+def compound_dtype(place):
+    _remake(place / "d", "objects/area", lambda f, n, shape, dtype: f.create_dataset(
+        n, shape, np.dtype([("a", "i4"), ("b", "f4")])))
+    return "objects/area", "has dtype"
+
+
+def huge_object_count(place):
+    def make(f, name, shape, dtype):
+        offsets = np.arange(shape[0], dtype=np.int64) * (10 ** 9)
+        f.create_dataset(name, data=offsets)
+    _remake(place / "d", "object_offsets", make)
+    return "object_offsets", "more than the"
+
+
+def huge_images(place):
+    _remake(place / "d", "images", lambda f, n, shape, dtype: f.create_dataset(
+        n, (shape[0], 60000, 60000, 3), dtype, chunks=(1, 64, 64, 3), compression="gzip"))
+    return "images", "pixels per side"
+
+
+def huge_count(place):
+    with h5py.File(place / "d" / SHARD, "a") as f:
+        f.attrs["count"] = 4_000_000_000
+    _update_sha(place / "d")
+    return "attributes", "samples"
+
+
+CLOSED_WORLD_CRAFTS = [external_storage, external_link, soft_link, virtual_dataset, compound_dtype, huge_object_count,
+          huge_images, huge_count]
+
+
 # ----------------------------------------------------------------------------------------------- the cases
 
 
@@ -266,6 +349,56 @@ def _labclip_map(work: Path) -> None:
     from bindscope.alignment.labclip import LabclipMap
 
     LabclipMap.identity(16).save(work / "m.pt")
+
+
+def _with_secret(craft: Callable[[Path], tuple[str, str]]) -> Callable[[Path], None]:
+    def prepare(work: Path) -> None:
+        (work / "secret").write_bytes(SECRET)
+        craft(work)
+    prepare.__name__ = craft.__name__
+    return prepare
+
+
+def _shard_symlinked_out(work: Path) -> None:
+    os.replace(work / "d" / SHARD, work / "outside.h5")
+    os.symlink(work / "outside.h5", work / "d" / SHARD)
+
+
+def _shard_fifo(work: Path) -> None:
+    (work / "d" / SHARD).unlink()
+    os.mkfifo(work / "d" / SHARD)
+
+
+def _manifest_symlinked_out(work: Path) -> None:
+    os.replace(work / "d" / "manifest.json", work / "manifest.json")
+    os.symlink(work / "manifest.json", work / "d" / "manifest.json")
+
+
+def _card_symlinked_out(work: Path) -> None:
+    (work / "secret").write_bytes(SECRET)
+    (work / "d" / "README.md").unlink(missing_ok=True)
+    os.symlink(work / "secret", work / "d" / "README.md")
+
+
+def _lock_link(folder: str, target: str) -> Callable[[Path], None]:
+    """A ``.bindscope.lock`` in ``folder`` that is a link to ``target`` (``victim.txt`` exists; any other name
+    dangles, so following it would create a file outside the folder)."""
+    def prepare(work: Path) -> None:
+        from bindscope.io.ownership import LOCK
+
+        (work / "victim.txt").write_text("precious")
+        (work / folder).mkdir(exist_ok=True)
+        (work / folder / LOCK).unlink(missing_ok=True)
+        os.symlink(work / target, work / folder / LOCK)
+    return prepare
+
+
+def _marker_link(work: Path) -> None:
+    from bindscope.io.ownership import MARKER
+
+    (work / "mine").mkdir()
+    (work / "mine" / "thesis.tex").write_text("years of work")
+    os.symlink(work / "d" / MARKER, work / "mine" / MARKER)
 
 
 def cases() -> list[Case]:
@@ -435,6 +568,38 @@ def cases() -> list[Case]:
                              lambda w: (w / "models" / "t.png").symlink_to(w / "secret.png"),
                              lambda w: (w / "models" / "cup.glb").write_bytes(_glb("t.png")))),
     ]
+    # 6. a shard is a closed world: external storage and links, virtual datasets, odd dtypes, declared sizes
+    #    beyond the limits; files of the dataset that are links out of it or FIFOs; every reader and verify
+    for closed in CLOSED_WORLD_CRAFTS:
+        prepare = _with_secret(closed)
+        for reader, (group, args) in readers.items():
+            out.append(Case(f"closed:{closed.__name__}:{reader}", group, args, "test-00000.h5", prepare,
+                            fast=reader == "preview" and closed in (external_storage, virtual_dataset),
+                            needs=("data", "model")))
+        out.append(Case(f"closed:{closed.__name__}:verify", "bindscope", ["verify", "d"], "test-00000.h5",
+                        prepare, expect=1, fast=True, needs=("data",)))
+    for name, (prepare, needle) in {"shard-symlink-out": (_shard_symlinked_out, "test-00000.h5"),
+                                    "shard-fifo": (_shard_fifo, "test-00000.h5"),
+                                    "manifest-symlink-out": (_manifest_symlinked_out, "manifest")}.items():
+        for reader, (group, args) in readers.items():
+            out.append(Case(f"closed:{name}:{reader}", group, args, needle, prepare,
+                            fast=reader == "eval" and name == "shard-fifo", needs=("data", "model")))
+    out.append(Case("closed:card-symlink-out:release", "bindscope", ["release", "d", "--out", "rel"], "README.md",
+                    _card_symlinked_out, fast=True, needs=("data",)))
+    # 7. locks and markers that are links: nothing written through them, nothing created outside --out
+    for target in ("victim.txt", "dangling.txt"):
+        plant = _lock_link("o", target)
+        out += [
+            Case(f"lock:generate-{target}", "madman", ["generate", "--out", "o", "-n", "4", "--quiet"], "symlink",
+                 plant, fast=target == "victim.txt"),
+            Case(f"lock:release-{target}", "bindscope", ["release", "d", "--out", "o"], "symlink", plant,
+                 needs=("data",)),
+            Case(f"lock:train-{target}", "madman", readers["train"][1][:3] + ["o", *readers["train"][1][4:]],
+                 "symlink", plant, needs=("data",)),
+        ]
+    out.append(Case("lock:marker-link-overwrite", "madman", ["generate", "--out", "mine", "-n", "4", "--overwrite",
+                                                             "--quiet"], "not a bindscope dataset",
+                    _marker_link, fast=True, needs=("data",)))
     return out
 
 

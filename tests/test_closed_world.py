@@ -5,22 +5,23 @@ the file and the HDF5 dataset, and reported by ``bindscope verify``; no byte of 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-from pathlib import Path
 
-import h5py
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from attack_matrix import SHARD, build_fixtures
+from attack_matrix import (
+    CLOSED_WORLD_CRAFTS,
+    SECRET,
+    SHARD,
+    build_fixtures,
+    external_link,
+    external_storage,
+    huge_images,
+    virtual_dataset,
+)
 from bindscope.cli.main import bindscope, madman
-from bindscope.io.canonical import canonical_json, sha256_file
-
-SECRET = b"ssh-rsa AAAA-this-is-a-private-key-that-must-never-be-read " * 400
-
 
 @pytest.fixture(scope="module")
 def fixtures(tmp_path_factory):
@@ -33,90 +34,6 @@ def place(fixtures, tmp_path):
     shutil.copy(fixtures / "model.pt", tmp_path / "model.pt")
     (tmp_path / "secret").write_bytes(SECRET)
     return tmp_path
-
-
-def _rehash(d: Path) -> None:
-    """Record the crafted shard's sha256 in the manifest, as an attacker would."""
-    manifest = json.loads((d / "manifest.json").read_text())
-    for info in manifest["splits"].values():
-        for entry in info["shards"]:
-            if entry["file"] == SHARD:
-                entry["sha256"] = sha256_file(d / SHARD)
-    (d / "manifest.json").write_text(canonical_json(manifest))
-
-
-def _replace(d: Path, name: str, make) -> None:
-    with h5py.File(d / SHARD, "a") as f:
-        like = f[name]
-        shape, dtype = like.shape, like.dtype
-        del f[name]
-        make(f, name, shape, dtype)
-    _rehash(d)
-
-
-def external_storage(place):
-    _replace(place / "d", "images", lambda f, n, shape, dtype: f.create_dataset(
-        n, shape, dtype, external=[(str(place / "secret"), 0, h5py.h5f.UNLIMITED)]))
-    return "images", "external storage"
-
-
-def external_link(place):
-    with h5py.File(place / "other.h5", "w") as o:
-        with h5py.File(place / "d" / SHARD, "r") as f:
-            o.create_dataset("images", data=f["images"][()])
-    _replace(place / "d", "images", lambda f, n, s, t: f.__setitem__(n, h5py.ExternalLink(str(place / "other.h5"),
-                                                                                           "images")))
-    return "images", "external link"
-
-
-def soft_link(place):
-    _replace(place / "d", "captions", lambda f, n, s, t: f.__setitem__(n, h5py.SoftLink("/specs")))
-    return "captions", "soft link"
-
-
-def virtual_dataset(place):
-    with h5py.File(place / "other.h5", "w") as o:
-        with h5py.File(place / "d" / SHARD, "r") as f:
-            o.create_dataset("images", data=f["images"][()])
-
-    def make(f, name, shape, dtype):
-        layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
-        layout[...] = h5py.VirtualSource(str(place / "other.h5"), "images", shape=shape)
-        f.create_virtual_dataset(name, layout)
-
-    _replace(place / "d", "images", make)
-    return "images", "virtual dataset"
-
-
-def compound_dtype(place):
-    _replace(place / "d", "objects/area", lambda f, n, shape, dtype: f.create_dataset(
-        n, shape, np.dtype([("a", "i4"), ("b", "f4")])))
-    return "objects/area", "has dtype"
-
-
-def huge_object_count(place):
-    def make(f, name, shape, dtype):
-        offsets = np.arange(shape[0], dtype=np.int64) * (10 ** 9)
-        f.create_dataset(name, data=offsets)
-    _replace(place / "d", "object_offsets", make)
-    return "object_offsets", "more than the"
-
-
-def huge_images(place):
-    _replace(place / "d", "images", lambda f, n, shape, dtype: f.create_dataset(
-        n, (shape[0], 60000, 60000, 3), dtype, chunks=(1, 64, 64, 3), compression="gzip"))
-    return "images", "pixels per side"
-
-
-def huge_count(place):
-    with h5py.File(place / "d" / SHARD, "a") as f:
-        f.attrs["count"] = 4_000_000_000
-    _rehash(place / "d")
-    return "attributes", "samples"
-
-
-CRAFTS = [external_storage, external_link, soft_link, virtual_dataset, compound_dtype, huge_object_count,
-          huge_images, huge_count]
 
 
 def _readers(place):
@@ -137,7 +54,7 @@ def _no_secret_anywhere(place):
             assert SECRET[:40] not in path.read_bytes(), path
 
 
-@pytest.mark.parametrize("craft", CRAFTS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("craft", CLOSED_WORLD_CRAFTS, ids=lambda c: c.__name__)
 def test_verify_reports_the_shard_and_the_dataset(craft, place):
     dataset, words = craft(place)
     result = CliRunner().invoke(bindscope, ["verify", str(place / "d")])

@@ -372,11 +372,14 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
     features = release_features(manifest["object_attributes"], manifest["object_extras"],
                                 manifest.get("sample_arrays"))
     pretty_name = pretty_name or default_name(manifest)
+    card_file = source / "README.md"  # read before any work: a card linked out of the source is refused now
+    source_card = "" if not (card_file.exists() or card_file.is_symlink()) else \
+        file_inside(source, "README.md", "dataset card", DatasetError).read_text(encoding="utf-8")
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
-        return _release_into(source, out, manifest, layout, features, licence, pretty_name, max_bytes, jobs,
-                             overwrite, repo_id)
+        return _release_into(source, out, manifest, layout, features, licence, pretty_name, source_card,
+                             max_bytes, jobs, overwrite, repo_id)
     except BaseException:
         if created and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # the folder this run made, left empty: no trace of a failed release
@@ -384,7 +387,7 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
 
 
 def _release_into(source: Path, out: Path, manifest: dict, layout: dict, features, licence: str, pretty_name: str,
-                  max_bytes: int, jobs: int, overwrite: bool, repo_id: str | None) -> dict:
+                  source_card: str, max_bytes: int, jobs: int, overwrite: bool, repo_id: str | None) -> dict:
     """The body of :func:`make_release`, once ``out`` exists: lock, convert into a staging folder, swap."""
     # The lock every writer of a folder takes, on --out itself: a generate, merge or train on the same folder
     # is refused while the release runs, and the release is refused while one of them runs. What --out holds
@@ -404,9 +407,6 @@ def _release_into(source: Path, out: Path, manifest: dict, layout: dict, feature
                     rows[split], names = _write_parquet(source, split, len(manifest["splits"][split]["shards"]),
                                                         features, staging, config, max_bytes, jobs, out)
                     files += names
-            card_file = source / "README.md"
-            source_card = "" if not (card_file.exists() or card_file.is_symlink()) else \
-                file_inside(source, "README.md", "dataset card", DatasetError).read_text(encoding="utf-8")
             card = release_card(manifest, layout, rows, licence, pretty_name, source_card, repo_id)
             (staging / "README.md").write_text(card, encoding="utf-8")
             (staging / SOURCE_FILE).write_text(canonical_json({
