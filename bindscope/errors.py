@@ -1,8 +1,9 @@
 """Exceptions shared by every part of bindscope.
 
 The CLI turns :class:`BadInput` into one ``Error: ...`` line and exit status 2 (a ``param`` becomes the
-command's flag, e.g. ``jobs`` -> ``--jobs``) and :class:`GenerationError` into one ``Error: ...`` line and exit
-status 1 (see :mod:`bindscope.cli.main`).
+command's flag, e.g. ``jobs`` -> ``--jobs``) and :class:`GenerationError` (among them :class:`DiskFull`, a full
+disk: an error of the machine, not of the input) into one ``Error: ...`` line and exit status 1 (see
+:mod:`bindscope.cli.main`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ class GenerationError(RuntimeError):
     """Generation failed after writing began (the input was valid, e.g. a ComCO scene found no acceptable
     render). Finished shards are kept: after changing the config, a rerun into a new folder starts afresh;
     the same command resumes."""
+
+
+class DiskFull(OSError, GenerationError):
+    """A write failed because the file system is full (``ENOSPC``) or the disk quota is spent (``EDQUOT``); the
+    input was valid. An :class:`OSError` (``errno``, ``strerror``, ``filename``: the file being written) and a
+    :class:`GenerationError`: the CLI prints one ``Error: No space left on device: ...`` line, exit status 1.
+    The temporary file is removed and finished files are kept: after freeing space the same command resumes.
+
+    Build one with :func:`bindscope.io.atomic.disk_full` (or ``DiskFull(errno, os.strerror(errno), path)``).
+    """
+
+    def __str__(self) -> str:
+        return (f"{self.strerror}: could not write {self.filename!r}; free space there and repeat the command "
+                "(what was finished is kept)")
 
 
 def check_int(param: str, value, low: int, high: int | None = None, what: str = "") -> int:

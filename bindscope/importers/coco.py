@@ -48,6 +48,7 @@ from bindscope.build.builder import build_dataset
 from bindscope.errors import BadInput, check_text, check_utf8_path
 from bindscope.format.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
 from bindscope.importers.mentions import MentionFinder
+from bindscope.io.atomic import reporting_disk_full
 from bindscope.io.canonical import sha256_file
 from bindscope.io.image_input import image_size, read_rgb
 from bindscope.io.json_input import load_json
@@ -505,6 +506,8 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
     Raises:
         BadInput: bad arguments, a path that is not UTF-8, an unusable ``out``, or an inconsistent annotation
             file (see :func:`read_coco`); nothing is written then.
+        DiskFull: the disk filled up while writing (exit status 1 on the command line): what is unfinished is
+            removed, finished shards are kept, and the same call resumes once there is space.
         RuntimeError: the written dataset fails verification (a bug).
     """
     from bindscope.publish.verify import verify_dataset
@@ -531,7 +534,8 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
               "captions_sha256": sha256_file(captions), "letterbox": "longer side scaled to image_size, centred, "
               "black padding", "mention_table_sha256": _mention_table_hash()}
     importer = CocoImporter(plan, images, split, image_size, config, shard_size)
-    manifest = build_dataset(importer, out, jobs=jobs, overwrite=overwrite, progress=progress)
+    with reporting_disk_full(out):  # the shards and records are atomic writes; this covers the rest (markers)
+        manifest = build_dataset(importer, out, jobs=jobs, overwrite=overwrite, progress=progress)
     problems = verify_dataset(out)
     if problems:
         raise RuntimeError(f"internal error: the imported dataset fails verification: {problems[0]}")
