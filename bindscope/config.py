@@ -47,6 +47,8 @@ def yaml_error_line(exc: Exception) -> str:
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (NUL, other controls)
+        where = f" at character {exc.position}"
     return " ".join(f"{problem}{where}".split())
 
 
@@ -102,8 +104,9 @@ def load_yaml(text: str, where: str):
     """
     if len(text.encode("utf-8", errors="replace")) > MAX_YAML_BYTES:
         raise BadInput(f"{where}: larger than {MAX_YAML_BYTES >> 20} MiB; a config is a few kB")
-    loader = _LimitedLoader(text)
+    loader = None
     try:
+        loader = _LimitedLoader(text)  # the reader refuses NUL and other control characters here
         node = loader.get_single_node()
         if node is None:
             return None
@@ -114,7 +117,8 @@ def load_yaml(text: str, where: str):
     except RecursionError:
         raise BadInput(f"{where}: not valid YAML (nested too deeply)") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml(path: str | os.PathLike, param: str = "config") -> dict:

@@ -299,6 +299,14 @@ def test_madman_config_text_refused(tmp_path, text, needles):
         assert needle in line, (needle, line)
 
 
+@pytest.mark.parametrize("raw, code", [(b"\x00", "#x0000"), (b"\x1b", "#x001b")])
+def test_raw_control_byte_in_a_yaml_file(tmp_path, raw, code):
+    (tmp_path / "c.yaml").write_bytes(b'ood: {holdout: ["a' + raw + b'b"]}\n')
+    line = one_error(tmp_path, madman, ["generate", "-n", 4, "--config", "c.yaml", "--out", "out", "--quiet"])
+    assert line == (f"Error: config 'c.yaml': not valid YAML (unacceptable character {code}: special characters "
+                    "are not allowed at character 18)")
+
+
 def test_comco_config_text_refused(tmp_path):
     (tmp_path / "c.yaml").write_text('caption: {joiner: "and\\0", templates: ["{objects}"], order: size}\n')
     line = one_error(tmp_path, comco, ["render", "-n", 2, "--config", "c.yaml", "--out", "out"])
