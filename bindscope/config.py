@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_text
 from bindscope.schemas import validate
 
 
@@ -47,6 +47,8 @@ def yaml_error_line(exc: Exception) -> str:
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (NUL, other controls)
+        where = f" at character {exc.position}"
     return " ".join(f"{problem}{where}".split())
 
 
@@ -102,8 +104,9 @@ def load_yaml(text: str, where: str):
     """
     if len(text.encode("utf-8", errors="replace")) > MAX_YAML_BYTES:
         raise BadInput(f"{where}: larger than {MAX_YAML_BYTES >> 20} MiB; a config is a few kB")
-    loader = _LimitedLoader(text)
+    loader = None
     try:
+        loader = _LimitedLoader(text)  # the reader refuses NUL and other control characters here
         node = loader.get_single_node()
         if node is None:
             return None
@@ -114,7 +117,8 @@ def load_yaml(text: str, where: str):
     except RecursionError:
         raise BadInput(f"{where}: not valid YAML (nested too deeply)") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml(path: str | os.PathLike, param: str = "config") -> dict:
@@ -157,6 +161,27 @@ def config_layer(config: str | os.PathLike | Mapping | None) -> dict | None:
     raise BadInput(f"config must be a YAML file path or a mapping, got {type(config).__name__}", param="config")
 
 
+def check_config_text(config, what: str = "config") -> None:
+    """Raise :class:`BadInput` if a key or string value anywhere in ``config`` (mappings and lists, walked
+    without recursion) holds a NUL, another control character (tab and line breaks are allowed) or a lone
+    surrogate; the message names the key path as the schema check does (``config: ood.holdout.0 holds U+0000
+    (a NUL character) ...``)."""
+    stack: list[tuple[tuple, object]] = [((), config)]
+    while stack:
+        path, value = stack.pop()
+        where = f"{what}: {'.'.join(str(p) for p in path) or '(top level)'}"
+        param = str(path[0]) if path else None
+        if isinstance(value, str):
+            check_text(where, value, param=param)
+        elif isinstance(value, Mapping):
+            for key, item in reversed(list(value.items())):
+                under = f" under {'.'.join(str(p) for p in path)}" if path else ""
+                check_text(f"{what}: key {key!r}{under}", key, param=param)
+                stack.append(((*path, key), item))
+        elif isinstance(value, (list, tuple)):
+            stack.extend(((*path, k), item) for k, item in reversed(list(enumerate(value))))
+
+
 def resolve_config(schema: str, *layers: dict | None, tables: tuple[str, ...] = ()) -> dict:
     """Merge ``layers`` in order (later wins; ``None`` or empty layers skipped; see the module docstring) and
     validate the result once against ``schema`` (``bindscope/schemas/<schema>.json``).
@@ -166,11 +191,13 @@ def resolve_config(schema: str, *layers: dict | None, tables: tuple[str, ...] = 
             mapping, when a layer gives one, replaces the earlier layers' whole.
 
     Raises:
-        BadInput: the merged config violates the schema; the message names the key and the bad value.
+        BadInput: the merged config violates the schema, or a key or text holds a control character or lone
+            surrogate (:func:`check_config_text`); the message names the key and the bad value.
     """
     config: dict = {}
     for layer in layers:
         if layer:
             config = deep_merge(config, layer, tables)
+    check_config_text(config)
     validate(config, schema, "config")
     return config

@@ -1,8 +1,9 @@
 """Exceptions shared by every part of bindscope.
 
 The CLI turns :class:`BadInput` into one ``Error: ...`` line and exit status 2 (a ``param`` becomes the
-command's flag, e.g. ``jobs`` -> ``--jobs``) and :class:`GenerationError` into one ``Error: ...`` line and exit
-status 1 (see :mod:`bindscope.cli.main`).
+command's flag, e.g. ``jobs`` -> ``--jobs``) and :class:`GenerationError` (among them :class:`DiskFull`, a full
+disk: an error of the machine, not of the input) into one ``Error: ...`` line and exit status 1 (see
+:mod:`bindscope.cli.main`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ class GenerationError(RuntimeError):
     """Generation failed after writing began (the input was valid, e.g. a ComCO scene found no acceptable
     render). Finished shards are kept: after changing the config, a rerun into a new folder starts afresh;
     the same command resumes."""
+
+
+class DiskFull(OSError, GenerationError):
+    """A write failed because the file system is full (``ENOSPC``) or the disk quota is spent (``EDQUOT``); the
+    input was valid. An :class:`OSError` (``errno``, ``strerror``, ``filename``: the file being written) and a
+    :class:`GenerationError`: the CLI prints one ``Error: No space left on device: ...`` line, exit status 1.
+    The temporary file is removed and finished files are kept: after freeing space the same command resumes.
+
+    Build one with :func:`bindscope.io.atomic.disk_full` (or ``DiskFull(errno, os.strerror(errno), path)``).
+    """
+
+    def __str__(self) -> str:
+        return (f"{self.strerror}: could not write {self.filename!r}; free space there and repeat the command "
+                "(what was finished is kept)")
 
 
 def check_int(param: str, value, low: int, high: int | None = None, what: str = "") -> int:
@@ -86,3 +101,65 @@ def check_device(device) -> str:
                                     (device.startswith("cuda:") and device[5:].isdigit())):
         return device
     raise BadInput(f"device {device!r} is not allowed; use {DEVICE_GRAMMAR}", param="device")
+
+
+_FORBIDDEN_IN_TEXT = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]"
+_FORBIDDEN_IN_NAME = "[\x00-\x1f\x7f-\x9f\ud800-\udfff]"
+
+
+def bad_character(value: str, name: bool = False) -> tuple[int, str] | None:
+    """The first character of ``value`` that user text may not hold, as ``(index, description)``, or None.
+
+    Never allowed: control characters (U+0000..U+001F, U+007F..U+009F) and lone surrogates (U+D800..U+DFFF:
+    what an invalid ``\\ud800`` escape, or bytes that are not UTF-8 read with ``surrogateescape``, leave in a
+    string). Free text (``name=False``: captions, config values) may hold tab, line feed and carriage return;
+    a name (``name=True``: categories, file names, labels) none of them.
+    """
+    import re
+
+    match = re.search(_FORBIDDEN_IN_NAME if name else _FORBIDDEN_IN_TEXT, value)
+    if match is None:
+        return None
+    code = ord(match.group())
+    if code == 0:
+        kind = "a NUL character"
+    elif 0xD800 <= code <= 0xDFFF:
+        kind = "a lone surrogate"
+    else:
+        kind = "a control character"
+    return match.start(), f"U+{code:04X} ({kind})"
+
+
+def check_text(field: str, value, name: bool = False, param: str | None = None) -> None:
+    """Raise :class:`BadInput` if the string ``value`` holds a character :func:`bad_character` refuses.
+
+    The message names ``field`` (e.g. ``"instances: categories[3].name"``), the character (``U+0000``) and its
+    position, and what is allowed. Values that are not strings are left to the caller's own checks.
+    """
+    if not isinstance(value, str):
+        return
+    found = bad_character(value, name)
+    if found is not None:
+        index, character = found
+        allowed = ("a name without control characters (tab and line breaks included)" if name
+                   else "text without control characters (tab and line breaks are fine)")
+        raise BadInput(f"{field} holds {character} at character {index}; allowed: {allowed} and without lone "
+                       "surrogates (what bytes that are not UTF-8 become)", param=param)
+
+
+def check_utf8_path(param: str, path) -> None:
+    """Raise :class:`BadInput` if the path ``path`` (a str or path-like) is not UTF-8: on POSIX, bytes that are
+    not UTF-8 reach Python as lone surrogates (``surrogateescape``), and bindscope writes paths and file names
+    into UTF-8 files (manifests, results) and onto the terminal. The message shows the path's bytes."""
+    import os
+
+    if path is None or isinstance(path, bytes):
+        return
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        return
+    found = bad_character(text, name=False)
+    if found is not None and found[1].startswith("U+D"):
+        raw = os.fsencode(text)
+        raise BadInput(f"{param} {raw!r} holds bytes that are not UTF-8; bindscope writes paths and names into "
+                       "UTF-8 files: rename it or choose another", param=param)

@@ -7,7 +7,7 @@ import functools
 import click
 
 from bindscope.cli.types import DEVICE
-from bindscope.errors import DEVICE_GRAMMAR
+from bindscope.errors import DEVICE_GRAMMAR, check_utf8_path
 
 
 def exit_with_problems(header: str, problems: list[str]) -> None:
@@ -17,6 +17,27 @@ def exit_with_problems(header: str, problems: list[str]) -> None:
         for problem in problems:
             click.echo(f"  - {problem}", err=True)
         raise SystemExit(1)
+
+
+def check_utf8_arguments(kwargs: dict) -> None:
+    """Refuse (BadInput, exit status 2, naming the option) a string argument that holds bytes that are not
+    UTF-8 (on POSIX they reach Python as lone surrogates): such a path would make the command fail later,
+    when it writes the path into a manifest or result or prints it."""
+    for name, value in kwargs.items():
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, str):
+                check_utf8_path(name, item)
+
+
+def utf8_arguments(func):
+    """Decorator: :func:`check_utf8_arguments` on the command's arguments before its body runs."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        check_utf8_arguments(kwargs)
+        return func(*args, **kwargs)
+
+    return wrapper
 
 
 def build_options(func):
@@ -48,6 +69,7 @@ def build_options(func):
         from bindscope.build.builder import check_parts
 
         # The cheap cross-checks first, before the command loads data or builds its generator.
+        check_utf8_arguments(kwargs)
         check_backend(kwargs["backend"], kwargs["scheduler"], 1)
         check_parts(kwargs["num_parts"], kwargs["part"])
         return func(*args, **kwargs)
@@ -71,7 +93,7 @@ def encoder_options(func):
     """The click options that choose and run an encoder (``--model`` ... ``--no-cache``), shared by ``madman
     eval``, ``comco eval``, ``bindscope probe`` and ``bindscope labclip``; values go to
     :func:`bindscope.encoders.registry.load_adapter` and :class:`bindscope.encoders.embedding_cache.EmbeddingCache`."""
-    return _apply(func, _model_choice_options() + [
+    return _apply(utf8_arguments(func), _model_choice_options() + [
         click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
                      help="Embedding cache folder (default $BINDSCOPE_CACHE/embeddings, else "
                           "$XDG_CACHE_HOME/bindscope/embeddings, else ~/.cache/bindscope/embeddings)."),
@@ -105,5 +127,5 @@ def _model_choice_options():
 
 
 def _apply_options(options):
-    """Decorator form of :func:`_apply`."""
-    return lambda func: _apply(func, options)
+    """Decorator form of :func:`_apply` (with :func:`utf8_arguments`)."""
+    return lambda func: _apply(utf8_arguments(func), options)

@@ -30,7 +30,6 @@ Layouts (facts from the benchmarks' releases; see docs/real-data.md for download
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ from tqdm.auto import tqdm
 
 from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
 from bindscope.encoders.interface import EncoderAdapter
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_text
 from bindscope.evaluation.results import (
     TextTransform,
     apply_text_transform,
@@ -52,6 +51,8 @@ from bindscope.evaluation.results import (
     truncation_counts,
 )
 from bindscope.evaluation.stats import averages, clustered_proportion
+from bindscope.io.image_input import image_size
+from bindscope.io.json_input import load_json
 
 SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
 ARO_SUBSETS = ("vg_relation", "vg_attribution", "coco_order", "flickr_order")
@@ -78,33 +79,44 @@ class BenchItem:
 def _load(path: Path, what: str):
     if not path.is_file():
         raise BadInput(f"{what}: {str(path)!r} is missing")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{what}: {str(path)!r} is not valid JSON ({exc})") from None
+    return load_json(path, f"{what}:")
 
 
-def _image_path(root: Path, name, where: str) -> str:
+def _image_path(root: Path, name, where: str, key: str, checked: set[str] | None = None) -> str:
+    """The checked image file ``name`` under ``root`` (inside it, present, a readable image within
+    :data:`bindscope.io.image_input.MAX_IMAGE_PIXELS`; the header read once per file, ``checked`` remembers);
+    ``key`` is the entry's field of the path (``filename``, ``image_path``, ``image``)."""
     if not isinstance(name, str) or not name:
         raise BadInput(f"{where}: the image path must be a non-empty string, got {name!r}")
+    check_text(f"{where}: {key}", name, name=True)
     path = (root / name).resolve()
     if root.resolve() not in path.parents:
         raise BadInput(f"{where}: image {name!r} points outside {str(root)!r}")
     if not path.is_file():
         raise BadInput(f"{where}: image {name!r} is missing from {str(root)!r}")
+    if checked is None or str(path) not in checked:
+        image_size(path, f"{where}: image")
+        if checked is not None:
+            checked.add(str(path))
     return str(path)
+
+
+def _check_captions(where: str, entry: dict, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        check_text(f"{where}: {key}", entry[key])
 
 
 def _read_sugarcrepe(data: Path, subset: str, images: Path) -> list[BenchItem]:
     entries = _load(data / f"{subset}.json", f"sugarcrepe {subset}")
     if not isinstance(entries, dict):
         raise BadInput(f"sugarcrepe {subset}: {subset}.json must be an object keyed by item id")
-    items = []
+    items, checked = [], set()
     for key, entry in entries.items():
         where = f"sugarcrepe {subset}.json item {key!r}"
         if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("caption", "negative_caption")):
             raise BadInput(f"{where}: needs 'filename', 'caption' and 'negative_caption' strings")
-        items.append(BenchItem(_image_path(images, entry.get("filename"), where),
+        _check_captions(where, entry, ("caption", "negative_caption"))
+        items.append(BenchItem(_image_path(images, entry.get("filename"), where, "filename", checked),
                                (entry["caption"], entry["negative_caption"])))
     return items
 
@@ -113,7 +125,7 @@ def _read_vg(data: Path, subset: str) -> list[BenchItem]:
     entries = _load(data / ARO_FILES[subset], f"aro {subset}")
     if not isinstance(entries, list):
         raise BadInput(f"aro {subset}: {ARO_FILES[subset]} must be a list of items")
-    items = []
+    items, checked = [], set()
     for k, entry in enumerate(entries):
         where = f"aro {ARO_FILES[subset]} item {k}"
         box = [entry.get(f"bbox_{c}") for c in "xywh"] if isinstance(entry, dict) else []
@@ -122,12 +134,16 @@ def _read_vg(data: Path, subset: str) -> list[BenchItem]:
                 or box[2] <= 0 or box[3] <= 0):
             raise BadInput(f"{where}: needs 'image_path', 'true_caption', 'false_caption' and a box 'bbox_x', 'bbox_y', "
                            "'bbox_w' > 0, 'bbox_h' > 0")
+        _check_captions(where, entry, ("true_caption", "false_caption"))
         if subset == "vg_relation":
+            check_text(f"{where}: relation_name", entry.get("relation_name"), name=True)
             group = str(entry.get("relation_name", ""))
         else:
             attributes = entry.get("attributes")
+            for a, attribute in enumerate(attributes if isinstance(attributes, list) else []):
+                check_text(f"{where}: attributes[{a}]", attribute, name=True)
             group = "_".join(map(str, attributes)) if isinstance(attributes, list) else ""
-        items.append(BenchItem(_image_path(data / "images", entry.get("image_path"), where),
+        items.append(BenchItem(_image_path(data / "images", entry.get("image_path"), where, "image_path", checked),
                                (entry["true_caption"], entry["false_caption"]), crop=tuple(box), group=group))
     return items
 
@@ -179,16 +195,17 @@ def _read_order(data: Path, subset: str, images: Path, tagger: Tagger, seed: int
     entries = _load(data / ARO_FILES[subset], f"aro {subset}")
     if not isinstance(entries, list):
         raise BadInput(f"aro {subset}: {ARO_FILES[subset]} must be a list of images")
-    items = []
+    items, checked = [], set()
     number = ARO_SUBSETS.index(subset)
     for k, entry in enumerate(entries):
         where = f"aro {ARO_FILES[subset]} item {k}"
         if not isinstance(entry, dict) or not isinstance(entry.get("caption"), list):
             raise BadInput(f"{where}: needs 'image' and a 'caption' list")
-        image = _image_path(images, entry.get("image"), where)
-        for caption in entry["caption"]:
+        image = _image_path(images, entry.get("image"), where, "image", checked)
+        for c, caption in enumerate(entry["caption"]):
             if not isinstance(caption, str):
                 raise BadInput(f"{where}: captions must be strings, got {caption!r}")
+            check_text(f"{where}: caption[{c}]", caption)
             words = order_words(caption)
             options = [" ".join(words)]
             for p, kind in enumerate(ORDER_PERTURBATIONS):
@@ -205,7 +222,10 @@ def _read_order(data: Path, subset: str, images: Path, tagger: Tagger, seed: int
 def read_bench(benchmark: str, data: str | os.PathLike, images: str | os.PathLike | None = None,
                flickr_images: str | os.PathLike | None = None, subsets: list[str] | None = None,
                tagger: Tagger | None = None, seed: int = 0) -> dict[str, list[BenchItem]]:
-    """Read and check a benchmark's files (every image must exist) before any model is loaded.
+    """Read and check a benchmark's files before any model is loaded: JSON within bounds
+    (:func:`bindscope.io.json_input.load_json`), captions, labels and image paths without control characters,
+    every image present, inside its folder and a readable image of at most
+    :data:`bindscope.io.image_input.MAX_IMAGE_PIXELS` pixels (its header is read).
 
     Args:
         benchmark: ``aro`` or ``sugarcrepe``.
@@ -221,7 +241,8 @@ def read_bench(benchmark: str, data: str | os.PathLike, images: str | os.PathLik
         subset -> items, in the benchmark's subset order.
 
     Raises:
-        BadInput: unknown benchmark or subset, missing folder/file/image, malformed entry (named).
+        BadInput: unknown benchmark or subset, missing folder/file/image, an image too large or unreadable,
+            malformed entry (named).
     """
     if benchmark not in BENCHMARKS:
         raise BadInput(f"unknown benchmark {benchmark!r}; allowed: {', '.join(BENCHMARKS)}")
@@ -259,14 +280,9 @@ def read_bench(benchmark: str, data: str | os.PathLike, images: str | os.PathLik
 
 
 def _read_image(key: tuple[str, tuple | None], size: int) -> np.ndarray:
-    from PIL import UnidentifiedImageError
-
     from bindscope.importers.coco import letterbox_image
 
-    try:
-        return letterbox_image(key[0], size, key[1])
-    except (OSError, UnidentifiedImageError) as exc:
-        raise BadInput(f"image {key[0]!r} is not a readable image ({exc})") from None
+    return letterbox_image(key[0], size, key[1])  # BadInput naming the file if unreadable or too large
 
 
 def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: EncoderAdapter,

@@ -17,7 +17,6 @@ project's choice for DomainNet-style folders (the paper does not say how it used
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.encoders.embedding_cache import Embedder
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_text
+from bindscope.io.image_input import image_size
+from bindscope.io.json_input import load_json
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 
@@ -57,10 +58,9 @@ class ReferenceSet:
         """``(category names, (C, D) unit-norm prototype embeddings)`` in sorted category order.
 
         Raises:
-            BadInput: an image file cannot be read (the message names it).
+            BadInput: an image file cannot be read or declares more pixels than
+                :data:`bindscope.io.image_input.MAX_IMAGE_PIXELS` (the message names it).
         """
-        from PIL import UnidentifiedImageError
-
         from bindscope.importers.coco import letterbox_image
 
         names = sorted(self.files)
@@ -68,10 +68,7 @@ class ReferenceSet:
 
         def read():
             for path in paths:
-                try:
-                    yield letterbox_image(path, self.size)
-                except (OSError, UnidentifiedImageError) as exc:
-                    raise BadInput(f"reference image {str(path)!r} is not a readable image ({exc})") from None
+                yield letterbox_image(path, self.size, what="reference image")
 
         emb = embedder.images(read(), total=len(paths))
         bounds = np.cumsum([0] + [len(self.files[n]) for n in names])
@@ -84,7 +81,8 @@ def read_category_map(path: str | os.PathLike | None) -> dict[str, str]:
     folder name.
 
     Raises:
-        BadInput: unreadable file, not a mapping of strings to strings (the bad entry is named).
+        BadInput: unreadable file (for JSON see :func:`bindscope.io.json_input.load_json`), not a mapping of
+            strings to strings, a name with a control character (the bad entry is named).
     """
     if path is None:
         return {}
@@ -93,12 +91,13 @@ def read_category_map(path: str | os.PathLike | None) -> dict[str, str]:
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"category_map {str(path)!r} does not exist or is not a file", param="category_map")
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix.lower() == ".json" else load_yaml(text, f"category_map {str(path)!r}")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"category_map {str(path)!r} is not valid JSON/YAML ({exc})",
-                       param="category_map") from None
+    if path.suffix.lower() == ".json":
+        data = load_json(path, "category_map", param="category_map")
+    else:
+        try:
+            data = load_yaml(path.read_text(encoding="utf-8"), f"category_map {str(path)!r}")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"category_map {str(path)!r} is not valid YAML ({exc})", param="category_map") from None
     if not isinstance(data, dict):
         raise BadInput(f"category_map {str(path)!r} must map category names to folder names",
                        param="category_map")
@@ -106,6 +105,8 @@ def read_category_map(path: str | os.PathLike | None) -> dict[str, str]:
         if not isinstance(key, str) or not isinstance(value, str) or not value:
             raise BadInput(f"category_map {str(path)!r}: entry {key!r}: {value!r} must map a category name to "
                            "a folder name (both strings)", param="category_map")
+        check_text(f"category_map {str(path)!r}: key {key!r}", key, name=True, param="category_map")
+        check_text(f"category_map {str(path)!r}: entry {key!r}", value, name=True, param="category_map")
     return data
 
 
@@ -121,7 +122,8 @@ def load_references(root: str | os.PathLike, categories: list[str], size: int,
 
     Raises:
         BadInput: ``root`` is not a folder; a mapped folder is missing or outside ``root``; bad map file;
-            ``per_category`` < 1; no category has a reference image.
+            ``per_category`` < 1; no category has a reference image; an image used is unreadable or declares
+            more pixels than :data:`bindscope.io.image_input.MAX_IMAGE_PIXELS`.
     """
     root = Path(root)
     if not root.is_dir():
@@ -158,6 +160,8 @@ def load_references(root: str | os.PathLike, categories: list[str], size: int,
         if not images:
             missing.append(category)
             continue
+        for image in images:  # the header only: a decompression bomb is refused before any model is loaded
+            image_size(image, "reference image", param="references")
         files[category], folders[category] = images, chosen
     if not files:
         raise BadInput(f"references {str(root)!r} has no image folder for any of the dataset's categories "

@@ -45,10 +45,13 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.build.builder import build_dataset
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_text, check_utf8_path
 from bindscope.format.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
 from bindscope.importers.mentions import MentionFinder
+from bindscope.io.atomic import reporting_disk_full
 from bindscope.io.canonical import sha256_file
+from bindscope.io.image_input import image_size, read_rgb
+from bindscope.io.json_input import load_json
 
 NAME = "coco"
 # https://cocodataset.org/#termsofuse
@@ -112,12 +115,7 @@ SUBSETS = {"all": CocoSubset(), "image-side": CocoSubset(2, 5, 2.0)}
 
 
 def _load_json(path: Path, param: str) -> dict:
-    if not path.is_file():
-        raise BadInput(f"{param} {str(path)!r} does not exist or is not a file", param=param)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{param} {str(path)!r} is not valid JSON ({exc})", param=param) from None
+    data = load_json(path, param, param=param)
     if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
         raise BadInput(f"{param} {str(path)!r} is not a COCO annotation file: it needs an 'annotations' list",
                        param=param)
@@ -183,8 +181,6 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
         BadInput: the first problem found, naming the file, the entry (annotation/image/caption id) and what
             is allowed.
     """
-    from PIL import Image, UnidentifiedImageError
-
     subset.check()
     if limit is not None and limit < 1:
         raise BadInput(f"limit {limit} is not allowed; use an integer >= 1", param="limit")
@@ -199,10 +195,13 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
                            param="instances")
 
     categories: dict[int, dict] = {}
-    for cat in inst["categories"]:
+    for k, cat in enumerate(inst["categories"]):
         if not isinstance(cat, dict) or not _is_int(cat.get("id")) or not isinstance(cat.get("name"), str):
             raise BadInput(f"instances: {_entry('category', cat)} needs an integer id and a string name",
                            param="instances")
+        for key in ("name", "supercategory"):
+            check_text(f"instances: categories[{k}].{key} (category id {cat['id']})", cat.get(key), name=True,
+                       param="instances")
         if cat["id"] in categories:
             raise BadInput(f"instances: category id {cat['id']} appears twice", param="instances")
         categories[cat["id"]] = {"name": cat["name"], "supercategory": str(cat.get("supercategory", ""))}
@@ -211,7 +210,7 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
         raise BadInput("instances: two categories share a name; names must be unique", param="instances")
 
     images: dict[int, dict] = {}
-    for img in inst["images"]:
+    for k, img in enumerate(inst["images"]):
         if (not isinstance(img, dict) or not _is_int(img.get("id")) or not isinstance(img.get("file_name"), str)
                 or not _is_int(img.get("width")) or not _is_int(img.get("height"))
                 or img["width"] < 1 or img["height"] < 1):
@@ -219,6 +218,8 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
                            "integer width and height", param="instances")
         if img["id"] in images:
             raise BadInput(f"instances: image id {img['id']} appears twice", param="instances")
+        check_text(f"instances: images[{k}].file_name (image id {img['id']})", img["file_name"], name=True,
+                   param="instances")
         images[img["id"]] = {"id": img["id"], "file_name": img["file_name"], "width": img["width"],
                              "height": img["height"], "objects": [], "crowd": [], "captions": []}
 
@@ -247,10 +248,11 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
         image["crowd" if ann.get("iscrowd", 0) else "objects"].append(entry)
 
     seen.clear()
-    for cap in caps["annotations"]:
+    for k, cap in enumerate(caps["annotations"]):
         if not isinstance(cap, dict) or not _is_int(cap.get("id")) or not isinstance(cap.get("caption"), str):
             raise BadInput(f"captions: {_entry('caption', cap)} needs an integer id and a caption string",
                            param="captions")
+        check_text(f"captions: annotations[{k}].caption (caption id {cap['id']})", cap["caption"], param="captions")
         if cap["id"] in seen:
             raise BadInput(f"captions: caption id {cap['id']} appears twice", param="captions")
         seen.add(cap["id"])
@@ -283,11 +285,7 @@ def read_coco(images_dir: str | os.PathLike, instances: str | os.PathLike, capti
             raise BadInput(f"instances: {where} points outside images {str(images_dir)!r}", param="instances")
         if not path.is_file():
             raise BadInput(f"images {str(images_dir)!r}: {where} is missing", param="images")
-        try:
-            with Image.open(path) as handle:
-                size = handle.size
-        except (OSError, UnidentifiedImageError) as exc:
-            raise BadInput(f"images: {where} is not a readable image ({exc})", param="images") from None
+        size = image_size(path, f"images: {where}:", param="images")
         if size != (image["width"], image["height"]):
             raise BadInput(f"{where} is {size[0]}x{size[1]} pixels, but the instances file says "
                            f"{image['width']}x{image['height']}", param="instances")
@@ -307,19 +305,19 @@ def letterbox(width: int, height: int, size: int) -> tuple[int, int, int, int]:
     return new_w, new_h, (size - new_w) // 2, (size - new_h) // 2
 
 
-def letterbox_image(path: str | os.PathLike, size: int,
-                    crop: tuple[float, float, float, float] | None = None) -> np.ndarray:
+def letterbox_image(path: str | os.PathLike, size: int, crop: tuple[float, float, float, float] | None = None,
+                    what: str = "image") -> np.ndarray:
     """The image file ``path`` as ``(size, size, 3)`` uint8 RGB: optionally cropped to ``crop = (x, y, w, h)``
     (pixels), then scaled (bicubic) so that its longer side is ``size`` pixels and centred on black padding
-    (:func:`letterbox`).
+    (:func:`letterbox`). ``what`` names the file in messages (``"image"``, ``"reference image"``).
 
     Raises:
-        OSError / PIL.UnidentifiedImageError: the file is not a readable image.
+        BadInput: the file is not a readable image, or declares more pixels than
+            :data:`bindscope.io.image_input.MAX_IMAGE_PIXELS` (see :func:`bindscope.io.image_input.read_rgb`).
     """
     from PIL import Image
 
-    with Image.open(path) as handle:
-        rgb = handle.convert("RGB")
+    rgb = read_rgb(path, what)
     if crop is not None:
         x, y, w, h = crop
         rgb = rgb.crop((x, y, x + w, y + h))
@@ -506,8 +504,10 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
         progress: tqdm bar.
 
     Raises:
-        BadInput: bad arguments, an unusable ``out``, or an inconsistent annotation file (see :func:`read_coco`);
-            nothing is written then.
+        BadInput: bad arguments, a path that is not UTF-8, an unusable ``out``, or an inconsistent annotation
+            file (see :func:`read_coco`); nothing is written then.
+        DiskFull: the disk filled up while writing (exit status 1 on the command line): what is unfinished is
+            removed, finished shards are kept, and the same call resumes once there is space.
         RuntimeError: the written dataset fails verification (a bug).
     """
     from bindscope.publish.verify import verify_dataset
@@ -524,6 +524,8 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
         raise BadInput(f"shard_size {shard_size} is not allowed; use an integer >= 1", param="shard_size")
     from bindscope.io.ownership import check_output_location
 
+    for param, path in (("images", images), ("instances", instances), ("captions", captions), ("out", out)):
+        check_utf8_path(param, path)
     check_output_location("out", out)
     plan = read_coco(images, instances, captions, subset, limit)
     config = {"source": "coco", "split": split, "image_size": image_size, "subset": asdict(subset),
@@ -532,7 +534,8 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
               "captions_sha256": sha256_file(captions), "letterbox": "longer side scaled to image_size, centred, "
               "black padding", "mention_table_sha256": _mention_table_hash()}
     importer = CocoImporter(plan, images, split, image_size, config, shard_size)
-    manifest = build_dataset(importer, out, jobs=jobs, overwrite=overwrite, progress=progress)
+    with reporting_disk_full(out):  # the shards and records are atomic writes; this covers the rest (markers)
+        manifest = build_dataset(importer, out, jobs=jobs, overwrite=overwrite, progress=progress)
     problems = verify_dataset(out)
     if problems:
         raise RuntimeError(f"internal error: the imported dataset fails verification: {problems[0]}")

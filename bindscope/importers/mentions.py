@@ -8,7 +8,9 @@ that name + "s".
 
 Matching: the caption is lower-cased and split into words (``[a-z]+``, apostrophes dropped); at each word the
 longest phrase of the table that starts there wins and its words are consumed ("hot dog" is a hot dog, never a
-dog; "teddy bear" never a bear). The mention position of a category is the rank (1, 2, ...) of its first mention
+dog; "teddy bear" never a bear). The matcher takes time linear in the caption's words and the phrases' words
+together (an Aho-Corasick automaton over the reversed phrases gives, for every word, the longest phrase starting
+there), so a caption of a megabyte or a category name of thousands of words costs no more than reading them. The mention position of a category is the rank (1, 2, ...) of its first mention
 among the categories that are both mentioned and annotated in the image; mentions of categories that are not
 annotated in the image are *unmatched* (counted, given no position).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -48,7 +51,11 @@ class MentionFinder:
     categories: list[str]
     table: dict[str, list[str]] | None = None
     _phrases: dict[tuple[str, ...], str] = field(init=False, repr=False)
-    _longest: int = field(init=False, repr=False)
+    _next: list[dict[str, int]] = field(init=False, repr=False)  # trie of the reversed phrases: node -> word -> node
+    _fail: list[int] = field(init=False, repr=False)  # node -> the longest proper suffix of its words that is a node
+    _best: list[int] = field(init=False, repr=False)  # node -> its longest suffix that is a whole phrase (0: none)
+    _depth: list[int] = field(init=False, repr=False)  # node -> its number of words
+    _category: dict[int, str] = field(init=False, repr=False)  # node of a whole phrase -> its category
 
     def __post_init__(self):
         table = self.table if self.table is not None else mention_table()
@@ -57,19 +64,57 @@ class MentionFinder:
             forms = table.get(category) or [category, category + "s"]
             for form in forms:
                 self._phrases.setdefault(tuple(words(form)), category)
-        self._longest = max((len(k) for k in self._phrases), default=1)
+        self._next, self._depth, self._category = [{}], [0], {}
+        for phrase, category in self._phrases.items():
+            if not phrase:  # a form without letters mentions nothing
+                continue
+            node = 0
+            for word in reversed(phrase):
+                child = self._next[node].get(word)
+                if child is None:
+                    child = len(self._next)
+                    self._next[node][word] = child
+                    self._next.append({})
+                    self._depth.append(self._depth[node] + 1)
+                node = child
+            self._category[node] = category
+        self._fail, self._best = [0] * len(self._next), [0] * len(self._next)
+        queue = deque([0])
+        while queue:  # breadth first: a node's failure link is shallower, so it is done before the node
+            node = queue.popleft()
+            for word, child in self._next[node].items():
+                link = self._fail[node]
+                while link and word not in self._next[link]:
+                    link = self._fail[link]
+                target = self._next[link].get(word, 0) if node else 0
+                self._fail[child] = target
+                self._best[child] = child if child in self._category else self._best[target]
+                queue.append(child)
+
+    def _longest_from(self, tokens: list[str]) -> list[int]:
+        """For each word of ``tokens``, the node of the longest phrase starting there (0: none): the automaton
+        reads the words backwards, so its state after word ``i`` holds every phrase that starts at ``i``."""
+        best = [0] * len(tokens)
+        node = 0
+        for i in range(len(tokens) - 1, -1, -1):
+            word = tokens[i]
+            while node and word not in self._next[node]:
+                node = self._fail[node]
+            node = self._next[node].get(word, 0)
+            best[i] = self._best[node]
+        return best
 
     def find(self, text: str) -> list[tuple[str, str]]:
         """Every mention in ``text`` in reading order: ``[(category, matched phrase), ...]``."""
         tokens = words(text)
+        longest = self._longest_from(tokens)
         out, i = [], 0
         while i < len(tokens):
-            for n in range(min(self._longest, len(tokens) - i), 0, -1):
-                category = self._phrases.get(tuple(tokens[i:i + n]))
-                if category is not None:
-                    out.append((category, " ".join(tokens[i:i + n])))
-                    i += n
-                    break
+            node = longest[i]
+            if node:
+                n = self._depth[node]
+                out.append((self._category[node], " ".join(tokens[i:i + n])))
+                i += n
             else:
                 i += 1
         return out
