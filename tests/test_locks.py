@@ -127,7 +127,7 @@ def test_a_writer_is_refused_while_a_release_holds_out(tmp_path, source, monkeyp
 
 def test_release_racing_a_slow_generate_leaves_the_dataset_whole(tmp_path, source):
     out = tmp_path / "rel"
-    writer = start(out, "--delay", "0.4")
+    writer = start(out, "--delay", "3")  # seconds per shard: the generate outlasts the release's checks
     assert wait_for(lambda: (out / LOCK).exists() or writer.poll() is not None)
     result = CliRunner().invoke(bindscope, ["release", str(source), "--out", str(out), "--overwrite"])
     assert "in use by another bindscope run" in _error_line(result)
