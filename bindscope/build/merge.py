@@ -40,6 +40,7 @@ from bindscope.format.manifest import MANIFEST
 from bindscope.io.atomic import atomic_path
 from bindscope.io.canonical import config_sha256, sha256_file
 from bindscope.io.inside import file_inside
+from bindscope.io.json_input import load_json
 from bindscope.io.ownership import OutputLock, bookkeeping, resolve_output
 
 _RECORD_KEYS = ("run_id", "generator", "config_json", "seed", "splits", "shard_size", "num_parts", "part", "shards")
@@ -59,10 +60,7 @@ def _load_records(folder: Path) -> list[dict]:
     records = []
     for file in files:
         file_inside(folder, file.relative_to(folder), "part record")
-        try:
-            record = json.loads(file.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise BadInput(f"{file}: not a valid part record ({exc})") from None
+        record = load_json(file, "part record")
         if not isinstance(record, dict) or record.get("format") != PART_FORMAT:
             raise BadInput(f"{file}: not a bindscope part record")
         if record.get("format_version") != PART_FORMAT_VERSION:

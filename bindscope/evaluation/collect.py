@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from pathlib import Path
 
@@ -103,10 +102,9 @@ def result_files(paths: list[str | os.PathLike]) -> list[Path]:
 
 def load_result(path: Path) -> dict:
     """A result JSON, validated by the ``eval_result`` schema. Raises BadInput naming the file otherwise."""
-    try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BadInput(f"{str(path)!r} is not a readable JSON file: {exc}") from None
+    from bindscope.io.json_input import load_json
+
+    result = load_json(path, "result")
     validate(result, "eval_result", f"result {str(path)!r}")
     return result
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from bindscope.errors import DatasetError
+from bindscope.errors import BadInput, DatasetError
 from bindscope.io.canonical import config_sha256
 from bindscope.io.inside import file_inside
+from bindscope.io.json_input import parse_json
 from bindscope.schemas import validate
 
 MANIFEST = "manifest.json"
@@ -34,9 +34,9 @@ def load_manifest(directory: str | os.PathLike, consistent: bool = True, param: 
                            "(an interrupted run resumes when you repeat its command)", param=param)
     file_inside(directory, MANIFEST, "manifest", DatasetError)
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: not valid JSON ({exc})", param=param) from None
+        manifest = parse_json(path.read_bytes(), str(path), param)
+    except BadInput as exc:  # not UTF-8, nested too deeply, not JSON
+        raise DatasetError(str(exc), param=param) from None
     validate(manifest, "manifest", str(path), error=DatasetError)
     problems = manifest_problems(manifest) if consistent else []
     if problems:
