@@ -80,7 +80,8 @@ def main() -> None:
     model = Path(args.model) if args.model else work / "run" / "model.pt"
     if not args.model and not model.exists():
         timings["train_s"] = run([str(bin_dir / "madman"), "train", str(data), "--out", str(model.parent),
-                                  "--device", "cpu", "--quiet", "--seed", str(args.seed), *args.train_args.split()], args.threads)
+                                  "--device", "cpu", "--quiet", "--seed", str(args.seed), *args.train_args.split()],
+                                 args.threads)
 
     from bindscope.alignment.data import make_embedder
     from bindscope.alignment.api import evaluate_on_dataset, fit_on_dataset, probe_dataset

@@ -2,11 +2,12 @@
 (columns), rubber (left half) and metal (right half), with the renderer that `comco render --attributes` uses.
 
 Usage:
-    .venv/bin/python benchmarks/render_attribute_grid.py                       # -> docs/images/simco-attributes-grid.png
+    .venv/bin/python benchmarks/render_attribute_grid.py  # -> docs/images/simco-attributes-grid.png
     .venv/bin/python benchmarks/render_attribute_grid.py --size 64 --samples 8 --out /tmp/grid.png
 
 Each tile is the reference spec of the shape (``scene.plan_reference``: alone at the origin, yaw 0, the
-camera framed on it) with the object's look set from the config's ``colours`` and ``materials`` tables. Prints the render time and the machine.
+camera framed on it) with the object's look set from the config's ``colours`` and ``materials`` tables. Prints the
+render time and the machine.
 """
 
 from __future__ import annotations

@@ -187,11 +187,16 @@ def comco_fixture(tmp_path, name="comco"):
     """A ComCO-format dataset (scenes + references) and a FakeEncoder with hand-chosen vectors.
 
     Scenes (category: size rank, mention position), caption vector, image vector:
-      A  pizza:2,m1 apple:1,m2 desk:3,m3  "pizza and apple and desk"  0.6 pizza + 0.8 apple -> TOR pos 2 | img apple -> rank 1
-      B  apple:1,m1 car:2,m2             "apple and car"             0.8 apple + 0.6 car   -> TOR pos 1 | img car   -> rank 2
-      C  desk:2,m1 car:1,m2 pizza:3,m3    "desk and car and pizza"    desk                  -> TOR pos 1 | img pizza -> rank 3
-      D  car:1,m1 pizza:2,m2 apple:3,m3   "car and pizza and apple"   desk                  -> not in    | img desk  -> not in
-      E  apple:3,m1 pizza:1,m2 car:2,m3   "apple and pizza and car"   (pizza+apple)/sqrt2   -> tie       | img 0.8 pizza + 0.6 car -> rank 1
+      A  pizza:2,m1 apple:1,m2 desk:3,m3  "pizza and apple and desk"
+         0.6 pizza + 0.8 apple -> TOR pos 2 | img apple -> rank 1
+      B  apple:1,m1 car:2,m2              "apple and car"
+         0.8 apple + 0.6 car   -> TOR pos 1 | img car   -> rank 2
+      C  desk:2,m1 car:1,m2 pizza:3,m3    "desk and car and pizza"
+         desk                  -> TOR pos 1 | img pizza -> rank 3
+      D  car:1,m1 pizza:2,m2 apple:3,m3   "car and pizza and apple"
+         desk                  -> not in    | img desk  -> not in
+      E  apple:3,m1 pizza:1,m2 car:2,m3   "apple and pizza and car"
+         (pizza+apple)/sqrt2   -> tie       | img 0.8 pizza + 0.6 car -> rank 1
     """
     dim = 8
     e = {n: unit(dim, i) for i, n in enumerate(VOCAB)}

@@ -392,7 +392,8 @@ def test_conjunctive_search_probe_reads_binding_and_bag_of_words_cannot():
     y = presence_labels(table, {"category": "sphere", "colour": "red"})
     assert y.sum() == 300
     bags = bag_features(table)
-    assert bags.shape == (600, 5 + 8) and np.array_equal(bags.sum(axis=1), 2 * np.array([2 + i % 3 for i in range(600)]))
+    assert bags.shape == (600, 5 + 8) and np.array_equal(bags.sum(axis=1),
+                                                         2 * np.array([2 + i % 3 for i in range(600)]))
     parts = stratified_split([(i % 3, int(y[i])) for i in range(600)], (0.6, 0.2, 0.2), seed=1)
     assert np.bincount(parts).tolist() == [360, 120, 120]
     result = run_conjunctive_search(table, emb, {"category": "sphere", "colour": "red"},

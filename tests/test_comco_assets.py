@@ -49,7 +49,8 @@ def test_registry_known_entries_and_size_classes():
     assert (classes.count("large"), classes.count("medium"), classes.count("small")) == (7, 34, 31)
     assert size_class_for(4.5) == "medium" and size_class_for(4.51) == "large" and size_class_for(0.44) == "small"
     assert {c.size_class for c in load_set("simco18")} == {"shape"}
-    assert all(e["colour"] in SIMCO_COLOURS and e["material"] in ("rubber", "metal") for e in builtin_entries("simco18"))
+    assert all(e["colour"] in SIMCO_COLOURS and e["material"] in ("rubber", "metal")
+               for e in builtin_entries("simco18"))
 
 
 def test_left_out_categories_are_documented():
@@ -165,9 +166,11 @@ def test_import_gltf_and_obj_then_build(tmp_path):
     models = tmp_path / "models_in"
     models.mkdir()
     _export_models(models)
-    (models / "mapping.yaml").write_text("tower.obj: {category: lighthouse, licence: CC0-1.0 (test), nominal_size_m: 20}\n")
+    (models / "mapping.yaml").write_text("tower.obj: {category: lighthouse, licence: CC0-1.0 (test), "
+                                         "nominal_size_m: 20}\n")
     out = tmp_path / "assets"
-    result = CliRunner().invoke(comco, ["assets", "import", str(models), "--out", str(out), "--licence", "CC-BY-4.0 (tester)"])
+    result = CliRunner().invoke(comco, ["assets", "import", str(models), "--out", str(out),
+                                        "--licence", "CC-BY-4.0 (tester)"])
     assert result.exit_code == 0, result.output
     import bindscope  # the library call behind the command writes the same registry and model files (the .blend
     # bytes differ between two imports of the same models: Blender's save; only their names are compared)

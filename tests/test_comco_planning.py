@@ -81,8 +81,8 @@ def test_one_large_scales_and_distinct_categories(comco72):
 @pytest.mark.parametrize("mode", ["random", "grid"])
 def test_footprints_disjoint_with_gap_and_inside_ground(comco72, mode):
     cfg = config(objects={"min": 4, "max": 5},
-                 size_mode="equal", ground={"size": [6.0, 4.0]}, placement={"mode": mode, "min_gap": 0.3, "grid": [3, 2],
-                 "yaw_jitter_deg": 25.0, "slot_jitter": 0.0})
+                 size_mode="equal", ground={"size": [6.0, 4.0]},
+                 placement={"mode": mode, "min_gap": 0.3, "grid": [3, 2], "yaw_jitter_deg": 25.0, "slot_jitter": 0.0})
     half_w, half_d = (v / 2 for v in cfg["ground"]["size"])
     for i in range(100):
         objs = scene.plan_scene(cfg, comco72, 3, i)["objects"]

@@ -141,7 +141,8 @@ def test_sigterm_cleans_up_a_release_like_ctrl_c(tmp_path, source):
     out = tmp_path / "rel"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-c", "from bindscope.cli.main import bindscope; bindscope()"]
-    process = subprocess.Popen(command + ["release", str(source), "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command + ["release", str(source), "--out", str(out)], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
 
     def staging():
         return [p for p in tmp_path.iterdir() if p.name.startswith(".rel.")]

@@ -83,7 +83,8 @@ def test_extreme_properties():
 def test_caption_grammar_and_parse_back():
     caption = describe([(7, {"colour": "yellow", "size": "small"}), (4, {"size": "large", "colour": "blue"})])
     assert caption == "small yellow 7 and large blue 4"
-    assert parse_caption(caption) == [(7, {"size": "small", "colour": "yellow"}), (4, {"size": "large", "colour": "blue"})]
+    assert parse_caption(caption) == [(7, {"size": "small", "colour": "yellow"}),
+                                      (4, {"size": "large", "colour": "blue"})]
     assert describe([(3, {})]) == "3"
     with pytest.raises(BadInput, match="'purple'"):
         parse_caption("purple 3")

@@ -80,7 +80,8 @@ def _bar(progress: bool, total: int, desc: str, unit: str):
 
 
 def probe(data: str | os.PathLike, model: str = "ViT-B-32", *, pretrained: str | None = None,
-          task: str = "attributes", modality: str = "both", split: str | None = None, attributes: list[str] | None = None,
+          task: str = "attributes", modality: str = "both", split: str | None = None,
+          attributes: list[str] | None = None,
           fractions: tuple[float, float, float] = (0.6, 0.2, 0.2), min_objects: int = 2, steps: int = 300,
           lr: float = 0.01, weight_decay: float = 1e-4, seed: int = 0, device: str = "auto",
           precision: str = "fp32", batch_size: int = 64, cache_dir: str | None = None, use_cache: bool = True,

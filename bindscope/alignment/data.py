@@ -226,7 +226,8 @@ def make_embedder(adapter, cache_dir: str | None = None, use_cache: bool = True,
     """
     from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache, default_cache_dir
 
-    cache = EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim) if use_cache else None
+    cache = (EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim)
+             if use_cache else None)
     return Embedder(adapter, cache, progress=progress)
 
 

@@ -363,12 +363,12 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
     Returns:
         ``{"modalities": {modality: {attribute: summary}}, "splits": {attribute: {category: {split: n}}}}``
         where ``summary`` holds ``accuracy`` (mean over targets), ``accuracy_micro`` (pooled test samples),
-        ``bag_of_words`` / ``bag_of_words_micro`` (bag-of-words probe), ``bag_of_words_bound``, ``chance`` (mean of 1/n_classes), ``majority`` (mean
-        share of the most frequent training class in test), ``n_targets``, ``n_test``, ``by_object_count``
-        (micro accuracy per number of objects in the view, with Wilson interval and bag-of-words probe
-        accuracy; the sampling unit is a (sample, target) test pair), and ``targets``:
-        per target category its ``accuracy``, ``bag_of_words``, ``bag_of_words_bound``, ``chance``, ``majority``, ``n_classes``,
-        ``n_train``/``n_val``/``n_test`` — or ``skipped`` with the reason.
+        ``bag_of_words`` / ``bag_of_words_micro`` (bag-of-words probe), ``bag_of_words_bound``, ``chance`` (mean
+        of 1/n_classes), ``majority`` (mean share of the most frequent training class in test), ``n_targets``,
+        ``n_test``, ``by_object_count`` (micro accuracy per number of objects in the view, with Wilson interval
+        and bag-of-words probe accuracy; the sampling unit is a (sample, target) test pair), and ``targets``:
+        per target category its ``accuracy``, ``bag_of_words``, ``bag_of_words_bound``, ``chance``, ``majority``,
+        ``n_classes``, ``n_train``/``n_val``/``n_test`` — or ``skipped`` with the reason.
 
     Raises:
         BadInput: an unknown modality or attribute, or embeddings of the wrong length.

@@ -1,1 +1,2 @@
-"""Making datasets: the shard-by-shard build (parallel, resumable), execution backends, the generator registry, merging parts."""
+"""Making datasets: the shard-by-shard build (parallel, resumable), execution backends, the generator registry,
+merging parts."""

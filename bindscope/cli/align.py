@@ -115,7 +115,8 @@ def bindscope_labclip():
 @click.option("--out", required=True, help="where to write the map (e.g. labclip.pt)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--split", default=None, help="split to fit on (default: test, else the first split)")
-@click.option("--holdout-fraction", "holdout", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True), default=0.1, show_default=True,
+@click.option("--holdout-fraction", "holdout", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True),
+              default=0.1, show_default=True,
               help="share of (object, attribute, value) combinations held out for `labclip eval`")
 @click.option("--epochs", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--fit-batch-size", type=click.IntRange(min=2), default=128, show_default=True,
@@ -123,8 +124,8 @@ def bindscope_labclip():
 @click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=1e-3, show_default=True,
               help="Adam learning rate")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-def bindscope_labclip_fit(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out, overwrite, split,
-                holdout, epochs, fit_batch_size, lr, seed):
+def bindscope_labclip_fit(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out, overwrite,
+                          split, holdout, epochs, fit_batch_size, lr, seed):
     """Fit the D x D LABCLIP map on dataset DATA and write it to --out.
 
     The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam on frozen
@@ -176,8 +177,8 @@ def _report_rows(metrics: dict) -> list[str]:
 @click.option("--out", default=None, help="result JSON (default DATA/eval/labclip-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def bindscope_labclip_eval(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, labclip_path, split,
-                 out, overwrite, quiet):
+def bindscope_labclip_eval(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, labclip_path,
+                           split, out, overwrite, quiet):
     """Binding, recognition and the modality gap of DATA before and after a LABCLIP map.
 
     On the map's fitting split only the held-out combinations count; on another split every sample with

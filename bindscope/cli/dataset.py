@@ -54,8 +54,8 @@ def bindscope_verify(directory: str, no_masks: bool):
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes encoding PNGs (the output does not depend on it).")
 @click.option("--overwrite", is_flag=True, help="Replace an earlier release in --out.")
-def bindscope_release(data, out, release_dir, repo_id, private, commit_message, licence, pretty_name, max_shard_size, jobs,
-            overwrite):
+def bindscope_release(data, out, release_dir, repo_id, private, commit_message, licence, pretty_name, max_shard_size,
+                      jobs, overwrite):
     """Publish dataset DATA in the Hugging Face Hub's format: Parquet + dataset card.
 
     \b

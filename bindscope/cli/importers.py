@@ -29,8 +29,8 @@ def bindscope_import():
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
 @click.option("--overwrite", is_flag=True, help="Replace a bindscope dataset in --out.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def bindscope_import_coco(images, instances, captions, out, split, subset, min_objects, max_objects, largest_ratio, limit,
-         image_size, shard_size, jobs, overwrite, quiet):
+def bindscope_import_coco(images, instances, captions, out, split, subset, min_objects, max_objects, largest_ratio,
+                          limit, image_size, shard_size, jobs, overwrite, quiet):
     """Import COCO images, instance masks (pycocotools) and captions with the mention position of every
     annotated category, as a verified bindscope dataset (generator 'coco')."""
     from dataclasses import replace

@@ -99,7 +99,8 @@ def read_mapping(path: Path) -> dict:
                            f"allowed: {', '.join(sorted(allowed))}")
         for key in ("up", "front"):
             if key in entry and str(entry[key]).upper() not in AXES:
-                raise BadInput(f"mapping file {str(path)!r}: entry {name!r}: {key} {entry[key]!r}; allowed: {', '.join(AXES)}")
+                raise BadInput(f"mapping file {str(path)!r}: entry {name!r}: {key} {entry[key]!r}; "
+                               f"allowed: {', '.join(AXES)}")
         if "size_class" in entry and entry["size_class"] not in SIZE_CLASSES:
             raise BadInput(f"mapping file {str(path)!r}: entry {name!r}: size_class {entry['size_class']!r}; "
                            f"allowed: {', '.join(SIZE_CLASSES)}")
@@ -317,7 +318,8 @@ def select_objaverse(lvis: dict[str, list[str]], annotations: dict[str, dict],
     return chosen
 
 
-def candidate_uids(lvis: dict[str, list[str]], categories: list[str], mapping: dict[str, list[str]] | None = None) -> list[str]:
+def candidate_uids(lvis: dict[str, list[str]], categories: list[str],
+                   mapping: dict[str, list[str]] | None = None) -> list[str]:
     """All uids that :func:`select_objaverse` may consider for ``categories`` (to load only their annotations)."""
     mapping = lvis_mapping() if mapping is None else mapping
     uids = {uid for c in categories for name in mapping.get(c, []) for uid in lvis.get(name, [])}

@@ -438,8 +438,8 @@ class ComcoGenerator:
             f"# ComCO-style dataset ({cfg['set']})", "",
             "Blender-rendered multi-object scenes with exact instance masks, made by `comco render` "
             f"(bindscope {manifest['generator']['version']}), following the ComCO / SimCO design of Abbasi et "
-            "al., \"CLIP Under the Microscope\" (CVPR 2025), docs/papers.md section 1. Scene layout, camera and light are this "
-            "project's choices (docs/comco.md).", "",
+            "al., \"CLIP Under the Microscope\" (CVPR 2025), docs/papers.md section 1. Scene layout, camera and "
+            "light are this project's choices (docs/comco.md).", "",
             "- splits: " + ", ".join(f"`{k}` ({v['num_samples']})" for k, v in manifest["splits"].items()),
             f"- image size: {manifest['image_size'][0]} x {manifest['image_size'][1]} px; Cycles, "
             f"{cfg['samples']} samples, denoise {cfg['denoise']}",

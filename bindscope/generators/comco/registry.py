@@ -27,7 +27,8 @@ from bindscope.errors import BadInput
 
 BUILTIN_SETS = ("comco72", "simco18")
 SIZE_CLASSES = ("large", "medium", "small")
-"""Size classes of Abbasi et al. (CVPR 2025): large > a car; medium between a school bag and a car; small < a school bag."""
+"""Size classes of Abbasi et al. (CVPR 2025): large > a car; medium between a school bag and a car; small < a school
+bag."""
 
 # Nominal sizes (largest real-world dimension, metres) at the class boundaries, used to assign size classes:
 # a category is "large" if its nominal size exceeds CAR_SIZE_M, "small" if below SCHOOL_BAG_SIZE_M.

@@ -83,8 +83,8 @@ def resolve(preset: str | None = None, file_layer: dict | None = None, flags: di
 
     Raises:
         BadInput: a schema violation (names the key and value), an unknown preset, unknown attribute or value,
-            splits that are all empty, a density above the number of caption attributes, a hold-out that would leave a digit with no
-            value of an attribute, or a hold-out without an ``ood`` split size.
+            splits that are all empty, a density above the number of caption attributes, a hold-out that would
+            leave a digit with no value of an attribute, or a hold-out without an ``ood`` split size.
     """
     if preset is None and file_layer and file_layer.get("preset"):
         preset = file_layer["preset"]

@@ -318,8 +318,8 @@ def digit_record(digit: np.ndarray, amounts: list[float], upsample: int = 4, thr
     ex = points[None, :, 1] - points[keep, None, 1]
     near = (ey * ey + ex * ex) <= 4.0
     tangent = 0.5 * np.arctan2(2.0 * (near * ex * ey).sum(1), (near * ex * ex).sum(1) - (near * ey * ey).sum(1))
-    return DigitRecord(variants=variants, ink_box=boxes, diameter=diameters, stroke=np.array(widths, np.float32), shear=shears,
-                       skew=skew + residual, fits=bool(fits),
+    return DigitRecord(variants=variants, ink_box=boxes, diameter=diameters, stroke=np.array(widths, np.float32),
+                       shear=shears, skew=skew + residual, fits=bool(fits),
                        points=points[keep].astype(np.float32), tangent=tangent.astype(np.float32),
                        reach=np.minimum(reach[keep], 1e6).astype(np.float32),
                        clearance=clearance.astype(np.float32), end_gap=end_gap,

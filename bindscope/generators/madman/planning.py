@@ -5,7 +5,8 @@ Nothing here touches pixels: a plan (:func:`plan_sample`) is a JSON-serialisable
 from ``random.Random("madman/<seed>/<s>/<i>")`` and uses only ``random()`` of it (whose sequence Python
 guarantees across versions), so a plan depends on (config, seed, split, index) alone.
 
-Sampling rules (Gurung et al., GCPR 2025, docs/papers.md section 2: the four data properties; exact rules are project choices):
+Sampling rules (Gurung et al., GCPR 2025, docs/papers.md section 2: the four data properties; exact rules are
+project choices):
 
 ``train`` split
   1. **multi-object images**: the image shows two digits with probability ``multi_object_images``, else one.

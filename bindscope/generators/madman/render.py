@@ -172,8 +172,8 @@ class Renderer:
         scale, bulge = pose.scale, pose.bulge
         points, centre = pose.swelling
         cy, cx = pose.pivot
-        pose.extent = ink_extent(self.table.variants[pose.n, pose.v], points, centre, SWELL_LENGTH * bulge, bulge, cy, cx,
-                                 math.cos(pose.theta), math.sin(pose.theta), scale)
+        pose.extent = ink_extent(self.table.variants[pose.n, pose.v], points, centre, SWELL_LENGTH * bulge, bulge,
+                                 cy, cx, math.cos(pose.theta), math.sin(pose.theta), scale)
         pose.guard = _extent(pose.box, scale, pose.theta, max(0.0, bulge - pose.stroke / 2) + 1.5 / scale)
         return pose
 
@@ -228,11 +228,11 @@ class Renderer:
         Object 1 (salient) sits at the canvas centre plus ``jitter``. Object 2 goes as far out as the canvas
         allows (``margin`` pixels inside) along ``direction`` (radians, 0 = right, counter-clockwise) turned by
         0, 45, -45, 90, -90, 135, -135 or 180 degrees; the two ink extents (:attr:`Pose.extent`) must be at least
-        a pixel apart along one axis. Where object 1 would have to move for that, it moves straight up, down, left or right, away
-        from object 2, only as far as needed and never out of the canvas: the turn that needs the least such
-        move wins (ties: the order above), so object 1 stays as near the centre as two digits allow. Where no
-        turn gives room (digits too large for the canvas), object 1 stays put and object 2 takes the turn of
-        least overlap of the extents.
+        a pixel apart along one axis. Where object 1 would have to move for that, it moves straight up, down, left
+        or right, away from object 2, only as far as needed and never out of the canvas: the turn that needs the
+        least such move wins (ties: the order above), so object 1 stays as near the centre as two digits allow.
+        Where no turn gives room (digits too large for the canvas), object 1 stays put and object 2 takes the
+        turn of least overlap of the extents.
         """
         mid = (self.size - 1) / 2.0
         first = (mid + jitter[0], mid + jitter[1])
@@ -266,14 +266,16 @@ class Renderer:
 
     def draw(self, pose: Pose, centre: tuple[float, float], out: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
         """Ink coverage ``(S, S)`` float32 in [0, 1] of one posed digit with its ink-box centre at canvas
-        ``centre`` ``(y, x)`` (pixels), and its placement ``{"source": n, "centre": [y, x], "scale": s, "box": [y0, x0, y1,
-        x1], "stroke": w, "cuts": [[y, x, tangent], ...], "gap": g}``: the rotated ink box (canvas pixels), the
-        stroke width (canvas pixels), the fracture cuts (frame coordinates, radians) and their width (canvas
-        pixels). ``out``: an ``(S, S)`` float32 array of zeros to draw into (returned), else a new one."""
+        ``centre`` ``(y, x)`` (pixels), and its placement ``{"source": n, "centre": [y, x], "scale": s,
+        "box": [y0, x0, y1, x1], "stroke": w, "cuts": [[y, x, tangent], ...], "gap": g}``: the rotated ink box
+        (canvas pixels), the stroke width (canvas pixels), the fracture cuts (frame coordinates, radians) and
+        their width (canvas pixels). ``out``: an ``(S, S)`` float32 array of zeros to draw into (returned), else
+        a new one."""
         scale = pose.scale
         py, px = centre
         up, left_, down, right_ = pose.extent
-        placement = {"source": pose.n, "centre": [py, px], "scale": scale, "box": [py - up, px - left_, py + down, px + right_],
+        placement = {"source": pose.n, "centre": [py, px], "scale": scale,
+                     "box": [py - up, px - left_, py + down, px + right_],
                      "stroke": pose.stroke * scale, "cuts": pose.cuts, "gap": pose.gap}
         top, left, bottom, right = self._window(pose, centre)
         alpha = np.zeros((self.size, self.size), np.float32) if out is None else out

@@ -99,7 +99,8 @@ def _outline_heart(size: float = 1.0, n: int = 48) -> list[tuple[float, float]]:
     return [p for i, p in enumerate(pts) if i == 0 or math.dist(p, pts[i - 1]) > 1e-9]
 
 
-def _outline_crescent(r: float = 0.5, inner: float = 0.82, offset: float = 0.35, n: int = 40) -> list[tuple[float, float]]:
+def _outline_crescent(r: float = 0.5, inner: float = 0.82, offset: float = 0.35,
+                      n: int = 40) -> list[tuple[float, float]]:
     # Outer circle radius r at the origin minus a circle radius inner*r centred at (offset*r, 0.1*r).
     ri, cx, cy = inner * r, offset * r, 0.1 * r
     inside = lambda x, y: (x - cx) ** 2 + (y - cy) ** 2 < ri ** 2  # noqa: E731
@@ -116,7 +117,8 @@ def _outline_crescent(r: float = 0.5, inner: float = 0.82, offset: float = 0.35,
     a1 = math.atan2(arc[0][1] - cy, arc[0][0] - cx)
     if a1 > a0:
         a1 -= 2 * math.pi
-    back = [(cx + ri * math.cos(a0 + (a1 - a0) * k / n), cy + ri * math.sin(a0 + (a1 - a0) * k / n)) for k in range(1, n)]
+    back = [(cx + ri * math.cos(a0 + (a1 - a0) * k / n), cy + ri * math.sin(a0 + (a1 - a0) * k / n))
+            for k in range(1, n)]
     return arc + back
 
 
@@ -270,7 +272,8 @@ def _add_part(bm, part: dict, at) -> list:
     scale = _dims_matrix(part["scale"]) if "scale" in part else Matrix.Identity(4)
     if kind == "torus":
         big, small, m = part["R"], part["r"], int(part.get("k", 12))
-        circle = [(big + small * math.cos(2 * math.pi * k / m), small * math.sin(2 * math.pi * k / m)) for k in range(m)]
+        circle = [(big + small * math.cos(2 * math.pi * k / m), small * math.sin(2 * math.pi * k / m))
+                  for k in range(m)]
         return _lathe(bm, circle, n, True, float(part.get("arc", 360.0)), place @ scale)
     if kind == "lathe":
         return _lathe(bm, part["profile"], n, bool(part.get("closed", False)), float(part.get("arc", 360.0)),
@@ -482,8 +485,9 @@ def make_material(name: str, spec: dict) -> bpy.types.Material:
     """A Principled BSDF material named ``bindscope:<name>``, reused if it already exists.
 
     ``spec`` keys: ``c`` base colour ``"#rrggbb"`` (sRGB); ``r`` roughness (0..1, default 0.5); ``mt``
-    metallic (0..1); ``t`` transmission (0..1); ``a`` alpha (0..1, 1 = opaque); ``e`` emission strength (W/m^2-ish, Blender units; emits the
-    base colour); ``coat`` clear-coat weight; ``pattern`` a two-colour pattern ``{type, scale, c2, ...}``.
+    metallic (0..1); ``t`` transmission (0..1); ``a`` alpha (0..1, 1 = opaque); ``e`` emission strength
+    (W/m^2-ish, Blender units; emits the base colour); ``coat`` clear-coat weight; ``pattern`` a two-colour
+    pattern ``{type, scale, c2, ...}``.
     """
     full = MATERIAL_PREFIX + name
     existing = bpy.data.materials.get(full)
@@ -539,7 +543,8 @@ def _object_from_mesh(mesh: bpy.types.Mesh, name: str) -> bpy.types.Object:
     return obj
 
 
-def build_procedural(set_name: str, name: str, colour: str | None = None, material: str | None = None) -> bpy.types.Object:
+def build_procedural(set_name: str, name: str, colour: str | None = None,
+                     material: str | None = None) -> bpy.types.Object:
     """Build the procedural model ``name`` of built-in set ``set_name`` (see :func:`build_model`)."""
     library = model_library()
     models = library[set_name]

@@ -12,9 +12,9 @@ rejected layout costs one flat 1-sample render. :meth:`BlenderSession.render` do
    and ``bpy.data.orphans_purge(do_recursive=True)`` runs, so memory stays flat. The ground is a flat plane
    or a seamless backdrop (ground curving up into a back wall, placed behind the objects), the camera has the
    spec's lens shift (framing from ``camera.frame_camera``).
-2. **RGB** (rendered last, only for accepted layouts). Cycles path tracing, ``render.samples`` samples, optional OpenImageDenoise (fast prefilter), the
-   spec's Cycles seed, a fixed thread count, "Standard" view transform, 8-bit PNG read back with Pillow
-   (Render Result pixels are empty in background mode).
+2. **RGB** (rendered last, only for accepted layouts). Cycles path tracing, ``render.samples`` samples,
+   optional OpenImageDenoise (fast prefilter), the spec's Cycles seed, a fixed thread count, "Standard" view
+   transform, 8-bit PNG read back with Pillow (Render Result pixels are empty in background mode).
 3. **Instance ids (exact).** The same scene rendered once more with a view-layer material override: an
    emission shader whose strength is the object's pass index (Object Info "Object Index"; ground = 0), world
    strength 0, 1 sample, no bounces, pixel filter width 0.01 px (rays through pixel centres), no denoising,
