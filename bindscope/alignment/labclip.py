@@ -1,7 +1,8 @@
 """LABCLIP: a linear map on text embeddings that restores cross-modal attribute binding.
 
 Koishigarina, Uselis, Oh, "CLIP Behaves like a Bag-of-Words Model Cross-modally but not Uni-modally",
-LABCLIP, as restated in docs/papers.md section 3. With frozen L2-normalised image embeddings ``x`` and text embeddings ``t`` (D-dimensional):
+LABCLIP, as restated in docs/papers.md section 3. With frozen L2-normalised image embeddings ``x`` and text
+embeddings ``t`` (D-dimensional):
 
 * map: ``t' = W t / ||W t||`` with ``W`` a D×D matrix, no bias, initialised to the identity (so at step 0
   every similarity, and thus every accuracy, equals the original model's);

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from bindscope.errors import BadInput, check_int
+from bindscope.training.options import MLP_RATIO, MODEL_IMAGE_SIZE, SETTINGS
 
 VISION_TOWERS = ("vit", "resnet", "cnn")
 TOKENIZERS = ("bpe", "word")
@@ -35,7 +36,8 @@ WORD_SPECIALS = ("<pad>", "<unk>", "<start>")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Architecture of a small CLIP (all sizes in units of features or pixels).
+    """Architecture of a small CLIP (all sizes in units of features or pixels; defaults from
+    :class:`bindscope.training.options.TrainSettings`).
 
     Attributes:
         embed_dim: joint embedding dimension D (the paper uses 32-256).
@@ -57,18 +59,18 @@ class ModelConfig:
             training data by ``madman train`` (:func:`build_vocabulary`). Must be empty for ``"bpe"``.
     """
 
-    embed_dim: int = 64
-    image_size: int = 64
-    vision: str = "vit"
-    vision_width: int = 128
-    vision_layers: int = 4
-    patch_size: int = 8
-    text_width: int = 128
-    text_layers: int = 4
-    head_width: int = 32
-    mlp_ratio: float = 2.0
-    context_length: int = 32
-    tokenizer: str = "bpe"
+    embed_dim: int = SETTINGS.embed_dim
+    image_size: int = MODEL_IMAGE_SIZE
+    vision: str = SETTINGS.vision
+    vision_width: int = SETTINGS.vision_width
+    vision_layers: int = SETTINGS.vision_layers
+    patch_size: int = SETTINGS.patch_size
+    text_width: int = SETTINGS.text_width
+    text_layers: int = SETTINGS.text_layers
+    head_width: int = SETTINGS.head_width
+    mlp_ratio: float = MLP_RATIO
+    context_length: int = SETTINGS.context_length
+    tokenizer: str = SETTINGS.tokenizer
     vocabulary: tuple[str, ...] = ()
 
     def __post_init__(self):

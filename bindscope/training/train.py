@@ -55,7 +55,14 @@ from bindscope.training.checkpoint import (
     save_atomic,
 )
 from bindscope.training.model import VISION_TOWERS, WORD_SPECIALS, ModelConfig
-from bindscope.training.options import DEFAULTS
+from bindscope.training.options import (
+    DEFAULTS,
+    EVAL_BATCH_SIZE,
+    LR_RANGE,
+    MODEL_KEYS,
+    SETTINGS,
+    WEIGHT_DECAY_RANGE,
+)
 
 RUN = "run.json"
 RUN_KIND = "train-run"  # the ownership marker's kind (see bindscope.io.ownership)
@@ -65,14 +72,25 @@ RESULT = "result.json"
 KEPT = "checkpoints"  # OUT/checkpoints/step-<step>.pt, written with keep_checkpoints
 # Config fields whose parameter of :func:`bindscope.train` has another name.
 _PARAMS = {"hard_negatives": "hard_negatives_per_sample"}
+# Options that are TrainConfig fields as they are (the model's go to ModelConfig; hard_negatives is a count here).
+_RUN_KEYS = tuple(key for key in DEFAULTS if key not in
+                  (*MODEL_KEYS, "image_size", "hard_negatives", "hard_negatives_per_sample"))
 # Config keys that change the training trajectory: a resumed run must match them.
 _IDENTITY_KEYS = ("split", "batch_size", "steps", "lr", "weight_decay", "warmup_steps", "hard_negatives", "seed",
                   "precision", "model")
 
 
+def _is_real(value) -> bool:
+    """A finite real number (not a bool)."""
+    import numbers
+
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @dataclass
 class TrainConfig:
-    """Settings of one ``madman train`` run (CLI flag names in brackets).
+    """Settings of one ``madman train`` run (CLI flag names in brackets; defaults from
+    :class:`bindscope.training.options.TrainSettings`).
 
     Attributes:
         data: training dataset folder [DATA]; its ``split`` split is used (default ``"train"``).
@@ -105,22 +123,22 @@ class TrainConfig:
     eval_splits: list[str] | None = None
     model: ModelConfig = field(default_factory=ModelConfig)
     split: str = "train"
-    batch_size: int = 128
-    steps: int = 2000
-    lr: float = 1e-3
-    weight_decay: float = 0.1
-    warmup_steps: int = 100
-    hard_negatives: int = 0
-    seed: int = 0
-    precision: str = "fp32"
-    device: str = "auto"
-    workers: int = 0
-    threads: int = 0
-    checkpoint_every: int = 500
-    log_every: int = 10
-    eval_every: int = 0
-    keep_checkpoints: bool = False
-    eval_batch_size: int = 256
+    batch_size: int = SETTINGS.batch_size
+    steps: int = SETTINGS.steps
+    lr: float = SETTINGS.lr
+    weight_decay: float = SETTINGS.weight_decay
+    warmup_steps: int = SETTINGS.warmup_steps
+    hard_negatives: int = SETTINGS.hard_negatives_per_sample if SETTINGS.hard_negatives else 0
+    seed: int = SETTINGS.seed
+    precision: str = SETTINGS.precision
+    device: str = SETTINGS.device
+    workers: int = SETTINGS.workers
+    threads: int = SETTINGS.threads
+    checkpoint_every: int = SETTINGS.checkpoint_every
+    log_every: int = SETTINGS.log_every
+    eval_every: int = SETTINGS.eval_every
+    keep_checkpoints: bool = SETTINGS.keep_checkpoints
+    eval_batch_size: int = EVAL_BATCH_SIZE
 
     def validate(self) -> None:
         """Raise BadInput naming the first bad value."""
@@ -132,10 +150,13 @@ class TrainConfig:
             if not isinstance(value, int) or value < low:
                 param = _PARAMS.get(name, name)
                 raise BadInput(f"{param} must be an integer >= {low}, got {value!r}", param=param)
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise BadInput(f"lr must be a positive number, got {self.lr!r}", param="lr")
-        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
-            raise BadInput(f"weight_decay must be >= 0, got {self.weight_decay!r}", param="weight_decay")
+        low, high = LR_RANGE
+        if not (_is_real(self.lr) and low < self.lr <= high):
+            raise BadInput(f"lr {self.lr!r} is not allowed; use a finite number in ({low:g}, {high:g}]", param="lr")
+        low, high = WEIGHT_DECAY_RANGE
+        if not (_is_real(self.weight_decay) and low <= self.weight_decay <= high):
+            raise BadInput(f"weight_decay {self.weight_decay!r} is not allowed; use a finite number in "
+                           f"[{low:g}, {high:g}]", param="weight_decay")
 
     def identity(self) -> dict:
         """The values a resumed run must share with the interrupted one."""
@@ -168,20 +189,11 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         side = canvas if canvas is not None else min(load_manifest(data)["image_size"])
         step = {"vit": options["patch_size"], "resnet": 32, "cnn": 8}[options["vision"]]
         image_size = max(step, side - side % step)
-    model = ModelConfig(embed_dim=options["embed_dim"], image_size=image_size, vision=options["vision"],
-                        vision_width=options["vision_width"], vision_layers=options["vision_layers"],
-                        patch_size=options["patch_size"], head_width=options["head_width"],
-                        text_width=options["text_width"], text_layers=options["text_layers"],
-                        context_length=options["context_length"], tokenizer=options["tokenizer"])
+    model = ModelConfig(image_size=image_size, **{key: options[key] for key in MODEL_KEYS})
     config = TrainConfig(
         data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, model=model,
-        batch_size=options["batch_size"], steps=options["steps"], lr=options["lr"],
-        weight_decay=options["weight_decay"], warmup_steps=options["warmup_steps"],
         hard_negatives=options["hard_negatives_per_sample"] if options["hard_negatives"] else 0,
-        seed=options["seed"], precision=options["precision"], device=options["device"],
-        workers=options["workers"], threads=options["threads"], checkpoint_every=options["checkpoint_every"],
-        log_every=options["log_every"],
-        eval_every=options["eval_every"], keep_checkpoints=options["keep_checkpoints"])
+        **{key: options[key] for key in _RUN_KEYS})
     config.validate()
     return config
 
