@@ -24,6 +24,8 @@ import json
 import math
 import os
 import random
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -31,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from bindscope.errors import BadInput, check_int
+from bindscope.errors import BadInput, GenerationError, check_int
 from bindscope.format.manifest import load_manifest
 from bindscope.io.atomic import remove_temp_files, write_text_atomic
 from bindscope.io.canonical import canonical_json
@@ -256,6 +258,44 @@ def _lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
     return factor
 
 
+class TrainingDiverged(GenerationError):
+    """The loss or a weight became NaN or infinite: training stops (the CLI's exit status 1) and nothing of
+    that step is saved, neither a model file nor a checkpoint (the run folder keeps its last finite
+    checkpoint, if any).
+
+    Attributes: ``step`` (the optimiser step, 1-based), ``what`` (``"the loss"`` or ``"weight 'NAME'"``) and
+    ``value`` (the first non-finite value).
+    """
+
+    def __init__(self, step: int, what: str, value: float, saved_step: int = 0, lr: float | None = None):
+        kept = f"the checkpoint of step {saved_step} is kept" if saved_step else "no checkpoint was written"
+        hint = f"; a lower lr than {lr:g} may help" if lr is not None else ""
+        super().__init__(f"training stopped at step {step}: {what} is {value!r}, not a finite number; no model "
+                         f"was saved ({kept}){hint}")
+        self.step, self.what, self.value = step, what, value
+
+
+def non_finite_tensor(tensors: dict) -> tuple[str, float] | None:
+    """``(name, value)`` of the first floating-point tensor of ``tensors`` (a state dict) holding a NaN or an
+    infinity, and that value; None when every value is finite."""
+    import torch
+
+    names = [name for name, t in tensors.items() if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not names:
+        return None
+    finite = torch.stack([torch.isfinite(tensors[name]).all() for name in names])
+    if bool(finite.all()):
+        return None
+    name = names[int((~finite).nonzero()[0, 0])]
+    tensor = tensors[name].detach()
+    return name, float(tensor[~torch.isfinite(tensor)].reshape(-1)[0])
+
+
+def _ignore_sigint(worker_id: int) -> None:
+    """DataLoader workers ignore Ctrl-C: the training process handles it (between two steps)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _rng_state() -> dict:
     """The RNG states as tensors and plain Python values, so checkpoints load with ``weights_only=True``."""
     import torch
@@ -352,7 +392,13 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
         self.step = 0
         if self.resumed and (self.out / CHECKPOINT).is_file():
-            self._load_checkpoint()
+            try:
+                self._load_checkpoint()
+            except BaseException:
+                self.close()
+                raise
+        self._saved_step = self.step
+        self._interrupted = False
         self._trim_log()
 
     # ----------------------------------------------------------------- run folder
@@ -435,7 +481,8 @@ class Trainer:
         self.step = int(blob["step"])
 
     def save_checkpoint(self) -> None:
-        """Write ``checkpoint.pt`` atomically with the current step and every state."""
+        """Write ``checkpoint.pt`` atomically with the current step and every state (between optimiser steps)."""
+        self._saved_step = self.step
         save_atomic({"format": CHECKPOINT_FORMAT, "version": 1, "step": self.step,
                      "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                      "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
@@ -464,7 +511,12 @@ class Trainer:
                                   batch_size=self.config.eval_batch_size)
 
     def train_step(self, batch: dict) -> float:
-        """One optimiser step on ``batch`` (from :class:`BatchSource`); returns the loss (float)."""
+        """One optimiser step on ``batch`` (from :class:`BatchSource`); returns the loss (float).
+
+        Raises:
+            TrainingDiverged: the loss (before the step is taken) or a weight or buffer (after it) is NaN or
+                infinite.
+        """
         import torch
 
         device_type = "cuda" if self.device.startswith("cuda") else "cpu"
@@ -476,6 +528,9 @@ class Trainer:
             text_features = self.model.encode_text(texts, normalize=True)
             loss = clip_loss(image_features.float(), text_features.float(), self.model.logit_scale.exp(),
                              batch["num_captions"])
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise TrainingDiverged(self.step + 1, "the loss", value, self._saved_step, self.config.lr)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
@@ -484,7 +539,10 @@ class Trainer:
         with torch.no_grad():
             self.model.logit_scale.clamp_(0, math.log(100))
         self.step += 1
-        return float(loss.detach())
+        bad = non_finite_tensor(self.model.state_dict())
+        if bad is not None:
+            raise TrainingDiverged(self.step, f"weight {bad[0]!r}", bad[1], self._saved_step, self.config.lr)
+        return value
 
     def run(self, callback: Callable[["Trainer", float], None] | None = None) -> dict:
         """Train up to ``config.steps``, then write ``model.pt`` and evaluate into ``result.json``.
@@ -496,8 +554,12 @@ class Trainer:
             a summary dict: ``steps``, ``resumed_from``, ``train_seconds`` (wall), ``cpu_seconds`` (this process's
             CPU time in training steps, all threads), ``steps_per_s``, ``images_per_s``,
             ``final_loss``, ``truncated_captions``, ``result`` (the evaluation result) and the files written.
-            On Ctrl-C the state is checkpointed before the interrupt propagates. The run folder's lock is
-            released when it returns or raises.
+            On Ctrl-C (SIGINT) the step under way is finished and checkpointed, then KeyboardInterrupt is
+            raised (a second Ctrl-C interrupts at once, without a checkpoint), so a resumed run equals an
+            uninterrupted one. The run folder's lock is released when it returns or raises.
+
+        Raises:
+            TrainingDiverged: a non-finite loss or weight (nothing of that step is saved).
         """
         try:
             return self._run(callback)
@@ -510,8 +572,11 @@ class Trainer:
 
         config = self.config
         start = self.step
+        # The loader draws its workers' base seed from a generator of its own, not from torch's global one (whose
+        # state the checkpoint holds): a resumed run's global RNG then equals an uninterrupted run's.
         loader = torch.utils.data.DataLoader(self.source, batch_size=None, sampler=range(start, config.steps),
-                                             num_workers=config.workers,
+                                             num_workers=config.workers, worker_init_fn=_ignore_sigint,
+                                             generator=torch.Generator().manual_seed(config.seed),
                                              persistent_workers=False)
         losses: list[float] = []
         truncated = 0
@@ -520,6 +585,8 @@ class Trainer:
         last_loss = float("nan")
         bar = tqdm(total=config.steps, initial=start, unit="step", desc=f"train {self.out.name}",
                    disable=not self.progress)
+        self._interrupted = False
+        previous = self._catch_sigint()
         try:
             tick, cpu_tick = time.perf_counter(), time.process_time()
             for batch in loader:
@@ -547,15 +614,39 @@ class Trainer:
                         self.save_model(self.out / KEPT / f"step-{self.step:07d}.pt")
                     self._log({"step": self.step, "eval": binding_summary(self._evaluate())})
                 if callback is not None:
-                    callback(self, last_loss)
+                    try:
+                        callback(self, last_loss)
+                    except KeyboardInterrupt:  # raised between two steps: stop as on Ctrl-C
+                        self._interrupted = True
+                if self._interrupted:
+                    self._stop()
                 tick, cpu_tick = time.perf_counter(), time.process_time()
-        except KeyboardInterrupt:
-            if self.step > start:
-                self.save_checkpoint()
-            raise
+            if self._interrupted:  # Ctrl-C after the last step
+                self._stop()
         finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
             bar.close()
         return self._finish(start, train_seconds, cpu_seconds, last_loss, truncated)
+
+    def _catch_sigint(self):
+        """In the main thread: make Ctrl-C (SIGINT) only set a flag that the training loop reads after the step
+        under way (so a checkpoint never holds weights ahead of the optimiser state or the step count); a
+        second Ctrl-C interrupts at once, without a checkpoint. Returns the previous handler (None elsewhere)."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_sigint(signum, frame):
+            self._interrupted = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+        return signal.signal(signal.SIGINT, on_sigint)
+
+    def _stop(self):
+        """Checkpoint the finished step (unless it is saved already), then raise KeyboardInterrupt."""
+        if self.step != self._saved_step:
+            self.save_checkpoint()
+        raise KeyboardInterrupt
 
     def _evaluate(self, pretrained: str = "in-memory") -> dict:
         try:
