@@ -46,13 +46,17 @@ from bindscope.io.ownership import (
     resolve_output,
     write_marker,
 )
-from bindscope.training.checkpoint import (
+from bindscope.training.checkpoint import (  # RUN: run.json; KEPT: OUT/checkpoints/, with keep_checkpoints
     CHECKPOINT,
     CHECKPOINT_FORMAT,
+    KEPT,
     MODEL,
     MODEL_FORMAT,
+    RUN,
     TrainedClipAdapter,
     autocast_dtype,
+    check_tensors,
+    read_weights_file,
     resolve_device,
     save_atomic,
 )
@@ -66,12 +70,10 @@ from bindscope.training.options import (
     WEIGHT_DECAY_RANGE,
 )
 
-RUN = "run.json"
 RUN_KIND = "train-run"  # the ownership marker's kind (see bindscope.io.ownership)
 VOCAB = "vocab.json"
 LOG = "log.jsonl"
 RESULT = "result.json"
-KEPT = "checkpoints"  # OUT/checkpoints/step-<step>.pt, written with keep_checkpoints
 # Config fields whose parameter of :func:`bindscope.train` has another name.
 _PARAMS = {"hard_negatives": "hard_negatives_per_sample"}
 # Options that are TrainConfig fields as they are (the model's go to ModelConfig; hard_negatives is a count here).
@@ -296,6 +298,143 @@ def _ignore_sigint(worker_id: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _same(ours, theirs) -> bool:
+    """Equal values of equal types, containers compared entry by entry (a tensor never equals a number)."""
+    if type(ours) is not type(theirs):
+        return False
+    if isinstance(ours, (list, tuple)):
+        return len(ours) == len(theirs) and all(_same(a, b) for a, b in zip(ours, theirs))
+    if isinstance(ours, dict):
+        return set(ours) == set(theirs) and all(_same(ours[k], theirs[k]) for k in ours)
+    return bool(ours == theirs)
+
+
+def _bad(file: Path, problem: str) -> BadInput:
+    return BadInput(f"{str(file)!r}: {problem}")
+
+
+def check_resume_state(file: Path, blob: dict, trainer: "Trainer") -> None:
+    """Raise BadInput (naming ``file`` and the entry) unless the training states of checkpoint ``blob`` fit
+    ``trainer`` (its freshly built optimiser, scheduler and grad scaler): the step within the run's steps; AdamW's
+    parameter groups equal the run's (the learning rate the schedule's at that step), each moment a finite
+    tensor of its parameter's shape and dtype; the scheduler and scaler states of the same keys and types,
+    at that step; the RNG states of the shapes torch, numpy and Python use. The model weights are checked by
+    :func:`bindscope.training.checkpoint.read_weights_file`."""
+    import torch
+
+    step, config = blob["step"], trainer.config
+    if step > config.steps:
+        raise _bad(file, f"step {step} is beyond this run's {config.steps} steps")
+    ours = trainer.optimizer.state_dict()
+    optimizer = blob["optimizer"]
+    if not isinstance(optimizer, dict) or set(optimizer) != {"state", "param_groups"}:
+        raise _bad(file, "optimizer is not an optimiser state (state and param_groups)")
+    groups = optimizer["param_groups"]
+    if not isinstance(groups, list) or len(groups) != len(ours["param_groups"]):
+        raise _bad(file, f"optimizer has {len(groups) if isinstance(groups, list) else 'no'} parameter groups; "
+                         f"this run has {len(ours['param_groups'])}")
+    factor = _lr_lambda(min(config.warmup_steps, config.steps), config.steps)(step)
+    for k, (group, mine) in enumerate(zip(groups, ours["param_groups"])):
+        if not isinstance(group, dict) or set(group) != set(mine):
+            raise _bad(file, f"optimizer param_groups[{k}] does not have the keys of an AdamW group")
+        for key, value in mine.items():
+            if key == "lr":
+                lr = group["lr"]
+                if not (_is_real(lr) and math.isclose(lr, mine["initial_lr"] * factor, rel_tol=1e-9, abs_tol=0)):
+                    raise _bad(file, f"optimizer param_groups[{k}].lr is {lr!r}; the schedule has "
+                                     f"{mine['initial_lr'] * factor!r} at step {step}")
+            elif not _same(value, group[key]):
+                raise _bad(file, f"optimizer param_groups[{k}].{key} is {group[key]!r}; this run has {value!r}")
+    parameters = [p for group in trainer.optimizer.param_groups for p in group["params"]]
+    state = optimizer["state"]
+    if not isinstance(state, dict):
+        raise _bad(file, "optimizer state is not a mapping of parameter numbers to states")
+    for key, entry in state.items():
+        if not isinstance(key, int) or isinstance(key, bool) or not 0 <= key < len(parameters):
+            raise _bad(file, f"optimizer state has the entry {key!r}; this run's parameters are "
+                             f"0..{len(parameters) - 1}")
+        if not isinstance(entry, dict) or set(entry) != {"step", "exp_avg", "exp_avg_sq"}:
+            raise _bad(file, f"optimizer state {key} is not an AdamW state (step, exp_avg, exp_avg_sq)")
+        count = entry["step"]
+        if not (isinstance(count, torch.Tensor) and count.shape == () and count.dtype == torch.float32
+                and bool(torch.isfinite(count)) and float(count) == int(count) and 0 <= int(count) <= step):
+            raise _bad(file, f"optimizer state {key}: step is not a step count within 0..{step}")
+        parameter = parameters[key]
+        expected = {"exp_avg": (tuple(parameter.shape), parameter.dtype),
+                    "exp_avg_sq": (tuple(parameter.shape), parameter.dtype)}
+        check_tensors(file, f"optimizer state {key}", {n: entry[n] for n in expected}, expected)
+        if bool((entry["exp_avg_sq"] < 0).any()):
+            raise _bad(file, f"optimizer state {key}: exp_avg_sq holds negative values")
+    _check_scheduler(file, blob["scheduler"], trainer.scheduler.state_dict(), step)
+    _check_scaler(file, blob["scaler"], trainer.scaler.state_dict())
+    _check_rng(file, blob["rng"])
+
+
+def _check_scheduler(file: Path, scheduler, ours: dict, step: int) -> None:
+    if not isinstance(scheduler, dict) or set(scheduler) != set(ours):
+        raise _bad(file, "scheduler does not have the keys of this run's learning-rate schedule")
+    for key, value in ours.items():
+        if type(scheduler[key]) is not type(value):
+            raise _bad(file, f"scheduler {key} is a {type(scheduler[key]).__name__}; expected a {type(value).__name__}")
+    for key in ("base_lrs", "lr_lambdas"):
+        if key in ours and not _same(ours[key], scheduler[key]):
+            raise _bad(file, f"scheduler {key} is {scheduler[key]!r}; this run has {ours[key]!r}")
+    if scheduler.get("last_epoch") != step or scheduler.get("_step_count", step + 1) != step + 1:
+        raise _bad(file, f"scheduler is at step {scheduler.get('last_epoch')!r}; the checkpoint is at step {step}")
+    last = scheduler.get("_last_lr", [])
+    if not (len(last) == len(ours.get("_last_lr", [])) and all(_is_real(v) and v >= 0 for v in last)):
+        raise _bad(file, f"scheduler _last_lr {last!r} is not one finite learning rate per parameter group")
+
+
+def _check_scaler(file: Path, scaler, ours: dict) -> None:
+    if not isinstance(scaler, dict) or set(scaler) != set(ours):
+        raise _bad(file, f"scaler does not have the keys of this run's grad scaler ({', '.join(ours) or 'none'})")
+    for key, value in ours.items():
+        if key == "scale":
+            if not (_is_real(scaler[key]) and scaler[key] > 0):
+                raise _bad(file, f"scaler scale {scaler[key]!r} is not a finite positive number")
+        elif key == "_growth_tracker":
+            if not (isinstance(scaler[key], int) and not isinstance(scaler[key], bool) and scaler[key] >= 0):
+                raise _bad(file, f"scaler _growth_tracker {scaler[key]!r} is not a count")
+        elif not _same(value, scaler[key]):
+            raise _bad(file, f"scaler {key} is {scaler[key]!r}; this run has {value!r}")
+
+
+def _check_rng(file: Path, rng) -> None:
+    import torch
+
+    if not isinstance(rng, dict) or not {"torch", "numpy", "python"} <= set(rng) <= {"torch", "numpy", "python",
+                                                                                         "cuda"}:
+        raise _bad(file, "rng is not the torch, numpy and Python generator states")
+    reference = torch.get_rng_state()
+    state = rng["torch"]
+    if not (isinstance(state, torch.Tensor) and state.dtype == torch.uint8 and state.shape == reference.shape):
+        raise _bad(file, f"rng torch is not a generator state (a uint8 tensor of shape {tuple(reference.shape)})")
+    numpy_state = rng["numpy"]
+    keys = numpy_state[1] if isinstance(numpy_state, (tuple, list)) and len(numpy_state) == 5 else None
+    if not (keys is not None and numpy_state[0] == "MT19937" and isinstance(keys, torch.Tensor)
+            and keys.dtype == torch.int64 and tuple(keys.shape) == (624,)
+            and bool(((keys >= 0) & (keys < 2 ** 32)).all())
+            and _is_count(numpy_state[2], 624) and _is_count(numpy_state[3], 1) and _is_real(numpy_state[4])):
+        raise _bad(file, "rng numpy is not a numpy MT19937 state")
+    python_state = rng["python"]
+    if not (isinstance(python_state, (tuple, list)) and len(python_state) == 3 and python_state[0] == 3
+            and isinstance(python_state[1], tuple) and len(python_state[1]) == 625
+            and all(_is_count(v, 2 ** 32 - 1) for v in python_state[1][:-1]) and _is_count(python_state[1][-1], 624)
+            and (python_state[2] is None or _is_real(python_state[2]))):
+        raise _bad(file, "rng python is not a Python random state")
+    if "cuda" in rng and torch.cuda.is_available():
+        states = rng["cuda"]
+        if not (isinstance(states, list) and len(states) <= torch.cuda.device_count() and all(
+                isinstance(t, torch.Tensor) and t.dtype == torch.uint8
+                and t.shape == torch.cuda.get_rng_state(i).shape for i, t in enumerate(states))):
+            raise _bad(file, "rng cuda is not one generator state per CUDA device of this machine")
+
+
+def _is_count(value, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high
+
+
 def _rng_state() -> dict:
     """The RNG states as tensors and plain Python values, so checkpoints load with ``weights_only=True``."""
     import torch
@@ -468,17 +607,27 @@ class Trainer:
         self.close()
 
     def _load_checkpoint(self) -> None:
-        import torch
+        """Restore every state from ``checkpoint.pt``, validated first (:func:`check_resume_state`).
 
-        blob = torch.load(self.out / CHECKPOINT, map_location="cpu", weights_only=True)
-        if blob.get("format") != CHECKPOINT_FORMAT:
-            raise BadInput(f"{str(self.out / CHECKPOINT)!r} is not a madman train checkpoint")
-        self.model.load_state_dict(blob["model"])
-        self.optimizer.load_state_dict(blob["optimizer"])
-        self.scheduler.load_state_dict(blob["scheduler"])
-        self.scaler.load_state_dict(blob["scaler"])
-        _set_rng_state(blob["rng"])
-        self.step = int(blob["step"])
+        Raises:
+            BadInput: naming the file and the problem, for a checkpoint that is not this run's or not sound.
+        """
+        file = self.out / CHECKPOINT
+        tensors = list(self.model.state_dict().values())
+        limit = 4 * sum(t.numel() * t.element_size() for t in tensors) + (16 << 20)  # model, 2 AdamW moments
+        blob, model_config = read_weights_file(file, (CHECKPOINT_FORMAT,), max_bytes=limit)
+        if model_config != self.config.model:
+            raise BadInput(f"{str(file)!r}: its model_config is not this run's; remove the file to start afresh")
+        check_resume_state(file, blob, self)
+        try:
+            self.model.load_state_dict(blob["model"])
+            self.optimizer.load_state_dict(blob["optimizer"])
+            self.scheduler.load_state_dict(blob["scheduler"])
+            self.scaler.load_state_dict(blob["scaler"])
+            _set_rng_state(blob["rng"])
+        except (RuntimeError, ValueError, TypeError, KeyError, IndexError) as exc:  # a check above missed it
+            raise BadInput(f"{str(file)!r}: cannot be restored ({type(exc).__name__}: {exc})") from None
+        self.step = blob["step"]
 
     def save_checkpoint(self) -> None:
         """Write ``checkpoint.pt`` atomically with the current step and every state (between optimiser steps)."""
