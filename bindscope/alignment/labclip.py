@@ -106,33 +106,113 @@ class LabclipMap:
             torch.save(payload, handle)
 
 
+MAX_DIM = 16384  # embedding dimensions of a map (the largest CLIPs have 1,024-1,280)
+MAX_MAP_BYTES = 4 * MAX_DIM * MAX_DIM + (64 << 20)  # the weight at MAX_DIM plus room for the meta record
+MAP_KEYS = frozenset({"format", "format_version", "weight", "logit_scale", "meta"})
+_META_TEXT = ("model", "pretrained", "cache_key", "dataset", "dataset_id", "split", "path")
+
+
+def _map_problem(path: Path, problem: str) -> BadInput:
+    return BadInput(f"LABCLIP map {str(path)!r}: {problem}")
+
+
+def _check_plain(path: Path, value, where: str, depth: int = 0) -> None:
+    """Raise BadInput unless ``value`` is JSON-like (str, finite number, bool, None, lists, string-keyed dicts)."""
+    if depth > 32:
+        raise _map_problem(path, f"{where} is nested too deep")
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _map_problem(path, f"{where} holds the non-finite number {value!r}")
+        return
+    if isinstance(value, (list, tuple)):
+        for k, item in enumerate(value):
+            _check_plain(path, item, f"{where}[{k}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _map_problem(path, f"{where} has the key {key!r}, not a string")
+            _check_plain(path, item, f"{where}.{key}", depth + 1)
+        return
+    raise _map_problem(path, f"{where} is a {type(value).__name__}, not a plain value")
+
+
+def _check_meta(path: Path, meta, dim: int) -> dict:
+    """The map's ``meta`` record, checked against the map: JSON-like, the fields read back of the right types
+    (texts; ``held_out`` a list of ``[category, attribute, value]``), ``embed_dim`` equal to the weight's side."""
+    if not isinstance(meta, dict):
+        raise _map_problem(path, f"meta is a {type(meta).__name__}, not a mapping")
+    _check_plain(path, meta, "meta")
+    for key in _META_TEXT:
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise _map_problem(path, f"meta.{key} is {meta[key]!r}, not a text")
+    held = meta.get("held_out", [])
+    if not isinstance(held, list) or not all(
+            isinstance(t, list) and len(t) == 3 and all(isinstance(v, (str, int, float)) for v in t) for t in held):
+        raise _map_problem(path, "meta.held_out is not a list of [category, attribute, value] combinations")
+    if "embed_dim" in meta and (meta["embed_dim"] != dim or isinstance(meta["embed_dim"], bool)):
+        raise _map_problem(path, f"meta.embed_dim {meta['embed_dim']!r} differs from the weight's dimension {dim}")
+    return dict(meta)
+
+
 def load_labclip(path: str | os.PathLike) -> LabclipMap:
-    """Read a map written by :meth:`LabclipMap.save` (``torch.load`` with ``weights_only=True``).
+    """Read a map written by :meth:`LabclipMap.save`: ``torch.load`` with ``weights_only=True`` of a regular file
+    of at most :data:`MAX_MAP_BYTES`, then, before the map is made: the keys, format and version, the weight (a
+    dense float32 ``(D, D)`` tensor, ``1 <= D <=`` :data:`MAX_DIM`, finite), the temperature (a finite float in
+    ``(0, MAX_LOGIT_SCALE]``) and the ``meta`` record (:func:`_check_meta`).
 
     Raises:
-        BadInput: the file is missing, unreadable, or not a bindscope LABCLIP map.
+        BadInput: naming the file and the problem: missing, unreadable, too large, holding objects other than
+            tensors and plain values (a pickled payload is refused unread), or not a sound bindscope LABCLIP map.
     """
+    import stat
+
     import torch
 
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"LABCLIP map {str(path)!r}: no such file")
     try:
+        info = path.stat()
+    except OSError as exc:
+        raise _map_problem(path, f"cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise _map_problem(path, "is not a regular file")
+    if info.st_size > MAX_MAP_BYTES:
+        raise _map_problem(path, f"is {info.st_size} bytes; a map is at most {MAX_MAP_BYTES} bytes")
+    try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for a broken file
-        raise BadInput(f"LABCLIP map {str(path)!r}: not readable ({type(exc).__name__}: {exc})") from None
+        from bindscope.training.checkpoint import load_error
+
+        raise _map_problem(path, load_error(exc)) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise BadInput(f"{str(path)!r} is not a LABCLIP map written by `bindscope labclip fit`")
-    if not isinstance(payload.get("weight"), torch.Tensor) or not isinstance(payload.get("logit_scale"), float):
-        raise BadInput(f"LABCLIP map {str(path)!r}: weight (a tensor) or logit_scale (a float) missing")
-    weight = payload["weight"].detach().cpu().numpy().astype(np.float32)
-    if weight.ndim != 2 or weight.shape[0] != weight.shape[1]:
-        raise BadInput(f"LABCLIP map {str(path)!r}: weight has shape {weight.shape}, expected (D, D)")
-    if not np.isfinite(weight).all():
-        raise BadInput(f"LABCLIP map {str(path)!r}: weight holds NaN or infinite values")
-    meta = dict(payload.get("meta", {}))
+    if set(payload) != MAP_KEYS:
+        missing, unexpected = sorted(MAP_KEYS - set(payload)), sorted(set(payload) - MAP_KEYS, key=str)
+        raise _map_problem(path, "has " + "; ".join(p for p in (
+            f"no {', '.join(missing)}" if missing else "",
+            f"unexpected entries {', '.join(map(repr, unexpected[:5]))}" if unexpected else "") if p))
+    version = payload["format_version"]
+    if version != FORMAT_VERSION or isinstance(version, bool):
+        raise _map_problem(path, f"has format version {version!r}; this bindscope reads version {FORMAT_VERSION}")
+    weight = payload["weight"]
+    if not isinstance(weight, torch.Tensor):
+        raise _map_problem(path, f"weight is a {type(weight).__name__}, not a tensor")
+    if weight.layout != torch.strided or weight.is_quantized or weight.dtype != torch.float32:
+        raise _map_problem(path, f"weight is a {weight.layout} {weight.dtype} tensor; expected a dense float32 one")
+    if weight.ndim != 2 or weight.shape[0] != weight.shape[1] or not 1 <= weight.shape[0] <= MAX_DIM:
+        raise _map_problem(path, f"weight has shape {tuple(weight.shape)}, expected (D, D) with 1 <= D <= {MAX_DIM}")
+    if not bool(torch.isfinite(weight).all()):
+        raise _map_problem(path, "weight holds NaN or infinite values")
+    scale = payload["logit_scale"]
+    if not (isinstance(scale, float) and math.isfinite(scale) and 0 < scale <= MAX_LOGIT_SCALE):
+        raise _map_problem(path, f"logit_scale {scale!r} is not a number in (0, {MAX_LOGIT_SCALE:g}]")
+    meta = _check_meta(path, payload["meta"], int(weight.shape[0]))
     meta["path"] = str(path)
-    return LabclipMap(weight, float(payload["logit_scale"]), meta)
+    return LabclipMap(weight.detach().numpy().astype(np.float32, copy=True), scale, meta)
 
 
 def check_dimension(labclip: LabclipMap, adapter) -> None:

@@ -7,65 +7,52 @@ import functools
 import click
 
 from bindscope.cli.types import DEVICE, FiniteFloat
-from bindscope.errors import DEVICE_GRAMMAR
-from bindscope.training.api import DEFAULTS
+from bindscope.encoders.interface import PRECISIONS
+from bindscope.training.model import TOKENIZERS, VISION_TOWERS
+from bindscope.training.options import DEFAULTS, HELP, LR_RANGE, WEIGHT_DECAY_RANGE
+
+
+def _option(flag: str, name: str, type=None, **extra):
+    """A ``madman train`` option whose default and help come from the training options' table
+    (:mod:`bindscope.training.options`)."""
+    decls = (flag,) if flag[2:].replace("-", "_") == name else (flag, name)
+    if extra.get("is_flag"):
+        return click.option(*decls, default=DEFAULTS[name], help=HELP[name], **extra)
+    return click.option(*decls, type=type, default=DEFAULTS[name], show_default=DEFAULTS[name] is not None,
+                        help=HELP[name], **extra)
 
 
 def training_options(func):
     """The options ``madman train`` and ``madman sweep`` share (model, optimisation, device, bookkeeping)."""
+    size = click.IntRange(min=1)
     options = [
-        click.option("--embed-dim", type=click.IntRange(min=1), default=DEFAULTS["embed_dim"], show_default=True, help="Joint embedding size D."),
-        click.option("--image-size", type=click.IntRange(min=1), default=None,
-                     help="Model input side in pixels [default: the dataset's canvas, rounded down to a multiple "
-                          "of the patch size (resnet: of 32, cnn: of 8)]."),
-        click.option("--vision", type=click.Choice(["vit", "resnet", "cnn"]), default=DEFAULTS["vision"],
-                     show_default=True,
-                     help="Image tower: open_clip VisionTransformer, open_clip ModifiedResNet (CNN), or a light "
-                          "CNN (cnn) for CPU training."),
-        click.option("--vision-width", type=click.IntRange(min=1), default=DEFAULTS["vision_width"], show_default=True,
-                     help="ViT width (resnet: base channels; cnn: channels at 1/8 resolution)."),
-        click.option("--vision-layers", type=click.IntRange(min=1), default=DEFAULTS["vision_layers"], show_default=True,
-                     help="ViT blocks (resnet: blocks per stage; cnn: residual blocks at 1/8 resolution)."),
-        click.option("--patch-size", type=click.IntRange(min=1), default=DEFAULTS["patch_size"], show_default=True, help="ViT patch side in pixels."),
-        click.option("--head-width", type=click.IntRange(min=1), default=DEFAULTS["head_width"], show_default=True,
-                     help="Features per attention head in both transformers (heads = width / head width; both "
-                          "widths must be multiples of it)."),
-        click.option("--text-width", type=click.IntRange(min=1), default=DEFAULTS["text_width"], show_default=True, help="Text transformer width."),
-        click.option("--text-layers", type=click.IntRange(min=1), default=DEFAULTS["text_layers"], show_default=True, help="Text transformer blocks."),
-        click.option("--tokenizer", type=click.Choice(["bpe", "word"]), default=DEFAULTS["tokenizer"], show_default=True,
-                     help="bpe: open_clip's CLIP BPE (49,408 tokens); word: one token per word of a vocabulary "
-                          "built from the training captions (saved as OUT/vocab.json and in the model)."),
-        click.option("--context-length", type=int, default=DEFAULTS["context_length"], show_default=True,
-                     help="Text tokens per caption (start/end included); longer captions are truncated and counted."),
-        click.option("--batch-size", type=int, default=DEFAULTS["batch_size"], show_default=True, help="Images per step."),
-        click.option("--steps", type=int, default=DEFAULTS["steps"], show_default=True, help="Optimiser steps."),
-        click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=DEFAULTS["lr"], show_default=True, help="Peak learning rate (AdamW)."),
-        click.option("--weight-decay", type=FiniteFloat(min=0), default=DEFAULTS["weight_decay"], show_default=True, help="AdamW weight decay."),
-        click.option("--warmup", "warmup_steps", type=int, default=DEFAULTS["warmup_steps"], show_default=True,
-                     help="Linear warm-up steps, then cosine decay to 0."),
-        click.option("--hard-negatives", is_flag=True,
-                     help="NegCLIP: add each sample's attribute-swapped (binding) captions to the batch as extra "
-                          "image->text negatives."),
-        click.option("--hard-negatives-per-sample", type=int, default=DEFAULTS["hard_negatives_per_sample"], show_default=True,
-                     help="Binding negatives added per sample with --hard-negatives."),
-        click.option("--seed", type=int, default=DEFAULTS["seed"], show_default=True,
-                     help="Seeds weights, batch order, hard-negative choice."),
-        click.option("--device", type=DEVICE, default=DEFAULTS["device"], show_default=True,
-                     help=DEVICE_GRAMMAR + "."),
-        click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=DEFAULTS["precision"], show_default=True,
-                     help="Autocast precision (fp16 needs CUDA)."),
-        click.option("--loader-jobs", "workers", type=int, default=DEFAULTS["workers"], show_default=True,
-                     help="DataLoader worker processes building batches (0 = in the training process)."),
-        click.option("--threads", type=int, default=DEFAULTS["threads"], show_default=True,
-                     help="torch intra-op CPU threads (0 = torch's default); 1 is often fastest on a busy machine."),
-        click.option("--checkpoint-every", type=int, default=DEFAULTS["checkpoint_every"], show_default=True,
-                     help="Steps between checkpoints (also written on Ctrl-C and at the end)."),
-        click.option("--log-every", type=int, default=DEFAULTS["log_every"], show_default=True, help="Steps between log lines."),
-        click.option("--eval-every", type=int, default=DEFAULTS["eval_every"], show_default=True,
-                     help="Steps between evaluations logged to log.jsonl (0 = final model only)."),
-        click.option("--keep-checkpoints", is_flag=True,
-                     help="With --eval-every: also keep each evaluated model as OUT/checkpoints/step-<step>.pt "
-                          "(for `madman eval --model 'OUT/checkpoints/*.pt'` and `bindscope collect`)."),
+        _option("--embed-dim", "embed_dim", size),
+        _option("--image-size", "image_size", size),
+        _option("--vision", "vision", click.Choice(VISION_TOWERS)),
+        _option("--vision-width", "vision_width", size),
+        _option("--vision-layers", "vision_layers", size),
+        _option("--patch-size", "patch_size", size),
+        _option("--head-width", "head_width", size),
+        _option("--text-width", "text_width", size),
+        _option("--text-layers", "text_layers", size),
+        _option("--tokenizer", "tokenizer", click.Choice(TOKENIZERS)),
+        _option("--context-length", "context_length", int),
+        _option("--batch-size", "batch_size", int),
+        _option("--steps", "steps", int),
+        _option("--lr", "lr", FiniteFloat(min=LR_RANGE[0], max=LR_RANGE[1], min_open=True)),
+        _option("--weight-decay", "weight_decay", FiniteFloat(min=WEIGHT_DECAY_RANGE[0], max=WEIGHT_DECAY_RANGE[1])),
+        _option("--warmup", "warmup_steps", int),
+        _option("--hard-negatives", "hard_negatives", is_flag=True),
+        _option("--hard-negatives-per-sample", "hard_negatives_per_sample", int),
+        _option("--seed", "seed", int),
+        _option("--device", "device", DEVICE),
+        _option("--precision", "precision", click.Choice(PRECISIONS)),
+        _option("--loader-jobs", "workers", int),
+        _option("--threads", "threads", int),
+        _option("--checkpoint-every", "checkpoint_every", int),
+        _option("--log-every", "log_every", int),
+        _option("--eval-every", "eval_every", int),
+        _option("--keep-checkpoints", "keep_checkpoints", is_flag=True),
         click.option("--quiet", is_flag=True, help="No progress bar."),
     ]
     return functools.reduce(lambda f, option: option(f), reversed(options), func)

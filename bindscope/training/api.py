@@ -27,12 +27,13 @@ def train(data: str | os.PathLike, out: str | os.PathLike, *, eval_data: str | o
         eval_data / eval_splits: dataset and splits (a list or one name) of the final evaluation (default:
             ``data``; test and ood).
         overwrite: replace a different run in ``out``. progress: tqdm bar on stderr.
-        **options: any key of :data:`DEFAULTS` (model: ``embed_dim``, ``image_size`` (pixels, None: the
-            canvas rounded to the patch size), ``vision`` ``"vit"|"resnet"|"cnn"``, widths and layers,
-            ``patch_size``, ``head_width``, ``tokenizer`` ``"bpe"|"word"``, ``context_length``; optimisation: ``batch_size``,
-            ``steps``, ``lr``, ``weight_decay``, ``warmup_steps``, ``hard_negatives`` (NegCLIP), ``hard_negatives_per_sample``, ``seed``; runtime:
-            ``device``, ``precision``, ``workers``, ``threads``, ``checkpoint_every``, ``log_every``,
-            ``eval_every``, ``keep_checkpoints``).
+        **options: any key of :data:`DEFAULTS` (the table :class:`bindscope.training.options.TrainSettings`;
+            model: ``embed_dim``, ``image_size`` (pixels, None: the canvas rounded to the patch size), ``vision``
+            ``"vit"|"resnet"|"cnn"``, widths and layers, ``patch_size``, ``head_width``, ``tokenizer``
+            ``"bpe"|"word"``, ``context_length``; optimisation: ``batch_size``, ``steps``, ``lr`` (in (0, 10]),
+            ``weight_decay`` (in [0, 10]), ``warmup_steps``, ``hard_negatives`` (NegCLIP),
+            ``hard_negatives_per_sample``, ``seed``; runtime: ``device``, ``precision``, ``workers``, ``threads``,
+            ``checkpoint_every``, ``log_every``, ``eval_every``, ``keep_checkpoints``).
 
     Returns:
         The run summary (``steps``, ``resumed_from``, ``steps_per_s``, ``final_loss``, ``result`` (the

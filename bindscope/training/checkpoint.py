@@ -8,12 +8,15 @@ Files in a run folder (see docs/training.md):
 - ``model.pt``: the final weights and architecture only (what ``madman eval --model PATH`` loads).
 
 :func:`load_trained_adapter` turns either file (or the run folder) into a
-:class:`bindscope.encoders.interface.EncoderAdapter`.
+:class:`bindscope.encoders.interface.EncoderAdapter`. Every file is read with ``weights_only=True`` and validated
+before a model is built from it (:func:`read_weights_file`: keys, config within size limits, shapes, dtypes,
+finite values), so a crafted file is one BadInput naming the file and the problem.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import time
 from pathlib import Path
@@ -32,8 +35,16 @@ from bindscope.io.atomic import atomic_open
 
 CHECKPOINT = "checkpoint.pt"
 MODEL = "model.pt"
+RUN = "run.json"  # the run's resolved config (written by bindscope.training.train)
+KEPT = "checkpoints"  # OUT/checkpoints/step-<step>.pt, the model files kept with keep_checkpoints
 CHECKPOINT_FORMAT = "bindscope-train-checkpoint"
 MODEL_FORMAT = "bindscope-small-clip"
+FORMAT_VERSION = 1
+MODEL_FILE_KEYS = frozenset({"format", "version", "step", "model", "model_config", "train_config"})
+CHECKPOINT_KEYS = MODEL_FILE_KEYS | {"optimizer", "scheduler", "scaler", "rng"}
+MAX_FILE_BYTES = 8 << 30  # a model or checkpoint file larger than this is refused before it is read
+MAX_PARAMETERS = 2_000_000_000  # numbers in a model's state dict
+MAX_JSON_BYTES = 16 << 20  # the JSON-like entries (train_config) of a model file
 
 
 def save_atomic(obj: object, path: str | os.PathLike) -> None:
@@ -167,26 +178,204 @@ def find_weights_file(path: str | os.PathLike) -> Path:
     return path
 
 
-def load_weights(path: str | os.PathLike) -> tuple[dict, object, dict]:
-    """Load ``(state_dict, ModelConfig, info)`` from a run folder, ``model.pt`` or ``checkpoint.pt``.
+def _problem(file: Path, problem: str) -> BadInput:
+    return BadInput(f"{str(file)!r}: {problem}")
 
-    ``info`` has ``step`` and ``train_config``. Raises BadInput for a file that is not one of ours.
+
+def read_torch_file(file: Path, what: str, max_bytes: int | None = None):
+    """``torch.load(file, weights_only=True)`` of a regular file of at most ``max_bytes`` (default
+    :data:`MAX_FILE_BYTES`), on the CPU.
+
+    Raises:
+        BadInput: naming ``file`` and the problem: not a regular file, too large, or not loadable with
+            ``weights_only=True`` (a corrupt file, or one holding objects other than tensors and plain values,
+            such as a pickled payload that could run code).
     """
+    import stat
+
     import torch
 
+    try:
+        info = file.stat()
+    except OSError as exc:
+        raise _problem(file, f"cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise _problem(file, f"is not a regular file; expected a {what}")
+    max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
+    if info.st_size > max_bytes:
+        raise _problem(file, f"is {info.st_size} bytes; a {what} is at most {max_bytes} bytes")
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for a file that is not a torch file
+        raise _problem(file, load_error(exc)) from None
+
+
+def load_error(exc: Exception) -> str:
+    """What a failed ``torch.load(..., weights_only=True)`` means, in one short phrase (torch's own message
+    spans lines and suggests loading without ``weights_only``, which could run the file's code)."""
+    import pickle
+    import re
+
+    text = str(exc)
+    if isinstance(exc, pickle.UnpicklingError):
+        refused = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        if refused:
+            return (f"holds objects other than tensors and plain values ({refused.group(1)}), refused unread: "
+                    "loading them could run code")
+        detail = re.search(r"WeightsUnpickler error:\s*([^\n]+)", text)
+        return f"is not readable as a torch file ({detail.group(1).strip() if detail else 'not a pickle'})"
+    first = (text.strip().splitlines() or [type(exc).__name__])[0][:200]
+    return f"is not readable as a torch file ({type(exc).__name__}: {first})"
+
+
+def _plain(value, where: str, file: Path, depth: int = 0) -> None:
+    """Raise BadInput unless ``value`` is JSON-like: str, finite number, bool, None, lists and string-keyed
+    dicts of those (no tensor), nested at most 32 deep."""
+    import math
+
+    if depth > 32:
+        raise _problem(file, f"{where} is nested too deep")
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _problem(file, f"{where} holds the non-finite number {value!r}")
+        return
+    if isinstance(value, (list, tuple)):
+        for k, item in enumerate(value):
+            _plain(item, f"{where}[{k}]", file, depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _problem(file, f"{where} has the key {key!r}, not a string")
+            _plain(item, f"{where}.{key}", file, depth + 1)
+        return
+    raise _problem(file, f"{where} is a {type(value).__name__}, not a plain value")
+
+
+def expected_state(config) -> dict:
+    """``{name: (shape, dtype)}`` of the state dict of :func:`~bindscope.training.model.build_model`'s model for
+    ``config``, built on torch's ``meta`` device (no memory for weights, nothing initialised)."""
+    import torch
+
+    from bindscope.training.model import build_model
+
+    with torch.device("meta"):
+        model = build_model(config)
+    return {name: (tuple(t.shape), t.dtype) for name, t in model.state_dict().items()}
+
+
+def check_tensors(file: Path, where: str, tensors, expected: dict) -> None:
+    """Raise BadInput (naming ``file`` and the entry) unless ``tensors`` is a dict with exactly the names of
+    ``expected`` (``{name: (shape, dtype)}``), each a dense CPU tensor of that shape and dtype, and finite."""
+    import torch
+
+    if not isinstance(tensors, dict):
+        raise _problem(file, f"{where} is a {type(tensors).__name__}, not a mapping of names to tensors")
+    missing = sorted(set(expected) - set(tensors), key=str)
+    unexpected = sorted(set(tensors) - set(expected), key=str)
+    if missing or unexpected:
+        parts = [f"missing {', '.join(map(str, missing[:5]))}" if missing else "",
+                 f"unexpected {', '.join(map(repr, unexpected[:5]))}" if unexpected else ""]
+        raise _problem(file, f"{where} does not fit the model ({'; '.join(p for p in parts if p)})")
+    for name, (shape, dtype) in expected.items():
+        tensor = tensors[name]
+        if not isinstance(tensor, torch.Tensor):
+            raise _problem(file, f"{where} entry {name!r} is a {type(tensor).__name__}, not a tensor")
+        if tensor.layout != torch.strided or tensor.is_quantized or tensor.device.type != "cpu":
+            raise _problem(file, f"{where} entry {name!r} is not a dense CPU tensor ({tensor.layout})")
+        if tensor.dtype != dtype:
+            raise _problem(file, f"{where} entry {name!r} has dtype {tensor.dtype}; the model needs {dtype}")
+        if tuple(tensor.shape) != tuple(shape):
+            raise _problem(file, f"{where} entry {name!r} has shape {tuple(tensor.shape)}; the model needs "
+                                 f"{tuple(shape)}")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise _problem(file, f"{where} entry {name!r} holds NaN or infinite values")
+
+
+def _run_record(file: Path) -> tuple[Path, dict] | None:
+    """``(run.json, its model config)`` of the run folder ``file`` belongs to (``OUT/model.pt``,
+    ``OUT/checkpoint.pt``, ``OUT/checkpoints/step-N.pt``); None when there is no madman train record there."""
+    import json
+
+    folder = file.parent.parent if file.parent.name == KEPT else file.parent
+    record_file = folder / RUN
+    if not record_file.is_file():
+        return None
+    try:
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    model = record.get("config", {}).get("model") if isinstance(record, dict) and \
+        isinstance(record.get("config"), dict) else None
+    return (record_file, model) if isinstance(model, dict) else None
+
+
+def read_weights_file(file: Path, formats: tuple[str, ...] = (MODEL_FORMAT, CHECKPOINT_FORMAT),
+                      max_bytes: int | None = None) -> tuple[dict, object]:
+    """Read and validate a ``madman train`` model or checkpoint file: ``(blob, ModelConfig)``.
+
+    Loaded with ``weights_only=True``; then, before any model is built: the format, version and keys; the step;
+    the model config (types and size limits, :class:`~bindscope.training.model.ModelConfig`; equal to the
+    config in the run folder's ``run.json`` where there is one); the parameter count; and the state dict
+    against the model the config describes (names, shapes, dtypes; finite). Other entries of a checkpoint
+    (optimiser, RNG states) are checked by the trainer that resumes from it.
+
+    Raises:
+        BadInput: naming ``file`` and the first problem found.
+    """
     from bindscope.training.model import ModelConfig
 
-    file = find_weights_file(path)
+    blob = read_torch_file(file, "madman train model or checkpoint", max_bytes)
+    if not isinstance(blob, dict) or blob.get("format") not in formats:
+        found = blob.get("format") if isinstance(blob, dict) else type(blob).__name__
+        raise _problem(file, f"is not a madman train {'model or checkpoint' if len(formats) > 1 else 'checkpoint'} "
+                             f"(format {found!r}; expected {' or '.join(map(repr, formats))})")
+    keys = CHECKPOINT_KEYS if blob["format"] == CHECKPOINT_FORMAT else MODEL_FILE_KEYS
+    if set(blob) != keys:
+        missing, unexpected = sorted(keys - set(blob)), sorted(set(blob) - keys, key=str)
+        raise _problem(file, "has " + "; ".join(p for p in (
+            f"no {', '.join(missing)}" if missing else "",
+            f"unexpected entries {', '.join(map(repr, unexpected[:5]))}" if unexpected else "") if p))
+    if blob["version"] != FORMAT_VERSION or isinstance(blob["version"], bool):
+        raise _problem(file, f"has format version {blob['version']!r}; this bindscope reads version {FORMAT_VERSION}")
+    step = blob["step"]
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise _problem(file, f"step {step!r} is not a step count (an integer >= 0)")
+    if blob["train_config"] is not None:
+        import json
+
+        _plain(blob["train_config"], "train_config", file)
+        if len(json.dumps(blob["train_config"])) > MAX_JSON_BYTES:
+            raise _problem(file, f"train_config is larger than {MAX_JSON_BYTES} bytes")
+    _plain(blob["model_config"], "model_config", file)
     try:
-        blob = torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for a non-checkpoint file
-        raise BadInput(f"{str(file)!r} is not a readable torch checkpoint ({type(exc).__name__}: {exc})") from None
-    if not isinstance(blob, dict) or blob.get("format") not in (MODEL_FORMAT, CHECKPOINT_FORMAT):
-        raise BadInput(f"{str(file)!r} is not a madman train model or checkpoint "
-                       f"(expected format {MODEL_FORMAT!r} or {CHECKPOINT_FORMAT!r})")
-    config = ModelConfig.from_dict(blob["model_config"])
-    return blob["model"], config, {"step": blob.get("step"), "train_config": blob.get("train_config"),
-                                   "file": str(file)}
+        config = ModelConfig.from_dict(blob["model_config"])
+    except BadInput as exc:
+        raise _problem(file, f"model_config: {exc}") from None
+    run = _run_record(file)
+    if run is not None and run[1] != config.to_dict():
+        record_file, model = run
+        changed = sorted(k for k in set(model) | set(config.to_dict()) if model.get(k) != config.to_dict().get(k))
+        raise _problem(file, f"model_config differs from the run's {str(record_file)!r} in {', '.join(changed)}")
+    expected = expected_state(config)
+    count = sum(math.prod(shape) for shape, _ in expected.values())
+    if count > MAX_PARAMETERS:
+        raise _problem(file, f"model_config declares {count} parameters; at most {MAX_PARAMETERS}")
+    check_tensors(file, "model", blob["model"], expected)
+    return blob, config
+
+
+def load_weights(path: str | os.PathLike) -> tuple[dict, object, dict]:
+    """Load ``(state_dict, ModelConfig, info)`` from a run folder, ``model.pt`` or ``checkpoint.pt``, validated by
+    :func:`read_weights_file` before anything is built.
+
+    ``info`` has ``step``, ``train_config`` and ``file``. Raises BadInput for a file that is not one of ours.
+    """
+    file = find_weights_file(path)
+    blob, config = read_weights_file(file)
+    return blob["model"], config, {"step": blob["step"], "train_config": blob["train_config"], "file": str(file)}
 
 
 def load_trained_adapter(path: str | os.PathLike, device: str = "auto", precision: str = "fp32",

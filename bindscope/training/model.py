@@ -25,9 +25,16 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from bindscope.errors import BadInput, check_int
+from bindscope.training.options import MLP_RATIO, MODEL_IMAGE_SIZE, SETTINGS
 
 VISION_TOWERS = ("vit", "resnet", "cnn")
 TOKENIZERS = ("bpe", "word")
+# Hard limits of a model's declared sizes (far beyond a small CLIP): a config past them, from a typo or a crafted
+# model file, is refused before anything is built.
+SIZE_LIMITS = {"embed_dim": 8192, "image_size": 4096, "vision_width": 8192, "vision_layers": 64, "patch_size": 4096,
+               "text_width": 8192, "text_layers": 64, "head_width": 8192, "context_length": 4096}
+MAX_VOCABULARY = 1_000_000  # words of the word tokenizer
+MAX_MLP_RATIO = 16.0
 # Word tokenizer ids: 0 padding, 1 unknown word, 2 start, 3.. the vocabulary's words, then the end token last
 # (open_clip's text tower pools at the largest id of each row, its "argmax" pooling).
 WORD_SPECIALS = ("<pad>", "<unk>", "<start>")
@@ -35,7 +42,8 @@ WORD_SPECIALS = ("<pad>", "<unk>", "<start>")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Architecture of a small CLIP (all sizes in units of features or pixels).
+    """Architecture of a small CLIP (all sizes in units of features or pixels; defaults from
+    :class:`bindscope.training.options.TrainSettings`).
 
     Attributes:
         embed_dim: joint embedding dimension D (the paper uses 32-256).
@@ -57,21 +65,27 @@ class ModelConfig:
             training data by ``madman train`` (:func:`build_vocabulary`). Must be empty for ``"bpe"``.
     """
 
-    embed_dim: int = 64
-    image_size: int = 64
-    vision: str = "vit"
-    vision_width: int = 128
-    vision_layers: int = 4
-    patch_size: int = 8
-    text_width: int = 128
-    text_layers: int = 4
-    head_width: int = 32
-    mlp_ratio: float = 2.0
-    context_length: int = 32
-    tokenizer: str = "bpe"
+    embed_dim: int = SETTINGS.embed_dim
+    image_size: int = MODEL_IMAGE_SIZE
+    vision: str = SETTINGS.vision
+    vision_width: int = SETTINGS.vision_width
+    vision_layers: int = SETTINGS.vision_layers
+    patch_size: int = SETTINGS.patch_size
+    text_width: int = SETTINGS.text_width
+    text_layers: int = SETTINGS.text_layers
+    head_width: int = SETTINGS.head_width
+    mlp_ratio: float = MLP_RATIO
+    context_length: int = SETTINGS.context_length
+    tokenizer: str = SETTINGS.tokenizer
     vocabulary: tuple[str, ...] = ()
 
     def __post_init__(self):
+        if not isinstance(self.vocabulary, (list, tuple)) or not all(isinstance(w, str) for w in self.vocabulary):
+            raise BadInput(f"vocabulary must be a list of words (strings), got {_short(self.vocabulary)}",
+                           param="vocabulary")
+        if len(self.vocabulary) > MAX_VOCABULARY:
+            raise BadInput(f"vocabulary of {len(self.vocabulary)} words is not allowed; at most {MAX_VOCABULARY}",
+                           param="vocabulary")
         object.__setattr__(self, "vocabulary", tuple(self.vocabulary))
         if self.vision not in VISION_TOWERS:
             raise BadInput(f"vision {self.vision!r} is not known; allowed: {', '.join(VISION_TOWERS)}", param="vision")
@@ -86,8 +100,12 @@ class ModelConfig:
                            f"{', '.join(WORD_SPECIALS)}; got {bad or 'duplicates'}")
         for name in ("embed_dim", "image_size", "vision_width", "vision_layers", "patch_size", "text_width",
                      "text_layers", "head_width"):
-            check_int(name, getattr(self, name), 1)
-        check_int("context_length", self.context_length, 3, what="tokens")
+            check_int(name, getattr(self, name), 1, SIZE_LIMITS[name])
+        check_int("context_length", self.context_length, 3, SIZE_LIMITS["context_length"], what="tokens")
+        ratio = self.mlp_ratio
+        if not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0 < ratio <= MAX_MLP_RATIO):
+            raise BadInput(f"mlp_ratio {ratio!r} is not allowed; use a number in (0, {MAX_MLP_RATIO:g}]",
+                           param="mlp_ratio")
         if self.vision == "vit" and self.image_size % self.patch_size:
             raise BadInput(f"image_size {self.image_size} is not divisible by patch_size={self.patch_size}; "
                            "choose a multiple of the patch size", param="image_size")
@@ -114,12 +132,21 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelConfig":
-        """Rebuild from :meth:`to_dict` output. Raises BadInput on unknown keys."""
+        """Rebuild from :meth:`to_dict` output. Raises BadInput on unknown keys or a bad value (named)."""
+        if not isinstance(data, dict) or not all(isinstance(key, str) for key in data):
+            raise BadInput(f"a model config must be a mapping of names to values, got {_short(data)}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise BadInput(f"unknown model config key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return cls(**data)
+
+
+def _short(value, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters."""
+    text = repr(value) if not isinstance(value, (list, tuple, dict)) or len(value) < 100 else \
+        f"{type(value).__name__} of {len(value)} entries"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def build_conv_tower(config: ModelConfig):

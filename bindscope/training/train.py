@@ -24,6 +24,8 @@ import json
 import math
 import os
 import random
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -31,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from bindscope.errors import BadInput, check_int
+from bindscope.errors import BadInput, GenerationError, check_int
 from bindscope.format.manifest import load_manifest
 from bindscope.io.atomic import remove_temp_files, write_text_atomic
 from bindscope.io.canonical import canonical_json
@@ -44,35 +46,55 @@ from bindscope.io.ownership import (
     resolve_output,
     write_marker,
 )
-from bindscope.training.checkpoint import (
+from bindscope.training.checkpoint import (  # RUN: run.json; KEPT: OUT/checkpoints/, with keep_checkpoints
     CHECKPOINT,
     CHECKPOINT_FORMAT,
+    KEPT,
     MODEL,
     MODEL_FORMAT,
+    RUN,
     TrainedClipAdapter,
     autocast_dtype,
+    check_tensors,
+    read_weights_file,
     resolve_device,
     save_atomic,
 )
 from bindscope.training.model import VISION_TOWERS, WORD_SPECIALS, ModelConfig
-from bindscope.training.options import DEFAULTS
+from bindscope.training.options import (
+    DEFAULTS,
+    EVAL_BATCH_SIZE,
+    LR_RANGE,
+    MODEL_KEYS,
+    SETTINGS,
+    WEIGHT_DECAY_RANGE,
+)
 
-RUN = "run.json"
 RUN_KIND = "train-run"  # the ownership marker's kind (see bindscope.io.ownership)
 VOCAB = "vocab.json"
 LOG = "log.jsonl"
 RESULT = "result.json"
-KEPT = "checkpoints"  # OUT/checkpoints/step-<step>.pt, written with keep_checkpoints
 # Config fields whose parameter of :func:`bindscope.train` has another name.
 _PARAMS = {"hard_negatives": "hard_negatives_per_sample"}
+# Options that are TrainConfig fields as they are (the model's go to ModelConfig; hard_negatives is a count here).
+_RUN_KEYS = tuple(key for key in DEFAULTS if key not in
+                  (*MODEL_KEYS, "image_size", "hard_negatives", "hard_negatives_per_sample"))
 # Config keys that change the training trajectory: a resumed run must match them.
 _IDENTITY_KEYS = ("split", "batch_size", "steps", "lr", "weight_decay", "warmup_steps", "hard_negatives", "seed",
                   "precision", "model")
 
 
+def _is_real(value) -> bool:
+    """A finite real number (not a bool)."""
+    import numbers
+
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @dataclass
 class TrainConfig:
-    """Settings of one ``madman train`` run (CLI flag names in brackets).
+    """Settings of one ``madman train`` run (CLI flag names in brackets; defaults from
+    :class:`bindscope.training.options.TrainSettings`).
 
     Attributes:
         data: training dataset folder [DATA]; its ``split`` split is used (default ``"train"``).
@@ -105,22 +127,22 @@ class TrainConfig:
     eval_splits: list[str] | None = None
     model: ModelConfig = field(default_factory=ModelConfig)
     split: str = "train"
-    batch_size: int = 128
-    steps: int = 2000
-    lr: float = 1e-3
-    weight_decay: float = 0.1
-    warmup_steps: int = 100
-    hard_negatives: int = 0
-    seed: int = 0
-    precision: str = "fp32"
-    device: str = "auto"
-    workers: int = 0
-    threads: int = 0
-    checkpoint_every: int = 500
-    log_every: int = 10
-    eval_every: int = 0
-    keep_checkpoints: bool = False
-    eval_batch_size: int = 256
+    batch_size: int = SETTINGS.batch_size
+    steps: int = SETTINGS.steps
+    lr: float = SETTINGS.lr
+    weight_decay: float = SETTINGS.weight_decay
+    warmup_steps: int = SETTINGS.warmup_steps
+    hard_negatives: int = SETTINGS.hard_negatives_per_sample if SETTINGS.hard_negatives else 0
+    seed: int = SETTINGS.seed
+    precision: str = SETTINGS.precision
+    device: str = SETTINGS.device
+    workers: int = SETTINGS.workers
+    threads: int = SETTINGS.threads
+    checkpoint_every: int = SETTINGS.checkpoint_every
+    log_every: int = SETTINGS.log_every
+    eval_every: int = SETTINGS.eval_every
+    keep_checkpoints: bool = SETTINGS.keep_checkpoints
+    eval_batch_size: int = EVAL_BATCH_SIZE
 
     def validate(self) -> None:
         """Raise BadInput naming the first bad value."""
@@ -132,10 +154,13 @@ class TrainConfig:
             if not isinstance(value, int) or value < low:
                 param = _PARAMS.get(name, name)
                 raise BadInput(f"{param} must be an integer >= {low}, got {value!r}", param=param)
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise BadInput(f"lr must be a positive number, got {self.lr!r}", param="lr")
-        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
-            raise BadInput(f"weight_decay must be >= 0, got {self.weight_decay!r}", param="weight_decay")
+        low, high = LR_RANGE
+        if not (_is_real(self.lr) and low < self.lr <= high):
+            raise BadInput(f"lr {self.lr!r} is not allowed; use a finite number in ({low:g}, {high:g}]", param="lr")
+        low, high = WEIGHT_DECAY_RANGE
+        if not (_is_real(self.weight_decay) and low <= self.weight_decay <= high):
+            raise BadInput(f"weight_decay {self.weight_decay!r} is not allowed; use a finite number in "
+                           f"[{low:g}, {high:g}]", param="weight_decay")
 
     def identity(self) -> dict:
         """The values a resumed run must share with the interrupted one."""
@@ -168,20 +193,11 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         side = canvas if canvas is not None else min(load_manifest(data)["image_size"])
         step = {"vit": options["patch_size"], "resnet": 32, "cnn": 8}[options["vision"]]
         image_size = max(step, side - side % step)
-    model = ModelConfig(embed_dim=options["embed_dim"], image_size=image_size, vision=options["vision"],
-                        vision_width=options["vision_width"], vision_layers=options["vision_layers"],
-                        patch_size=options["patch_size"], head_width=options["head_width"],
-                        text_width=options["text_width"], text_layers=options["text_layers"],
-                        context_length=options["context_length"], tokenizer=options["tokenizer"])
+    model = ModelConfig(image_size=image_size, **{key: options[key] for key in MODEL_KEYS})
     config = TrainConfig(
         data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, model=model,
-        batch_size=options["batch_size"], steps=options["steps"], lr=options["lr"],
-        weight_decay=options["weight_decay"], warmup_steps=options["warmup_steps"],
         hard_negatives=options["hard_negatives_per_sample"] if options["hard_negatives"] else 0,
-        seed=options["seed"], precision=options["precision"], device=options["device"],
-        workers=options["workers"], threads=options["threads"], checkpoint_every=options["checkpoint_every"],
-        log_every=options["log_every"],
-        eval_every=options["eval_every"], keep_checkpoints=options["keep_checkpoints"])
+        **{key: options[key] for key in _RUN_KEYS})
     config.validate()
     return config
 
@@ -242,6 +258,181 @@ def _lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
         progress = (step - warmup) / max(1, total - warmup)
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
     return factor
+
+
+class TrainingDiverged(GenerationError):
+    """The loss or a weight became NaN or infinite: training stops (the CLI's exit status 1) and nothing of
+    that step is saved, neither a model file nor a checkpoint (the run folder keeps its last finite
+    checkpoint, if any).
+
+    Attributes: ``step`` (the optimiser step, 1-based), ``what`` (``"the loss"`` or ``"weight 'NAME'"``) and
+    ``value`` (the first non-finite value).
+    """
+
+    def __init__(self, step: int, what: str, value: float, saved_step: int = 0, lr: float | None = None):
+        kept = f"the checkpoint of step {saved_step} is kept" if saved_step else "no checkpoint was written"
+        hint = f"; a lower lr than {lr:g} may help" if lr is not None else ""
+        super().__init__(f"training stopped at step {step}: {what} is {value!r}, not a finite number; no model "
+                         f"was saved ({kept}){hint}")
+        self.step, self.what, self.value = step, what, value
+
+
+def non_finite_tensor(tensors: dict) -> tuple[str, float] | None:
+    """``(name, value)`` of the first floating-point tensor of ``tensors`` (a state dict) holding a NaN or an
+    infinity, and that value; None when every value is finite."""
+    import torch
+
+    names = [name for name, t in tensors.items() if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not names:
+        return None
+    finite = torch.stack([torch.isfinite(tensors[name]).all() for name in names])
+    if bool(finite.all()):
+        return None
+    name = names[int((~finite).nonzero()[0, 0])]
+    tensor = tensors[name].detach()
+    return name, float(tensor[~torch.isfinite(tensor)].reshape(-1)[0])
+
+
+def _ignore_sigint(worker_id: int) -> None:
+    """DataLoader workers ignore Ctrl-C: the training process handles it (between two steps)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _same(ours, theirs) -> bool:
+    """Equal values of equal types, containers compared entry by entry (a tensor never equals a number)."""
+    if type(ours) is not type(theirs):
+        return False
+    if isinstance(ours, (list, tuple)):
+        return len(ours) == len(theirs) and all(_same(a, b) for a, b in zip(ours, theirs))
+    if isinstance(ours, dict):
+        return set(ours) == set(theirs) and all(_same(ours[k], theirs[k]) for k in ours)
+    return bool(ours == theirs)
+
+
+def _bad(file: Path, problem: str) -> BadInput:
+    return BadInput(f"{str(file)!r}: {problem}")
+
+
+def check_resume_state(file: Path, blob: dict, trainer: "Trainer") -> None:
+    """Raise BadInput (naming ``file`` and the entry) unless the training states of checkpoint ``blob`` fit
+    ``trainer`` (its freshly built optimiser, scheduler and grad scaler): the step within the run's steps; AdamW's
+    parameter groups equal the run's (the learning rate the schedule's at that step), each moment a finite
+    tensor of its parameter's shape and dtype; the scheduler and scaler states of the same keys and types,
+    at that step; the RNG states of the shapes torch, numpy and Python use. The model weights are checked by
+    :func:`bindscope.training.checkpoint.read_weights_file`."""
+    import torch
+
+    step, config = blob["step"], trainer.config
+    if step > config.steps:
+        raise _bad(file, f"step {step} is beyond this run's {config.steps} steps")
+    ours = trainer.optimizer.state_dict()
+    optimizer = blob["optimizer"]
+    if not isinstance(optimizer, dict) or set(optimizer) != {"state", "param_groups"}:
+        raise _bad(file, "optimizer is not an optimiser state (state and param_groups)")
+    groups = optimizer["param_groups"]
+    if not isinstance(groups, list) or len(groups) != len(ours["param_groups"]):
+        raise _bad(file, f"optimizer has {len(groups) if isinstance(groups, list) else 'no'} parameter groups; "
+                         f"this run has {len(ours['param_groups'])}")
+    factor = _lr_lambda(min(config.warmup_steps, config.steps), config.steps)(step)
+    for k, (group, mine) in enumerate(zip(groups, ours["param_groups"])):
+        if not isinstance(group, dict) or set(group) != set(mine):
+            raise _bad(file, f"optimizer param_groups[{k}] does not have the keys of an AdamW group")
+        for key, value in mine.items():
+            if key == "lr":
+                lr = group["lr"]
+                if not (_is_real(lr) and math.isclose(lr, mine["initial_lr"] * factor, rel_tol=1e-9, abs_tol=0)):
+                    raise _bad(file, f"optimizer param_groups[{k}].lr is {lr!r}; the schedule has "
+                                     f"{mine['initial_lr'] * factor!r} at step {step}")
+            elif not _same(value, group[key]):
+                raise _bad(file, f"optimizer param_groups[{k}].{key} is {group[key]!r}; this run has {value!r}")
+    parameters = [p for group in trainer.optimizer.param_groups for p in group["params"]]
+    state = optimizer["state"]
+    if not isinstance(state, dict):
+        raise _bad(file, "optimizer state is not a mapping of parameter numbers to states")
+    for key, entry in state.items():
+        if not isinstance(key, int) or isinstance(key, bool) or not 0 <= key < len(parameters):
+            raise _bad(file, f"optimizer state has the entry {key!r}; this run's parameters are "
+                             f"0..{len(parameters) - 1}")
+        if not isinstance(entry, dict) or set(entry) != {"step", "exp_avg", "exp_avg_sq"}:
+            raise _bad(file, f"optimizer state {key} is not an AdamW state (step, exp_avg, exp_avg_sq)")
+        count = entry["step"]
+        if not (isinstance(count, torch.Tensor) and count.shape == () and count.dtype == torch.float32
+                and bool(torch.isfinite(count)) and float(count) == int(count) and 0 <= int(count) <= step):
+            raise _bad(file, f"optimizer state {key}: step is not a step count within 0..{step}")
+        parameter = parameters[key]
+        expected = {"exp_avg": (tuple(parameter.shape), parameter.dtype),
+                    "exp_avg_sq": (tuple(parameter.shape), parameter.dtype)}
+        check_tensors(file, f"optimizer state {key}", {n: entry[n] for n in expected}, expected)
+        if bool((entry["exp_avg_sq"] < 0).any()):
+            raise _bad(file, f"optimizer state {key}: exp_avg_sq holds negative values")
+    _check_scheduler(file, blob["scheduler"], trainer.scheduler.state_dict(), step)
+    _check_scaler(file, blob["scaler"], trainer.scaler.state_dict())
+    _check_rng(file, blob["rng"])
+
+
+def _check_scheduler(file: Path, scheduler, ours: dict, step: int) -> None:
+    if not isinstance(scheduler, dict) or set(scheduler) != set(ours):
+        raise _bad(file, "scheduler does not have the keys of this run's learning-rate schedule")
+    for key, value in ours.items():
+        if type(scheduler[key]) is not type(value):
+            raise _bad(file, f"scheduler {key} is a {type(scheduler[key]).__name__}; expected a {type(value).__name__}")
+    for key in ("base_lrs", "lr_lambdas"):
+        if key in ours and not _same(ours[key], scheduler[key]):
+            raise _bad(file, f"scheduler {key} is {scheduler[key]!r}; this run has {ours[key]!r}")
+    if scheduler.get("last_epoch") != step or scheduler.get("_step_count", step + 1) != step + 1:
+        raise _bad(file, f"scheduler is at step {scheduler.get('last_epoch')!r}; the checkpoint is at step {step}")
+    last = scheduler.get("_last_lr", [])
+    if not (len(last) == len(ours.get("_last_lr", [])) and all(_is_real(v) and v >= 0 for v in last)):
+        raise _bad(file, f"scheduler _last_lr {last!r} is not one finite learning rate per parameter group")
+
+
+def _check_scaler(file: Path, scaler, ours: dict) -> None:
+    if not isinstance(scaler, dict) or set(scaler) != set(ours):
+        raise _bad(file, f"scaler does not have the keys of this run's grad scaler ({', '.join(ours) or 'none'})")
+    for key, value in ours.items():
+        if key == "scale":
+            if not (_is_real(scaler[key]) and scaler[key] > 0):
+                raise _bad(file, f"scaler scale {scaler[key]!r} is not a finite positive number")
+        elif key == "_growth_tracker":
+            if not (isinstance(scaler[key], int) and not isinstance(scaler[key], bool) and scaler[key] >= 0):
+                raise _bad(file, f"scaler _growth_tracker {scaler[key]!r} is not a count")
+        elif not _same(value, scaler[key]):
+            raise _bad(file, f"scaler {key} is {scaler[key]!r}; this run has {value!r}")
+
+
+def _check_rng(file: Path, rng) -> None:
+    import torch
+
+    if not isinstance(rng, dict) or not {"torch", "numpy", "python"} <= set(rng) <= {"torch", "numpy", "python",
+                                                                                         "cuda"}:
+        raise _bad(file, "rng is not the torch, numpy and Python generator states")
+    reference = torch.get_rng_state()
+    state = rng["torch"]
+    if not (isinstance(state, torch.Tensor) and state.dtype == torch.uint8 and state.shape == reference.shape):
+        raise _bad(file, f"rng torch is not a generator state (a uint8 tensor of shape {tuple(reference.shape)})")
+    numpy_state = rng["numpy"]
+    keys = numpy_state[1] if isinstance(numpy_state, (tuple, list)) and len(numpy_state) == 5 else None
+    if not (keys is not None and numpy_state[0] == "MT19937" and isinstance(keys, torch.Tensor)
+            and keys.dtype == torch.int64 and tuple(keys.shape) == (624,)
+            and bool(((keys >= 0) & (keys < 2 ** 32)).all())
+            and _is_count(numpy_state[2], 624) and _is_count(numpy_state[3], 1) and _is_real(numpy_state[4])):
+        raise _bad(file, "rng numpy is not a numpy MT19937 state")
+    python_state = rng["python"]
+    if not (isinstance(python_state, (tuple, list)) and len(python_state) == 3 and python_state[0] == 3
+            and isinstance(python_state[1], tuple) and len(python_state[1]) == 625
+            and all(_is_count(v, 2 ** 32 - 1) for v in python_state[1][:-1]) and _is_count(python_state[1][-1], 624)
+            and (python_state[2] is None or _is_real(python_state[2]))):
+        raise _bad(file, "rng python is not a Python random state")
+    if "cuda" in rng and torch.cuda.is_available():
+        states = rng["cuda"]
+        if not (isinstance(states, list) and len(states) <= torch.cuda.device_count() and all(
+                isinstance(t, torch.Tensor) and t.dtype == torch.uint8
+                and t.shape == torch.cuda.get_rng_state(i).shape for i, t in enumerate(states))):
+            raise _bad(file, "rng cuda is not one generator state per CUDA device of this machine")
+
+
+def _is_count(value, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high
 
 
 def _rng_state() -> dict:
@@ -340,7 +531,13 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
         self.step = 0
         if self.resumed and (self.out / CHECKPOINT).is_file():
-            self._load_checkpoint()
+            try:
+                self._load_checkpoint()
+            except BaseException:
+                self.close()
+                raise
+        self._saved_step = self.step
+        self._interrupted = False
         self._trim_log()
 
     # ----------------------------------------------------------------- run folder
@@ -410,20 +607,31 @@ class Trainer:
         self.close()
 
     def _load_checkpoint(self) -> None:
-        import torch
+        """Restore every state from ``checkpoint.pt``, validated first (:func:`check_resume_state`).
 
-        blob = torch.load(self.out / CHECKPOINT, map_location="cpu", weights_only=True)
-        if blob.get("format") != CHECKPOINT_FORMAT:
-            raise BadInput(f"{str(self.out / CHECKPOINT)!r} is not a madman train checkpoint")
-        self.model.load_state_dict(blob["model"])
-        self.optimizer.load_state_dict(blob["optimizer"])
-        self.scheduler.load_state_dict(blob["scheduler"])
-        self.scaler.load_state_dict(blob["scaler"])
-        _set_rng_state(blob["rng"])
-        self.step = int(blob["step"])
+        Raises:
+            BadInput: naming the file and the problem, for a checkpoint that is not this run's or not sound.
+        """
+        file = self.out / CHECKPOINT
+        tensors = list(self.model.state_dict().values())
+        limit = 4 * sum(t.numel() * t.element_size() for t in tensors) + (16 << 20)  # model, 2 AdamW moments
+        blob, model_config = read_weights_file(file, (CHECKPOINT_FORMAT,), max_bytes=limit)
+        if model_config != self.config.model:
+            raise BadInput(f"{str(file)!r}: its model_config is not this run's; remove the file to start afresh")
+        check_resume_state(file, blob, self)
+        try:
+            self.model.load_state_dict(blob["model"])
+            self.optimizer.load_state_dict(blob["optimizer"])
+            self.scheduler.load_state_dict(blob["scheduler"])
+            self.scaler.load_state_dict(blob["scaler"])
+            _set_rng_state(blob["rng"])
+        except (RuntimeError, ValueError, TypeError, KeyError, IndexError) as exc:  # a check above missed it
+            raise BadInput(f"{str(file)!r}: cannot be restored ({type(exc).__name__}: {exc})") from None
+        self.step = blob["step"]
 
     def save_checkpoint(self) -> None:
-        """Write ``checkpoint.pt`` atomically with the current step and every state."""
+        """Write ``checkpoint.pt`` atomically with the current step and every state (between optimiser steps)."""
+        self._saved_step = self.step
         save_atomic({"format": CHECKPOINT_FORMAT, "version": 1, "step": self.step,
                      "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                      "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
@@ -452,7 +660,12 @@ class Trainer:
                                   batch_size=self.config.eval_batch_size)
 
     def train_step(self, batch: dict) -> float:
-        """One optimiser step on ``batch`` (from :class:`BatchSource`); returns the loss (float)."""
+        """One optimiser step on ``batch`` (from :class:`BatchSource`); returns the loss (float).
+
+        Raises:
+            TrainingDiverged: the loss (before the step is taken) or a weight or buffer (after it) is NaN or
+                infinite.
+        """
         import torch
 
         device_type = "cuda" if self.device.startswith("cuda") else "cpu"
@@ -464,6 +677,9 @@ class Trainer:
             text_features = self.model.encode_text(texts, normalize=True)
             loss = clip_loss(image_features.float(), text_features.float(), self.model.logit_scale.exp(),
                              batch["num_captions"])
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise TrainingDiverged(self.step + 1, "the loss", value, self._saved_step, self.config.lr)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
@@ -472,7 +688,10 @@ class Trainer:
         with torch.no_grad():
             self.model.logit_scale.clamp_(0, math.log(100))
         self.step += 1
-        return float(loss.detach())
+        bad = non_finite_tensor(self.model.state_dict())
+        if bad is not None:
+            raise TrainingDiverged(self.step, f"weight {bad[0]!r}", bad[1], self._saved_step, self.config.lr)
+        return value
 
     def run(self, callback: Callable[["Trainer", float], None] | None = None) -> dict:
         """Train up to ``config.steps``, then write ``model.pt`` and evaluate into ``result.json``.
@@ -484,8 +703,12 @@ class Trainer:
             a summary dict: ``steps``, ``resumed_from``, ``train_seconds`` (wall), ``cpu_seconds`` (this process's
             CPU time in training steps, all threads), ``steps_per_s``, ``images_per_s``,
             ``final_loss``, ``truncated_captions``, ``result`` (the evaluation result) and the files written.
-            On Ctrl-C the state is checkpointed before the interrupt propagates. The run folder's lock is
-            released when it returns or raises.
+            On Ctrl-C (SIGINT) the step under way is finished and checkpointed, then KeyboardInterrupt is
+            raised (a second Ctrl-C interrupts at once, without a checkpoint), so a resumed run equals an
+            uninterrupted one. The run folder's lock is released when it returns or raises.
+
+        Raises:
+            TrainingDiverged: a non-finite loss or weight (nothing of that step is saved).
         """
         try:
             return self._run(callback)
@@ -498,8 +721,11 @@ class Trainer:
 
         config = self.config
         start = self.step
+        # The loader draws its workers' base seed from a generator of its own, not from torch's global one (whose
+        # state the checkpoint holds): a resumed run's global RNG then equals an uninterrupted run's.
         loader = torch.utils.data.DataLoader(self.source, batch_size=None, sampler=range(start, config.steps),
-                                             num_workers=config.workers,
+                                             num_workers=config.workers, worker_init_fn=_ignore_sigint,
+                                             generator=torch.Generator().manual_seed(config.seed),
                                              persistent_workers=False)
         losses: list[float] = []
         truncated = 0
@@ -508,6 +734,8 @@ class Trainer:
         last_loss = float("nan")
         bar = tqdm(total=config.steps, initial=start, unit="step", desc=f"train {self.out.name}",
                    disable=not self.progress)
+        self._interrupted = False
+        previous = self._catch_sigint()
         try:
             tick, cpu_tick = time.perf_counter(), time.process_time()
             for batch in loader:
@@ -535,15 +763,39 @@ class Trainer:
                         self.save_model(self.out / KEPT / f"step-{self.step:07d}.pt")
                     self._log({"step": self.step, "eval": binding_summary(self._evaluate())})
                 if callback is not None:
-                    callback(self, last_loss)
+                    try:
+                        callback(self, last_loss)
+                    except KeyboardInterrupt:  # raised between two steps: stop as on Ctrl-C
+                        self._interrupted = True
+                if self._interrupted:
+                    self._stop()
                 tick, cpu_tick = time.perf_counter(), time.process_time()
-        except KeyboardInterrupt:
-            if self.step > start:
-                self.save_checkpoint()
-            raise
+            if self._interrupted:  # Ctrl-C after the last step
+                self._stop()
         finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
             bar.close()
         return self._finish(start, train_seconds, cpu_seconds, last_loss, truncated)
+
+    def _catch_sigint(self):
+        """In the main thread: make Ctrl-C (SIGINT) only set a flag that the training loop reads after the step
+        under way (so a checkpoint never holds weights ahead of the optimiser state or the step count); a
+        second Ctrl-C interrupts at once, without a checkpoint. Returns the previous handler (None elsewhere)."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_sigint(signum, frame):
+            self._interrupted = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+        return signal.signal(signal.SIGINT, on_sigint)
+
+    def _stop(self):
+        """Checkpoint the finished step (unless it is saved already), then raise KeyboardInterrupt."""
+        if self.step != self._saved_step:
+            self.save_checkpoint()
+        raise KeyboardInterrupt
 
     def _evaluate(self, pretrained: str = "in-memory") -> dict:
         try:
