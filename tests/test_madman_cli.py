@@ -177,3 +177,13 @@ def test_default_quick_start_on_bundled_digits(tmp_path):
     assert result.exit_code == 0
     with Dataset(out) as ds:
         assert ds.manifest["splits"]["train"]["num_samples"] == 6
+
+
+def test_a_holdout_fraction_that_empties_the_ood_split_is_bad_input(tmp_path):
+    result = CliRunner().invoke(madman, ["generate", "--out", str(tmp_path / "o"), "--holdout-fraction", "0.001",
+                                         "-n", "4", "--quiet"])
+    assert result.exit_code == 2
+    assert result.output == ("Error: ood.holdout_fraction 0.001 holds out 0 of the 210 digit-attribute-value "
+                             "combinations (rounded), so the ood split of 4 images would be empty; use at least "
+                             "0.002381 or set splits.ood to 0\n")
+    assert not (tmp_path / "o").exists()

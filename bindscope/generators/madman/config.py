@@ -126,6 +126,12 @@ def _resolve_holdout(config: dict, seed: int) -> list[str]:
             left = [v for v in values[pick[1]] if (pick[0], pick[1], v) not in chosen]
             if len(left) > 1:
                 chosen.append(pick)
+        if not chosen and config["splits"].get("ood"):
+            total = len(candidates)
+            raise BadInput(f"ood.holdout_fraction {fraction:g} holds out {want} of the {total} digit-attribute-value "
+                           f"combinations (rounded), so the ood split of {config['splits']['ood']} images would be "
+                           f"empty; use at least {0.5 / total:.4g} or set splits.ood to 0",
+                           param="holdout_fraction")
     for digit in range(10):
         for attribute in ATTRIBUTES:
             if all((digit, attribute, v) in chosen for v in values[attribute]):
