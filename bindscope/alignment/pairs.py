@@ -143,5 +143,8 @@ def plan_fit(table: SplitTable, holdout: float = 0.1, seed: int = 0) -> tuple[se
     held_out, is_held = hold_out_triples([table.triples(i) for i in items], holdout, seed)
     fit_rows = items[~is_held]
     if len(fit_rows) < 2:
-        raise BadInput(f"holdout {holdout}: leaves {len(fit_rows)} samples for fitting; lower it", param="holdout")
+        raise BadInput(f"holdout {holdout}: leaves {len(fit_rows)} of the {len(items)} samples of split "
+                       f"{table.split!r} with binding negatives for fitting ({len(items) - len(fit_rows)} describe "
+                       f"one of the {len(held_out)} held-out combinations); LABCLIP needs at least 2; lower it",
+                       param="holdout")
     return held_out, fit_rows, items[is_held]
