@@ -111,6 +111,9 @@ def test_sentence_transformers_folders_with_custom_modules_are_refused(tmp_path)
     _replace(outside / "modules.json", json.dumps([{**modules[0], "path": "../custom"}]))
     with pytest.raises(BadInput, match=r"module path '\.\./custom', outside the model folder"):
         load_adapter(str(outside), device="cpu")
+    _replace(outside / "modules.json", json.dumps([{**modules[0], "path": ".hidden"}]))
+    with pytest.raises(BadInput, match=r"module path '\.hidden', outside the model folder \(or in a hidden folder\)"):
+        load_adapter(str(outside), device="cpu")
     with_code = _linked_copy(tmp_path / "with_code")
     (with_code / "evil_module.py").write_text("raise SystemExit('imported')\n")
     with pytest.raises(BadInput, match=r"evil_module\.py is Python code"):
@@ -136,6 +139,13 @@ def test_a_clean_folder_loads_and_its_cache_key_covers_every_file(tmp_path):
     assert files(first) == files(same) and first.cache_key != same.cache_key  # the same files, another path
     assert files(cls) != files(first) and first.pretrained.split("|")[1] == cls.pretrained.split("|")[1]  # weights
     assert (first.encode_texts(texts) - cls.encode_texts(texts)).__abs__().max() > 1e-3
+    # a clone's .git folder is never read by transformers: not inspected, not part of the key
+    from bindscope.encoders.model_folder import check_model_folder
+
+    (tmp_path / "a" / ".git" / "hooks").mkdir(parents=True)
+    (tmp_path / "a" / ".git" / "hooks" / "pre-commit.py").write_text("")
+    hashed = check_model_folder(tmp_path / "a", "m")
+    assert "1_Pooling/config.json" in hashed and not [name for name in hashed if name.startswith(".git/")]
     hf = load_adapter(f"hf:{_minilm()}", device="cpu", pooling="mean")
     assert "|files=" in hf.cache_key and "model.safetensors=" in hf.pretrained
 

@@ -71,8 +71,8 @@ def check_model_folder(folder: str | os.PathLike, model: str, hash_files: bool =
         hash_files: compute the hashes (False: only check, every value ``""``).
 
     Returns:
-        ``{relative path (POSIX): hex sha256}`` of every file (links to files followed; linked folders are not
-        entered, as ``transformers`` never looks in them).
+        ``{relative path (POSIX): hex sha256}`` of every file (links to files followed; linked folders and hidden
+        folders such as ``.git`` or ``.cache`` are not entered: ``transformers`` never looks in them).
 
     Raises:
         BadInput: a Python or compiled-extension file anywhere in the folder, a ``*config*.json`` that is not
@@ -84,7 +84,7 @@ def check_model_folder(folder: str | os.PathLike, model: str, hash_files: bool =
     root = Path(folder)
     files: dict[str, str] = {}
     for here, dirs, names in os.walk(root, followlinks=False):
-        dirs.sort()
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .git, .cache: never read by transformers
         for name in sorted(names):
             path = Path(here) / name
             relative = path.relative_to(root).as_posix()
@@ -109,7 +109,8 @@ def check_model_folder(folder: str | os.PathLike, model: str, hash_files: bool =
 
 def check_sentence_transformers_modules(folder: str | os.PathLike, model: str) -> None:
     """Refuse a sentence-transformers folder whose ``modules.json`` names a module type outside the
-    ``sentence_transformers`` package (custom code) or a module path outside the folder.
+    ``sentence_transformers`` package (custom code) or a module path outside the folder or in a hidden folder
+    (one :func:`check_model_folder` does not inspect).
 
     Raises:
         BadInput: naming the module entry (or the malformed file).
@@ -124,10 +125,10 @@ def check_sentence_transformers_modules(folder: str | os.PathLike, model: str) -
         kind, where = entry.get("type"), entry.get("path", "")
         if not isinstance(kind, str) or not kind.startswith(ST_PACKAGE):
             raise _refuse(model, f"{path} names the module type {kind!r}, which is not part of sentence-transformers")
-        if not isinstance(where, str) or PurePosixPath(where).is_absolute() or os.path.isabs(where) \
-                or ".." in PurePosixPath(where.replace("\\", "/")).parts:
-            raise BadInput(f"model {model!r}: {path} names the module path {where!r}, outside the model folder",
-                           param="model")
+        if not isinstance(where, str) or PurePosixPath(where.replace("\\", "/")).is_absolute() \
+                or os.path.isabs(where) or any(p.startswith(".") for p in PurePosixPath(where.replace("\\", "/")).parts):
+            raise BadInput(f"model {model!r}: {path} names the module path {where!r}, outside the model folder "
+                           "(or in a hidden folder)", param="model")
 
 
 def weights_fingerprint(files: dict[str, str], weight_files: tuple[str, ...], folder: Path, model: str) -> str:
