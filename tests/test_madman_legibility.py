@@ -107,6 +107,7 @@ def test_visibility_rules_are_cached_per_table_and_config(tmp_path, monkeypatch)
     from bindscope.generators.madman.config import DEFAULTS
     from bindscope.generators.madman.morpho import build_table
     from bindscope.generators.madman.visibility import cached_visible_attributes, visible_attributes
+    from bindscope.io.cache_dir import CacheWarning
 
     monkeypatch.setenv("BINDSCOPE_CACHE", str(tmp_path))
     source = small_source(8, 2)
@@ -116,15 +117,19 @@ def test_visibility_rules_are_cached_per_table_and_config(tmp_path, monkeypatch)
     assert cached_visible_attributes(table, values, None).tolist() == expected.tolist()
     assert not list(tmp_path.iterdir())                      # no key: nothing cached
     first = cached_visible_attributes(table, values, "k")
-    files = list(tmp_path.glob("madman-visible-*.npy"))
+    files = list(tmp_path.glob("madman-visible-*.npz"))
     assert first.tolist() == expected.tolist() and len(files) == 1
-    np.save(files[0], ~expected)                             # the cached answer is used as it is...
-    assert cached_visible_attributes(table, values, "k").tolist() == (~expected).tolist()
-    np.save(files[0], np.ones(3, bool))                      # ...unless its shape does not fit the table
-    assert cached_visible_attributes(table, values, "k").tolist() == expected.tolist()
+    with np.load(files[0]) as data:
+        binding = data["binding"].copy()
+    np.savez(files[0], ok=~expected, binding=binding)        # an edited answer is not used...
+    with pytest.warns(CacheWarning, match="not the answer for this glyph table"):
+        assert cached_visible_attributes(table, values, "k").tolist() == expected.tolist()
+    np.savez(files[0], ok=np.ones(3, bool), binding=binding)  # ...nor one whose shape does not fit the table
+    with pytest.warns(CacheWarning, match="not the answer for this glyph table"):
+        assert cached_visible_attributes(table, values, "k").tolist() == expected.tolist()
     other = {**values, "rotation": {"upright": 0, "tilted": 30}}
     cached_visible_attributes(table, other, "k")             # another config: another entry
-    assert len(list(tmp_path.glob("madman-visible-*.npy"))) == 2
+    assert len(list(tmp_path.glob("madman-visible-*.npz"))) == 2
 
 
 def test_a_lying_digit_is_left_out_for_rotation_and_kept_without_rotation():

@@ -8,13 +8,27 @@ unique text and image is encoded once, and with a cache a rerun skips the encode
 On-disk layout (default root ``$BINDSCOPE_CACHE/embeddings``, else ``$XDG_CACHE_HOME/bindscope/embeddings``, else
 ``~/.cache/bindscope/embeddings``; ``$BINDSCOPE_CACHE`` is bindscope's cache root, shared with other caches)::
 
-    <root>/<sha256(cache_key)[:24]>/key.txt           the full cache_key (for people)
-    <root>/<sha256(cache_key)[:24]>/<sha256>.npz      a chunk: hashes (N, 32) uint8 digests, embeddings (N, D) float32
+    <root>/<sha256(cache_key)[:24]>/key.txt              the full cache_key (for people; never read back)
+    <root>/<sha256(cache_key)[:24]>/c2-<binding>.npz     a chunk: hashes (N, 32) uint8 input digests,
+                                                         embeddings (N, D) float32, model (32,) uint8
 
 Chunks are written atomically (temp file, fsync, rename) and never modified, so several processes may share a
-cache; a chunk's name is the sha256 of its own content (hash bytes, then float32 embedding bytes). A chunk is
-used only when that checksum matches, the arrays have the shapes and dtypes above (D = the encoder's embedding
-size when known) and every value is finite; any other chunk is deleted and its entries are encoded again.
+cache. An entry cannot be taken for another model's or another input's: the reader recomputes every key it
+looks up from the input itself (the text, the image bytes), and a chunk is used only when
+
+- it is a regular file holding exactly those three arrays, of those dtypes and ranks (no pickle; sizes bounded:
+  :func:`~bindscope.io.cache_dir.read_npz`), D = the encoder's embedding size when known, every value finite;
+- its ``model`` is the sha256 of the reader's own ``cache_key``, and its name is
+  ``c2-`` + sha256(format, sha256(cache_key), hashes, embeddings) recomputed with the reader's ``cache_key``:
+  the name binds each input digest to its vector and both to the model. A chunk copied from another model's
+  folder, a vector moved to another input, a flipped byte, or a chunk re-named after an edit (its old
+  self-checksum recomputed) all fail.
+
+Any other ``*.npz`` in the folder is deleted where the folder allows it, its entries are encoded again, and one
+:class:`~bindscope.io.cache_dir.CacheWarning` per cache says so. The checks bind without a secret: someone who can
+write the cache folder and recomputes the binding with the same ``cache_key`` can still plant vectors, as they
+could replace the model's weights the cache key names; an index of chunks would add nothing the names do not
+bind. A cache folder that cannot be written costs one warning and the run goes on uncached.
 """
 
 from __future__ import annotations
@@ -22,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-import zipfile
+import warnings
 from pathlib import Path
 from typing import Iterable
 
@@ -31,7 +45,11 @@ from tqdm.auto import tqdm
 
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.io.atomic import atomic_open, write_text_atomic
-from bindscope.io.cache_dir import cache_root
+from bindscope.io.cache_dir import CacheWarning, EntryRefused, cache_root, cache_unusable, read_npz, writable_folder
+
+CHUNK_FORMAT = b"bindscope-embeddings/2"
+CHUNK_PREFIX = "c2-"
+MAX_CHUNK_BYTES = 8 << 30  # a chunk file, and the total of its arrays
 
 
 def default_cache_dir() -> Path:
@@ -61,12 +79,13 @@ class EmbeddingCache:
         dim: the embedding size D, when known (chunks of another size are rejected).
 
     Attributes:
-        rejected: chunk files found corrupt, of the wrong shape or dtype, or holding NaN/inf (deleted).
+        rejected: chunk files that failed a check (see the module docstring; deleted when the folder allows).
     """
 
     def __init__(self, root: str | os.PathLike, cache_key: str, dim: int | None = None):
         self.folder = Path(root) / hashlib.sha256(cache_key.encode()).hexdigest()[:24]
         self.cache_key = cache_key
+        self.model_digest = hashlib.sha256(cache_key.encode()).digest()
         self.dim = dim
         self.rejected = 0
         self._table: dict[bytes, np.ndarray] | None = None
@@ -75,29 +94,58 @@ class EmbeddingCache:
     def _load(self) -> dict[bytes, np.ndarray]:
         if self._table is None:
             self._table = {}
-            if self.folder.is_dir():
-                for chunk in sorted(self.folder.glob("*.npz")):
-                    arrays = self._read_chunk(chunk)
-                    if arrays is None:  # only a cache miss: its entries are encoded again
-                        self.rejected += 1
+            try:
+                chunks = sorted(self.folder.glob("*.npz")) if self.folder.is_dir() else []
+            except OSError:
+                chunks = []
+            reasons = []
+            for chunk in chunks:
+                arrays = self._read_chunk(chunk)
+                if isinstance(arrays, str):  # only a cache miss: its entries are encoded again
+                    self.rejected += 1
+                    reasons.append(f"{chunk.name} {arrays}")
+                    try:
                         chunk.unlink(missing_ok=True)
-                        continue
-                    for key, row in zip(*arrays):
-                        self._table[key.tobytes()] = row
+                    except OSError:
+                        pass  # a read-only cache: left there, rejected again next time
+                    continue
+                for key, row in zip(*arrays):
+                    self._table[key.tobytes()] = row
+            if reasons:
+                warnings.warn(f"embedding cache {str(self.folder)!r}: {len(reasons)} chunk(s) failed their checks "
+                              f"({reasons[0]}{'; ...' if len(reasons) > 1 else ''}): not used, their embeddings are "
+                              "encoded again", CacheWarning, stacklevel=4)
         return self._table
 
-    def _read_chunk(self, chunk: Path) -> tuple[np.ndarray, np.ndarray] | None:
-        """(hashes, embeddings) of a sound chunk file, else None."""
+    def chunk_name(self, hashes: np.ndarray, embeddings: np.ndarray) -> str:
+        """The file name binding these rows to this cache's model: ``c2-<sha256>.npz``."""
+        digest = hashlib.sha256(CHUNK_FORMAT + b"\0" + self.model_digest)
+        digest.update(np.ascontiguousarray(hashes, np.uint8).tobytes())
+        digest.update(np.ascontiguousarray(embeddings, np.float32).tobytes())
+        return f"{CHUNK_PREFIX}{digest.hexdigest()}.npz"
+
+    def _read_chunk(self, chunk: Path) -> tuple[np.ndarray, np.ndarray] | str:
+        """(hashes, embeddings) of a sound chunk file of this model, else why not."""
+        if not chunk.name.startswith(CHUNK_PREFIX):
+            return "is not a chunk of this cache format"
+        kinds = {"hashes": (np.dtype(np.uint8).str, 2), "embeddings": (np.dtype(np.float32).str, 2),
+                 "model": (np.dtype(np.uint8).str, 1)}
         try:
-            with np.load(chunk, allow_pickle=False) as data:
-                hashes, emb = data["hashes"], data["embeddings"]
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-            return None
-        sound = (hashes.dtype == np.uint8 and hashes.ndim == 2 and hashes.shape[1] == 32
-                 and emb.dtype == np.float32 and emb.ndim == 2 and len(emb) == len(hashes)
-                 and (self.dim is None or emb.shape[1] == self.dim) and bool(np.isfinite(emb).all())
-                 and hashlib.sha256(hashes.tobytes() + emb.tobytes()).hexdigest() == chunk.stem)
-        return (hashes, emb) if sound else None
+            data = read_npz(chunk, kinds, MAX_CHUNK_BYTES)
+        except (FileNotFoundError, NotADirectoryError):
+            return "vanished"
+        except EntryRefused as exc:
+            return str(exc)
+        hashes, emb = data["hashes"], data["embeddings"]
+        if hashes.shape[1:] != (32,) or len(emb) != len(hashes) or (self.dim is not None and emb.shape[1] != self.dim):
+            return f"holds arrays of shapes {hashes.shape} and {emb.shape}"
+        if data["model"].tobytes() != self.model_digest:
+            return "was written for another model"
+        if chunk.name != self.chunk_name(hashes, emb):
+            return "does not match its name (its rows were changed, or it belongs to another model)"
+        if not np.isfinite(emb).all():
+            return "holds values that are not finite"
+        return hashes, emb
 
     def get(self, key: bytes) -> np.ndarray | None:
         """The stored embedding (D,) float32 for a content hash, or None."""
@@ -109,22 +157,26 @@ class EmbeddingCache:
         self._pending[key] = np.asarray(embedding, dtype=np.float32)
 
     def flush(self) -> None:
-        """Write the remembered embeddings as one new chunk (atomic); a no-op when there are none."""
+        """Write the remembered embeddings as one new chunk (atomic); a no-op when there are none. Where the
+        folder cannot be written: one :class:`~bindscope.io.cache_dir.CacheWarning`, and they stay in memory only
+        (never an error: the work is done)."""
         if not self._pending:
             return
         keys = sorted(self._pending)
-        hashes = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)  # not "S32": it drops NULs
-        emb = np.stack([self._pending[k] for k in keys]).astype(np.float32)
-        name = hashlib.sha256(hashes.tobytes() + emb.tobytes()).hexdigest()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        key_file = self.folder / "key.txt"
-        if not key_file.exists():
-            write_text_atomic(key_file, self.cache_key + "\n")
-        final = self.folder / f"{name}.npz"
-        with atomic_open(final) as handle:
-            np.savez(handle, hashes=hashes, embeddings=emb)
         self._load().update(self._pending)
-        self._pending = {}
+        pending, self._pending = self._pending, {}
+        if not writable_folder(self.folder):
+            return
+        hashes = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)  # not "S32": it drops NULs
+        emb = np.stack([pending[k] for k in keys]).astype(np.float32)
+        try:
+            key_file = self.folder / "key.txt"
+            if not key_file.exists():
+                write_text_atomic(key_file, self.cache_key + "\n")
+            with atomic_open(self.folder / self.chunk_name(hashes, emb)) as handle:
+                np.savez(handle, hashes=hashes, embeddings=emb, model=np.frombuffer(self.model_digest, np.uint8))
+        except OSError as exc:
+            cache_unusable(self.folder, exc)
 
 
 class Embedder:

@@ -12,8 +12,12 @@ pools the last hidden states:
   ``Pooling(mode="mean")`` does for all-MiniLM-L6-v2.
 
 Texts are truncated to the tokenizer's ``model_max_length`` (at most 512 tokens); :meth:`truncated` says which.
-Embeddings are float32 and L2-normalised. The cache key holds the transformers version, the model (repository id,
-or for a local folder its resolved path and the sha256 of its weight files), the pooling and the precision.
+Embeddings are float32 and L2-normalised. The cache key holds the transformers version, the model (repository id
+and the revision loaded, or for a local folder its resolved path, the sha256 of its weight files and one sha256 over
+all its files), the pooling and the precision.
+
+Models load as data only (:mod:`bindscope.encoders.model_folder`): ``trust_remote_code=False``, no question on
+standard input, and a local folder holding Python code or an ``auto_map`` is refused before it is read.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.encoders.interface import EncoderAdapter
+from bindscope.encoders.model_folder import check_model_folder, files_digest, no_prompts, weights_fingerprint
 from bindscope.errors import BadInput
 
 HF_PREFIX = "hf:"
@@ -38,16 +43,6 @@ def check_pooling(pooling: str) -> str:
     if pooling not in POOLINGS:
         raise BadInput(f"pooling {pooling!r} is not allowed; use one of {', '.join(POOLINGS)}", param="pooling")
     return pooling
-
-
-def _weights_fingerprint(folder: Path) -> str:
-    from bindscope.io.canonical import sha256_file
-
-    files = [folder / name for name in WEIGHT_FILES if (folder / name).is_file()]
-    if not files:
-        raise BadInput(f"hf:{folder}: the folder holds no {' or '.join(WEIGHT_FILES)}; give a transformers model "
-                       "folder (config.json and weights) or a Hub repository id")
-    return ",".join(f"{f.name}={sha256_file(f)}" for f in files)
 
 
 class HFTextAdapter(EncoderAdapter):
@@ -85,7 +80,8 @@ class HFTextAdapter(EncoderAdapter):
         local = Path(source)
         if local.is_dir():
             local = local.resolve()
-            identity = f"{local}|{_weights_fingerprint(local)}"
+            files = check_model_folder(local, model)
+            identity = f"{local}|{weights_fingerprint(files, WEIGHT_FILES, local, model)}|files={files_digest(files)}"
             source = str(local)
         elif local.exists():
             raise BadInput(f"model {model!r}: {source!r} is a file; give a model folder or a repository id",
@@ -93,14 +89,19 @@ class HFTextAdapter(EncoderAdapter):
         else:
             identity = source
         try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(source)
-            net = transformers.AutoModel.from_pretrained(source)
-        except (OSError, ValueError) as exc:
-            raise BadInput(f"could not load transformers model {source!r}: {exc} (Hub models are downloaded on "
+            with no_prompts():
+                self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+                net = transformers.AutoModel.from_pretrained(source, trust_remote_code=False)
+        except (OSError, ValueError, EOFError) as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise BadInput(f"could not load transformers model {source!r}: {reason} (Hub models are downloaded on "
                            "first use; offline, give a local model folder)") from None
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         self.model = net.to(self.device, dtype=dtype).eval()
         self.resolved_name = model
+        if not local.is_dir():  # a Hub model: the revision actually loaded
+            revision = getattr(net.config, "_commit_hash", None)
+            identity = f"{source}@{revision}" if revision else source
         self.pretrained = identity if local.is_dir() else source
         self.context_length = int(min(getattr(self.tokenizer, "model_max_length", MAX_LENGTH) or MAX_LENGTH,
                                       MAX_LENGTH))

@@ -18,6 +18,7 @@ from bindscope.encoders.interface import (
     resolve_device,
     square_resize,
 )
+from bindscope.encoders.model_folder import no_prompts
 from bindscope.encoders.sentence_transformers import BUNDLED_SENTENCE_TRANSFORMERS, SENTENCE_TRANSFORMERS_PREFIX
 from bindscope.errors import BadInput
 from bindscope.io.canonical import sha256_file
@@ -119,16 +120,8 @@ class OpenCLIPAdapter(EncoderAdapter):
         self.precision = precision
         self.batch_size = batch_size
         try:
-            if tag == "none":
-                with torch.random.fork_rng(devices=[]):
-                    torch.manual_seed(RANDOM_WEIGHTS_SEED)
-                    net = open_clip.create_model(self.resolved_name, pretrained=None, pretrained_text=False,
-                                                 precision=precision, device=self.device)
-            elif tag.startswith("hf-hub:"):
-                net = open_clip.create_model(tag, precision=precision, device=self.device)
-            else:
-                net = open_clip.create_model(self.resolved_name, pretrained=tag, precision=precision,
-                                             device=self.device)
+            with no_prompts():  # an hf-hub text tower asking about custom code reads end of file and refuses
+                net = self._create(open_clip, torch, tag, precision)
         except (OSError, RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
             # a garbage checkpoint: torch.load(weights_only=True) refuses it with an UnpicklingError
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
@@ -137,7 +130,8 @@ class OpenCLIPAdapter(EncoderAdapter):
                            "checkpoint file)") from None
         net.eval()
         self.model = net
-        self.tokenizer = open_clip.get_tokenizer(tag if tag.startswith("hf-hub:") else self.resolved_name)
+        with no_prompts():
+            self.tokenizer = open_clip.get_tokenizer(tag if tag.startswith("hf-hub:") else self.resolved_name)
         self.context_length = int(getattr(self.tokenizer, "context_length", None) or 77)
         cfg = open_clip.get_model_preprocess_cfg(net)
         size = cfg.get("size", 224)
@@ -160,6 +154,16 @@ class OpenCLIPAdapter(EncoderAdapter):
         self.cache_key = (f"open_clip=={open_clip.__version__}|{self.resolved_name}|{weights}|{precision}|"
                           f"{self.preprocessing}")
         self.forward_seconds = 0.0
+
+    def _create(self, open_clip, torch, tag: str, precision: str):
+        if tag == "none":
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(RANDOM_WEIGHTS_SEED)
+                return open_clip.create_model(self.resolved_name, pretrained=None, pretrained_text=False,
+                                              precision=precision, device=self.device)
+        if tag.startswith("hf-hub:"):
+            return open_clip.create_model(tag, precision=precision, device=self.device)
+        return open_clip.create_model(self.resolved_name, pretrained=tag, precision=precision, device=self.device)
 
     def _probe_dim(self) -> int:
         return int(self.encode_texts(["a"]).shape[1])

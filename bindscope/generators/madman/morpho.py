@@ -39,7 +39,7 @@ from scipy.sparse.csgraph import dijkstra
 from skimage.morphology import skeletonize
 
 from bindscope.io.atomic import atomic_open
-from bindscope.io.cache_dir import cache_root
+from bindscope.io.cache_dir import EntryRefused, cache_root, cache_unusable, read_npz, warn_entry, writable_folder
 
 TABLE_VERSION = 6
 FRAME = 36          # frame side in pixels (the normalised glyph's coordinate system)
@@ -50,6 +50,9 @@ SWELL_LENGTH = 1.3  # half-length of a swelling along the stroke, in bulge half-
 FOREIGN = 1.5       # a skeleton point is on another stroke when the way to it along the skeleton is longer
 FOREIGN_SLACK = 1.0  # than FOREIGN times the straight distance plus FOREIGN_SLACK frame pixels
 _EIGHT = np.ones((3, 3), bool)
+GLYPH_CACHE_FORMAT = b"bindscope-madman-glyphs/1"
+SPOT_CHECKS = 8     # digits of a cached table recomputed from their source images at every read
+POINT_ARRAYS = ("points", "tangent", "reach", "clearance")
 
 
 def upsample_binary(grey: np.ndarray, upsample: int = 4, threshold: float = 0.5) -> np.ndarray:
@@ -361,6 +364,26 @@ class MorphoTable:
     ARRAYS = ("variants", "ink_box", "diameter", "stroke", "shear", "skew", "legible", "end_gap", "offsets", "points",
               "tangent", "reach", "clearance")
 
+    def content_sha256(self) -> str:
+        """Hex sha256 of the levels and every array (name, dtype, shape and bytes): what the table holds."""
+        if getattr(self, "_content", None) is None:
+            digest = hashlib.sha256(json.dumps([float(a) for a in self.amounts]).encode())
+            for name in self.ARRAYS:
+                array = np.ascontiguousarray(getattr(self, name))
+                digest.update(f"\0{name}\0{array.dtype.str}\0{array.shape}\0".encode())
+                digest.update(array.tobytes())
+            self._content = digest.hexdigest()
+        return self._content
+
+    def subset(self, rows) -> "MorphoTable":
+        """The table of the digits ``rows`` only (in that order), their skeleton points re-indexed."""
+        rows = np.asarray(rows, np.int64)
+        counts = self.offsets[rows + 1] - self.offsets[rows]
+        pick = np.concatenate([np.arange(self.offsets[n], self.offsets[n + 1]) for n in rows] + [np.zeros(0, int)])
+        per_digit = {k: getattr(self, k)[rows] for k in self.ARRAYS if k not in POINT_ARRAYS + ("offsets",)}
+        return MorphoTable(self.amounts, offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                           **per_digit, **{k: getattr(self, k)[pick] for k in POINT_ARRAYS})
+
     def skeleton(self, n: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(points, tangent, reach, clearance)`` of digit ``n`` as drawn in variant ``v`` (its shear applied)."""
         a, b = self.offsets[n], self.offsets[n + 1]
@@ -390,21 +413,31 @@ def build_table(images: np.ndarray, labels: np.ndarray, amounts: list[float], up
     ``jobs`` processes (joblib), and which of them are legible.
 
     With ``source_sha256`` (a fingerprint of images and labels) and ``use_cache``, the table is read from /
-    written (atomically) to ``cache_root()/madman-morpho-<key>.npz``, so it is computed once per digit source and
+    written (atomically) to ``cache_root()/madman-glyphs-<key>.npz``, so it is computed once per digit source and
     parameters. It is identical whatever ``jobs``. ``progress`` shows a tqdm bar (digits) on stderr while building.
+
+    A cached table is used only when it can be the table of these very digits: the file holds exactly the
+    table's arrays (:func:`~bindscope.io.cache_dir.read_npz`: no pickle, dtypes, ranks and sizes bounded), their
+    shapes fit ``len(images)`` digits, its ``binding`` is the sha256 of the cache format, the key, the digits'
+    own bytes (:func:`digits_sha256`, recomputed here, not the claimed ``source_sha256``) and the table's content,
+    and :data:`SPOT_CHECKS` digits drawn at random (every digit of a smaller source) recomputed from their images
+    give the same bytes. Otherwise (corrupt, truncated, copied from another source, edited) it is not used: one
+    :class:`~bindscope.io.cache_dir.CacheWarning`, the table is rebuilt and written again. An entry edited by
+    someone who also recomputes the binding is caught when the edit touches a digit the spot check draws;
+    which digits are drawn at all (``legible``, and the visibility rules) is recorded in the config's
+    ``digits.rejected`` and so in the run id. A cache folder that cannot be written costs one warning.
     """
     from bindscope.generators.madman.legibility import legible_digits
 
     amounts = sorted(float(a) for a in set(amounts))
-    path = None
+    path = key = digits = None
     if source_sha256 and use_cache:
-        path = cache_root() / f"madman-morpho-{table_key(source_sha256, amounts, upsample, threshold)[:24]}.npz"
-        if path.is_file():
-            try:
-                with np.load(path) as data:
-                    return MorphoTable(amounts, **{k: data[k] for k in MorphoTable.ARRAYS})
-            except (OSError, ValueError, KeyError):
-                pass  # unreadable cache: rebuild it
+        key = table_key(source_sha256, amounts, upsample, threshold)
+        path = cache_root() / f"madman-glyphs-{key[:24]}.npz"
+        digits = digits_sha256(images, labels)
+        cached = _read_cached_table(path, key, digits, images, amounts, upsample, threshold)
+        if cached is not None:
+            return cached
     from tqdm.auto import tqdm
 
     chunks = np.array_split(np.arange(len(images)), max(1, min(len(images), 50)))
@@ -444,13 +477,109 @@ def build_table(images: np.ndarray, labels: np.ndarray, amounts: list[float], up
         tangent=np.concatenate([r.tangent for r in records]).astype(np.float32),
         reach=np.concatenate([r.reach for r in records]).astype(np.float32),
         clearance=np.concatenate([r.clearance for r in records]).astype(np.float32))
-    if path is not None:
+    if path is not None and writable_folder(path.parent):
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_open(path) as handle:
-                np.savez(handle, **{k: getattr(table, k) for k in MorphoTable.ARRAYS})
-        except OSError:
-            pass  # a read-only cache folder only costs time
+                np.savez(handle, binding=_binding(key, digits, table), **{k: getattr(table, k) for k in MorphoTable.ARRAYS})
+        except OSError as exc:
+            cache_unusable(path.parent, exc)  # a cache that cannot be written only costs time
+    return table
+
+
+def digits_sha256(images: np.ndarray, labels: np.ndarray) -> bytes:
+    """sha256 digest of the digits themselves (shape, uint8 images, int64 labels), recomputed on every read of the
+    cache: a table is bound to the digits it was computed from, not to the fingerprint a source claims."""
+    images = np.ascontiguousarray(images, np.uint8)
+    digest = hashlib.sha256(f"digits\0{images.shape}\0".encode())
+    digest.update(images.tobytes())
+    digest.update(np.ascontiguousarray(labels, np.int64).tobytes())
+    return digest.digest()
+
+
+def _binding(key: str, digits: bytes, table: MorphoTable) -> np.ndarray:
+    """``(32,)`` uint8: sha256 of the cache format, the table key, the digits and the table's content."""
+    text = GLYPH_CACHE_FORMAT + b"\0" + key.encode() + b"\0" + digits + table.content_sha256().encode()
+    return np.frombuffer(hashlib.sha256(text).digest(), np.uint8).copy()
+
+
+def _array_kinds() -> dict[str, tuple[str, int]]:
+    f4, u1, b1, i8 = (np.dtype(t).str for t in (np.float32, np.uint8, np.bool_, np.int64))
+    return {"variants": (u1, 4), "ink_box": (f4, 3), "diameter": (f4, 2), "stroke": (f4, 2), "shear": (f4, 2),
+             "skew": (f4, 1), "legible": (b1, 1), "end_gap": (f4, 1), "offsets": (i8, 1), "points": (f4, 2),
+             "tangent": (f4, 1), "reach": (f4, 1), "clearance": (f4, 1), "binding": (u1, 1)}
+
+
+def _shape_problem(table: MorphoTable, n: int) -> str | None:
+    """Why the arrays of a table read from the cache cannot be a table of ``n`` digits (None: they can)."""
+    levels = len(table.amounts)
+    shapes = {"variants": (n, levels, FRAME, FRAME), "ink_box": (n, levels, 4), "diameter": (n, levels),
+              "stroke": (n, levels), "shear": (n, levels), "skew": (n,), "legible": (n,), "end_gap": (n,),
+              "offsets": (n + 1,)}
+    for name, shape in shapes.items():
+        if getattr(table, name).shape != shape:
+            return f"has {name} of shape {getattr(table, name).shape}, not {shape}"
+    counts = np.diff(table.offsets)
+    if table.offsets[0] != 0 or (counts < 0).any() or (counts > MAX_POINTS).any():
+        return "has skeleton offsets out of order"
+    total = int(table.offsets[-1])
+    for name, shape in (("points", (total, 2)), ("tangent", (total,)), ("reach", (total,)), ("clearance", (total,))):
+        if getattr(table, name).shape != shape:
+            return f"has {name} of shape {getattr(table, name).shape}, not {shape}"
+    for name in MorphoTable.ARRAYS:
+        array = getattr(table, name)
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            return f"has {name} values that are not finite"
+    return None
+
+
+def _spot_check(table: MorphoTable, images: np.ndarray, amounts: list[float], upsample: int,
+                threshold: float) -> int | None:
+    """Recompute :data:`SPOT_CHECKS` digits chosen at random (all of them in a smaller source) from their source
+    images and compare them with the table, byte for byte: the first digit that differs, or None."""
+    n = len(images)
+    rows = np.arange(n) if n <= SPOT_CHECKS else np.sort(np.random.default_rng().choice(n, SPOT_CHECKS, replace=False))
+    for row in rows:
+        record = digit_record(images[row], amounts, upsample, threshold)
+        a, b = int(table.offsets[row]), int(table.offsets[row + 1])
+        pairs = [(table.variants[row], record.variants), (table.ink_box[row], record.ink_box),
+                 (table.diameter[row], record.diameter), (table.stroke[row], record.stroke),
+                 (table.shear[row], record.shear), (table.skew[row], np.float32(record.skew)),
+                 (table.end_gap[row], np.float32(record.end_gap)), (table.points[a:b], record.points),
+                 (table.tangent[a:b], record.tangent), (table.reach[a:b], record.reach),
+                 (table.clearance[a:b], record.clearance)]
+        same = all(np.asarray(x).shape == np.asarray(y).shape and np.asarray(x).tobytes() == np.asarray(y).tobytes()
+                   for x, y in pairs)
+        if not same or (table.legible[row] and not (record.fits and record.connected)):
+            return int(row)
+    return None
+
+
+def _read_cached_table(path, key: str, digits: bytes, images: np.ndarray, amounts: list[float], upsample: int,
+                       threshold: float) -> MorphoTable | None:
+    """The cached table at ``path`` if it is sound and is the table of ``images`` (see :func:`build_table`);
+    None when there is none, and None after a :class:`~bindscope.io.cache_dir.CacheWarning` when it fails a check
+    (the caller rebuilds it and writes it again)."""
+    n, levels = len(images), len(amounts)
+    limit = n * (levels * (FRAME * FRAME + 28) + 21 + MAX_POINTS * 20) + (1 << 16)
+    try:
+        data = read_npz(path, _array_kinds(), limit)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except EntryRefused as exc:
+        warn_entry(path, str(exc))
+        return None
+    binding = data.pop("binding")
+    table = MorphoTable(amounts, **data)
+    problem = _shape_problem(table, n)
+    if problem is None and binding.tobytes() != _binding(key, digits, table).tobytes():
+        problem = "does not match the digits it claims to come from (or was changed after it was written)"
+    if problem is None:
+        row = _spot_check(table, images, amounts, upsample, threshold)
+        if row is not None:
+            problem = f"holds glyphs for digit {row} that its source image does not give"
+    if problem is not None:
+        warn_entry(path, problem)
+        return None
     return table
 
 

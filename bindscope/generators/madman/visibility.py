@@ -16,15 +16,16 @@ import numpy as np
 from scipy import ndimage as ndi
 from skimage.measure import moments_central
 
-from bindscope.generators.madman.morpho import SWELL_MIN, MorphoTable, bulge_half_width, swelling_room
+from bindscope.generators.madman.morpho import SPOT_CHECKS, SWELL_MIN, MorphoTable, bulge_half_width, swelling_room
 from bindscope.io.atomic import atomic_open
-from bindscope.io.cache_dir import cache_root
+from bindscope.io.cache_dir import EntryRefused, cache_root, cache_unusable, read_npz, warn_entry, writable_folder
 
 ROTATION_IOU_MAX = 0.25  # the digits 1-9 of the bundled source stay at or below 0.26 (98th percentile) at 45 degrees
 ROUND_IOU = 0.5          # at the thickest level, a digit that overlaps itself this much when turned ...
 ROUND_ELONGATION = 1.3   # ... and whose ink is less elongated than this is round: its rotations look alike
 LYING_TALLNESS = 1.0     # a digit whose ink is less tall than wide (tallness below this) is lying (see tallness)
 END_GAP_MIN = 4.0        # frame pixels (a fifth of the glyph height): a loop left open by less looks fractured
+VISIBLE_CACHE_FORMAT = b"bindscope-madman-visible/1"
 
 
 def rotation_overlap(variants: np.ndarray, angles: list[float]) -> np.ndarray:
@@ -132,30 +133,67 @@ def visible_attributes(table: MorphoTable, values: dict) -> np.ndarray:
     return ok
 
 
-def cached_visible_attributes(table: MorphoTable, values: dict, table_key: str | None) -> np.ndarray:
-    """:func:`visible_attributes`, read from / written (atomically) to ``cache_root()`` when ``table_key`` (the
-    glyph table's :func:`~bindscope.generators.madman.morpho.table_key`) is given, so that the rules run once per
-    digit source and config rather than at every generator start (about 2 s for the 5,000 bundled digits)."""
-    if table_key is None:
-        return visible_attributes(table, values)
+def _rules_text(values: dict, table_key: str) -> str:
+    """The rules a cached answer is for: the glyph table's key, the config's values that matter and the limits."""
     rules = {"table": table_key, "rotation": sorted(float(v) for v in values["rotation"].values()),
              "swelling": max(float(v) for v in values["swelling"].values()),
              "fracture": max(int(v) for v in values["fracture"].values()) > 0,
              "limits": [ROTATION_IOU_MAX, ROUND_IOU, ROUND_ELONGATION, LYING_TALLNESS, END_GAP_MIN, SWELL_MIN]}
-    key = hashlib.sha256(json.dumps(rules, sort_keys=True).encode()).hexdigest()[:24]
-    path = cache_root() / f"madman-visible-{key}.npy"
-    if path.is_file():
-        try:
-            ok = np.load(path, allow_pickle=False)
-            if ok.shape == table.legible.shape and ok.dtype == bool:
-                return ok
-        except (OSError, ValueError):
-            pass  # unreadable cache: compute again
-    ok = visible_attributes(table, values)
+    return json.dumps(rules, sort_keys=True)
+
+
+def visible_binding(rules: str, table: MorphoTable, ok: np.ndarray) -> np.ndarray:
+    """``(32,)`` uint8: sha256 of the cache format, the rules, the table's content and the answer ``ok``."""
+    digest = hashlib.sha256(VISIBLE_CACHE_FORMAT + b"\0" + rules.encode() + b"\0" + table.content_sha256().encode()
+                            + np.ascontiguousarray(ok, bool).tobytes())
+    return np.frombuffer(digest.digest(), np.uint8).copy()
+
+
+def cached_visible_attributes(table: MorphoTable, values: dict, table_key: str | None) -> np.ndarray:
+    """:func:`visible_attributes`, read from / written (atomically) to ``cache_root()`` when ``table_key`` (the
+    glyph table's :func:`~bindscope.generators.madman.morpho.table_key`) is given, so that the rules run once per
+    digit source and config rather than at every generator start (about 2 s for the 5,000 bundled digits).
+
+    A cached answer is used only when it is bound to this table and these rules (its ``binding``: sha256 of the
+    cache format, the rules and the table's :meth:`~bindscope.generators.madman.morpho.MorphoTable.content_sha256`
+    and the answer) and :data:`~bindscope.generators.madman.morpho.SPOT_CHECKS` digits drawn at random (every digit
+    of a smaller table) get the same answer when the rules run on them; otherwise one
+    :class:`~bindscope.io.cache_dir.CacheWarning` and it is computed and written again."""
+    if table_key is None:
+        return visible_attributes(table, values)
+    text = _rules_text(values, table_key)
+    path = cache_root() / f"madman-visible-{hashlib.sha256(text.encode()).hexdigest()[:24]}.npz"
+    n = len(table.legible)
+
+    def binding(ok: np.ndarray) -> np.ndarray:
+        return visible_binding(text, table, ok)
+
+    problem = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_open(path) as handle:
-            np.save(handle, ok, allow_pickle=False)
-    except OSError:
-        pass  # a read-only cache folder only costs time
+        data = read_npz(path, {"ok": (np.dtype(bool).str, 1), "binding": (np.dtype(np.uint8).str, 1)},
+                        n + (1 << 16))
+        ok = data["ok"]
+        if ok.shape != (n,) or data["binding"].tobytes() != binding(ok).tobytes():
+            problem = "is not the answer for this glyph table and these rules (or was changed after it was written)"
+        else:
+            rows = np.arange(n) if n <= SPOT_CHECKS else np.sort(np.random.default_rng().choice(n, SPOT_CHECKS,
+                                                                                              replace=False))
+            wrong = rows[visible_attributes(table.subset(rows), values) != ok[rows]]
+            if len(wrong):
+                problem = f"holds a wrong answer for digit {int(wrong[0])}"
+        if problem is None:
+            return ok
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except EntryRefused as exc:
+        problem = str(exc)
+    if problem is not None:
+        warn_entry(path, problem)
+    ok = visible_attributes(table, values)
+    if writable_folder(path.parent):
+        try:
+            with atomic_open(path) as handle:
+                np.savez(handle, ok=ok, binding=binding(ok))
+        except OSError as exc:
+            cache_unusable(path.parent, exc)  # a cache that cannot be written only costs time
     return ok

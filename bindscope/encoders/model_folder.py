@@ -1,0 +1,149 @@
+"""Model folders and Hub models load as data, never as code.
+
+``transformers`` and ``sentence-transformers`` can import Python code shipped with a model: a ``config.json`` or
+``tokenizer_config.json`` whose ``auto_map`` names a class in a ``.py`` file of the folder, or a
+sentence-transformers ``modules.json`` naming a module outside the ``sentence_transformers`` package. Asked
+whether to run it (``trust_remote_code`` left unset), ``transformers`` reads the answer from standard input.
+bindscope never runs such code:
+
+- every load passes ``trust_remote_code=False`` and runs under :func:`no_prompts`, so standard input is never
+  read (a prompt would see end of file and refuse);
+- a local folder is inspected first (:func:`check_model_folder`): a Python file anywhere in it, or an
+  ``auto_map`` in any of its ``*config*.json``, is refused with :class:`~bindscope.errors.BadInput`, and so is a
+  sentence-transformers ``modules.json`` naming another module type or a module path outside the folder
+  (:func:`check_sentence_transformers_modules`), before ``transformers`` reads a byte of it.
+
+:func:`check_model_folder` also returns the sha256 of every file, so that a cache key covers the tokenizer,
+configuration and pooling files as well as the weights.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import sys
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+from typing import Iterator
+
+from bindscope.errors import BadInput
+
+CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".pyd", ".pyw", ".so")
+MAX_FILES = 10_000           # files in a model folder (a Hub snapshot holds tens)
+MAX_CONFIG_BYTES = 64 << 20  # a *config*.json read to look for auto_map
+ST_PACKAGE = "sentence_transformers."
+
+
+@contextmanager
+def no_prompts() -> Iterator[None]:
+    """Run the block with an empty standard input: a library that asks a question (``transformers``'
+    "Do you wish to run the custom code? [y/N]") reads end of file and refuses, whatever the real stdin holds."""
+    saved = sys.stdin
+    sys.stdin = io.StringIO("")
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+def _refuse(model: str, why: str) -> BadInput:
+    return BadInput(f"model {model!r}: {why}; bindscope never runs code shipped with a model: give a model of "
+                    "a standard architecture without custom code", param="model")
+
+
+def _read_json(path: Path, model: str):
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise BadInput(f"model {model!r}: {path} is larger than {MAX_CONFIG_BYTES >> 20} MiB", param="model")
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"model {model!r}: {path} is not valid JSON ({exc})", param="model") from None
+
+
+def check_model_folder(folder: str | os.PathLike, model: str, hash_files: bool = True) -> dict[str, str]:
+    """Refuse a model folder that holds code; return the sha256 of each of its files.
+
+    Args:
+        folder: a local ``transformers`` or sentence-transformers model folder.
+        model: the ``--model`` value, for messages.
+        hash_files: compute the hashes (False: only check, every value ``""``).
+
+    Returns:
+        ``{relative path (POSIX): hex sha256}`` of every file (links to files followed; linked folders and hidden
+        folders such as ``.git`` or ``.cache`` are not entered: ``transformers`` never looks in them).
+
+    Raises:
+        BadInput: a Python or compiled-extension file anywhere in the folder, a ``*config*.json`` that is not
+            JSON or whose top level has ``auto_map`` (custom classes), anything but a regular file (a FIFO, a
+            device), or more than :data:`MAX_FILES` files.
+    """
+    from bindscope.io.canonical import sha256_file
+
+    root = Path(folder)
+    files: dict[str, str] = {}
+    for here, dirs, names in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .git, .cache: never read by transformers
+        for name in sorted(names):
+            path = Path(here) / name
+            relative = path.relative_to(root).as_posix()
+            if name.lower().endswith(CODE_SUFFIXES):
+                raise _refuse(model, f"{path} is Python code")
+            if len(files) >= MAX_FILES:
+                raise BadInput(f"model {model!r}: {root} holds more than {MAX_FILES} files; give a model folder",
+                               param="model")
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue  # a dangling link: nothing to read
+            if not stat.S_ISREG(info.st_mode):
+                raise BadInput(f"model {model!r}: {path} is not a regular file", param="model")
+            if name.endswith(".json") and "config" in name:
+                config = _read_json(path, model)
+                if isinstance(config, dict) and "auto_map" in config:
+                    raise _refuse(model, f"{path} names custom code (auto_map: {json.dumps(config['auto_map'])[:120]})")
+            files[relative] = sha256_file(path) if hash_files else ""
+    return files
+
+
+def check_sentence_transformers_modules(folder: str | os.PathLike, model: str) -> None:
+    """Refuse a sentence-transformers folder whose ``modules.json`` names a module type outside the
+    ``sentence_transformers`` package (custom code) or a module path outside the folder or in a hidden folder
+    (one :func:`check_model_folder` does not inspect).
+
+    Raises:
+        BadInput: naming the module entry (or the malformed file).
+    """
+    path = Path(folder) / "modules.json"
+    if not path.is_file():
+        return
+    modules = _read_json(path, model)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise BadInput(f"model {model!r}: {path} is not a list of modules", param="model")
+    for entry in modules:
+        kind, where = entry.get("type"), entry.get("path", "")
+        if not isinstance(kind, str) or not kind.startswith(ST_PACKAGE):
+            raise _refuse(model, f"{path} names the module type {kind!r}, which is not part of sentence-transformers")
+        if not isinstance(where, str) or PurePosixPath(where.replace("\\", "/")).is_absolute() \
+                or os.path.isabs(where) or any(p.startswith(".") for p in PurePosixPath(where.replace("\\", "/")).parts):
+            raise BadInput(f"model {model!r}: {path} names the module path {where!r}, outside the model folder "
+                           "(or in a hidden folder)", param="model")
+
+
+def weights_fingerprint(files: dict[str, str], weight_files: tuple[str, ...], folder: Path, model: str) -> str:
+    """``"<name>=<sha256>,..."`` of the weight files present at the top of the folder (from
+    :func:`check_model_folder`'s hashes). Raises BadInput when there are none."""
+    found = [f"{name}={files[name]}" for name in weight_files if name in files]
+    if not found:
+        raise BadInput(f"model {model!r}: {folder} holds no {' or '.join(weight_files)}; give a transformers "
+                       "model folder (config.json and weights) or a Hub repository id", param="model")
+    return ",".join(found)
+
+
+def files_digest(files: dict[str, str]) -> str:
+    """One hex sha256 over every file's relative path and sha256 (the folder's content, for a cache key)."""
+    import hashlib
+
+    text = "\n".join(f"{name}\0{sha}" for name, sha in sorted(files.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
