@@ -401,6 +401,60 @@ def _marker_link(work: Path) -> None:
     os.symlink(work / "d" / MARKER, work / "mine" / MARKER)
 
 
+def _bomb_png(path: Path, width: int = 60000, height: int = 60000) -> None:
+    """A PNG of a few dozen bytes whose header declares ``width`` x ``height`` 1-bit pixels."""
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+                     + chunk(b"IEND", b""))
+
+
+def _coco_source(change: Callable[[Path], None]) -> Callable[[Path], None]:
+    """A tiny COCO layout in ``src/`` (tests/coco_fixture.py), then ``change(src)`` crafts it."""
+    def prepare(work: Path) -> None:
+        from coco_fixture import write_coco
+
+        write_coco(work / "src")
+        change(work / "src")
+    return prepare
+
+
+def _edit_json(path: Path, change: Callable[[dict], None]) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _coco_bomb(src: Path) -> None:
+    _bomb_png(src / "images" / "000000000012.png")
+    _edit_json(src / "instances.json", lambda d: d["images"][2].update(width=60000, height=60000))
+
+
+def _custom_code_model(work: Path) -> None:
+    """A transformers folder whose config names custom classes, and the code that would run: it writes a file."""
+    folder = work / "evil"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "auto_map": {
+        "AutoConfig": "configuration_evil.EvilConfig", "AutoModel": "modeling_evil.EvilModel"}}))
+    (folder / "modeling_evil.py").write_text("open('ran', 'w').write('code from data ran')\n")
+
+
+def _crafted_model(work: Path) -> None:
+    """``model.pt`` with one weight of the wrong shape: validated before any model is built."""
+    import torch
+
+    state = torch.load(work / "model.pt", weights_only=True)
+    weights = state["model"] if "model" in state else state
+    name = sorted(k for k, v in weights.items() if hasattr(v, "dim") and v.dim() == 2)[0]
+    weights[name] = torch.zeros(3, 3)
+    torch.save(state, work / "model.pt")
+
+
 def cases() -> list[Case]:
     """Every case of the matrix (``fast`` marks the subset the test suite runs)."""
     out: list[Case] = []
@@ -600,6 +654,49 @@ def cases() -> list[Case]:
     out.append(Case("lock:marker-link-overwrite", "madman", ["generate", "--out", "mine", "-n", "4", "--overwrite",
                                                              "--quiet"], "not a bindscope dataset",
                     _marker_link, fast=True, needs=("data",)))
+    # 8. hostile inputs: decompression bombs, deep JSON, control characters, paths that are not UTF-8
+    coco = ["import", "coco", "--images", "src/images", "--instances", "src/instances.json", "--captions",
+            "src/captions.json", "--out", "o", "--image-size", "32", "--quiet"]
+    deep = "[" * 100_000 + "]" * 100_000
+    out += [
+        Case("input:coco-image-bomb", "bindscope", coco, "declares 60000x60000 pixels", _coco_source(_coco_bomb),
+             fast=True),
+        Case("input:coco-instances-deep", "bindscope", coco, "nested 100001 levels deep",
+             _coco_source(lambda s: (s / "instances.json").write_text('{"annotations": ' + deep + "}")), fast=True),
+        Case("input:coco-captions-not-utf8", "bindscope", coco, "not UTF-8",
+             _coco_source(lambda s: (s / "captions.json").write_bytes(b'{"annotations": ["\xff"]}'))),
+        Case("input:coco-category-nul", "bindscope", coco, "U+0000",
+             _coco_source(lambda s: _edit_json(s / "instances.json",
+                                               lambda d: d["categories"][3].update(name="d\x00og"))), fast=True),
+        Case("input:coco-file-name-escape", "bindscope", coco, "U+001B",
+             _coco_source(lambda s: _edit_json(s / "instances.json",
+                                               lambda d: d["images"][1].update(file_name="\x1b[2J.png")))),
+        Case("input:coco-caption-surrogate", "bindscope", coco, "U+D800",
+             _coco_source(lambda s: _edit_json(s / "captions.json",
+                                               lambda d: d["annotations"][4].update(caption="a \ud800 cat")))),
+        Case("config:madman:nul-value", "madman", ["generate", "-n", "4", "--config", "c.yaml", "--out", "o",
+                                                   "--quiet"], "U+0000",
+             _write("c.yaml", 'ood: {holdout: ["o\\0ne"]}\n'), fast=True),
+        Case("config:comco:nul-joiner", "comco", ["render", "-n", "2", "--config", "c.yaml", "--out", "o"],
+             "U+0000", _write("c.yaml", 'caption: {joiner: "and\\0", templates: ["{objects}"], order: size}\n')),
+        Case("out:not-utf8", "madman", ["generate", "-n", "4", "--out", "o\udcffut", "--quiet"], "not UTF-8",
+             fast=True),
+        Case("input:holdout-fraction-empties-ood", "madman", ["generate", "--out", "o", "--holdout-fraction",
+                                                              "0.001", "-n", "4", "--quiet"], "0.001", fast=True),
+    ]
+    # 9. no code from data; crafted checkpoints; training values that would diverge
+    out += [
+        Case("model:hf-custom-code", "madman", ["eval", "d", "--model", "hf:evil", "--device", "cpu", "--no-cache",
+                                                "--out", "r.json"], "auto_map", _custom_code_model, fast=True,
+             needs=("data",)),
+        Case("model:crafted-weights", "madman", ["eval", "d", "--model", "model.pt", "--device", "cpu",
+                                                 "--no-cache", "--out", "r.json"], "model.pt", _crafted_model,
+             fast=True, needs=("data", "model")),
+        Case("train:lr-huge", "madman", [*readers["train"][1], "--lr", "1e308"], "1e+308", fast=True,
+             needs=("data",)),
+        Case("train:weight-decay-negative", "madman", [*readers["train"][1], "--weight-decay", "-1"], "-1",
+             needs=("data",)),
+    ]
     return out
 
 
