@@ -230,6 +230,16 @@ def test_foreign_folders_and_other_exports_are_refused(data, exported, tmp_path)
         export_webdataset(data, tmp_path / "dots", split="a.b")
 
 
+def test_a_second_writer_is_refused_while_an_export_runs(data, tmp_path):
+    from bindscope.io.ownership import OutputLock
+
+    out = tmp_path / "busy"
+    with OutputLock(out):
+        with pytest.raises(BadInput, match="is in use by another bindscope run"):
+            export_webdataset(data, out)
+    assert list(out.iterdir()) == []
+
+
 def test_another_split_exports_under_its_own_names(data, tmp_path):
     result = export_webdataset(data, tmp_path / "test", split="test")
     assert result["manifest"]["num_samples"] == 16 and result["manifest"]["train_data"] == "test-000000.tar"
@@ -328,7 +338,8 @@ def _open_clip_train(config: Path, shards: str, logs: Path, *extra) -> subproces
                "runpy.run_module('open_clip_train.main', run_name='__main__')")
     args = [sys.executable, "-c", wrapper, str(config), "--dataset-type", "webdataset", "--train-data", shards,
             "--train-num-samples", "64", "--batch-size", "16", "--epochs", "1", "--model", config.stem,
-            "--device", "cpu", "--workers", "0", "--logs", str(logs), "--name", "t", "--warmup", "1", "--seed", "0",
+            "--device", "cpu", "--precision", "fp32", "--workers", "0", "--logs", str(logs), "--name", "t",
+            "--warmup", "1", "--seed", "0",
             *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)

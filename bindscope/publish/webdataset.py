@@ -274,8 +274,12 @@ def _check_source(data, out: Path, split: str) -> tuple[Path, Dataset]:
         raise BadInput(f"out {str(out)!r} must not be the source dataset, lie inside it or contain it",
                        param="out")
     ds = Dataset(source)
-    ds.split(split)  # DatasetError naming the splits the dataset has
-    ds.check([split])
+    try:
+        ds.split(split)  # DatasetError naming the splits the dataset has
+        ds.check([split])
+    except BaseException:
+        ds.close()
+        raise
     return source, ds
 
 
