@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/train_engines.py [--steps 40] [--batch-size 32] [--image-size 64] [--threads 2]
+    .venv/bin/python benchmarks/train_engines.py [--steps 40] [--batch-size 32] [--image-size 64] [--threads 1]
         [--skip 5] [--keep DIR] [-- MADMAN-TRAIN-MODEL-OPTIONS ...]
 
 In one run, on this machine:
@@ -84,7 +84,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40, help="training steps of each engine")
     parser.add_argument("--batch-size", type=int, default=32, help="images per step")
     parser.add_argument("--image-size", type=int, default=64, help="dataset canvas and model input side (pixels)")
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads of each engine")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads of each engine (1: on a shared machine more threads measure "
+                             "mostly OpenMP threads waiting for a core)")
     parser.add_argument("--skip", type=int, default=5, help="first steps left out of the medians (warm-up)")
     parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it")
     parser.add_argument("model_options", nargs="*", help="madman train model options, after --")
