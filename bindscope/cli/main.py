@@ -86,7 +86,7 @@ def comco():
 @click.group(cls=Group)
 @click.version_option(__version__, prog_name="bindscope")
 def bindscope():
-    """bindscope: dataset tools (verify, release, merge, import), analyses and alignment (probe, LABCLIP)."""
+    """bindscope: dataset tools (verify, release, merge, import, export), analyses and alignment (probe, LABCLIP)."""
 
 
 # Every command, in one place. The command modules import nothing heavy at import time (torch, bpy, h5py and
@@ -96,6 +96,7 @@ from bindscope.cli import (  # noqa: E402
     assets,
     dataset,
     evaluate,
+    export,
     importers,
     train,  # noqa: E402
 )
@@ -109,7 +110,7 @@ COMMANDS = {
             evaluate.comco_attention],
     bindscope: [dataset.bindscope_verify, dataset.bindscope_release, dataset.bindscope_merge, align.bindscope_probe,
                 align.bindscope_labclip, importers.bindscope_import, evaluate.bindscope_caption_bias,
-                evaluate.bindscope_bench, evaluate.bindscope_collect],
+                evaluate.bindscope_bench, evaluate.bindscope_collect, export.bindscope_export],
 }
 for _group, _commands in COMMANDS.items():
     for _command in _commands:

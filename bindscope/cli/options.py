@@ -113,8 +113,9 @@ def _model_choice_options():
     return [
         click.option("--model", required=True,
                      help="open_clip name (ViT-B-32, RN50, ...), hf-hub:<org>/<repo>, "
-                          "sentence-transformers/<name> (text only), or a checkpoint file or run folder from "
-                          "`madman train`."),
+                          "sentence-transformers/<name> (text only), a checkpoint file or run folder from "
+                          "`madman train`, or an open_clip model config .json (`bindscope export "
+                          "open-clip-config`) with --pretrained its checkpoint (open_clip_train's epoch_N.pt)."),
         click.option("--pretrained", default=None,
                      help="open_clip tag (openai, laion2b_s34b_b79k, ...), 'none' (random weights), a local "
                           "checkpoint file or hf-hub:<org>/<repo>. Default: 'openai' where listed, else the "

@@ -231,3 +231,54 @@ class OpenCLIPAdapter(EncoderAdapter):
         if inner is not None:
             return [len(inner(t)["input_ids"]) > self.context_length for t in texts]
         return [False] * len(texts)
+
+
+CONFIG_KEYS = ("embed_dim", "vision_cfg", "text_cfg")
+
+
+def load_open_clip_config_adapter(model: str, pretrained: str | None, **options) -> OpenCLIPAdapter:
+    """An open_clip model built from the model config file ``model`` with the weights ``pretrained``.
+
+    ``pretrained`` is a checkpoint of that architecture: one written by ``open_clip_train``
+    (``<logs>/<name>/checkpoints/epoch_N.pt``, a dict whose ``state_dict`` keys are prefixed ``module.`` when
+    trained with DDP; open_clip's loader takes either), a plain state dict, or ``"none"`` for random weights
+    (seed 0). Loaded with ``torch.load(weights_only=True)``. The config is registered with
+    ``open_clip.add_model_config`` under the file's stem, the name ``open_clip_train --model`` used (a later
+    file of the same stem replaces an earlier one).
+
+    Raises:
+        BadInput: the file is not an open_clip model config; its stem is the name of a model open_clip ships;
+            no ``pretrained`` given, or a checkpoint that is missing or does not fit the config.
+    """
+    import json
+    from importlib import resources
+
+    import open_clip
+
+    path = Path(model).resolve()
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"model {model!r} is not a readable JSON file ({exc})", param="model") from None
+    if not isinstance(config, dict) or not all(key in config for key in CONFIG_KEYS):
+        raise BadInput(f"model {model!r} is not an open_clip model config: it needs the keys "
+                       f"{', '.join(CONFIG_KEYS)} (bindscope export open-clip-config writes one)", param="model")
+    shipped = resources.files("open_clip").joinpath("model_configs", f"{path.stem}.json")
+    if shipped.is_file():
+        raise BadInput(f"model {model!r}: its name {path.stem!r} (the file's stem) is a model open_clip ships; "
+                       "rename the file", param="model")
+    if pretrained is None:
+        raise BadInput(f"model {model!r} is an architecture without weights; give pretrained=CHECKPOINT (e.g. "
+                       "an open_clip_train epoch_N.pt) or pretrained='none' for random weights", param="pretrained")
+    if pretrained.lower() != "none" and not os.path.isfile(pretrained):
+        raise BadInput(f"pretrained {pretrained!r}: no such checkpoint file", param="pretrained")
+    open_clip.add_model_config(path)
+    options.pop("pooling", None)
+    try:
+        adapter = OpenCLIPAdapter(path.stem, pretrained, **options)
+    except AssertionError as exc:  # open_clip asserts on some shape mismatches (e.g. the text width)
+        raise BadInput(f"pretrained {pretrained!r} does not fit the model config {model!r} ({exc})",
+                       param="pretrained") from None
+    adapter.name = model
+    adapter.cache_key += f"|config-sha256:{sha256_file(path)}"
+    return adapter

@@ -6,13 +6,16 @@ The first kind whose ``matches`` accepts the string wins, in this order:
 2. ``hf:``: ``hf:<repo id or folder>``, any ``transformers`` text encoder with CLS or mean pooling
    (:mod:`bindscope.encoders.hf_text`; SimCSE, BERT-style models);
 3. ``sentence-transformers folder``: a local folder holding ``modules.json``: that model, text-only;
-4. kinds declared by installed packages under the entry-point group ``bindscope.encoders`` (each entry point
+4. ``open_clip config file``: an existing ``.json`` file, an open_clip model config (``bindscope export
+   open-clip-config``), with ``pretrained`` its weights, e.g. an ``open_clip_train`` checkpoint ``epoch_N.pt``
+   (:func:`bindscope.encoders.open_clip.load_open_clip_config_adapter`);
+5. kinds declared by installed packages under the entry-point group ``bindscope.encoders`` (each entry point
    names an :class:`EncoderKind`), in entry-point name order. bindscope itself declares ``run`` there: a
    checkpoint file or run folder written by ``bindscope train`` / ``madman train``
    (:mod:`bindscope.training.checkpoint`);
-5. ``sentence-transformers/``: a text-only sentence-transformers model (:mod:`bindscope.encoders.sentence_transformers`);
-6. ``hf-hub:``: an open_clip model on the Hugging Face Hub, ``hf-hub:<org>/<repo>``;
-7. ``open_clip`` (anything else): an open_clip model name (``ViT-B-32``, ``RN50``, ...) with a pretrained tag
+6. ``sentence-transformers/``: a text-only sentence-transformers model (:mod:`bindscope.encoders.sentence_transformers`);
+7. ``hf-hub:``: an open_clip model on the Hugging Face Hub, ``hf-hub:<org>/<repo>``;
+8. ``open_clip`` (anything else): an open_clip model name (``ViT-B-32``, ``RN50``, ...) with a pretrained tag
    (:mod:`bindscope.encoders.open_clip`).
 
 Image preprocessing (all open_clip models): uint8 RGB -> [0, 1]; a non-square image is padded with black to a
@@ -59,6 +62,16 @@ def _load_hf_text(model: str, pretrained: str | None, **options) -> EncoderAdapt
     return HFTextAdapter(model, **options)
 
 
+def _load_open_clip_config(model: str, pretrained: str | None, **options) -> EncoderAdapter:
+    from bindscope.encoders.open_clip import load_open_clip_config_adapter
+
+    return load_open_clip_config_adapter(model, pretrained, **options)
+
+
+def _is_open_clip_config_file(model: str) -> bool:
+    return model.endswith(".json") and os.path.isfile(model)
+
+
 def _is_sentence_transformers_folder(model: str) -> bool:
     from bindscope.encoders.hf_text import is_sentence_transformers_folder
 
@@ -93,6 +106,7 @@ def _prefix(prefix: str) -> Callable[[str], bool]:
 _FIRST = [
     EncoderKind("hf:", _prefix("hf:"), _load_hf_text),
     EncoderKind("sentence-transformers folder", _is_sentence_transformers_folder, _load_sentence_transformer),
+    EncoderKind("open_clip config file", _is_open_clip_config_file, _load_open_clip_config),
 ]
 _LAST = [
     EncoderKind(SENTENCE_TRANSFORMERS_PREFIX, _prefix(SENTENCE_TRANSFORMERS_PREFIX), _load_sentence_transformer),
