@@ -87,6 +87,7 @@ def name_list(param: str, value) -> list[str] | None:
     return list(names)
 
 
+PRECISIONS = ("fp32", "bf16", "fp16")  # encoder and training precisions, every command spells them so
 DEVICE_GRAMMAR = "auto | cpu | cuda | cuda:N"
 """The one ``--device`` grammar of every command (encoders, training and the Cycles renderer)."""
 

@@ -7,7 +7,7 @@ import functools
 import click
 
 from bindscope.cli.types import DEVICE
-from bindscope.errors import DEVICE_GRAMMAR, check_utf8_path
+from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, check_utf8_path
 
 
 def exit_with_problems(header: str, problems: list[str]) -> None:
@@ -121,7 +121,7 @@ def _model_choice_options():
                           "checkpoint file or hf-hub:<org>/<repo>. Default: 'openai' where listed, else the "
                           "model's first listed tag."),
         click.option("--device", type=DEVICE, default="auto", show_default=True, help=DEVICE_GRAMMAR + "."),
-        click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "bf16", "fp16"])),
+        click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS)),
         click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1),
                      help="Inputs per forward pass."),
     ]

@@ -7,9 +7,8 @@ import functools
 import click
 
 from bindscope.cli.types import DEVICE, FiniteFloat
-from bindscope.encoders.interface import PRECISIONS
-from bindscope.training.model import TOKENIZERS, VISION_TOWERS
-from bindscope.training.options import DEFAULTS, HELP, LR_RANGE, WEIGHT_DECAY_RANGE
+from bindscope.errors import PRECISIONS
+from bindscope.training.options import DEFAULTS, HELP, LR_RANGE, TOKENIZERS, VISION_TOWERS, WEIGHT_DECAY_RANGE
 
 
 def _option(flag: str, name: str, type=None, **extra):

@@ -12,9 +12,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from bindscope.errors import BadInput, check_device
+from bindscope.errors import BadInput, PRECISIONS, check_device
 
-PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def resolve_device(device: str) -> str:

@@ -25,10 +25,8 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from bindscope.errors import BadInput, check_int
-from bindscope.training.options import MLP_RATIO, MODEL_IMAGE_SIZE, SETTINGS
+from bindscope.training.options import MLP_RATIO, MODEL_IMAGE_SIZE, SETTINGS, TOKENIZERS, VISION_TOWERS
 
-VISION_TOWERS = ("vit", "resnet", "cnn")
-TOKENIZERS = ("bpe", "word")
 # Hard limits of a model's declared sizes (far beyond a small CLIP): a config past them, from a typo or a crafted
 # model file, is refused before anything is built.
 SIZE_LIMITS = {"embed_dim": 8192, "image_size": 4096, "vision_width": 8192, "vision_layers": 64, "patch_size": 4096,

@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass
 
 from bindscope.errors import DEVICE_GRAMMAR
 
+VISION_TOWERS = ("vit", "resnet", "cnn")  # madman train --vision
+TOKENIZERS = ("bpe", "word")  # madman train --tokenizer
+
 
 @dataclass(frozen=True)
 class TrainSettings:
