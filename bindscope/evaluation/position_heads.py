@@ -95,26 +95,31 @@ def train_head(x: np.ndarray, y: np.ndarray, classes: int, settings: HeadSetting
         settings: epochs, lr, batch size. seed: seed of the initial weights and the batch order.
 
     Returns:
-        The trained head (torch module, CPU, eval mode).
+        The trained head (torch module, CPU, eval mode), trained on one CPU thread (restored after).
     """
     import torch
 
-    generator = torch.Generator().manual_seed(int(seed))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
-        head = torch.nn.Linear(x.shape[1], classes)
-    optimiser = torch.optim.Adam(head.parameters(), lr=settings.lr)
-    features = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-    labels = torch.from_numpy(np.ascontiguousarray(y, dtype=np.int64))
-    head.train()
-    for _ in range(settings.epochs):
-        perm = torch.randperm(len(labels), generator=generator)
-        for start in range(0, len(labels), settings.batch_size):
-            batch = perm[start:start + settings.batch_size]
-            loss = torch.nn.functional.cross_entropy(head(features[batch]), labels[batch])
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a (D, C) layer gains nothing from threads, and one thread keeps it exact
+    try:
+        generator = torch.Generator().manual_seed(int(seed))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            head = torch.nn.Linear(x.shape[1], classes)
+        optimiser = torch.optim.Adam(head.parameters(), lr=settings.lr)
+        features = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        labels = torch.from_numpy(np.ascontiguousarray(y, dtype=np.int64))
+        head.train()
+        for _ in range(settings.epochs):
+            perm = torch.randperm(len(labels), generator=generator)
+            for start in range(0, len(labels), settings.batch_size):
+                batch = perm[start:start + settings.batch_size]
+                loss = torch.nn.functional.cross_entropy(head(features[batch]), labels[batch])
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+    finally:
+        torch.set_num_threads(threads)
     return head.eval()
 
 
