@@ -29,6 +29,7 @@ from bindscope.evaluation.clip_oscope import (
     read_caption_file,
     read_names,
 )
+from bindscope.evaluation.collect import collect
 from bindscope.evaluation.comco import VocabEntry, evaluate_comco, evaluate_tor_sampled
 from bindscope.schemas import validate
 
@@ -359,6 +360,13 @@ def test_cli_tor_protocol_both_writes_both_blocks(tmp_path, fake_tor_model):
     _check_tor(result["metrics"]["clip_oscope"]["tor"])
     assert "Top-2 Accuracy: 0.8333" in r.output and "Word 2 Accuracy in Correct Top-2 (all captions): 0.5000" \
         in r.output and "TOR  (top-1 among 5 candidates" in r.output
+    # bindscope collect lays the figures out in percent
+    figures = collect([out])["rows"][0]["figures"]
+    assert figures["clip-oscope/tor/2obj/top2"]["value"] == pytest.approx(100 * 5 / 6)
+    assert figures["clip-oscope/tor/2obj/pos2/all"]["value"] == pytest.approx(50.0)
+    assert figures["clip-oscope/tor/2obj/R@1"]["value"] == pytest.approx(100 * 5 / 12)
+    assert figures["clip-oscope/tor/2obj/ndcg"]["value"] == pytest.approx(100 * TOR_EXPECTED["ndcg"])
+    assert figures["tor/2obj/pos2/uncond"]["value"] == pytest.approx(50.0)  # bindscope's C2, C4, C5 of 6
 
 
 def _bad(args, *needles):
