@@ -91,7 +91,7 @@ DEFINITIONS = {
 
 # ------------------------------------------------------------------------------------------ captions and names
 def read_names(spec: str | os.PathLike) -> list[str]:
-    """A name list: ``comco72`` / ``simco18`` (registry order, :func:`bindscope.evaluation.comco.load_vocabulary`),
+    """A name list: ``comco72`` / ``simco18`` (registry order, :func:`bindscope.generators.comco.registry.load_set`),
     an asset folder (its registry), or a UTF-8 text file with one name per line (blank lines skipped).
 
     The authors' ComCO TOR list (``TOR_ComCO_CLIP.py``) holds 90 names in COCO id order; ``comco72`` is the
@@ -100,12 +100,12 @@ def read_names(spec: str | os.PathLike) -> list[str]:
     Raises:
         BadInput: an unknown set, an unreadable or empty file, a name used twice or containing ``" and "``.
     """
-    from bindscope.evaluation.comco import load_vocabulary
+    from bindscope.generators.comco.registry import load_set
 
     text = str(spec)
     if text in ("comco72", "simco18") or os.path.isdir(text):
         try:
-            return [v.name for v in load_vocabulary(text)]
+            return [c.name for c in load_set(text)]
         except BadInput as exc:
             raise BadInput(f"names {text!r}: {exc}", param="names") from None
     path = Path(text)
