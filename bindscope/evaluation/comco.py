@@ -26,6 +26,13 @@ matching scenarios 1 and 2. Details and the project's choices are in docs/evalua
   et al., GCPR 2025) on the ``scenes`` split: binding conditional on recognition of the attribute for both
   objects, and unconditional. Part of the default tasks when the dataset stores negatives.
 
+- ``protocol="clip-oscope"`` / ``"both"``: TOR and IOR also (or only) as the authors' released scripts compute them
+  (:mod:`bindscope.evaluation.clip_oscope`, docs/clip-oscope.md: top-n accuracy with their containment tests,
+  per-position figures, P@k, R@k, MAP, NDCG), under ``metrics["clip_oscope"]``; ``bias_position`` builds the
+  matching captions as their script does, with the biased object at that position.
+- **TOC / IOC** (tasks ``toc``, ``ioc``; only when named): a linear head per position on frozen caption / image
+  embeddings (:mod:`bindscope.evaluation.position_heads`).
+
 On a COCO import (``bindscope import coco``, docs/real-data.md) the same protocols run on natural images: TOR over
 every caption (its objects = the annotated categories it mentions, in mention order), each category counted once by
 its largest instance for IOR, I2TOR and matching, and IOR against an external reference folder
