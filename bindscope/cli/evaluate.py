@@ -208,15 +208,37 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model,
 @click.argument("data", required=False, type=click.Path(file_okay=False))
 @click.option("--tasks", default=None,
               help="Comma-separated. With DATA: tor,ior,i2tor,matching,binding (default: all; ior only with a "
-                   "references split or --reference-images; binding only for datasets rendered with --attributes). "
-                   "Without DATA: tor and/or claim1 on sampled captions (default: tor).")
+                   "references split or --reference-images; binding only for datasets rendered with --attributes), "
+                   "and toc,ioc (linear position heads; only when named). Without DATA: tor, claim1 and/or toc on "
+                   "sampled captions (default: tor).")
+@click.option("--protocol", default="bindscope", show_default=True,
+              type=click.Choice(["bindscope", "clip-oscope", "both"]),
+              help="TOR/IOR statistics: bindscope's, the authors' scripts' (clip-oscope/clip-oscope: top-n "
+                   "accuracy, per-position figures, P@k, R@k, MAP, NDCG; docs/clip-oscope.md), or both side by side.")
+@click.option("--captions", default=None,
+              help="Without DATA: 'combinations' (every itertools.combinations of --names with --objects names, "
+                   "default 3, in list order: the authors' caption set) or a text file, one caption per line, "
+                   "objects separated by ' and '.")
+@click.option("--names", default=None,
+              help="With --captions: the name list and candidates, comco72 | simco18 | asset folder | file with "
+                   "one name per line [comco72].")
+@click.option("--object-order", default="mention", show_default=True, type=click.Choice(["mention", "size"]),
+              help="With DATA: the object order that stands in for the authors' file names (clip-oscope IOR, IOC, "
+                   "--bias-position): caption mention order or size rank.")
+@click.option("--bias-position", type=int, default=None,
+              help="With DATA, matching: the biased object is the K-th of --object-order (1-based), captions as "
+                   "the authors' Image_Text_Matching.py builds them; default: the largest object.")
+@click.option("--head-epochs", type=int, default=25, show_default=True, help="toc/ioc: training epochs per head.")
+@click.option("--head-test-fraction", type=float, default=0.2, show_default=True,
+              help="toc/ioc: share of captions (toc) or scenes (ioc) held out for testing.")
 @click.option("--objects", type=int, default=None, help="Without DATA: objects per sampled caption [4].")
 @click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "
                                             "[comco72].")
 @click.option("-n", "n", type=int, default=None, help="Without DATA: captions to sample (per group), 1..1,000,000 [2000].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of caption / negative sampling.")
-@click.option("--matching-negatives", type=int, default=None,
-              help="Wrong captions per scene and scenario (a seeded sample); default: every absent category.")
+@click.option("--matching-negatives", default=None,
+              help="Wrong captions per scene and scenario: 'all' (every absent category, the default) or K (a "
+                   "seeded sample of K).")
 @click.option("--split", default=None, help="With DATA: the split of scenes (default: 'scenes', or the "
                                             "dataset's only split, e.g. val2017 of a COCO import).")
 @click.option("--reference-images", "references", default=None, type=click.Path(),
@@ -230,7 +252,8 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model,
               help="Pooling of hf:<model> text encoders (SimCSE: cls; sentence-transformers-style: mean).")
 @_model_options
 @_labclip_option
-def comco_eval(data, tasks, objects, vocab, n, seed, matching_negatives, split, references, category_map,
+def comco_eval(data, tasks, protocol, captions, names, object_order, bias_position, head_epochs, head_test_fraction,
+               objects, vocab, n, seed, matching_negatives, split, references, category_map,
                references_per_category, pooling, model, pretrained, device, precision, batch_size, cache_dir,
                no_cache, out, overwrite, plot, quiet, labclip):
     """TOR, IOR, I2TOR and image-text matching on a ComCO/SimCO dataset or a COCO import DATA, or TOR (and
@@ -241,14 +264,29 @@ def comco_eval(data, tasks, objects, vocab, n, seed, matching_negatives, split, 
     docs/evaluation.md and docs/real-data.md.
     """
     from bindscope.evaluation.api import plan_evaluation
+    from bindscope.evaluation.position_heads import HeadSettings
 
+    if matching_negatives is not None and matching_negatives.strip().isdigit():
+        matching_negatives = int(matching_negatives)
+    heads = HeadSettings(epochs=head_epochs, test_fraction=head_test_fraction, seed=seed)
     plan = plan_evaluation(data, tasks=tasks, text_transform=_labclip(labclip),
                            matching_negatives=matching_negatives, seed=seed, objects=objects, vocab=vocab, n=n,
                            split=split, references=references, category_map=category_map,
                            references_per_category=references_per_category, generators=("comco", "coco"),
-                           task_name="comco eval")
-    _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
+                           task_name="comco eval", protocol=protocol, captions=captions, names=names,
+                           object_order=object_order, bias_position=bias_position, heads=heads)
+    _run(plan, model, pretrained, out, plot, overwrite, quiet, _format_comco, device=device, precision=precision,
          batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache, pooling=pooling)
+
+
+def _format_comco(result: dict) -> str:
+    """bindscope's table of a ``comco eval`` result, then the clip-oscope lines and the TOC/IOC heads."""
+    from bindscope.evaluation.clip_oscope import format_oscope
+    from bindscope.evaluation.position_heads import format_heads
+    from bindscope.evaluation.report import format_result
+
+    extra = format_oscope(result["metrics"]) + format_heads(result["metrics"])
+    return format_result(result) + ("\n\n" + "\n".join(extra).rstrip() if extra else "")
 
 
 @click.command("caption-bias")

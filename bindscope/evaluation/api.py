@@ -71,37 +71,52 @@ def plan_evaluation(data: str | os.PathLike | None, *, splits: list[str] | None 
                     split: str | None = None, references: str | os.PathLike | None = None,
                     category_map: str | os.PathLike | None = None, references_per_category: int = 10,
                     generators: tuple[str, ...] = ("madman", "comco", "coco"),
-                    task_name: str = "evaluate") -> EvaluationPlan:
+                    task_name: str = "evaluate", protocol: str = "bindscope", captions: str | None = None,
+                    names: str | None = None, object_order: str = "mention", bias_position: int | None = None,
+                    heads=None) -> EvaluationPlan:
     """Check everything of an evaluation but the model and the output paths (see :func:`evaluate` for the
     arguments): the dataset (manifest, splits, shard checksums), the tasks and their options.
 
     Raises:
         BadInput / DatasetError: as :func:`evaluate`, before any model is loaded.
     """
+    from bindscope.evaluation.clip_oscope import check_protocol, ordered_objects
+    from bindscope.evaluation.position_heads import HeadSettings
     from bindscope.evaluation.results import open_dataset
 
+    matching_negatives = None if matching_negatives == "all" else matching_negatives
     _check_seed(seed, matching_negatives)
+    check_protocol(protocol)
+    ordered_objects([], object_order)
+    heads = (heads or HeadSettings(seed=seed)).check()
+    if bias_position is not None:
+        check_int("bias_position", bias_position, 1)
+    oscope = {"protocol": protocol, "object_order": object_order, "bias_position": bias_position, "heads": heads}
     splits = name_list("splits", splits)
     tag = getattr(text_transform, "file_tag", None)
     suffix = f"-{tag}" if tag else ""
     if data is not None:
-        given = [p for p, v in (("objects", objects), ("vocab", vocab), ("n", n)) if v is not None]
+        given = [p for p, v in (("objects", objects), ("vocab", vocab), ("n", n), ("captions", captions),
+                                ("names", names)) if v is not None]
         if given:
             raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
                            "dataset's scenes are used", param=given[0])
         ds = open_dataset(data, generators, task_name)
         if ds.generator == "madman":
             _refuse_scene_options(tasks, matching_negatives, split, references, category_map)
+            _refuse_oscope_options(oscope, "a MADMAN dataset is evaluated per split (splits=)")
             run, stem, extra = _madman_run(ds, splits)
         else:
             run, stem, extra = _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map,
-                                           references_per_category)
+                                           references_per_category, oscope)
         return EvaluationPlan(run, Path(ds.path) / "eval", stem, suffix + extra, text_transform)
-    given = [p for p, v in (("split", split), ("references", references), ("category_map", category_map))
-             if v is not None]
+    given = [p for p, v in (("split", split), ("references", references), ("category_map", category_map),
+                            ("bias_position", bias_position)) if v is not None]
+    if object_order != "mention":
+        given.append("object_order")
     if given:
         raise BadInput(f"{', '.join(given)} need DATA (a ComCO dataset or a COCO import)", param=given[0])
-    run, stem = _sampled_run(tasks, matching_negatives, seed, objects, vocab, n)
+    run, stem = _sampled_run(tasks, matching_negatives, seed, objects, vocab, n, captions, names, oscope)
     return EvaluationPlan(run, Path(stem).parent, Path(stem).name, suffix, text_transform)
 
 
@@ -141,7 +156,9 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
              vocab: str | None = None, n: int | None = None, split: str | None = None,
              references: str | os.PathLike | None = None, category_map: str | os.PathLike | None = None,
              references_per_category: int = 10, generators: tuple[str, ...] = ("madman", "comco", "coco"),
-             task_name: str = "evaluate") -> Evaluation:
+             task_name: str = "evaluate", protocol: str = "bindscope", captions: str | None = None,
+             names: str | None = None, object_order: str = "mention", bias_position: int | None = None,
+             heads=None) -> Evaluation:
     """Evaluate an encoder on a dataset; return the result (schema ``eval_result``), written as JSON with its
     per-sample rows (``<result>.samples.jsonl``) beside it.
 
@@ -160,7 +177,7 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
         pretrained: open_clip pretrained tag (``"none"``: random weights).
         splits: MADMAN splits, a list or one name (default: test and ood, those present).
         tasks: ComCO tasks, e.g. ``"tor,ior"`` (of tor, ior, i2tor, matching, binding; default: all that
-            apply with data, ``tor`` without).
+            apply with data, ``tor`` without; ``toc`` and ``ioc``, the position heads, only when named).
         text_transform: a callable on L2-normalised (N, D) text embeddings, e.g. a LABCLIP map
             (``bindscope.labclip.load(path)``); its ``file_tag`` (if any) names the default result file and
             its ``check_encoder(adapter)`` (if any) runs before encoding.
@@ -169,7 +186,18 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
         out: result file (default ``DATA/eval/<task>-<model>-<tag>.json``, or ``results/comco-sampled-...``
             without data); ``False``: write nothing. overwrite: replace an existing result file.
         plot: also draw the result (.png/.pdf/.svg). progress: tqdm bars on stderr.
-        matching_negatives / seed: ComCO matching (wrong captions per scene; seed >= 0).
+        matching_negatives / seed: ComCO matching (wrong captions per scene, an integer >= 1 or ``"all"`` =
+            None = every absent category; seed >= 0).
+        protocol: ``bindscope`` (default), ``clip-oscope`` (TOR and IOR as the authors' scripts compute them,
+            :mod:`bindscope.evaluation.clip_oscope`, under ``metrics["clip_oscope"]``) or ``both``.
+        captions / names: without data: ``captions="combinations"`` (every ``itertools.combinations`` of the
+            name list ``names`` with ``objects`` names each, default 3, in list order: the authors' caption set) or
+            a text file of captions (one per line, objects separated by " and "); ``names``: ``comco72``
+            (default), ``simco18``, an asset folder or a file of names, one per line (the candidates).
+        object_order: ``mention`` or ``size``: the order standing in for the authors' file names (clip-oscope
+            IOR, IOC, ``bias_position``). bias_position: matching with the biased object at this 1-based
+            position and the authors' captions. heads: :class:`~bindscope.evaluation.position_heads.HeadSettings`
+            of the ``toc`` / ``ioc`` tasks.
         split: ComCO/COCO: the split of scenes (default ``scenes``, or the dataset's only split).
         references / category_map / references_per_category: ComCO/COCO IOR against external single-object
             images, one subfolder per category (the DomainNet layout), averaged per category.
@@ -195,7 +223,8 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
                            matching_negatives=matching_negatives, seed=seed, objects=objects, vocab=vocab, n=n,
                            split=split, references=references, category_map=category_map,
                            references_per_category=references_per_category, generators=generators,
-                           task_name=task_name)
+                           task_name=task_name, protocol=protocol, captions=captions, names=names,
+                           object_order=object_order, bias_position=bias_position, heads=heads)
     default_out = plan.default_out(model, pretrained)
     out_path = None if out is False else check_result_path(default_out if out in (None, True) else out, overwrite)
     plot_path = check_plot_path(plot)
@@ -214,16 +243,24 @@ def check_locations(out_path: Path | None, plot_path: Path | None) -> None:
 
 def _refuse_scene_options(tasks, matching_negatives, split, references, category_map) -> None:
     """BadInput for a ComCO/COCO option given with a MADMAN dataset (an unknown task name is refused as such)."""
-    from bindscope.evaluation.comco import TASKS, parse_tasks
+    from bindscope.evaluation.comco import ALL_TASKS, parse_tasks
 
     if tasks is not None:
-        parse_tasks(tasks, TASKS)
+        parse_tasks(tasks, ALL_TASKS)
     options = {"tasks": tasks, "matching_negatives": matching_negatives, "split": split, "references": references,
                "category_map": category_map}
     for param, value in options.items():
         if value is not None:
             raise BadInput(f"{param} {value!r} only applies to ComCO datasets and COCO imports; a MADMAN dataset "
                            "is evaluated per split (splits=)", param=param)
+
+
+def _refuse_oscope_options(oscope: dict, why: str) -> None:
+    """BadInput for a clip-oscope / position-head option that the evaluation at hand does not use."""
+    for param, default in (("protocol", "bindscope"), ("object_order", "mention"), ("bias_position", None)):
+        if oscope[param] != default:
+            raise BadInput(f"{param} {oscope[param]!r} only applies to ComCO datasets and COCO imports; {why}",
+                           param=param)
 
 
 def _madman_run(ds, splits):
@@ -243,11 +280,12 @@ def _madman_run(ds, splits):
     return run, "madman", ""
 
 
-def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map, references_per_category):
+def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map, references_per_category,
+                oscope=None):
     """TOR / IOR / I2TOR / matching on a ComCO dataset or a COCO import: check the options; return (run, file
     stem, file suffix)."""
     from bindscope.evaluation.comco import (
-        TASKS,
+        ALL_TASKS,
         dataset_vocabulary,
         default_tasks,
         evaluate_comco,
@@ -258,7 +296,11 @@ def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category
     from bindscope.evaluation.results import short_hash
 
     defaults = [t for t in default_tasks(ds) if t != "ior" or references or "references" in ds.split_names]
-    task_list = parse_tasks(",".join(defaults) if tasks is None else tasks, TASKS)
+    task_list = parse_tasks(",".join(defaults) if tasks is None else tasks, ALL_TASKS)
+    oscope = oscope or {"protocol": "bindscope", "object_order": "mention", "bias_position": None, "heads": None}
+    if oscope["bias_position"] is not None and "matching" not in task_list:
+        raise BadInput(f"bias_position {oscope['bias_position']} applies to the matching task; add matching to "
+                       "tasks", param="bias_position")
     if "binding" in task_list and "binding" not in default_tasks(ds):
         raise BadInput("tasks binding needs a dataset rendered with attributes (its scenes store recognition "
                        "and binding negatives)", param="tasks")
@@ -275,22 +317,36 @@ def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category
                        param="references")
     ds.check([scenes] + (["references"] if "references" in ds.split_names else []))
     extra = "" if references is None else f"-refs-{short_hash(str(Path(references).resolve()))}"
+    extra += _oscope_suffix(oscope)
 
     def run(adapter, text_transform, cache, progress, rows):
         return evaluate_comco(ds, adapter, task_list, text_transform=text_transform, cache=cache,
                               matching_negatives=matching_negatives, seed=seed, progress=progress, check=False,
-                              split=scenes, references=reference_set, rows=rows)
+                              split=scenes, references=reference_set, rows=rows, **oscope)
     return run, f"comco-{'+'.join(task_list)}", extra
+
+
+def _oscope_suffix(oscope: dict) -> str:
+    """Result-file suffix naming the non-default clip-oscope options (``-clip-oscope``, ``-both``, ``-size-order``,
+    ``-bias2``), so that their results do not replace the default ones."""
+    out = "" if oscope["protocol"] == "bindscope" else f"-{oscope['protocol']}"
+    out += "" if oscope["object_order"] == "mention" else f"-{oscope['object_order']}-order"
+    return out + ("" if oscope["bias_position"] is None else f"-bias{oscope['bias_position']}")
 
 
 def _check_seed(seed: int, matching_negatives: int | None) -> None:
     check_int("seed", seed, 0)
     if matching_negatives is not None:
-        check_int("matching_negatives", matching_negatives, 1)
+        import numbers
+
+        if not isinstance(matching_negatives, numbers.Integral) or isinstance(matching_negatives, bool) \
+                or matching_negatives < 1:
+            raise BadInput(f"matching_negatives {matching_negatives!r} is not allowed; use 'all' (every absent "
+                           "category) or an integer >= 1", param="matching_negatives")
 
 
-def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n):
-    """TOR on sampled captions: check the options; return (run, file stem)."""
+def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n, captions=None, names=None, oscope=None):
+    """TOR on sampled (or given) captions: check the options; return (run, file stem)."""
     from bindscope.evaluation.comco import SAMPLED_TASKS, evaluate_tor_sampled, load_vocabulary, parse_tasks
     from bindscope.evaluation.results import slug
 
@@ -298,6 +354,9 @@ def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n):
     if matching_negatives is not None:
         raise BadInput("matching_negatives needs a dataset (matching uses the dataset's images)",
                        param="matching_negatives")
+    oscope = oscope or {"protocol": "bindscope", "heads": None}
+    if captions is not None or names is not None:
+        return _given_captions_run(task_list, seed, objects, vocab, n, captions, names, oscope)
     objects, vocab, n = objects or 4, vocab or "comco72", 2000 if n is None else n
     if objects < 2:
         raise BadInput(f"objects must be at least 2 for TOR, got {objects}", param="objects")
@@ -314,9 +373,52 @@ def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n):
 
     def run(adapter, text_transform, cache, progress, rows):
         return evaluate_tor_sampled(adapter, vocab=vocab, objects=objects, n=n, seed=seed, tasks=task_list,
-                                    text_transform=text_transform, cache=cache, progress=progress, rows=rows)
+                                    text_transform=text_transform, cache=cache, progress=progress, rows=rows,
+                                    protocol=oscope["protocol"], heads=oscope["heads"])
     stem = f"results/comco-sampled-{slug(vocab)}-{objects}obj-n{n}-seed{seed}/{'+'.join(task_list)}"
-    return run, stem
+    return run, stem + _oscope_suffix({"object_order": "mention", "bias_position": None, **oscope})
+
+
+def _given_captions_run(task_list, seed, objects, vocab, n, captions, names, oscope):
+    """TOR on the authors' combination captions or a caption file (``captions``) against ``names``: check them
+    (the caption set is built here, before any model is loaded); return (run, file stem)."""
+    from bindscope.evaluation.clip_oscope import combination_captions, read_caption_file, read_names
+    from bindscope.evaluation.comco import VocabEntry, evaluate_tor_sampled
+    from bindscope.evaluation.results import short_hash, slug
+
+    if captions is None:
+        raise BadInput(f"names {names!r} applies with captions (captions='combinations' or a caption file)",
+                       param="names")
+    for param, value, why in (("vocab", vocab, "the candidates are names (comco72, simco18 or a file of names)"),
+                              ("n", n, "the caption set is given, not sampled")):
+        if value is not None:
+            raise BadInput(f"{param} {value!r} does not apply with captions: {why}", param=param)
+    if "claim1" in task_list:
+        raise BadInput("tasks claim1 draws its own captions; with captions use tasks tor and/or toc", param="tasks")
+    names = "comco72" if names is None else str(names)
+    name_list = read_names(names)
+    if str(captions) == "combinations":
+        objects = 3 if objects is None else objects
+        lists = combination_captions(name_list, objects)
+        source = f"combinations: every itertools.combinations of {names} ({len(name_list)} names), {objects} each"
+        tag = f"{objects}obj-combinations"
+    else:
+        if objects is not None:
+            raise BadInput(f"objects {objects} does not apply with a caption file (its lines name the objects)",
+                           param="objects")
+        lists = read_caption_file(captions, name_list)
+        source = f"file {str(Path(captions).resolve())}"
+        tag = f"file-{short_hash(str(Path(captions).resolve()))}"
+    entries = [VocabEntry(name) for name in name_list]
+    names_tag = slug(names) if names in ("comco72", "simco18") else f"names-{short_hash(str(Path(names).resolve()))}"
+
+    def run(adapter, text_transform, cache, progress, rows):
+        return evaluate_tor_sampled(adapter, vocab=names, seed=seed, tasks=task_list, text_transform=text_transform,
+                                    cache=cache, vocabulary=entries, progress=progress, rows=rows,
+                                    protocol=oscope["protocol"], captions=lists, caption_source=source,
+                                    heads=oscope["heads"])
+    stem = f"results/comco-captions-{names_tag}-{tag}/{'+'.join(task_list)}"
+    return run, stem + _oscope_suffix({"object_order": "mention", "bias_position": None, **oscope})
 
 
 def plan_bench(benchmark: str, data: str | os.PathLike, *, images: str | os.PathLike | None = None,

@@ -15,7 +15,13 @@ Column names (stable, for scripts):
 - ``comco``: ``<task>/<n>obj/pos<k>`` (conditional share: top-1 at position k among queries whose top-1 is one of
   their objects, as the paper's tables) and ``<task>/<n>obj/pos<k>/uncond``; ``claim1/<group>/<n>obj/pos<k>``;
   ``matching/<scenario>``;
-- ``attention``: ``attention/<block>/rank<r>`` (mean share of CLS attention on the object of size rank r).
+- ``attention``: ``attention/<block>/rank<r>`` (mean share of CLS attention on the object of size rank r);
+- ``comco`` with ``--protocol clip-oscope|both`` (the authors' statistics, :mod:`bindscope.evaluation.clip_oscope`):
+  ``clip-oscope/<task>/<n>obj/top<n>`` (top-n accuracy), ``.../pos<k>`` (position k given a correct top-n),
+  ``.../pos<k>/all`` (TOR: position k of the top-1 over all captions), ``.../present<k>`` (IOR: most similar
+  among the present objects), ``.../precision``, ``.../recall``, ``.../f1``, ``.../map``, ``.../ndcg``,
+  ``.../P@<k>``, ``.../R@<k>``;
+- ``toc`` / ``ioc`` (position heads): ``<task>/<n>obj/pos<k>`` (test accuracy) and ``.../majority``.
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ def result_figures(result: dict) -> dict[str, dict]:
                     out[f"{key}/uncond"] = _figure(p["unconditional"]["share"], p["unconditional"]["ci95"], False)
         for scenario, block in metrics.get("matching", {}).items():
             out[f"matching/{scenario}"] = _proportion(block["all"])
+        out.update(_oscope_figures(metrics))
     elif result["kind"] == "comco-attention":
         blocks = [(f"block{b}", v) for b, v in metrics["layers"].items()]
         if "rollout" in metrics:
@@ -75,6 +82,32 @@ def result_figures(result: dict) -> dict[str, dict]:
         for name, block in blocks:
             for r in block["all"]:
                 out[f"attention/{name}/rank{r['size_rank']}"] = _figure(r["mass"]["mean"], r["mass"]["ci95"], True)
+    return out
+
+
+def _oscope_figures(metrics: dict) -> dict[str, dict]:
+    """Columns of the clip-oscope blocks and the TOC/IOC heads of a ``comco eval`` result (module docstring)."""
+    out: dict[str, dict] = {}
+    for task, block in metrics.get("clip_oscope", {}).items():
+        for n, g in block["by_num_objects"].items():
+            key = f"clip-oscope/{task}/{n}obj"
+            out[f"{key}/top{n}"] = _figure(g["top_n_accuracy"]["value"], g["top_n_accuracy"]["ci95"], False)
+            families = (("position_given_correct_top_n", "pos{}"), ("position_of_top1", "pos{}/all"),
+                        ("most_similar_among_present", "present{}"))
+            for family, name in families:
+                for p in g.get(family, {}).get("positions", []):
+                    out[f"{key}/{name.format(p['position'])}"] = _figure(p["value"], p["ci95"], False)
+            for field, name in (("mean_precision", "precision"), ("mean_recall", "recall"), ("mean_f1", "f1"),
+                                ("map", "map"), ("ndcg", "ndcg")):
+                out[f"{key}/{name}"] = _figure(g[field]["value"], None, False)
+            for field, name in (("precision_at_k", "P@{}"), ("recall_at_k", "R@{}")):
+                for v in g[field]["values"]:
+                    out[f"{key}/{name.format(v['k'])}"] = _figure(v["value"], None, False)
+    for task in ("toc", "ioc"):
+        for n, g in metrics.get(task, {}).get("by_num_objects", {}).items():
+            for p in g["positions"]:
+                out[f"{task}/{n}obj/pos{p['position']}"] = _proportion(p["test"])
+                out[f"{task}/{n}obj/pos{p['position']}/majority"] = _proportion(p["majority_baseline"])
     return out
 
 

@@ -26,6 +26,13 @@ matching scenarios 1 and 2. Details and the project's choices are in docs/evalua
   et al., GCPR 2025) on the ``scenes`` split: binding conditional on recognition of the attribute for both
   objects, and unconditional. Part of the default tasks when the dataset stores negatives.
 
+- ``protocol="clip-oscope"`` / ``"both"``: TOR and IOR also (or only) as the authors' released scripts compute them
+  (:mod:`bindscope.evaluation.clip_oscope`, docs/clip-oscope.md: top-n accuracy with their containment tests,
+  per-position figures, P@k, R@k, MAP, NDCG), under ``metrics["clip_oscope"]``; ``bias_position`` builds the
+  matching captions as their script does, with the biased object at that position.
+- **TOC / IOC** (tasks ``toc``, ``ioc``; only when named): a linear head per position on frozen caption / image
+  embeddings (:mod:`bindscope.evaluation.position_heads`).
+
 On a COCO import (``bindscope import coco``, docs/real-data.md) the same protocols run on natural images: TOR over
 every caption (its objects = the annotated categories it mentions, in mention order), each category counted once by
 its largest instance for IOR, I2TOR and matching, and IOR against an external reference folder
@@ -45,7 +52,7 @@ from tqdm.auto import tqdm
 
 from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
 from bindscope.encoders.interface import EncoderAdapter
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_int
 from bindscope.evaluation.references import ReferenceSet
 from bindscope.evaluation.results import (
     TextTransform,
@@ -61,8 +68,11 @@ from bindscope.evaluation.stats import clustered_proportion, share, strict_top1
 from bindscope.format.reader import Dataset
 
 TASKS = ("tor", "ior", "i2tor", "matching", "binding")
-SAMPLED_TASKS = ("tor", "claim1")
-IMAGE_TASKS = ("ior", "i2tor", "matching", "binding")
+HEAD_TASKS = ("toc", "ioc")
+"""Linear position heads (:mod:`bindscope.evaluation.position_heads`); asked for by name, never a default."""
+ALL_TASKS = TASKS + HEAD_TASKS
+SAMPLED_TASKS = ("tor", "claim1", "toc")
+IMAGE_TASKS = ("ior", "i2tor", "matching", "binding", "ioc")
 JOIN = " and "
 MATCHING_INTERVALS = ("ci95 = Wilson score 95% per (image, wrong caption) pair; ci95_cluster = 95% percentile "
                       "bootstrap over images (an image's wrong captions resampled together)")
@@ -305,9 +315,14 @@ def _check_tasks(ds: Dataset, tasks: list[str], adapter: EncoderAdapter, matchin
 
 
 def _matching(embedder: Embedder, text_transform, scene_emb: np.ndarray, objects: list, ids: list[int],
-              vocab: list[str], matching_negatives: int | None, seed: int, rows: list | None):
+              vocab: list[str], matching_negatives: int | None, seed: int, rows: list | None,
+              bias_position: int | None = None, object_order: str = "mention"):
     """Image-text matching in both scenarios (:func:`matching_captions`, :func:`matching_accuracy`) on the
-    scenes with two or more objects; returns ``(metrics, texts encoded)`` and appends the per-pair rows."""
+    scenes with two or more objects; returns ``(metrics, texts encoded)`` and appends the per-pair rows. With
+    ``bias_position`` K the captions are :func:`~bindscope.evaluation.clip_oscope.matching_captions_at` (object
+    K of ``object_order`` biased) on the scenes with at least K objects."""
+    from bindscope.evaluation.clip_oscope import matching_captions_at, ordered_objects
+
     metrics, texts = {}, []
     plans = []
     for sample, sample_objects in enumerate(objects):
@@ -317,6 +332,11 @@ def _matching(embedder: Embedder, text_transform, scene_emb: np.ndarray, objects
             rng = np.random.default_rng([seed, sample])
             keep = np.sort(rng.choice(len(absent), size=matching_negatives, replace=False))
             absent = [absent[i] for i in keep]
+        if bias_position is not None:
+            names = [o.category for o in ordered_objects(sample_objects, object_order)]
+            usable_scene = len(names) >= max(2, bias_position)
+            plans.append(matching_captions_at(names, absent, bias_position) if usable_scene else None)
+            continue
         plans.append(matching_captions(sample_objects, absent) if len(sample_objects) >= 2 else None)
     usable = [i for i, p in enumerate(plans) if p is not None]
     for scenario in ("scenario_1", "scenario_2"):
@@ -360,7 +380,8 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                    text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
                    embedder: Embedder | None = None, matching_negatives: int | None = None, seed: int = 0,
                    progress: bool = True, check: bool = True, split: str | None = None,
-                   references: ReferenceSet | None = None, rows: list | None = None) -> dict:
+                   references: ReferenceSet | None = None, rows: list | None = None, protocol: str = "bindscope",
+                   object_order: str = "mention", bias_position: int | None = None, heads=None) -> dict:
     """TOR, IOR, I2TOR and matching on a ComCO/SimCO dataset or a COCO import (see the module docstring).
 
     Args:
@@ -382,7 +403,20 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
         rows: when a list is given, the per-sample output is appended: one row per caption for ``tor`` and per
             scene for ``ior`` and ``i2tor`` (see :func:`retrieval_shares`), and one per (scene, scenario, wrong
             caption) for ``matching`` (``{"task": "matching", "scenario", "sample", "correct", "wrong_caption",
-            "correct_similarity", "wrong_similarity", "passed", ...}``); ``sample`` is the scene's index.
+            "correct_similarity", "wrong_similarity", "passed", ...}``); ``sample`` is the scene's index. The
+            clip-oscope protocol adds one ``clip-oscope-tor`` / ``clip-oscope-ior`` row per query
+            (:func:`~bindscope.evaluation.clip_oscope.oscope_rows`).
+        protocol: ``bindscope`` (this module's TOR and IOR), ``clip-oscope`` (the authors' statistics,
+            :mod:`bindscope.evaluation.clip_oscope`, under ``metrics["clip_oscope"]``) or ``both``.
+        object_order: the order standing in for the authors' file name, for clip-oscope IOR, IOC and a
+            ``bias_position``: ``mention`` (caption order) or ``size`` (size rank); see
+            :func:`~bindscope.evaluation.clip_oscope.ordered_objects`.
+        bias_position: matching with the biased object at this 1-based position of ``object_order`` and the
+            authors' captions (:func:`~bindscope.evaluation.clip_oscope.matching_captions_at`); scenes with fewer
+            objects are left out (``settings["matching_scenes_without_position"]``). None: the largest object
+            (:func:`matching_captions`).
+        heads: :class:`~bindscope.evaluation.position_heads.HeadSettings` for ``toc`` / ``ioc`` (default values
+            when None).
 
     Returns:
         A result dict valid against ``eval_result`` (``kind = "comco-eval"``).
@@ -393,8 +427,16 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
         DatasetError: not a ComCO/COCO dataset, missing split, corrupt shard.
     """
     ds = open_dataset(dataset, ("comco", "coco"), "comco eval")
-    tasks = parse_tasks(default_tasks(ds) if tasks is None else tasks, TASKS)
+    from bindscope.evaluation import clip_oscope as oscope
+    from bindscope.evaluation.position_heads import IOC_SOURCE, TOC_SOURCE, HeadSettings, position_classification
+
+    tasks = parse_tasks(default_tasks(ds) if tasks is None else tasks, ALL_TASKS)
     _check_tasks(ds, tasks, adapter, matching_negatives, references)
+    oscope.check_protocol(protocol)
+    oscope.ordered_objects([], object_order)
+    if bias_position is not None:
+        check_int("bias_position", bias_position, 1)
+    heads = (heads or HeadSettings(seed=seed)).check()
     needs_images = [t for t in tasks if t in IMAGE_TASKS]
     scene_name = scene_split(ds, split)
     splits = [scene_name] + (["references"] if "references" in ds.split_names and references is None else [])
@@ -404,6 +446,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
     embedder = embedder or Embedder(adapter, cache, progress=progress)
     scenes = ds.split(scene_name)
     captions, mentions, by_rank, objects, ids, caption_ids, scene_negatives = [], [], [], [], [], [], []
+    in_order: list[list[str]] = []  # per scene, its categories in object_order (the authors' file-name order)
 
     def read_scenes():
         """One pass over the scenes: collect captions and objects, yield each image (read from disk once)."""
@@ -414,6 +457,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                 caption_ids.append(sample.index)
             distinct = distinct_by_rank(sample.objects)
             by_rank.append([o.category for o in distinct])
+            in_order.append([o.category for o in oscope.ordered_objects(distinct, object_order)])
             objects.append(distinct)
             ids.append(sample.index)
             scene_negatives.append((sample.caption, sample.negatives))
@@ -428,12 +472,19 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             for _ in read_scenes():
                 pass
         name_emb = apply_text_transform(embedder.texts(vocab), text_transform)
-        if "tor" in tasks:
+        if "tor" in tasks or "toc" in tasks:
             cap_emb = apply_text_transform(embedder.texts(captions), text_transform)
+            texts_used += captions
+        if "tor" in tasks and protocol != "clip-oscope":
             metrics["tor"] = {"candidates": len(vocab), "ordered_by": "mention position",
                               "by_num_objects": retrieval_shares(cap_emb, name_emb, vocab, mentions, rows, "tor",
                                                                  caption_ids)}
-            texts_used += captions
+        if "tor" in tasks and protocol != "bindscope":
+            sims = cap_emb @ name_emb.T
+            metrics.setdefault("clip_oscope", {})["tor"] = oscope.oscope_block(
+                sims, vocab, mentions, "tor", captions, "mention position")
+            if rows is not None:
+                oscope.oscope_rows(sims, vocab, mentions, "tor", captions, caption_ids, rows)
         if "ior" in tasks:
             if references is None:
                 refs = ds.split("references")
@@ -441,21 +492,34 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                 ref_emb = embedder.images(s.image for s in refs)
             else:
                 ref_names, ref_emb = references.prototypes(embedder)
-            metrics["ior"] = {"candidates": len(ref_names), "ordered_by": "size rank (1 = largest visible area)",
-                              "by_num_objects": retrieval_shares(scene_emb, ref_emb, ref_names, by_rank, rows,
-                                                                 "ior", ids)}
+            if protocol != "clip-oscope":
+                metrics["ior"] = {"candidates": len(ref_names), "ordered_by": "size rank (1 = largest visible area)",
+                                  "by_num_objects": retrieval_shares(scene_emb, ref_emb, ref_names, by_rank, rows,
+                                                                     "ior", ids)}
+            if protocol != "bindscope":
+                sims = scene_emb @ ref_emb.T
+                metrics.setdefault("clip_oscope", {})["ior"] = oscope.oscope_block(
+                    sims, ref_names, in_order, "ior", ordered_by=ORDER_LABELS[object_order])
+                if rows is not None:
+                    oscope.oscope_rows(sims, ref_names, in_order, "ior", None, ids, rows)
         if "i2tor" in tasks:
             metrics["i2tor"] = {"candidates": len(vocab), "ordered_by": "size rank (1 = largest visible area)",
                                 "by_num_objects": retrieval_shares(scene_emb, name_emb, vocab, by_rank, rows,
                                                                    "i2tor", ids)}
         if "matching" in tasks:
             metrics["matching"], used = _matching(embedder, text_transform, scene_emb, objects, ids, vocab,
-                                                  matching_negatives, seed, rows)
+                                                  matching_negatives, seed, rows, bias_position, object_order)
             texts_used += used
         if "binding" in tasks:
             metrics["binding"], used = _binding(embedder, text_transform, scene_emb, scene_negatives,
                                                 ds.attribute_names)
             texts_used += used
+        if "toc" in tasks:
+            metrics["toc"] = position_classification(cap_emb, mentions, vocab, captions, heads, TOC_SOURCE,
+                                                     "mention position")
+        if "ioc" in tasks:
+            metrics["ioc"] = position_classification(scene_emb, in_order, vocab, ids, heads, IOC_SOURCE,
+                                                     ORDER_LABELS[object_order])
     finally:
         embedder.flush()
     counts = encoder_counts(embedder)
@@ -467,7 +531,29 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                 "seed": seed, "comparison": "strict > (ties count as wrong)",
                 "interval": "shares: Wilson score 95% (one query per scene); matching: " + MATCHING_INTERVALS,
                 "caption_form": "dataset captions for TOR; category names joined with ' and ' for matching"}
+    settings.update(_extra_settings(protocol, object_order, tasks, heads))
+    if bias_position is not None and "matching" in tasks:
+        settings["matching_bias_position"] = bias_position
+        settings["object_order"] = object_order
+        settings["matching_captions"] = f"{oscope.REPOSITORY}: {oscope.MATCHING_SOURCE}"
+        settings["matching_scenes_without_position"] = sum(len(o) < max(2, bias_position) for o in objects)
     return envelope("comco-eval", adapter, dataset_info(ds, splits), settings, metrics, counts)
+
+
+ORDER_LABELS = {"mention": "caption mention order (unmentioned objects last)",
+                "size": "size rank (1 = largest visible area)"}
+
+
+def _extra_settings(protocol: str, object_order: str, tasks: list[str], heads) -> dict:
+    """The settings entries of the clip-oscope protocol and the position heads (none with the defaults)."""
+    out: dict = {}
+    if protocol != "bindscope":
+        out["protocol"] = protocol
+    if protocol != "bindscope" or "ioc" in tasks:
+        out["object_order"] = object_order
+    if "toc" in tasks or "ioc" in tasks:
+        out["heads"] = heads.to_dict()
+    return out
 
 
 def sample_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int) -> list[list[str]]:
@@ -514,27 +600,44 @@ def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", object
                          seed: int = 0, tasks: list[str] | str = ("tor",), text_transform: TextTransform | None = None,
                          cache: EmbeddingCache | None = None, embedder: Embedder | None = None,
                          vocabulary: list[VocabEntry] | None = None, progress: bool = True,
-                         rows: list | None = None) -> dict:
-    """TOR (and the Claim-1 test) on captions sampled from a vocabulary, without a dataset.
+                         rows: list | None = None, protocol: str = "bindscope",
+                         captions: list[list[str]] | None = None, caption_source: str = "", heads=None) -> dict:
+    """TOR (and the Claim-1 test, and TOC) on captions sampled from a vocabulary, without a dataset.
 
     Args:
         adapter: any encoder with a text tower.
         vocab: category set (``comco72``, ``simco18``, an asset folder); ignored if ``vocabulary`` is given.
         objects: objects per caption (>= 2). n: captions (per group for claim1, >= 1). seed: sampling seed.
-        tasks: ``tor`` and/or ``claim1``.
+        tasks: ``tor``, ``claim1`` and/or ``toc`` (position heads on the caption embeddings,
+            :func:`~bindscope.evaluation.position_heads.position_classification`, split by caption text).
         text_transform, cache, embedder: as in :func:`evaluate_comco`.
-        vocabulary: explicit categories (for tests and custom sets).
+        vocabulary: explicit categories (for tests, custom sets and given captions: the candidates).
         progress: tqdm bars while encoding.
         rows: when a list is given, one row per sampled caption is appended (see :func:`retrieval_shares`;
             ``task`` is ``tor``, ``claim1_large_first`` or ``claim1_small_first``, ``sample`` the caption's index).
+        protocol: ``bindscope``, ``clip-oscope`` or ``both`` for TOR (as in :func:`evaluate_comco`).
+        captions: given captions instead of sampled ones, per caption its object names in order (e.g.
+            :func:`~bindscope.evaluation.clip_oscope.combination_captions`, the authors' caption set, or
+            :func:`~bindscope.evaluation.clip_oscope.read_caption_file`); ``objects``, ``n`` and ``seed`` then do
+            not choose captions; claim1 is not allowed. caption_source: how they were made, for the settings.
+        heads: :class:`~bindscope.evaluation.position_heads.HeadSettings` for ``toc``.
 
     Returns:
         A result dict valid against ``eval_result`` (``kind = "comco-eval"``, ``dataset = null``).
 
     Raises:
-        BadInput: unknown task or set, ``objects`` < 2 or larger than the set, ``n`` < 1.
+        BadInput: unknown task or set, ``objects`` < 2 or larger than the set, ``n`` < 1, claim1 with given
+            captions, an unknown protocol.
     """
+    from bindscope.evaluation import clip_oscope as oscope
+    from bindscope.evaluation.position_heads import TOC_SOURCE, HeadSettings, position_classification
+
     tasks = parse_tasks(tasks, SAMPLED_TASKS)
+    oscope.check_protocol(protocol)
+    heads = (heads or HeadSettings(seed=seed)).check()
+    if captions is not None and "claim1" in tasks:
+        raise BadInput("tasks claim1 draws its own captions; it cannot run on given captions (use tasks tor or toc)",
+                       param="tasks")
     if objects < 2:
         raise BadInput(f"objects must be at least 2 for TOR, got {objects}", param="objects")
     if n < 1:
@@ -542,8 +645,8 @@ def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", object
     entries = vocabulary if vocabulary is not None else load_vocabulary(vocab)
     names = [v.name for v in entries]
     groups = {}
-    if "tor" in tasks:
-        groups["tor"] = sample_captions(entries, objects, n, seed)
+    if "tor" in tasks or "toc" in tasks:
+        groups["tor"] = captions if captions is not None else sample_captions(entries, objects, n, seed)
     if "claim1" in tasks:
         groups["claim1_large_first"] = claim1_captions(entries, objects, n, seed, "large")
         groups["claim1_small_first"] = claim1_captions(entries, objects, n, seed, "small")
@@ -554,15 +657,29 @@ def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", object
     try:
         name_emb = apply_text_transform(embedder.texts(names), text_transform)
         for key, lists in groups.items():
-            captions = [JOIN.join(c) for c in lists]
-            emb = apply_text_transform(embedder.texts(captions), text_transform)
+            texts = [JOIN.join(c) for c in lists]
+            emb = apply_text_transform(embedder.texts(texts), text_transform)
+            all_captions += texts
+            if key == "tor":
+                if "toc" in tasks:
+                    metrics["toc"] = position_classification(emb, lists, names, texts, heads, TOC_SOURCE,
+                                                             "mention position")
+                if "tor" not in tasks:
+                    continue
+                if protocol != "bindscope":
+                    sims = emb @ name_emb.T
+                    metrics.setdefault("clip_oscope", {})["tor"] = oscope.oscope_block(
+                        sims, names, lists, "tor", texts, "mention position")
+                    if rows is not None:
+                        oscope.oscope_rows(sims, names, lists, "tor", texts, None, rows)
+                if protocol == "clip-oscope":
+                    continue
             block = {"candidates": len(names), "ordered_by": "mention position",
                      "by_num_objects": retrieval_shares(emb, name_emb, names, lists, rows, key)}
             if key == "tor":
                 metrics["tor"] = block
             else:
                 metrics.setdefault("claim1", {})[key.removeprefix("claim1_")] = block
-            all_captions += captions
     finally:
         embedder.flush()
     counts = encoder_counts(embedder)
@@ -572,4 +689,11 @@ def evaluate_tor_sampled(adapter: EncoderAdapter, vocab: str = "comco72", object
                 "objects": objects, "n": n, "seed": seed, "order": "uniformly random (seeded), distinct categories",
                 "text_transform": transform_name(text_transform), "comparison": "strict > (ties count as wrong)",
                 "interval": "Wilson score, 95%", "caption_form": "category names joined with ' and '"}
+    if captions is not None:
+        settings.update({"captions": caption_source or "given", "n": len(captions),
+                         "order": "as given (combinations: itertools.combinations of the name list, in list order)"})
+        settings.pop("objects")
+        settings.pop("seed")
+    settings.update(_extra_settings(protocol, "mention", tasks, heads))
+    settings.pop("object_order", None)
     return envelope("comco-eval", adapter, None, settings, metrics, counts)
