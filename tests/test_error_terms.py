@@ -214,7 +214,7 @@ LIBRARY_CASES = [
      r"patch_size 0 is not allowed; use an integer >= 1 pixels", "patch_size"),
     ("train tokenizer", lambda p: _train(p, tokenizer="chars"), r"tokenizer 'chars' is not known; allowed: bpe, word",
      "tokenizer"),
-    ("train embed dim", lambda p: _train(p, embed_dim=0), r"embed_dim 0 is not allowed; use an integer >= 1",
+    ("train embed dim", lambda p: _train(p, embed_dim=0), r"embed_dim 0 is not allowed; use an integer in 1..8192",
      "embed_dim"),
     ("train eval split", lambda p: _train(p, eval_splits=["trian"]),
      r"eval_splits 'trian': data '.*madman' has no such split; it has: ood, test, train", "eval_splits"),
