@@ -401,8 +401,8 @@ def _marker_link(work: Path) -> None:
     os.symlink(work / "d" / MARKER, work / "mine" / MARKER)
 
 
-def _bomb_png(path: Path, width: int = 60000, height: int = 60000) -> None:
-    """A PNG of a few dozen bytes whose header declares ``width`` x ``height`` 1-bit pixels."""
+def bomb_png(path: Path, width: int = 60000, height: int = 60000) -> Path:
+    """A valid PNG header declaring ``width`` x ``height`` 1-bit pixels, with a token of pixel data: 90 bytes."""
     import zlib
 
     def chunk(kind: bytes, body: bytes) -> bytes:
@@ -412,6 +412,7 @@ def _bomb_png(path: Path, width: int = 60000, height: int = 60000) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
                      + chunk(b"IEND", b""))
+    return path
 
 
 def _coco_source(change: Callable[[Path], None]) -> Callable[[Path], None]:
@@ -431,7 +432,7 @@ def _edit_json(path: Path, change: Callable[[dict], None]) -> None:
 
 
 def _coco_bomb(src: Path) -> None:
-    _bomb_png(src / "images" / "000000000012.png")
+    bomb_png(src / "images" / "000000000012.png")
     _edit_json(src / "instances.json", lambda d: d["images"][2].update(width=60000, height=60000))
 
 

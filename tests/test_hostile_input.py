@@ -7,11 +7,10 @@ nothing written."""
 from __future__ import annotations
 
 import json
-import struct
-import zlib
 from pathlib import Path
 
 import pytest
+from attack_matrix import bomb_png
 from cli_support import invoke_in, snapshot
 from coco_fixture import write_coco
 from test_bench import save_image, sugarcrepe_fixture
@@ -23,18 +22,6 @@ from bindscope.io.image_input import MAX_IMAGE_PIXELS, image_size, read_rgb
 from bindscope.io.json_input import MAX_JSON_DEPTH, load_json, nesting_depth
 
 MODEL = ["--model", "ViT-B-32", "--pretrained", "none"]  # never loaded: every case fails before
-
-
-def bomb_png(path: Path, width: int = 60000, height: int = 60000) -> Path:
-    """A valid PNG header declaring ``width`` x ``height`` 1-bit pixels, with a token of pixel data: 90 bytes."""
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
-                     + chunk(b"IEND", b""))
-    return path
 
 
 def deep_json(levels: int = 100_000, key: str | None = None) -> str:
