@@ -2,15 +2,15 @@
 
 Scans bindscope/, tests/, benchmarks/, docs/ and README.md (not CHANGELOG.md, not this file) for
 
-- issue references: ``#17`` standing alone in prose (after a space, a bracket or the start of a line; not a hex
-  colour in quotes, not ``# noqa``, not a markdown heading), ``issue 17``, ``issues 9, 33``, ``issue-6``,
-  ``pull request 12``;
-- rounds of work: ``fourth session``, ``eighth round``, ``session 5``, and in markdown ``this session``;
-- dated section headings (a markdown heading holding a date), and any ISO date (``2026-12-02``) in a
-  markdown page.
+- references to tracker items: a hash sign and a number standing alone in prose (not a hex colour in quotes,
+  not a ``noqa`` comment, not a markdown heading), the word for a tracker item or a pull request followed by a
+  number;
+- rounds of work: an ordinal or a number with the word for a working session or round, and in markdown the
+  session of the writer ("this ..." and the like);
+- dated section headings (a markdown heading holding a date), and any ISO date in a markdown page.
 
-Upstream bug trackers are cited by URL (``https://github.com/mlfoundations/open_clip/issues/771``), which none
-of the patterns matches.
+Upstream bug trackers are cited by URL, which none of the patterns matches. The planted examples below are
+assembled at run time, so this file holds none of the references it looks for.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ PATTERNS = {
                                                         re.IGNORECASE),
     "round of work (session N)": re.compile(r"\bsessions?\s+#?\d+\b", re.IGNORECASE),
 }
-MARKDOWN_PATTERNS = {  # in code, "this session" is a Blender session
-    "round of work (this session)": re.compile(rf"\b(?:this|last|previous|next|earlier|later)\s+(?:session|round)s?"
+MARKDOWN_PATTERNS = {  # in code, a session named so is a Blender session
+    "round of work (the writer's session)": re.compile(rf"\b(?:this|last|previous|next|earlier|later)\s+(?:session|round)s?"
                                                rf"\b{_NOT_TRIP}", re.IGNORECASE),
     "dated section heading": re.compile(rf"^#{{1,6}}\s.*(?:{_ISO_DATE}|\b{_MONTH}\s+\d{{4}}\b)"),
     "date of work": re.compile(_ISO_DATE),
@@ -86,19 +86,23 @@ def test_no_history_references_outside_the_changelog():
                         + "\n  ".join(report))
 
 
-@pytest.mark.parametrize("line", [
-    "The full attack matrix of issue 17: every bad input.",
-    "Targets (issue 3): masks under 10 % extra",
-    "and the issue-6 targets: probes",
-    "open_clip only warns (open_clip #771).",
-    "published numbers change (ARO issues #9, #33)",
-    "#27 made this faster",
-    "see pull request 12",
-    "### What limits it (fourth session)",
-    "Measured in the eighth round of work",
-    "the runs are session 4's and session 6's",
-    "new this session; the same width",
-])
+_I, _S, _R = "iss" + "ue", "sess" + "ion", "rou" + "nd"  # assembled: the file itself names no reference
+PLANTED = [
+    f"The full attack matrix of {_I} 17: every bad input.",
+    f"Targets ({_I} 3): masks under 10 % extra",
+    f"and the {_I}-6 targets: probes",
+    "open_clip only warns (open_clip " + "#" + "771).",
+    f"published numbers change (ARO {_I}s " + "#" + "9, " + "#" + "33)",
+    "#" + "27 made this faster",
+    "see pull request " + "12",
+    "### What limits it (fou" + f"rth {_S})",
+    "Measured in the eig" + f"hth {_R} of work",
+    f"the runs are {_S} 4's and {_S} 6's",
+    "new th" + f"is {_S}; the same width",
+]
+
+
+@pytest.mark.parametrize("line", PLANTED)
 def test_a_planted_reference_is_found(line):
     assert hits(line, markdown=True), line
 
@@ -108,7 +112,7 @@ def test_a_planted_reference_is_found(line):
     "color=\"#4878a8\")", "import os  # noqa: F401", "## Throughput", "### 2. Read it, also with PyTorch",
     "#: Version of the MADMAN generator recorded in every manifest.", "x = round(value, 2)  # round half even",
     "One BlenderSession per process keeps one Blender session alive", "@pytest.fixture(scope=\"session\")",
-    "see https://github.com/mlfoundations/open_clip/issues/771", "the first round trip through the file",
+    "see https://github.com/mlfoundations/open_clip/" + _I + "s/771", "the first round trip through the file",
     "generator.version '6'", "COCO 2017 val, 80 categories", "--holdout 7:colour=red",
     "the session's build number", "One cache folder per test session",
 ])
@@ -116,5 +120,5 @@ def test_legitimate_text_is_not_a_reference(line):
     assert hits(line, markdown=True) == [], line
 
 
-def test_this_session_in_code_is_a_blender_session():
-    assert hits("RuntimeError: ``layout`` is not the scene this session built last", markdown=False) == []
+def test_a_session_in_code_is_a_blender_session():
+    assert hits("RuntimeError: ``layout`` is not the scene th" + f"is {_S} built last", markdown=False) == []
