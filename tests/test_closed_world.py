@@ -67,6 +67,7 @@ def test_verify_reports_the_shard_and_the_dataset(craft, place):
 @pytest.mark.parametrize("craft", [external_storage, external_link, virtual_dataset, huge_images],
                          ids=lambda c: c.__name__)
 def test_every_reader_refuses_it_and_reads_no_outside_byte(craft, reader, place):
+    """shared/cases/release-external-storage.md, for every reader (verify: the test above)."""
     dataset, words = craft(place)
     group, args = _readers(place)[reader]
     result = CliRunner().invoke(group, args)

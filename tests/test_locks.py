@@ -50,6 +50,7 @@ def _plant(out: Path, target: Path) -> None:
 
 @pytest.mark.parametrize("dangling", [False, True], ids=["to-a-file", "dangling"])
 def test_generate_refuses_a_lock_symlink(tmp_path, victim, dangling):
+    """shared/cases/lock-symlink.md (also for release, train and merge below)."""
     target = tmp_path / "created-outside.txt" if dangling else victim
     _plant(tmp_path / "out", target)
     result = CliRunner().invoke(madman, ["generate", "--out", str(tmp_path / "out"), "-n", "4", "--quiet"])
