@@ -24,13 +24,7 @@ from bindscope.training.model import (
 from bindscope.training.train import TrainConfig, Trainer, clip_loss
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """One intra-op thread: on a busy 2-core machine this is several times faster than two."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 TINY = ModelConfig(embed_dim=32, image_size=32, patch_size=8, vision_width=64, vision_layers=2, text_width=64,

@@ -22,12 +22,7 @@ TINY = ModelConfig(embed_dim=16, image_size=32, vision="cnn", vision_width=16, v
                    text_layers=1, head_width=16, context_length=16)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class Payload:

@@ -15,12 +15,7 @@ from bindscope.training import train as train_module
 from bindscope.training.train import TrainingDiverged, non_finite_tensor
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
