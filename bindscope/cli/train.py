@@ -97,6 +97,8 @@ def madman_train(data, out, eval_data, eval_splits, quiet, overwrite, **options)
 
     summary = train(data, out, eval_data=eval_data, eval_splits=list(eval_splits) or None, overwrite=overwrite,
                     progress=not quiet, **options)
+    if summary["rank"]:  # under torchrun, process 0 prints
+        return
     if summary["resumed_from"]:
         click.echo(f"resumed {out} at step {summary['resumed_from']} of {summary['steps']}", err=True)
     click.echo(format_result_table(summary["result"]))

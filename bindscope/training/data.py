@@ -94,15 +94,22 @@ class BatchSource:
     preprocess_images`), ``texts`` ``(B + M, context_length)`` int64 (the B captions, then M hard negatives),
     ``num_captions`` = B, ``indices`` ``(B,)`` int64 sample indices, ``negatives`` the M hard-negative texts,
     ``negative_of`` ``(M,)`` int64 (the batch position each negative belongs to), ``truncated`` the number of
-    texts longer than the context.
+    texts longer than the context (in the whole global batch), ``negative_counts`` every rank's M.
+
+    Under data-parallel training (``world_size`` N > 1) the item is rank ``rank``'s part of the global batch:
+    the contiguous slice ``[rank B/N, (rank+1) B/N)`` of its samples and the hard negatives of those samples
+    (the negatives are drawn for the whole global batch first, so every rank's choice is the one-process one);
+    ``num_captions`` is then B/N and ``negative_of`` counts from the slice's start.
 
     Args:
         data: the split in memory. batch_size, seed: see :func:`batch_indices`.
         model: the :class:`~bindscope.training.model.ModelConfig` (image size, tokenizer, context length).
         hard_negatives: binding negatives per sample appended to the texts (0 = none).
+        rank, world_size: this process's part (``batch_size`` divides by ``world_size``).
     """
 
-    def __init__(self, data: TrainingData, batch_size: int, seed: int, model, hard_negatives: int = 0):
+    def __init__(self, data: TrainingData, batch_size: int, seed: int, model, hard_negatives: int = 0,
+                 rank: int = 0, world_size: int = 1):
         import torch
 
         from bindscope.training.model import make_tokenizer
@@ -115,6 +122,10 @@ class BatchSource:
         self.seed = seed
         self.image_size = model.image_size
         self.hard_negatives = hard_negatives
+        if batch_size % world_size or not 0 <= rank < world_size:
+            raise BadInput(f"batch_size {batch_size} does not split into {world_size} equal parts "
+                           f"(rank {rank})", param="batch_size")
+        self.rank, self.world_size = rank, world_size
         self.images = torch.from_numpy(data.images)
         tokenizer = make_tokenizer(model)
         self.caption_tokens = tokenizer(data.captions)
@@ -141,14 +152,21 @@ class BatchSource:
                     chosen.extend(self.negative_start[i] + j for j in sorted(rng.choice(size, size=k, replace=False)))
                     owner.extend([position] * k)
         chosen = np.asarray(chosen, dtype=np.int64)
+        owner = np.asarray(owner, dtype=np.int64)
+        truncated = int(self.caption_truncated[indices].sum()) + int(self.negative_truncated[chosen].sum()
+                                                                     if len(chosen) else 0)
+        part = self.batch_size // self.world_size
+        counts = np.bincount(owner // part, minlength=self.world_size).tolist()
+        if self.world_size > 1:  # this rank's slice of the global batch
+            mine = owner // part == self.rank
+            indices, chosen, owner = indices[self.rank * part:(self.rank + 1) * part], chosen[mine], owner[mine]
+            owner = owner - self.rank * part
         tokens = self.caption_tokens[indices]
-        truncated = int(self.caption_truncated[indices].sum())
         negatives = []
         if len(chosen):
             tokens = torch.cat([tokens, self.negative_tokens[chosen]])
-            truncated += int(self.negative_truncated[chosen].sum())
             negatives = [self.negative_texts[j] for j in chosen]
         return {"images": preprocess_images(self.images[indices], self.image_size),
                 "texts": tokens, "num_captions": len(indices), "indices": torch.from_numpy(indices),
-                "negatives": negatives, "negative_of": torch.tensor(owner, dtype=torch.long),
-                "truncated": truncated}
+                "negatives": negatives, "negative_of": torch.from_numpy(owner),
+                "negative_counts": counts, "truncated": truncated}

@@ -57,9 +57,9 @@ from bindscope.training.checkpoint import (  # RUN: run.json; KEPT: OUT/checkpoi
     autocast_dtype,
     check_tensors,
     read_weights_file,
-    resolve_device,
     save_atomic,
 )
+from bindscope.training import distributed
 from bindscope.training.model import VISION_TOWERS, WORD_SPECIALS, ModelConfig
 from bindscope.training.options import (
     DEFAULTS,
@@ -473,15 +473,31 @@ class Trainer:
     """
 
     def __init__(self, config: TrainConfig, overwrite: bool = False, progress: bool = True):
+        config.validate()
+        world = distributed.world_from_env()
+        distributed.check_world(config.batch_size, config.device, world[1])
+        self.group = distributed.Group()
+        self.group = distributed.start(config.device, world)  # under torchrun: this process's rank; see there
+        try:
+            self._init(config, overwrite, progress)
+            self.group.agree()
+        except BaseException as exc:
+            try:
+                if isinstance(exc, Exception) and self.group.active and not getattr(exc, "reported", False):
+                    self.group.agree(error=exc)  # the other ranks raise too
+            finally:
+                self.close()
+            raise
+
+    def _init(self, config: TrainConfig, overwrite: bool, progress: bool) -> None:
         import torch
 
         from bindscope.training.data import BatchSource, load_split
         from bindscope.training.model import build_model, build_vocabulary
 
-        config.validate()
         if config.threads:
             torch.set_num_threads(config.threads)
-        self.device = resolve_device(config.device)
+        self.device = self.group.device
         self._dtype = autocast_dtype(config.precision, self.device)
         param = "eval_data" if config.eval_data is not None else "data"
         if config.eval_data is None:
@@ -505,18 +521,19 @@ class Trainer:
         with Dataset(config.eval_data) as eval_data:  # a bad evaluation shard is refused before training
             eval_data.check(config.eval_splits)
         self.config = config
-        self.progress = progress
+        self.progress = progress and self.group.rank == 0
         self.out = Path(config.out)
         self.data = load_split(config.data, config.split)
         if config.model.tokenizer == "word" and not config.model.vocabulary:
             texts = self.data.captions + [n for pool in self.data.hard_negatives for n in pool]
             config = replace(config, model=replace(config.model, vocabulary=build_vocabulary(texts)))
             self.config = config
-        self.source = BatchSource(self.data, config.batch_size, config.seed, config.model, config.hard_negatives)
+        self.source = BatchSource(self.data, config.batch_size, config.seed, config.model, config.hard_negatives,
+                                  self.group.rank, self.group.world_size)
         self.data_manifest_sha = load_manifest(config.data)["config_sha256"]
         run_record = {"config": self._config_dict(), "identity": config.identity(),
                       "data_config_sha256": self.data_manifest_sha}
-        self.resumed = self._prepare_out(run_record, overwrite)
+        self.resumed = self._prepare_out_once(run_record, overwrite)
 
         torch.manual_seed(config.seed)
         self.model = build_model(config.model).to(self.device)
@@ -537,10 +554,26 @@ class Trainer:
                 self.close()
                 raise
         self._saved_step = self.step
-        self._interrupted = False
+        self._interrupted = self._stop_agreed = False
         self._trim_log()
 
     # ----------------------------------------------------------------- run folder
+    def _prepare_out_once(self, record: dict, overwrite: bool) -> bool:
+        """:meth:`_prepare_out` on rank 0 only (the one that writes); every rank learns whether the run resumes,
+        or stops with rank 0's error."""
+        if not self.group.active:
+            return self._prepare_out(record, overwrite)
+        self.group.agree()  # every rank read its datasets and settings
+        resumed, error = False, None
+        if self.group.rank == 0:
+            try:
+                resumed = self._prepare_out(record, overwrite)
+            except Exception as exc:
+                error = exc
+        else:
+            self.out = resolve_output(self.out)
+        return bool(self.group.agree(int(resumed), error)[0])
+
     def _config_dict(self) -> dict:
         data = asdict(self.config)
         data["data"] = str(Path(self.config.data))
@@ -598,10 +631,14 @@ class Trainer:
         return decision == "resume"
 
     def close(self) -> None:
-        """Release the run folder's lock (done by :meth:`run` when it ends); idempotent."""
+        """Release the run folder's lock and leave the process group (done by :meth:`run` when it ends);
+        idempotent."""
         lock, self._lock = getattr(self, "_lock", None), None
         if lock is not None:
             lock.__exit__(None, None, None)
+        group = getattr(self, "group", None)
+        if group is not None:
+            group.close()
 
     def __del__(self) -> None:
         self.close()
@@ -630,8 +667,11 @@ class Trainer:
         self.step = blob["step"]
 
     def save_checkpoint(self) -> None:
-        """Write ``checkpoint.pt`` atomically with the current step and every state (between optimiser steps)."""
+        """Write ``checkpoint.pt`` atomically with the current step and every state (between optimiser steps);
+        rank 0 only (every rank holds the same states)."""
         self._saved_step = self.step
+        if self.group.rank:
+            return
         save_atomic({"format": CHECKPOINT_FORMAT, "version": 1, "step": self.step,
                      "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                      "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
@@ -641,13 +681,15 @@ class Trainer:
     def _trim_log(self) -> None:
         """Drop log lines from steps after the checkpoint (they will be redone)."""
         log = self.out / LOG
-        if not log.is_file():
+        if self.group.rank or not log.is_file():
             return
         kept = [line for line in log.read_text().splitlines()
                 if line.strip() and json.loads(line).get("step", 0) <= self.step]
         write_text_atomic(log, "".join(line + "\n" for line in kept))
 
     def _log(self, record: dict) -> None:
+        if self.group.rank:
+            return
         fd = os.open(self.out / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # never a link
         with os.fdopen(fd, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, sort_keys=True) + "\n")
@@ -673,15 +715,22 @@ class Trainer:
         images = batch["images"].to(self.device, non_blocking=True)
         texts = batch["texts"].to(self.device, non_blocking=True)
         with torch.autocast(device_type, dtype=self._dtype, enabled=self._dtype is not None):
-            image_features = self.model.encode_image(images, normalize=True)
-            text_features = self.model.encode_text(texts, normalize=True)
-            loss = clip_loss(image_features.float(), text_features.float(), self.model.logit_scale.exp(),
-                             batch["num_captions"])
+            image_features = self.model.encode_image(images, normalize=True).float()
+            text_features = self.model.encode_text(texts, normalize=True).float()
+            num_captions = batch["num_captions"]
+            if self.group.active:  # the global batch's features from every rank, with gradient
+                image_features, text_features = self.group.gather_features(
+                    image_features, text_features[:num_captions], text_features[num_captions:],
+                    batch["negative_counts"])
+                num_captions *= self.group.world_size
+            loss = clip_loss(image_features, text_features, self.model.logit_scale.exp(), num_captions)
         value = float(loss.detach())
         if not math.isfinite(value):
             raise TrainingDiverged(self.step + 1, "the loss", value, self._saved_step, self.config.lr)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
+        if self.group.active:  # the mean over ranks, as DistributedDataParallel; carries any rank's stop request
+            self._stop_agreed = self.group.average_gradients(list(self.model.parameters()), self._interrupted)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
@@ -734,7 +783,7 @@ class Trainer:
         last_loss = float("nan")
         bar = tqdm(total=config.steps, initial=start, unit="step", desc=f"train {self.out.name}",
                    disable=not self.progress)
-        self._interrupted = False
+        self._interrupted = self._stop_agreed = False
         previous = self._catch_sigint()
         try:
             tick, cpu_tick = time.perf_counter(), time.process_time()
@@ -746,7 +795,7 @@ class Trainer:
                 interval_seconds += now - tick
                 losses.append(last_loss)
                 truncated += batch["truncated"]
-                interval_images += batch["num_captions"]
+                interval_images += batch["num_captions"] * self.group.world_size
                 if self.step % config.log_every == 0 or self.step == config.steps:
                     speed = interval_images / max(interval_seconds, 1e-9)
                     self._log({"step": self.step, "loss": last_loss, "loss_mean": float(np.mean(losses)),
@@ -758,7 +807,8 @@ class Trainer:
                 bar.update(1)
                 if self.step % config.checkpoint_every == 0 or self.step == config.steps:
                     self.save_checkpoint()
-                if config.eval_every and self.step % config.eval_every == 0 and self.step < config.steps:
+                if (config.eval_every and self.step % config.eval_every == 0 and self.step < config.steps
+                        and self.group.rank == 0):  # the other ranks wait in the next step's gather
                     if config.keep_checkpoints:
                         self.save_model(self.out / KEPT / f"step-{self.step:07d}.pt")
                     self._log({"step": self.step, "eval": binding_summary(self._evaluate())})
@@ -767,34 +817,45 @@ class Trainer:
                         callback(self, last_loss)
                     except KeyboardInterrupt:  # raised between two steps: stop as on Ctrl-C
                         self._interrupted = True
-                if self._interrupted:
+                if self._stop_requested():
                     self._stop()
                 tick, cpu_tick = time.perf_counter(), time.process_time()
-            if self._interrupted:  # Ctrl-C after the last step
+            self._stop_agreed = self.group.any(self._interrupted)
+            if self._stop_requested():  # Ctrl-C after the last step
                 self._stop()
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             bar.close()
         return self._finish(start, train_seconds, cpu_seconds, last_loss, truncated)
 
-    def _catch_sigint(self):
+    def _catch_sigint(self) -> dict:
         """In the main thread: make Ctrl-C (SIGINT) only set a flag that the training loop reads after the step
         under way (so a checkpoint never holds weights ahead of the optimiser state or the step count); a
-        second Ctrl-C interrupts at once, without a checkpoint. Returns the previous handler (None elsewhere)."""
+        second Ctrl-C interrupts at once, without a checkpoint. Under several processes SIGINT and SIGTERM
+        (which torchrun forwards to every process, and may send twice) only ever set the flag, and every rank
+        stops after the same step (the flag travels with the gradients). Returns the previous handlers."""
         if threading.current_thread() is not threading.main_thread():
-            return None
+            return {}
 
         def on_sigint(signum, frame):
             self._interrupted = True
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            if not self.group.active:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
 
-        return signal.signal(signal.SIGINT, on_sigint)
+        signals = distributed.STOP_SIGNALS if self.group.active else (signal.SIGINT,)
+        return {signum: signal.signal(signum, on_sigint) for signum in signals}
+
+    def _stop_requested(self) -> bool:
+        """A stop after this step: this process's Ctrl-C, or under several processes any rank's."""
+        return self._stop_agreed if self.group.active else self._interrupted
 
     def _stop(self):
-        """Checkpoint the finished step (unless it is saved already), then raise KeyboardInterrupt."""
+        """Checkpoint the finished step (unless it is saved already; rank 0), then raise KeyboardInterrupt on
+        every rank, once the checkpoint is written."""
         if self.step != self._saved_step:
             self.save_checkpoint()
+        self.group.barrier()
         raise KeyboardInterrupt
 
     def _evaluate(self, pretrained: str = "in-memory") -> dict:
@@ -812,17 +873,22 @@ class Trainer:
     def _finish(self, start: int, train_seconds: float, cpu_seconds: float, last_loss: float,
                 truncated: int) -> dict:
         config = self.config
-        self.save_model(self.out / MODEL)
         result_path = self.out / RESULT
-        if result_path.is_file():
+        if self.group.rank == 0:
+            self.save_model(self.out / MODEL)
+            if result_path.is_file():
+                result = json.loads(result_path.read_text())
+            else:
+                result = self._evaluate(str(self.out / MODEL))
+                write_text_atomic(result_path, canonical_json(result))
+                self._log({"step": self.step, "eval": binding_summary(result)})
+        self.group.barrier()  # the other ranks read rank 0's result
+        if self.group.rank:
             result = json.loads(result_path.read_text())
-        else:
-            result = self._evaluate(str(self.out / MODEL))
-            write_text_atomic(result_path, canonical_json(result))
-            self._log({"step": self.step, "eval": binding_summary(result)})
         steps_done = self.step - start
         return {"steps": self.step, "resumed_from": start, "train_seconds": train_seconds, "cpu_seconds": cpu_seconds,
                 "steps_per_s": steps_done / train_seconds if train_seconds else None,
                 "images_per_s": steps_done * config.batch_size / train_seconds if train_seconds else None,
                 "final_loss": last_loss, "truncated_captions": truncated, "result": result,
+                "rank": self.group.rank, "processes": self.group.world_size,
                 "files": {name: str(self.out / name) for name in (RUN, CHECKPOINT, MODEL, LOG, RESULT)}}
