@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/train_engines.py [--steps 40] [--batch-size 32] [--image-size 64] [--threads 1]
-        [--skip 5] [--keep DIR] [-- MADMAN-TRAIN-MODEL-OPTIONS ...]
+        [--skip 5] [--keep DIR] [--processes 2] [-- MADMAN-TRAIN-MODEL-OPTIONS ...]
 
 In one run, on this machine:
 
@@ -16,6 +16,9 @@ In one run, on this machine:
    of the same samples: ``--precision fp32 --workers 0 --log-every-n-steps 1 --aug-cfg scale='(1.0, 1.0)'``
    (no random crop, as madman train), the number of samples from the export's ``sizes.json``; the per-step wall times are its ``Batch (t)`` figures (1 ms resolution,
    tar reading, PNG decoding and tokenising included);
+4b. with ``--processes N`` (N > 1): the same ``madman train`` under ``python -m torch.distributed.run
+   --standalone --nproc_per_node N`` (gloo, the same global batch; process 0's ``log.jsonl``), and its loss at
+   the last step beside the one-process loss;
 5. prints the machine (platform, CPU count, load average before and after), the median ms/step of each engine
    with the first ``--skip`` steps left out, and the ratio open_clip_train / madman train; and, as a check that
    depends less on other load on the machine, the mean process CPU time per step (all threads) of each: madman
@@ -89,6 +92,8 @@ def main() -> None:
                              "mostly OpenMP threads waiting for a core)")
     parser.add_argument("--skip", type=int, default=5, help="first steps left out of the medians (warm-up)")
     parser.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="also time madman train under torchrun with this many gloo processes (> 1)")
     parser.add_argument("model_options", nargs="*", help="madman train model options, after --")
     args = parser.parse_args()
 
@@ -120,6 +125,20 @@ def main() -> None:
         elapsed = [r["elapsed_s"] for r in log if "loss" in r]
         madman_steps = [b - a for a, b in zip([0.0] + elapsed, elapsed)]
         model = json.loads((run / "run.json").read_text())["config"]["model"]
+
+        ddp = None
+        if args.processes > 1:
+            launcher = work / "madman_cli.py"
+            launcher.write_text("from bindscope.cli.main import madman\nmadman()\n")
+            ddp_run = work / "run-ddp"
+            ddp_args = [python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                        str(args.processes), str(launcher), *train_args[3:]]
+            ddp_args[ddp_args.index(str(run))] = str(ddp_run)
+            _, ddp_wall = _run(ddp_args, env, "madman train under torchrun")
+            ddp_log = [json.loads(line) for line in (ddp_run / "log.jsonl").read_text().splitlines()]
+            ddp_elapsed = [r["elapsed_s"] for r in ddp_log if "loss" in r]
+            ddp = ([b - a for a, b in zip([0.0] + ddp_elapsed, ddp_elapsed)], ddp_wall,
+                   [r for r in ddp_log if "loss" in r][-1], [r for r in log if "loss" in r][-1])
 
         config = work / "bs-bench.json"
         exported = bindscope_export(python, env, ["open-clip-config", str(run), "--out", str(config)])
@@ -163,6 +182,12 @@ def main() -> None:
               f"min {1000 * min(oc_steps[args.skip:]):.1f}, max {1000 * max(oc_steps[args.skip:]):.1f}); "
               f"process wall {oc_wall:.1f} s")
         print(f"ratio open_clip_train / madman train: {oc_ms / madman_ms:.2f} (median wall ms/step)")
+        if ddp is not None:
+            steps, wall, last, single = ddp
+            print(f"madman train, {args.processes} processes (torchrun, gloo): median "
+                  f"{_median_ms(steps, args.skip):8.1f} ms/step wall; process 0's CPU "
+                  f"{1000 * last['cpu_s'] / args.steps:.1f} ms/step; process wall {wall:.1f} s; loss at step "
+                  f"{last['step']} {last['loss']:.6f} (one process: {single['loss']:.6f})")
         print(f"process CPU time per step, mean over all {args.steps} steps (all threads; less sensitive to other "
               f"load): madman train {1000 * madman_cpu / args.steps:.1f} ms, open_clip_train "
               f"{1000 * oc_cpu / args.steps:.1f} ms (its epoch: {oc_epoch_wall:.1f} s wall); ratio "
