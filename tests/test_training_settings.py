@@ -56,11 +56,12 @@ def test_model_and_train_configs_default_to_the_table():
     for key in ("batch_size", "steps", "lr", "weight_decay", "warmup_steps", "seed", "precision", "device", "workers",
                 "threads", "checkpoint_every", "log_every", "eval_every", "keep_checkpoints"):
         assert getattr(config, key) == DEFAULTS[key], key
-    assert config.hard_negatives == 0 and config.eval_batch_size == EVAL_BATCH_SIZE == 256
+    assert config.negatives == "none" and config.negatives_per_sample == 1
+    assert config.split is None and config.eval_tasks is None and config.eval_batch_size == EVAL_BATCH_SIZE == 256
     built = build_train_config("d", "o", None, None, canvas=96)
     assert built == TrainConfig(data="d", out="o", model=ModelConfig(image_size=96))
-    negclip = build_train_config("d", "o", None, None, canvas=96, hard_negatives=True, hard_negatives_per_sample=3)
-    assert negclip.hard_negatives == 3
+    negclip = build_train_config("d", "o", None, None, canvas=96, negatives="stored", negatives_per_sample=3)
+    assert (negclip.negatives, negclip.negatives_per_sample) == ("stored", 3)
 
 
 def _class_defaults(module, class_name: str) -> dict[str, ast.expr]:

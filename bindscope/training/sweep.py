@@ -208,7 +208,7 @@ class Sweep:
         from tqdm.auto import tqdm
 
         from bindscope.generators.madman.generator import load_source
-        from bindscope.training.train import binding_summary
+        from bindscope.training.evaluation import binding_summary
 
         if source is None:
             source = load_source(self.config.mnist_root, False, self.eval_config["digits"]["eval_fraction"])
