@@ -73,11 +73,11 @@ def _class_defaults(module, class_name: str) -> dict[str, ast.expr]:
 @pytest.mark.parametrize("module, class_name", [(model_module, "ModelConfig"), (train_module, "TrainConfig")])
 def test_no_default_is_written_a_second_time(module, class_name):
     """The configs' defaults are names from the table, never literals of their own (besides the empty
-    vocabulary and the training split)."""
+    vocabulary and the unresolved data and evaluation choices)."""
     literals = {name: ast.literal_eval(value) for name, value in _class_defaults(module, class_name).items()
                 if isinstance(value, ast.Constant | ast.Tuple)}
     assert literals == ({"vocabulary": ()} if class_name == "ModelConfig" else
-                        {"eval_data": None, "eval_splits": None, "split": "train"})
+                        {"eval_data": None, "eval_splits": None, "eval_tasks": None, "split": None})
 
 
 def test_the_cli_training_options_write_no_default_of_their_own():

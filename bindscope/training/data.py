@@ -15,10 +15,12 @@ Hard negatives (NegCLIP: Yuksekgonul et al., ICLR 2023; the MADMAN paper's basel
 - ``"stored"``: for each sample of the batch that has binding negatives (its caption with one attribute's values
   swapped between two objects: MADMAN, ComCO rendered with ``--attributes``), ``k`` of them (chosen with
   ``numpy.random.default_rng([seed, s, 1])``) are appended to the batch's texts.
-- ``"shuffled"``: for each sample, ``k`` captions made from its own caption by the NegCLIP recipe
-  (:func:`bindscope.text.negatives.shuffled_negative`, with the dataset's lexicon as the tagger), the ``j``-th
-  seeded by ``(seed, s, sample index, j)``; a caption the recipe cannot change (one noun, no two attribute
-  words) adds none.
+- ``"shuffled"``: for each sample, up to ``k`` distinct captions made from its own caption by the NegCLIP /
+  ARO recipe ``shuffle_nouns_and_adj`` (:func:`bindscope.text.negatives.shuffled_negative`: its nouns shuffled
+  among themselves and its adjectives among themselves, every other word and the punctuation in place), tagged
+  by :func:`bindscope.text.negatives.lexicon_tagger` with the dataset's lexicon, the ``j``-th seeded by
+  ``(seed, s, sample index, j)``. A caption the recipe cannot change (fewer than two different nouns and fewer
+  than two different attribute words, e.g. a one-object ComCO caption) adds none.
 
 They are extra candidates for the image->text loss only (see :func:`bindscope.training.train.clip_loss`).
 """
@@ -31,9 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bindscope.errors import BadInput
+from bindscope.training.options import NEGATIVES
 
-NEGATIVE_MODES = ("none", "stored", "shuffled")
-"""``negatives=``: no hard negatives, the dataset's stored binding negatives, or shuffled captions."""
 CAPTION_ATTRIBUTES = {"madman": None, "comco": "config", "coco": ()}
 """Per generator, the object attributes whose values are words of the captions (the lexicon's attribute words):
 MADMAN all of them (None), ComCO those of its manifest's ``config.attributes`` (``comco render --attributes``),
@@ -153,8 +154,8 @@ def check_negatives(data: TrainingData, mode: str) -> None:
     """Raise BadInput unless ``negatives=mode`` can train on ``data``: ``stored`` needs samples with binding
     negatives; ``shuffled`` needs a lexicon with nouns or attribute words (checked before anything is written).
     """
-    if mode not in NEGATIVE_MODES:
-        raise BadInput(f"negatives {mode!r} is not known; allowed: {', '.join(NEGATIVE_MODES)}", param="negatives")
+    if mode not in NEGATIVES:
+        raise BadInput(f"negatives {mode!r} is not known; allowed: {', '.join(NEGATIVES)}", param="negatives")
     if mode == "stored" and not any(data.hard_negatives):
         raise BadInput(f"negatives 'stored': split {data.split!r} of {data.source!r} ({data.generator}) stores no "
                        "binding negatives (MADMAN datasets and ComCO scenes rendered with attributes do); use "
@@ -177,12 +178,6 @@ def batch_indices(step: int, num_samples: int, batch_size: int, seed: int) -> np
     epoch, within = divmod(step, per_epoch)
     order = np.random.default_rng([seed, epoch]).permutation(num_samples)
     return order[within * batch_size:(within + 1) * batch_size]
-
-
-def shuffle_seed(seed: int, step: int, index: int, j: int) -> int:
-    """The seed of the ``j``-th shuffled negative of sample ``index`` in batch ``step``: a 32-bit integer drawn
-    by ``numpy.random.SeedSequence([seed, step, index, j])`` (so any step is made alone, as resume needs)."""
-    return int(np.random.SeedSequence([seed, step, index, j]).generate_state(1)[0])
 
 
 class BatchSource:
@@ -214,8 +209,8 @@ class BatchSource:
 
         if hard_negatives < 0:
             raise BadInput(f"hard negatives per sample must be >= 0, got {hard_negatives}")
-        if mode not in NEGATIVE_MODES[1:]:
-            raise BadInput(f"negatives {mode!r} is not known; allowed: {', '.join(NEGATIVE_MODES)}",
+        if mode not in NEGATIVES[1:]:
+            raise BadInput(f"negatives {mode!r} is not known; allowed: {', '.join(NEGATIVES)}",
                            param="negatives")
         batch_indices(0, len(data), batch_size, seed)  # validates the batch size
         self.data = data
@@ -245,7 +240,7 @@ class BatchSource:
 
         caption, out = self.data.captions[index], []
         for j in range(self.hard_negatives):
-            text = shuffled_negative(caption, shuffle_seed(self.seed, step, index, j), tagger=self.tagger)
+            text = shuffled_negative(caption, (self.seed, step, index, j), tagger=self.tagger)
             if text is not None and text != caption and text not in out:
                 out.append(text)
         return out

@@ -97,8 +97,9 @@ HELP: dict = {
     "warmup_steps": "Linear warm-up steps, then cosine decay to 0.",
     "negatives": "NegCLIP hard negatives, extra image->text candidates: none; stored: the dataset's binding "
                  "negatives (attribute values swapped between two objects: MADMAN, ComCO rendered with "
-                 "--attributes); shuffled: made from each caption by swapping two of its nouns or two of its "
-                 "attribute words (the dataset's category names and attribute values), seeded.",
+                 "--attributes); shuffled: each caption with its nouns shuffled among themselves and its attribute "
+                 "words among themselves (NegCLIP's recipe; nouns and attribute words from the dataset's category "
+                 "names and attribute values), seeded.",
     "negatives_per_sample": "Hard negatives added per sample with --negatives stored|shuffled.",
     "seed": "Seeds weights, batch order, hard-negative choice.",
     "device": DEVICE_GRAMMAR + ".",

@@ -62,7 +62,6 @@ from bindscope.training.checkpoint import (  # RUN: run.json; KEPT: OUT/checkpoi
     resolve_device,
     save_atomic,
 )
-from bindscope.training.data import NEGATIVE_MODES
 from bindscope.training.evaluation import eval_summary, evaluate_run
 from bindscope.training.model import VISION_TOWERS, WORD_SPECIALS, ModelConfig
 from bindscope.training.options import (
@@ -70,6 +69,7 @@ from bindscope.training.options import (
     EVAL_BATCH_SIZE,
     LR_RANGE,
     MODEL_KEYS,
+    NEGATIVES,
     SETTINGS,
     WEIGHT_DECAY_RANGE,
 )
@@ -162,8 +162,8 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise BadInput(f"{name} must be an integer >= {low}, got {value!r}", param=name)
-        if self.negatives not in NEGATIVE_MODES:
-            raise BadInput(f"negatives {self.negatives!r} is not known; allowed: {', '.join(NEGATIVE_MODES)}",
+        if self.negatives not in NEGATIVES:
+            raise BadInput(f"negatives {self.negatives!r} is not known; allowed: {', '.join(NEGATIVES)}",
                            param="negatives")
         low, high = LR_RANGE
         if not (_is_real(self.lr) and low < self.lr <= high):
