@@ -11,7 +11,6 @@ Example (a notebook)::
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
 from bindscope.errors import BadInput, name_list
 from bindscope.io.ownership import check_output_location
@@ -66,6 +65,6 @@ def train(data: str | os.PathLike, out: str | os.PathLike, *, split: str | None 
     if split is not None and not isinstance(split, str):
         raise BadInput(f"split {split!r} is not allowed; give a split name", param="split")
     config = build_train_config(str(data), str(out), None if eval_data is None else str(eval_data),
-                                name_list("eval_splits", eval_splits) or None, **options)
-    config = replace(config, split=split, eval_tasks=name_list("eval_tasks", eval_tasks) or None)
+                                name_list("eval_splits", eval_splits) or None, split=split,
+                                eval_tasks=name_list("eval_tasks", eval_tasks) or None, **options)
     return Trainer(config, overwrite=overwrite, progress=progress).run()

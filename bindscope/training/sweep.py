@@ -148,7 +148,7 @@ class Sweep:
                 options["seed"] = seed
                 self.train_configs[(value, seed)] = build_train_config(
                     str(self.data_dir(value)), str(self.run_dir(value, seed)), str(self.eval_dir),
-                    None, canvas=int(base["image_size"]), **options)
+                    None, canvas=int(base["image_size"]), split="train", **options)
 
     @property
     def eval_dir(self) -> Path:

@@ -180,13 +180,15 @@ class TrainConfig:
 
 
 def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: list[str] | None,
-                       canvas: int | None = None, **options):
+                       canvas: int | None = None, split: str | None = None, eval_tasks: list[str] | None = None,
+                       **options):
     """A validated :class:`TrainConfig` from option values (the keys of ``madman train``'s options; a key left
     out takes its value from :data:`bindscope.training.options.DEFAULTS`).
 
     Args:
         canvas: the training images' side in pixels, used for the default ``image_size``; read from the
             dataset's manifest when None.
+        split / eval_tasks: :attr:`TrainConfig.split` and :attr:`TrainConfig.eval_tasks`.
 
     Raises:
         BadInput: a bad value (named), or a dataset that cannot be read.
@@ -203,8 +205,8 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         image_size = max(step, side - side % step)
     model = ModelConfig(image_size=image_size, **{key: options[key] for key in MODEL_KEYS})
     config = TrainConfig(
-        data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, model=model,
-        **{key: options[key] for key in _RUN_KEYS})
+        data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, eval_tasks=eval_tasks, split=split,
+        model=model, **{key: options[key] for key in _RUN_KEYS})
     config.validate()
     return config
 
