@@ -219,3 +219,27 @@ def test_train_on_coco_and_evaluate_on_simco(coco, simco, tmp_path):
     result = summary["result"]
     assert result["dataset"]["generator"] == "comco" and list(result["metrics"]) == ["tor", "binding"]
     assert summary["result"]["model"]["pretrained"] == str(tmp_path / "run" / "model.pt")
+
+
+def test_madman_lexicon_and_shuffled_negatives(tmp_path):
+    from tiny_madman import tiny_madman
+
+    from bindscope.build.builder import build_dataset
+    from bindscope.format.reader import Dataset
+
+    build_dataset(tiny_madman(splits={"train": 24, "test": 4, "ood": 2}), tmp_path / "madman", progress=False)
+    data = load_split(tmp_path / "madman")
+    with Dataset(tmp_path / "madman") as ds:
+        objects = [o for sample in ds.split("train") for o in sample.objects]
+        names = ds.attribute_names
+    assert set(data.lexicon.nouns) == {o.category for o in objects} and set(data.lexicon.nouns) <= set("0123456789")
+    assert set(data.lexicon.adjectives) == {o.attributes[a] for o in objects for a in names}
+    source = BatchSource(data, 8, seed=1, model=WORDS_MODEL, hard_negatives=1, mode="shuffled")
+    made = 0
+    for step in range(3):
+        batch = source[step]
+        for owner, text in zip(batch["negative_of"].tolist(), batch["negatives"]):
+            caption = data.captions[int(batch["indices"][owner])]
+            assert text != caption and sorted(text.split()) == sorted(caption.split())  # "tilted-left" is one word
+            made += 1
+    assert made > 0
