@@ -83,7 +83,7 @@ def train_flags(args) -> list[str]:
              "--seed", args.seed, "--threads", args.threads, "--device", args.device, "--log-every", 50,
              "--checkpoint-every", 500, "--eval-every", args.eval_every, "--quiet"]
     if args.hard_negatives:
-        flags += ["--hard-negatives", "--hard-negatives-per-sample", args.hard_negatives]
+        flags += ["--negatives", "stored", "--negatives-per-sample", args.hard_negatives]
     return [str(f) for f in flags]
 
 

@@ -9,7 +9,8 @@ import pytest
 from bindscope.cli.main import bindscope, comco, madman
 from bindscope.errors import DEVICE_GRAMMAR
 
-RETIRED = {"--progress", "--no-progress", "--workers", "--processes", "--license", "--num", "--resume", "--source"}
+RETIRED = {"--progress", "--no-progress", "--workers", "--processes", "--license", "--num", "--resume", "--source",
+           "--hard-negatives", "--hard-negatives-per-sample"}
 
 
 def _commands(group: click.Group, path: str):
@@ -27,8 +28,8 @@ OPTIONS = [(path, option) for path, command in COMMANDS for option in command.pa
 
 
 def test_every_command_is_walked():
-    assert len(COMMANDS) == 26
-    assert {"madman generate", "comco render", "comco assets fetch", "bindscope labclip fit",
+    assert len(COMMANDS) == 27
+    assert {"madman generate", "comco render", "comco assets fetch", "bindscope labclip fit", "bindscope train",
             "bindscope import coco", "bindscope export webdataset",
             "bindscope export open-clip-config"} <= {path for path, _ in COMMANDS}
 

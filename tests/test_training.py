@@ -180,7 +180,7 @@ def uninterrupted(ideal_data, tmp_path_factory, request):
             snapshot["rng"] = torch.get_rng_state().clone()
 
     model = MODELS[request.param]
-    trainer = Trainer(tiny_config(ideal_data, out, steps=8, hard_negatives=1, model=model), progress=False)
+    trainer = Trainer(tiny_config(ideal_data, out, steps=8, negatives="stored", model=model), progress=False)
     summary = trainer.run(callback=record)
     return {"out": out, "losses": losses, "snapshot": snapshot, "summary": summary, "trainer": trainer,
             "model": model}
@@ -206,7 +206,7 @@ def test_training_lowers_the_loss(ideal_data, tmp_path, vision, tokenizer):
 
 
 def test_resume_continues_with_the_same_state_and_losses(ideal_data, uninterrupted, tmp_path):
-    config = tiny_config(ideal_data, tmp_path / "run", steps=8, hard_negatives=1, model=uninterrupted["model"])
+    config = tiny_config(ideal_data, tmp_path / "run", steps=8, negatives="stored", model=uninterrupted["model"])
 
     def interrupt(trainer, loss):
         if trainer.step == 4:  # a checkpoint was written at step 4 (checkpoint_every=4)
@@ -347,18 +347,19 @@ def test_cli_train_end_to_end_then_rerun_prints_the_finished_result(ideal_data, 
     args = ["train", str(ideal_data), "--out", str(out), "--embed-dim", "16", "--image-size", "32",
             "--vision-width", "32", "--vision-layers", "1", "--text-width", "32", "--text-layers", "1",
             "--batch-size", "16", "--steps", "3", "--warmup", "1", "--device", "cpu", "--quiet",
-            "--hard-negatives"]
+            "--negatives", "stored"]
     first = CliRunner().invoke(madman, args)
     assert first.exit_code == 0, first.output
     assert "binding" in first.output and "steps/s" in first.output
     assert {p.name for p in out.iterdir()} == {".bindscope.json", "run.json", "checkpoint.pt", "model.pt", "log.jsonl",
                                                "result.json"}
     run = json.loads((out / "run.json").read_text())
-    assert run["config"]["hard_negatives"] == 1 and run["config"]["model"]["embed_dim"] == 16
+    assert run["config"]["negatives"] == "stored" and run["config"]["negatives_per_sample"] == 1
+    assert run["config"]["split"] == "train" and run["config"]["model"]["embed_dim"] == 16
     again = CliRunner().invoke(madman, args)
     assert again.exit_code == 0 and "steps/s" not in again.output and "binding" in again.output
-    changed = CliRunner().invoke(madman, args[:-1] + ["--seed", "1"])
-    assert changed.exit_code == 2 and "holds another run (different hard_negatives, seed)" in changed.output
+    changed = CliRunner().invoke(madman, args[:-2] + ["--seed", "1"])
+    assert changed.exit_code == 2 and "holds another run (different negatives, seed)" in changed.output
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -35,7 +35,7 @@ def _args(data: Path, out: Path) -> list[str]:
     return ["train", str(data), "--out", str(out), "--embed-dim", "16", "--image-size", "32", "--vision", "cnn",
             "--vision-width", "16", "--vision-layers", "1", "--text-width", "32", "--text-layers", "1",
             "--head-width", "16", "--tokenizer", "word", "--context-length", "16", "--batch-size", "4",
-            "--steps", str(STEPS), "--warmup", "2", "--lr", "3e-3", "--hard-negatives", "--threads", "1",
+            "--steps", str(STEPS), "--warmup", "2", "--lr", "3e-3", "--negatives", "stored", "--threads", "1",
             "--checkpoint-every", "100", "--log-every", "1", "--device", "cpu", "--quiet"]
 
 

@@ -56,11 +56,12 @@ def test_model_and_train_configs_default_to_the_table():
     for key in ("batch_size", "steps", "lr", "weight_decay", "warmup_steps", "seed", "precision", "device", "workers",
                 "threads", "checkpoint_every", "log_every", "eval_every", "keep_checkpoints"):
         assert getattr(config, key) == DEFAULTS[key], key
-    assert config.hard_negatives == 0 and config.eval_batch_size == EVAL_BATCH_SIZE == 256
+    assert config.negatives == "none" and config.negatives_per_sample == 1
+    assert config.split is None and config.eval_tasks is None and config.eval_batch_size == EVAL_BATCH_SIZE == 256
     built = build_train_config("d", "o", None, None, canvas=96)
     assert built == TrainConfig(data="d", out="o", model=ModelConfig(image_size=96))
-    negclip = build_train_config("d", "o", None, None, canvas=96, hard_negatives=True, hard_negatives_per_sample=3)
-    assert negclip.hard_negatives == 3
+    negclip = build_train_config("d", "o", None, None, canvas=96, negatives="stored", negatives_per_sample=3)
+    assert (negclip.negatives, negclip.negatives_per_sample) == ("stored", 3)
 
 
 def _class_defaults(module, class_name: str) -> dict[str, ast.expr]:
@@ -72,11 +73,11 @@ def _class_defaults(module, class_name: str) -> dict[str, ast.expr]:
 @pytest.mark.parametrize("module, class_name", [(model_module, "ModelConfig"), (train_module, "TrainConfig")])
 def test_no_default_is_written_a_second_time(module, class_name):
     """The configs' defaults are names from the table, never literals of their own (besides the empty
-    vocabulary and the training split)."""
+    vocabulary and the unresolved data and evaluation choices)."""
     literals = {name: ast.literal_eval(value) for name, value in _class_defaults(module, class_name).items()
                 if isinstance(value, ast.Constant | ast.Tuple)}
     assert literals == ({"vocabulary": ()} if class_name == "ModelConfig" else
-                        {"eval_data": None, "eval_splits": None, "split": "train"})
+                        {"eval_data": None, "eval_splits": None, "eval_tasks": None, "split": None})
 
 
 def test_the_cli_training_options_write_no_default_of_their_own():

@@ -14,7 +14,7 @@ from bindscope.training.sweep import SweepConfig, run_sweep
 
 TRAIN = dict(embed_dim=16, image_size=32, vision="vit", vision_width=32, vision_layers=1, patch_size=8,
              text_width=32, text_layers=1, context_length=32, batch_size=16, steps=3, lr=1e-3, weight_decay=0.1,
-             warmup_steps=1, hard_negatives=False, hard_negatives_per_sample=1, seed=0, device="cpu",
+             warmup_steps=1, negatives="none", negatives_per_sample=1, seed=0, device="cpu",
              precision="fp32", workers=0, threads=1, checkpoint_every=100, log_every=1, eval_every=0)
 
 

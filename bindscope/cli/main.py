@@ -86,7 +86,8 @@ def comco():
 @click.group(cls=Group)
 @click.version_option(__version__, prog_name="bindscope")
 def bindscope():
-    """bindscope: dataset tools (verify, release, merge, import, export), analyses and alignment (probe, LABCLIP)."""
+    """bindscope: dataset tools (verify, release, merge, import, export), training, analyses and alignment (probe,
+    LABCLIP)."""
 
 
 # Every command, in one place. The command modules import nothing heavy at import time (torch, bpy, h5py and
@@ -110,7 +111,7 @@ COMMANDS = {
             evaluate.comco_attention],
     bindscope: [dataset.bindscope_verify, dataset.bindscope_release, dataset.bindscope_merge, align.bindscope_probe,
                 align.bindscope_labclip, importers.bindscope_import, evaluate.bindscope_caption_bias,
-                evaluate.bindscope_bench, evaluate.bindscope_collect, export.bindscope_export],
+                evaluate.bindscope_bench, evaluate.bindscope_collect, export.bindscope_export, train.bindscope_train],
 }
 for _group, _commands in COMMANDS.items():
     for _command in _commands:

@@ -1,4 +1,5 @@
-"""``madman train`` and ``madman sweep`` (click). torch and open_clip are imported inside the commands."""
+"""``bindscope train`` (and its MADMAN spelling ``madman train``) and ``madman sweep`` (click). torch and open_clip
+are imported inside the commands."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import click
 
 from bindscope.cli.types import DEVICE, FiniteFloat
 from bindscope.errors import PRECISIONS
-from bindscope.training.options import DEFAULTS, HELP, LR_RANGE, TOKENIZERS, VISION_TOWERS, WEIGHT_DECAY_RANGE
+from bindscope.training.options import (
+    DEFAULTS,
+    HELP,
+    LR_RANGE,
+    NEGATIVES,
+    TOKENIZERS,
+    VISION_TOWERS,
+    WEIGHT_DECAY_RANGE,
+)
 
 
 def _option(flag: str, name: str, type=None, **extra):
@@ -41,8 +50,8 @@ def training_options(func):
         _option("--lr", "lr", FiniteFloat(min=LR_RANGE[0], max=LR_RANGE[1], min_open=True)),
         _option("--weight-decay", "weight_decay", FiniteFloat(min=WEIGHT_DECAY_RANGE[0], max=WEIGHT_DECAY_RANGE[1])),
         _option("--warmup", "warmup_steps", int),
-        _option("--hard-negatives", "hard_negatives", is_flag=True),
-        _option("--hard-negatives-per-sample", "hard_negatives_per_sample", int),
+        _option("--negatives", "negatives", click.Choice(NEGATIVES)),
+        _option("--negatives-per-sample", "negatives_per_sample", int),
         _option("--seed", "seed", int),
         _option("--device", "device", DEVICE),
         _option("--precision", "precision", click.Choice(PRECISIONS)),
@@ -74,34 +83,19 @@ def format_result_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-@click.command("train")
-@click.argument("data", type=click.Path(path_type=str))
-@click.option("--out", required=True, type=click.Path(path_type=str),
-              help="Run folder (checkpoints, log.jsonl, model.pt, result.json).")
-@click.option("--eval", "eval_data", type=click.Path(path_type=str), default=None,
-              help="MADMAN dataset to evaluate on [default: DATA].")
-@click.option("--eval-split", "eval_splits", multiple=True,
-              help="Evaluation split (repeatable) [default: test and ood where present].")
-@training_options
-@click.option("--overwrite", is_flag=True, help="Replace a different run in --out.")
-def madman_train(data, out, eval_data, eval_splits, quiet, overwrite, **options):
-    """Train a small CLIP from scratch on the MADMAN dataset DATA (its "train" split).
-
-    The model is an open_clip CLIP (small ViT or ResNet image tower, small text transformer) trained with
-    open_clip's contrastive loss; --hard-negatives adds NegCLIP-style attribute-swapped captions. Repeating
-    the same command resumes an interrupted run from its last checkpoint; a finished run only prints its
-    result. The final model is evaluated (recognition and binding per attribute) into OUT/result.json;
-    OUT/model.pt loads in `madman eval --model OUT/model.pt`.
-    """
+def _train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrite, options) -> None:
+    """Run :func:`bindscope.train` and print its summary (the body of both train commands)."""
+    from bindscope.evaluation.report import format_result
     from bindscope.training.api import train
 
-    summary = train(data, out, eval_data=eval_data, eval_splits=list(eval_splits) or None, overwrite=overwrite,
-                    progress=not quiet, **options)
+    summary = train(data, out, split=split, eval_data=eval_data, eval_splits=list(eval_splits) or None,
+                    eval_tasks=eval_tasks, overwrite=overwrite, progress=not quiet, **options)
     if summary["rank"]:  # under torchrun, process 0 prints
         return
     if summary["resumed_from"]:
         click.echo(f"resumed {out} at step {summary['resumed_from']} of {summary['steps']}", err=True)
-    click.echo(format_result_table(summary["result"]))
+    result = summary["result"]
+    click.echo(format_result_table(result) if result["kind"] == "madman-eval" else format_result(result))
     if summary["steps_per_s"]:
         click.echo(f"trained steps {summary['resumed_from']}..{summary['steps']} in "
                    f"{summary['train_seconds']:.1f} s: {summary['steps_per_s']:.2f} steps/s, "
@@ -110,6 +104,61 @@ def madman_train(data, out, eval_data, eval_splits, quiet, overwrite, **options)
         click.echo(f"warning: {summary['truncated_captions']} training texts exceeded the context length "
                    f"{options['context_length']} and were truncated", err=True)
     click.echo(f"model: {summary['files']['model.pt']}  result: {summary['files']['result.json']}")
+
+
+def _train_options(func):
+    """The options of ``bindscope train`` and ``madman train`` (the same call, the same run folder)."""
+    options = [
+        click.argument("data", type=click.Path(path_type=str)),
+        click.option("--out", required=True, type=click.Path(path_type=str),
+                     help="Run folder (checkpoints, log.jsonl, model.pt, result.json)."),
+        click.option("--split", default=None,
+                     help="Split trained on [default: train, else scenes (ComCO), else the dataset's only split, "
+                          "e.g. val2017 of a COCO import]."),
+        click.option("--eval", "eval_data", type=click.Path(path_type=str), default=None,
+                     help="Dataset evaluated on: MADMAN (recognition and binding), ComCO / SimCO or a COCO import "
+                          "(TOR, IOR, I2TOR, matching, binding) [default: DATA]."),
+        click.option("--eval-split", "eval_splits", multiple=True,
+                     help="Evaluation split (repeatable) [default: MADMAN test and ood where present; ComCO / COCO "
+                          "one split of scenes: scenes or the only split]."),
+        click.option("--eval-tasks", "eval_tasks", default=None,
+                     help="ComCO / COCO evaluation tasks, comma-separated, of tor,ior,i2tor,matching,binding "
+                          "[default: those `comco eval` runs on the --eval dataset]."),
+        training_options,
+        click.option("--overwrite", is_flag=True, help="Replace a different run in --out."),
+    ]
+    return functools.reduce(lambda f, option: option(f), reversed(options), func)
+
+
+@click.command("train")
+@_train_options
+def bindscope_train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrite, **options):
+    """Train a small CLIP from scratch on DATA: any bindscope dataset with captions (MADMAN, ComCO / SimCO with
+    or without attributes, a COCO import).
+
+    The model is an open_clip CLIP (small ViT or ResNet image tower, small text transformer, image size from
+    the dataset) trained with open_clip's contrastive loss; --negatives stored adds the dataset's binding
+    negatives, --negatives shuffled NegCLIP negatives made from each caption. Repeating the same command
+    resumes an interrupted run from its last checkpoint; a finished run only prints its result. The final
+    model is evaluated on --eval into OUT/result.json (the result `madman eval` or `comco eval` gives);
+    OUT/model.pt loads in `madman eval --model OUT/model.pt` and `comco eval --model OUT/model.pt`.
+    """
+    _train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrite, options)
+
+
+@click.command("train")
+@_train_options
+def madman_train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrite, **options):
+    """Train a small CLIP from scratch on the MADMAN dataset DATA (its "train" split): `bindscope train`,
+    spelt for MADMAN (the same options and run folder; it also trains on ComCO / SimCO and COCO imports).
+
+    The model is an open_clip CLIP (small ViT or ResNet image tower, small text transformer) trained with
+    open_clip's contrastive loss; --negatives stored adds NegCLIP-style attribute-swapped captions. Repeating
+    the same command resumes an interrupted run from its last checkpoint; a finished run only prints its
+    result. The final model is evaluated (recognition and binding per attribute) into OUT/result.json;
+    OUT/model.pt loads in `madman eval --model OUT/model.pt`.
+    """
+    _train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrite, options)
 
 @click.command("sweep")
 @click.option("--property", "property", required=True,

@@ -328,9 +328,13 @@ class ShardReader:
         except ValueError as exc:
             raise self._fail("specs", f"sample {local} is not JSON ({exc})") from None
 
+    def spec(self, local: int) -> dict:
+        """The plan (``Sample.spec``, a JSON object) of the shard's ``local``-th sample, without reading pixels."""
+        return self._spec(local, self._specs[local])
+
     def sample(self, local: int) -> Sample:
         """The shard's ``local``-th sample (0 <= local < count)."""
-        spec = self._spec(local, self._specs[local])
+        spec = self.spec(local)
         return Sample(index=self.first_index + local, image=self.image(local), mask=self.mask(local),
                       caption=self.captions[local], objects=self.objects(local),
                       negatives=self.negatives(local), spec=spec,

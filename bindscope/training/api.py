@@ -1,10 +1,11 @@
-"""``bindscope.train``: the library call behind ``madman train``.
+"""``bindscope.train``: the library call behind ``bindscope train`` and ``madman train``.
 
 Example (a notebook)::
 
     import bindscope
-    summary = bindscope.train("data/madman", "runs/clip", steps=500, hard_negatives=True)
+    summary = bindscope.train("data/madman", "runs/clip", steps=500, negatives="stored")
     summary["result"]["metrics"]["splits"]["test"]["binding"], summary["files"]["model.pt"]
+    bindscope.train("data/simco", "runs/simco", eval_data="data/simco-eval", negatives="shuffled")
 """
 
 from __future__ import annotations
@@ -16,23 +17,31 @@ from bindscope.io.ownership import check_output_location
 from bindscope.training.options import DEFAULTS
 
 
-def train(data: str | os.PathLike, out: str | os.PathLike, *, eval_data: str | os.PathLike | None = None,
-          eval_splits: list[str] | None = None, overwrite: bool = False, progress: bool = True, **options) -> dict:
-    """Train a small CLIP from scratch on the ``train`` split of the MADMAN dataset ``data`` into the run
-    folder ``out`` (docs/training.md); repeating the call resumes an interrupted run, a finished run returns
-    its summary.
+def train(data: str | os.PathLike, out: str | os.PathLike, *, split: str | None = None,
+          eval_data: str | os.PathLike | None = None, eval_splits: list[str] | str | None = None,
+          eval_tasks: list[str] | str | None = None, overwrite: bool = False, progress: bool = True,
+          **options) -> dict:
+    """Train a small CLIP from scratch on a split of the dataset ``data`` (any bindscope dataset with captions:
+    MADMAN, ComCO / SimCO with or without attributes, a COCO import) into the run folder ``out``
+    (docs/training.md); repeating the call resumes an interrupted run, a finished run returns its summary.
 
     Args:
-        data: MADMAN dataset folder. out: run folder (checkpoints, log.jsonl, model.pt, result.json).
-        eval_data / eval_splits: dataset and splits (a list or one name) of the final evaluation (default:
-            ``data``; test and ood).
+        data: dataset folder. split: its split trained on (default ``train``, else ComCO's ``scenes``, else the
+            only split, e.g. a COCO import's ``val2017``). out: run folder (checkpoints, log.jsonl, model.pt,
+            result.json).
+        eval_data / eval_splits / eval_tasks: dataset, splits (a list or one name) and tasks of the evaluations
+            (default ``data``): a MADMAN dataset is scored for recognition and binding on its test and ood
+            splits; a ComCO dataset or COCO import on one split of scenes with ``comco eval``'s tasks (TOR, IOR
+            with a references split, I2TOR, matching, binding with attributes; ``eval_tasks`` a list or a
+            comma-separated string); see :mod:`bindscope.training.evaluation`.
         overwrite: replace a different run in ``out``. progress: tqdm bar on stderr.
         **options: any key of :data:`DEFAULTS` (the table :class:`bindscope.training.options.TrainSettings`;
             model: ``embed_dim``, ``image_size`` (pixels, None: the canvas rounded to the patch size), ``vision``
             ``"vit"|"resnet"|"cnn"``, widths and layers, ``patch_size``, ``head_width``, ``tokenizer``
             ``"bpe"|"word"``, ``context_length``; optimisation: ``batch_size``, ``steps``, ``lr`` (in (0, 10]),
-            ``weight_decay`` (in [0, 10]), ``warmup_steps``, ``hard_negatives`` (NegCLIP),
-            ``hard_negatives_per_sample``, ``seed``; runtime: ``device``, ``precision``, ``workers``, ``threads``,
+            ``weight_decay`` (in [0, 10]), ``warmup_steps``, ``negatives`` (NegCLIP hard negatives:
+            ``"none"``, ``"stored"`` (the dataset's binding negatives), ``"shuffled"`` (made from each caption)),
+            ``negatives_per_sample``, ``seed``; runtime: ``device``, ``precision``, ``workers``, ``threads``,
             ``checkpoint_every``, ``log_every``, ``eval_every``, ``keep_checkpoints``).
 
     Returns:
@@ -40,8 +49,9 @@ def train(data: str | os.PathLike, out: str | os.PathLike, *, eval_data: str | o
         evaluation result dict), ``files`` (name -> path), ...; see :meth:`bindscope.training.train.Trainer.run`).
 
     Raises:
-        BadInput: an unknown option or a bad value (named), an unreadable dataset, an unusable ``out``; all
-            before training starts.
+        BadInput: an unknown option or a bad value (named), an unreadable dataset or split, an evaluation the
+            evaluation module cannot run, ``negatives="stored"`` on a split without binding negatives, an
+            unusable ``out``; all before anything is written.
     """
     from bindscope.training.train import Trainer, build_train_config
 
@@ -50,6 +60,11 @@ def train(data: str | os.PathLike, out: str | os.PathLike, *, eval_data: str | o
         raise BadInput(f"unknown training option(s) {', '.join(unknown)}; allowed: {', '.join(DEFAULTS)}",
                        param=unknown[0])
     check_output_location("out", out)
+    if isinstance(eval_tasks, str):
+        eval_tasks = [t.strip() for t in eval_tasks.split(",") if t.strip()]
+    if split is not None and not isinstance(split, str):
+        raise BadInput(f"split {split!r} is not allowed; give a split name", param="split")
     config = build_train_config(str(data), str(out), None if eval_data is None else str(eval_data),
-                                name_list("eval_splits", eval_splits) or None, **options)
+                                name_list("eval_splits", eval_splits) or None, split=split,
+                                eval_tasks=name_list("eval_tasks", eval_tasks) or None, **options)
     return Trainer(config, overwrite=overwrite, progress=progress).run()

@@ -6,7 +6,7 @@ with embedding sizes 32-256 and batch sizes 16-256. This module builds such a mo
 CNN ``open_clip.modified_resnet.ModifiedResNet``; or :func:`build_conv_tower`, a light CNN for CPU training) and a
 small causal text transformer. Text is tokenised with open_clip's CLIP BPE tokenizer
 (``open_clip.tokenizer.SimpleTokenizer``, vocabulary 49,408) or, with ``tokenizer="word"``, by
-:class:`WordTokenizer`: one token per whitespace-separated word of a vocabulary built from the training captions
+:class:`WordTokenizer`: one token per word (:func:`caption_words`) of a vocabulary built from the training captions
 (MADMAN captions with the default value sets use 32 words, so the text tower's embedding table shrinks from
 49,408 rows to 36).
 Nothing here is pretrained.
@@ -20,6 +20,7 @@ the very attributes (rotation, size, colour) the captions describe.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -225,13 +226,27 @@ class Tokenizer:
         return [len(self._tokenizer.encode(t)) + 2 > self.context_length for t in texts]
 
 
+WORD_PATTERN = re.compile(r"[^\W_]+(?:['\-_][^\W_]+)*|[^\w\s]|_")
+"""A word of the word tokenizer: letters and digits, joined by inner hyphens, apostrophes or underscores
+(``tilted-left``, ``man's``), or one punctuation mark (``.``, ``,``)."""
+
+
+def caption_words(text: str) -> list[str]:
+    """The words of ``text`` for the word tokenizer: lowercased, split on whitespace and before and after
+    punctuation (``"A man with his dog."`` -> ``["a", "man", "with", "his", "dog", "."]``), so a caption's last
+    word is the same word as elsewhere. Text without punctuation (MADMAN and ComCO captions) splits exactly on
+    whitespace."""
+    return WORD_PATTERN.findall(text.lower())
+
+
 def build_vocabulary(texts) -> tuple[str, ...]:
-    """The sorted distinct words (lowercased, split on whitespace) of ``texts``: a word tokenizer's vocabulary."""
-    return tuple(sorted({word for text in texts for word in text.lower().split()}))
+    """The sorted distinct words (:func:`caption_words`) of ``texts``: a word tokenizer's vocabulary, from any
+    dataset's captions."""
+    return tuple(sorted({word for text in texts for word in caption_words(text)}))
 
 
 class WordTokenizer:
-    """One token per whitespace-separated word, from a fixed vocabulary (``ModelConfig(tokenizer="word")``).
+    """One token per word (:func:`caption_words`), from a fixed vocabulary (``ModelConfig(tokenizer="word")``).
 
     Token ids: 0 padding, 1 unknown word, 2 start, ``3 + i`` for ``vocabulary[i]``, and the end token
     ``len(vocabulary) + 3``, the largest id (open_clip's text tower pools at each row's largest id). Text is
@@ -254,7 +269,7 @@ class WordTokenizer:
 
         tokens = torch.zeros((len(texts), self.context_length), dtype=torch.long)
         for row, text in enumerate(texts):
-            ids = [self.ids.get(word, 1) for word in text.lower().split()]
+            ids = [self.ids.get(word, 1) for word in caption_words(text)]
             self.unknown += ids.count(1)
             if len(ids) + 2 > self.context_length:
                 self.truncated += 1
@@ -264,7 +279,7 @@ class WordTokenizer:
 
     def is_truncated(self, texts: list[str]) -> list[bool]:
         """Per text: True when start + words + end exceed the context."""
-        return [len(t.split()) + 2 > self.context_length for t in texts]
+        return [len(caption_words(t)) + 2 > self.context_length for t in texts]
 
     def decode(self, tokens) -> list[str]:
         """Token id rows back to text (the words between start and end; unknown words as ``<unk>``)."""

@@ -14,6 +14,7 @@ from bindscope.errors import DEVICE_GRAMMAR
 
 VISION_TOWERS = ("vit", "resnet", "cnn")  # madman train --vision
 TOKENIZERS = ("bpe", "word")  # madman train --tokenizer
+NEGATIVES = ("none", "stored", "shuffled")  # bindscope train --negatives
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,8 @@ class TrainSettings:
     lr: float = 1e-3
     weight_decay: float = 0.1
     warmup_steps: int = 100
-    hard_negatives: bool = False
-    hard_negatives_per_sample: int = 1
+    negatives: str = "none"
+    negatives_per_sample: int = 1
     seed: int = 0
     # runtime and bookkeeping
     device: str = "auto"
@@ -94,9 +95,12 @@ HELP: dict = {
     "lr": "Peak learning rate (AdamW).",
     "weight_decay": "AdamW weight decay.",
     "warmup_steps": "Linear warm-up steps, then cosine decay to 0.",
-    "hard_negatives": "NegCLIP: add each sample's attribute-swapped (binding) captions to the batch as extra "
-                      "image->text negatives.",
-    "hard_negatives_per_sample": "Binding negatives added per sample with --hard-negatives.",
+    "negatives": "NegCLIP hard negatives, extra image->text candidates: none; stored: the dataset's binding "
+                 "negatives (attribute values swapped between two objects: MADMAN, ComCO rendered with "
+                 "--attributes); shuffled: each caption with its nouns shuffled among themselves and its attribute "
+                 "words among themselves (NegCLIP's recipe; nouns and attribute words from the dataset's category "
+                 "names and attribute values), seeded.",
+    "negatives_per_sample": "Hard negatives added per sample with --negatives stored|shuffled.",
     "seed": "Seeds weights, batch order, hard-negative choice.",
     "device": DEVICE_GRAMMAR + ".",
     "precision": "Autocast precision (fp16 needs CUDA).",

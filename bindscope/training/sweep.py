@@ -148,7 +148,7 @@ class Sweep:
                 options["seed"] = seed
                 self.train_configs[(value, seed)] = build_train_config(
                     str(self.data_dir(value)), str(self.run_dir(value, seed)), str(self.eval_dir),
-                    None, canvas=int(base["image_size"]), **options)
+                    None, canvas=int(base["image_size"]), split="train", **options)
 
     @property
     def eval_dir(self) -> Path:
@@ -208,7 +208,7 @@ class Sweep:
         from tqdm.auto import tqdm
 
         from bindscope.generators.madman.generator import load_source
-        from bindscope.training.train import binding_summary
+        from bindscope.training.evaluation import binding_summary
 
         if source is None:
             source = load_source(self.config.mnist_root, False, self.eval_config["digits"]["eval_fraction"])

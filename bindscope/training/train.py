@@ -1,9 +1,11 @@
-"""``madman train``: train a small CLIP from scratch on a MADMAN dataset (Gurung et al., GCPR 2025, section 2).
+"""``bindscope train`` / ``madman train``: train a small CLIP from scratch on any bindscope dataset with captions
+(MADMAN, ComCO / SimCO, COCO imports; the MADMAN study's model: Gurung et al., GCPR 2025, section 2).
 
 Objective: open_clip's symmetric contrastive loss (``open_clip.loss.ClipLoss``: mean of image->text and
 text->image cross-entropy over the batch, logits = ``exp(logit_scale) * cos``). With hard negatives (NegCLIP,
 Yuksekgonul et al., ICLR 2023) the M attribute-swapped captions are appended to the B captions as extra
-image->text candidates: ``loss = (CE(L_it[B, B+M], arange(B)) + CE(L_ti[B, B], arange(B))) / 2`` (the
+image->text candidates (:mod:`bindscope.training.data`: the dataset's stored binding negatives or shuffled
+captions): ``loss = (CE(L_it[B, B+M], arange(B)) + CE(L_ti[B, B], arange(B))) / 2`` (the
 text->image term ranks images for the B true captions only). Optimiser: AdamW (no weight decay on
 biases, norms, 1-D parameters and the logit scale, as in open_clip's training), learning rate warmed up
 linearly over ``warmup_steps`` and then cosine-decayed to 0 at ``steps``; ``logit_scale`` clamped to
@@ -12,7 +14,7 @@ linearly over ``warmup_steps`` and then cosine-decayed to 0 at ``steps``; ``logi
 A run folder holds ``run.json`` (the resolved config), ``checkpoint.pt`` (full state, atomic), ``log.jsonl``
 (one JSON object per line: training lines with ``step, loss, loss_mean, lr, logit_scale, images_per_s,
 elapsed_s, cpu_s``; evaluation lines with ``step`` and ``eval``), ``model.pt`` (final weights) and ``result.json``
-(the evaluation module's result for the final model). Repeating the command resumes from ``checkpoint.pt``
+(the evaluation module's result for the final model, :mod:`bindscope.training.evaluation`). Repeating the command resumes from ``checkpoint.pt``
 and the continued run equals an uninterrupted one (batches are a pure function of seed and step; model,
 optimizer, scheduler, grad scaler and RNG states are restored).
 """
@@ -60,12 +62,14 @@ from bindscope.training.checkpoint import (  # RUN: run.json; KEPT: OUT/checkpoi
     save_atomic,
 )
 from bindscope.training import distributed
+from bindscope.training.evaluation import eval_summary, evaluate_run
 from bindscope.training.model import VISION_TOWERS, WORD_SPECIALS, ModelConfig
 from bindscope.training.options import (
     DEFAULTS,
     EVAL_BATCH_SIZE,
     LR_RANGE,
     MODEL_KEYS,
+    NEGATIVES,
     SETTINGS,
     WEIGHT_DECAY_RANGE,
 )
@@ -74,14 +78,11 @@ RUN_KIND = "train-run"  # the ownership marker's kind (see bindscope.io.ownershi
 VOCAB = "vocab.json"
 LOG = "log.jsonl"
 RESULT = "result.json"
-# Config fields whose parameter of :func:`bindscope.train` has another name.
-_PARAMS = {"hard_negatives": "hard_negatives_per_sample"}
-# Options that are TrainConfig fields as they are (the model's go to ModelConfig; hard_negatives is a count here).
-_RUN_KEYS = tuple(key for key in DEFAULTS if key not in
-                  (*MODEL_KEYS, "image_size", "hard_negatives", "hard_negatives_per_sample"))
+# Options that are TrainConfig fields as they are (the model's go to ModelConfig).
+_RUN_KEYS = tuple(key for key in DEFAULTS if key not in (*MODEL_KEYS, "image_size"))
 # Config keys that change the training trajectory: a resumed run must match them.
-_IDENTITY_KEYS = ("split", "batch_size", "steps", "lr", "weight_decay", "warmup_steps", "hard_negatives", "seed",
-                  "precision", "model")
+_IDENTITY_KEYS = ("split", "batch_size", "steps", "lr", "weight_decay", "warmup_steps", "negatives",
+                  "negatives_per_sample", "seed", "precision", "model")
 
 
 def _is_real(value) -> bool:
@@ -93,21 +94,27 @@ def _is_real(value) -> bool:
 
 @dataclass
 class TrainConfig:
-    """Settings of one ``madman train`` run (CLI flag names in brackets; defaults from
+    """Settings of one ``bindscope train`` run (CLI flag names in brackets; defaults from
     :class:`bindscope.training.options.TrainSettings`).
 
     Attributes:
-        data: training dataset folder [DATA]; its ``split`` split is used (default ``"train"``).
+        data: training dataset folder [DATA]: MADMAN, ComCO / SimCO or a COCO import.
+        split: its split trained on [--split]; None: ``train``, else ``scenes``, else the only split
+            (:func:`bindscope.training.data.training_split`; the trainer stores the resolved name).
         out: run folder [--out].
         eval_data: evaluation dataset folder [--eval]; default ``data``. Evaluated on ``eval_splits``.
-        eval_splits: splits to evaluate; default: those of ``"test"`` and ``"ood"`` that exist.
+        eval_splits: splits to evaluate [--eval-split]; MADMAN default: those of ``"test"`` and ``"ood"`` that
+            exist; ComCO / COCO: one split of scenes (default ``scenes`` or the only split).
+        eval_tasks: ComCO / COCO evaluation tasks [--eval-tasks] (default: those ``comco eval`` runs on the
+            dataset; :mod:`bindscope.training.evaluation`).
         model: the architecture (:class:`ModelConfig`) [--embed-dim, --image-size, --vision, ...].
         batch_size: images per step B [--batch-size] (the paper: 16-256).
         steps: optimiser steps [--steps].
         lr: peak learning rate [--lr]; weight_decay: AdamW decoupled weight decay [--weight-decay].
         warmup_steps: linear warm-up steps [--warmup]; capped at ``steps``.
-        hard_negatives: binding negatives added per sample (0 = plain CLIP) [--hard-negatives gives 1,
-            --hard-negatives-per-sample K].
+        negatives: NegCLIP hard negatives [--negatives]: ``"none"`` (plain CLIP), ``"stored"`` (the dataset's
+            binding negatives) or ``"shuffled"`` (made from each caption; :mod:`bindscope.training.data`).
+        negatives_per_sample: hard negatives added per sample [--negatives-per-sample].
         seed: seeds weights, batch order and hard-negative choice [--seed].
         precision: ``fp32`` | ``bf16`` | ``fp16`` autocast [--precision]; fp16 needs CUDA.
         device: ``auto`` | ``cpu`` | ``cuda`` [--device]. workers: DataLoader worker processes [--workers].
@@ -125,14 +132,16 @@ class TrainConfig:
     out: str
     eval_data: str | None = None
     eval_splits: list[str] | None = None
+    eval_tasks: list[str] | None = None
     model: ModelConfig = field(default_factory=ModelConfig)
-    split: str = "train"
+    split: str | None = None
     batch_size: int = SETTINGS.batch_size
     steps: int = SETTINGS.steps
     lr: float = SETTINGS.lr
     weight_decay: float = SETTINGS.weight_decay
     warmup_steps: int = SETTINGS.warmup_steps
-    hard_negatives: int = SETTINGS.hard_negatives_per_sample if SETTINGS.hard_negatives else 0
+    negatives: str = SETTINGS.negatives
+    negatives_per_sample: int = SETTINGS.negatives_per_sample
     seed: int = SETTINGS.seed
     precision: str = SETTINGS.precision
     device: str = SETTINGS.device
@@ -147,13 +156,15 @@ class TrainConfig:
     def validate(self) -> None:
         """Raise BadInput naming the first bad value."""
         checks = [("batch_size", 1), ("steps", 1), ("checkpoint_every", 1), ("log_every", 1),
-                  ("eval_batch_size", 1), ("warmup_steps", 0), ("hard_negatives", 0), ("workers", 0), ("threads", 0),
-                  ("eval_every", 0), ("seed", 0)]
+                  ("eval_batch_size", 1), ("warmup_steps", 0), ("negatives_per_sample", 1), ("workers", 0),
+                  ("threads", 0), ("eval_every", 0), ("seed", 0)]
         for name, low in checks:
             value = getattr(self, name)
-            if not isinstance(value, int) or value < low:
-                param = _PARAMS.get(name, name)
-                raise BadInput(f"{param} must be an integer >= {low}, got {value!r}", param=param)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise BadInput(f"{name} must be an integer >= {low}, got {value!r}", param=name)
+        if self.negatives not in NEGATIVES:
+            raise BadInput(f"negatives {self.negatives!r} is not known; allowed: {', '.join(NEGATIVES)}",
+                           param="negatives")
         low, high = LR_RANGE
         if not (_is_real(self.lr) and low < self.lr <= high):
             raise BadInput(f"lr {self.lr!r} is not allowed; use a finite number in ({low:g}, {high:g}]", param="lr")
@@ -169,21 +180,20 @@ class TrainConfig:
 
 
 def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: list[str] | None,
-                       canvas: int | None = None, **options):
+                       canvas: int | None = None, split: str | None = None, eval_tasks: list[str] | None = None,
+                       **options):
     """A validated :class:`TrainConfig` from option values (the keys of ``madman train``'s options; a key left
     out takes its value from :data:`bindscope.training.options.DEFAULTS`).
 
     Args:
         canvas: the training images' side in pixels, used for the default ``image_size``; read from the
             dataset's manifest when None.
+        split / eval_tasks: :attr:`TrainConfig.split` and :attr:`TrainConfig.eval_tasks`.
 
     Raises:
         BadInput: a bad value (named), or a dataset that cannot be read.
     """
     options = {**DEFAULTS, **options}
-    if options["hard_negatives_per_sample"] < 1:
-        raise BadInput(f"hard_negatives_per_sample must be >= 1, got {options['hard_negatives_per_sample']}",
-                       param="hard_negatives_per_sample")
     image_size = options["image_size"]
     if options["vision"] not in VISION_TOWERS:
         raise BadInput(f"vision {options['vision']!r} is not known; allowed: {', '.join(VISION_TOWERS)}",
@@ -195,9 +205,8 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         image_size = max(step, side - side % step)
     model = ModelConfig(image_size=image_size, **{key: options[key] for key in MODEL_KEYS})
     config = TrainConfig(
-        data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, model=model,
-        hard_negatives=options["hard_negatives_per_sample"] if options["hard_negatives"] else 0,
-        **{key: options[key] for key in _RUN_KEYS})
+        data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, eval_tasks=eval_tasks, split=split,
+        model=model, **{key: options[key] for key in _RUN_KEYS})
     config.validate()
     return config
 
@@ -225,30 +234,6 @@ def clip_loss(image_features, text_features, logit_scale, num_captions: int):
     logits_per_image, logits_per_text = loss_fn.get_logits(image_features, text_features, logit_scale)
     labels = torch.arange(num_captions, device=image_features.device)
     return (F.cross_entropy(logits_per_image, labels) + F.cross_entropy(logits_per_text[:num_captions], labels)) / 2
-
-
-def evaluate(adapter, eval_data: str, splits: list[str] | None) -> dict:
-    """Recognition and binding of ``adapter`` on ``eval_data`` through the evaluation module (the one call site).
-
-    Returns the evaluation module's schema-valid result (:func:`bindscope.evaluation.madman.evaluate_madman`;
-    binding conditional on recognition, strict ``>``, no embedding cache: the weights change every evaluation).
-    """
-    from bindscope.evaluation.madman import evaluate_madman
-
-    return evaluate_madman(eval_data, adapter, splits=splits, progress=False)
-
-
-def binding_summary(result: dict) -> dict:
-    """``{split: {"recognition": {attribute: acc}, "binding": {attribute: acc}}}`` from an evaluation result.
-
-    Accuracies are fractions in [0, 1] (None where no negative was scored).
-    """
-    summary = {}
-    for split, metrics in result["metrics"]["splits"].items():
-        summary[split] = {kind: {attribute: value["accuracy"]
-                                 for attribute, value in metrics[kind]["per_attribute"].items()}
-                          for kind in ("recognition", "binding")}
-    return summary
 
 
 def _lr_lambda(warmup: int, total: int) -> Callable[[int], float]:
@@ -492,7 +477,8 @@ class Trainer:
     def _init(self, config: TrainConfig, overwrite: bool, progress: bool) -> None:
         import torch
 
-        from bindscope.training.data import BatchSource, load_split
+        from bindscope.training.data import BatchSource, check_negatives, load_split
+        from bindscope.training.evaluation import plan_run_evaluation
         from bindscope.training.model import build_model, build_vocabulary
 
         if config.threads:
@@ -502,33 +488,22 @@ class Trainer:
         param = "eval_data" if config.eval_data is not None else "data"
         if config.eval_data is None:
             config = replace(config, eval_data=config.data)
-        eval_manifest = load_manifest(config.eval_data, param=param)
-        if eval_manifest["generator"]["name"] != "madman":
-            raise BadInput(f"{param} {config.eval_data!r} was made by {eval_manifest['generator']['name']!r}; "
-                           "training needs a madman dataset", param=param)
-        available = list(eval_manifest["splits"])
-        if config.eval_splits is None:
-            config = replace(config, eval_splits=[s for s in ("test", "ood") if s in available])
-        missing = [s for s in config.eval_splits if s not in available]
-        if missing:
-            raise BadInput(f"eval_splits {', '.join(missing)!r}: {param} {config.eval_data!r} has no such split; "
-                           f"it has: {', '.join(available)}", param="eval_splits")
-        if not config.eval_splits:
-            raise BadInput(f"{param} {config.eval_data!r} has no split test or ood; it has: {', '.join(available)} "
-                           "(pass eval_splits)", param=param)
-        from bindscope.format.reader import Dataset
-
-        with Dataset(config.eval_data) as eval_data:  # a bad evaluation shard is refused before training
-            eval_data.check(config.eval_splits)
-        self.config = config
+        # The evaluation module's plan: the dataset, its splits and tasks, every shard, checked before training.
+        self.evaluation = plan_run_evaluation(config.eval_data, config.eval_splits, config.eval_tasks, param)
+        config = replace(config, eval_splits=self.evaluation.splits, eval_tasks=self.evaluation.tasks)
         self.progress = progress and self.group.rank == 0
         self.out = Path(config.out)
         self.data = load_split(config.data, config.split)
+        config = replace(config, split=self.data.split)
+        self.config = config
+        check_negatives(self.data, config.negatives)
         if config.model.tokenizer == "word" and not config.model.vocabulary:
             texts = self.data.captions + [n for pool in self.data.hard_negatives for n in pool]
             config = replace(config, model=replace(config.model, vocabulary=build_vocabulary(texts)))
             self.config = config
-        self.source = BatchSource(self.data, config.batch_size, config.seed, config.model, config.hard_negatives,
+        self.source = BatchSource(self.data, config.batch_size, config.seed, config.model,
+                                  config.negatives_per_sample if config.negatives != "none" else 0,
+                                  "stored" if config.negatives == "none" else config.negatives,
                                   self.group.rank, self.group.world_size)
         self.data_manifest_sha = load_manifest(config.data)["config_sha256"]
         run_record = {"config": self._config_dict(), "identity": config.identity(),
@@ -811,7 +786,7 @@ class Trainer:
                         and self.group.rank == 0):  # the other ranks wait in the next step's gather
                     if config.keep_checkpoints:
                         self.save_model(self.out / KEPT / f"step-{self.step:07d}.pt")
-                    self._log({"step": self.step, "eval": binding_summary(self._evaluate())})
+                    self._log({"step": self.step, "eval": eval_summary(self._evaluate())})
                 if callback is not None:
                     try:
                         callback(self, last_loss)
@@ -860,7 +835,7 @@ class Trainer:
 
     def _evaluate(self, pretrained: str = "in-memory") -> dict:
         try:
-            return evaluate(self.adapter(pretrained), self.config.eval_data, self.config.eval_splits)
+            return evaluate_run(self.evaluation, self.adapter(pretrained))
         finally:
             self.model.train()
 
@@ -881,7 +856,7 @@ class Trainer:
             else:
                 result = self._evaluate(str(self.out / MODEL))
                 write_text_atomic(result_path, canonical_json(result))
-                self._log({"step": self.step, "eval": binding_summary(result)})
+                self._log({"step": self.step, "eval": eval_summary(result)})
         self.group.barrier()  # the other ranks read rank 0's result
         if self.group.rank:
             result = json.loads(result_path.read_text())
