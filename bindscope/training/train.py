@@ -115,7 +115,7 @@ class TrainConfig:
             meaning, but float sums may round differently, so resume with the same value for exact equality).
         checkpoint_every / log_every / eval_every: steps between checkpoints, log lines and evaluations
             (``eval_every`` 0 = evaluate only the final model).
-        keep_checkpoints: also save the weights evaluated every ``eval_every`` steps as
+        keep_checkpoints: also save the weights evaluated every ``eval_every`` steps, and the final ones, as
             ``OUT/checkpoints/step-<step>.pt`` (model files, loadable by ``madman eval --model``; their results
             record the step, so ``bindscope collect`` draws binding over training) [--keep-checkpoints].
         eval_batch_size: images or texts per forward pass during evaluation.
@@ -813,6 +813,8 @@ class Trainer:
                 truncated: int) -> dict:
         config = self.config
         self.save_model(self.out / MODEL)
+        if config.keep_checkpoints:  # the final model is evaluated too: it belongs to the kept curve
+            self.save_model(self.out / KEPT / f"step-{self.step:07d}.pt")
         result_path = self.out / RESULT
         if result_path.is_file():
             result = json.loads(result_path.read_text())
