@@ -267,7 +267,30 @@ def test_load_table_recomposes_attribute_free_captions(tmp_path):
     assert counts["text"]["size_class"] == 0 and counts["text"]["size"] == 18 and counts["image"]["size"] == 18
     with pytest.raises(BadInput, match="no sample to probe"):
         check_probe_table(table, ("text",), ["size_class"])
+    with pytest.raises(BadInput, match=r"nothing to probe: every attribute probed \(size_class\)"):
+        check_probe_table(table, ("image",), ["size_class"])  # a per-category constant: one class per target
     assert load_table(ds, "scenes", compose=None).captions[0] == "bus and apple and pizza"
+
+
+def test_probe_on_a_coco_import_is_refused_before_any_model_is_loaded(tmp_path):
+    """A COCO import's one attribute (supercategory) is fixed by the category: every probe would have one
+    class. bindscope probe says so (exit 2, nothing written) instead of failing after fitting."""
+    from click.testing import CliRunner
+    from coco_fixture import write_coco
+
+    from bindscope.cli.main import bindscope
+    from bindscope.importers.coco import import_coco
+
+    import_coco(*write_coco(tmp_path / "src"), tmp_path / "coco", image_size=40, progress=False)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    args = ["probe", str(tmp_path / "coco"), "--model", "ViT-B-32", "--pretrained", "none", "--device", "cpu",
+            "--quiet", "--no-cache"]
+    for extra in ([], ["--min-objects", "1"], ["--modality", "image"]):
+        result = CliRunner().invoke(bindscope, [*args, *extra])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith("Error: split 'val2017' has nothing to probe: every attribute probed "
+                                        "(supercategory) takes one value"), result.output
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
 # ----------------------------------------------------------------------------------------- LABCLIP

@@ -80,6 +80,14 @@ def test_sugarcrepe_accuracy_per_subset_macro_micro(tmp_path):
     assert average["macro"] == pytest.approx((1 / 3 + 1) / 2)
     assert (average["micro"]["correct"], average["micro"]["total"]) == (3, 5)
     assert result["kind"] == "bench" and result["settings"]["text_transform"] is None
+    from bindscope.evaluation.collect import collect
+
+    (tmp_path / "bench.json").write_text(json.dumps(result))
+    figures = collect([tmp_path / "bench.json"])["rows"][0]["figures"]
+    assert sorted(figures) == ["sugarcrepe/add_att", "sugarcrepe/macro", "sugarcrepe/micro", "sugarcrepe/swap_obj"]
+    assert figures["sugarcrepe/add_att"]["value"] == pytest.approx(100 / 3)
+    assert figures["sugarcrepe/macro"]["value"] == pytest.approx(100 * (1 / 3 + 1) / 2)
+    assert figures["sugarcrepe/micro"]["value"] == pytest.approx(60.0)
 
 
 def test_labclip_map_changes_the_text_side(tmp_path):

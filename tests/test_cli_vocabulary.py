@@ -31,7 +31,7 @@ def test_every_command_is_walked():
     assert len(COMMANDS) == 27
     assert {"madman generate", "comco render", "comco assets fetch", "bindscope labclip fit", "bindscope train",
             "bindscope import coco", "bindscope export webdataset",
-            "bindscope export open-clip-config"} <= {path for path, _ in COMMANDS}
+            "bindscope export open-clip-config", "bindscope export clip-oscope"} <= {path for path, _ in COMMANDS}
 
 
 def test_no_retired_spelling():

@@ -272,6 +272,16 @@ def test_comco_eval_scores_recognition_and_binding_on_the_stored_negatives(datas
             stored = sum(n.kind == kind and n.attribute == a for s in scenes for n in s.negatives)
             assert block[key]["per_attribute"][a]["total"] == stored
     assert "recognition and binding on 6 scenes" in r.output
+    from bindscope.evaluation.collect import collect
+
+    figures = collect([out])["rows"][0]["figures"]  # the binding figures are columns of the table
+    for name, key in (("recognition", "recognition"), ("binding", "binding"), ("binding_all", "binding_unconditional")):
+        for a in ("size", "colour", "material"):
+            accuracy = block[key]["per_attribute"][a]["accuracy"]  # None: no negative of that kind
+            assert figures[f"{name}/{a}"]["value"] == (None if accuracy is None else pytest.approx(100 * accuracy))
+        micro = block[key]["average"]["micro"]["accuracy"]
+        assert figures[f"{name}/micro"]["value"] == (None if micro is None else pytest.approx(100 * micro))
+    assert figures["recognition/micro"]["value"] is not None
 
 
 def test_colour_tints_the_main_material_of_textured_comco_models():

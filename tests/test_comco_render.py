@@ -390,6 +390,21 @@ def test_cropped_references():
     assert (background == background[0]).all()  # away from the object's edge: one backdrop colour
 
 
+def test_a_crop_mode_render_verifies_clean(tmp_path):
+    """A reference cut from a scene is mentioned once, by its caption (the category name): mention position 1,
+    whatever its place in the scene it was cut from."""
+    data = render_cli(tmp_path, {**TINY, "references": "crop"},
+                      ["render", "--set", "simco18", "--objects", "2-3", "-n", "2", "--resolution", "64",
+                       "--samples", "1", "--seed", "3", "--device", "cpu", "--quiet"])
+    assert verify_dataset(data) == []
+    _, refs, _ = _scenes(data)
+    assert len(refs) == 18
+    assert all(r.caption == r.objects[0].category and len(r.objects) == 1 for r in refs)
+    assert [r.objects[0].mention_position for r in refs] == [1] * 18
+    assert sum(len(r.spec["scene_objects"]) > 1 and r.spec["scene_objects"][0]["mention_position"] > 1
+               for r in refs) > 0  # the case that failed: the category was not named first in its scene
+
+
 def test_96px_five_objects_completes(tmp_path):
     """docs case comco-96px-five-objects: thresholds scale with the image, unplaceable scenes are re-planned."""
     out = tmp_path / "out"

@@ -401,13 +401,13 @@ def test_kept_checkpoints_evaluate_as_a_curve_over_steps(ideal_data, tmp_path):
     first = CliRunner().invoke(madman, args)
     assert first.exit_code == 0, first.output
     kept = sorted(p.name for p in (out / "checkpoints").iterdir())
-    assert kept == ["step-0000002.pt", "step-0000004.pt"]  # the final model is model.pt
+    assert kept == ["step-0000002.pt", "step-0000004.pt", "step-0000006.pt"]  # the final step is kept as well
     results = tmp_path / "results"
     r = CliRunner().invoke(madman, ["eval", str(ideal_data), "--model", str(out / "checkpoints" / "*.pt"),
                                     "--device", "cpu", "--no-cache", "--quiet", "--out", str(results)])
     assert r.exit_code == 0, r.output
     table = collect([results])
-    assert [row["step"] for row in table["rows"]] == [2, 4]
+    assert [row["step"] for row in table["rows"]] == [2, 4, 6]
     logged = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     evals = {e["step"]: e["eval"] for e in logged if "eval" in e}
     assert set(evals) == {2, 4, 6}  # and the final model

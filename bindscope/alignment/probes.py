@@ -408,10 +408,13 @@ def check_probe_table(table, modalities, attributes=None, min_objects: int = 2) 
         ``{modality: {attribute: number of (sample, target) pairs}}``.
 
     Raises:
-        BadInput: an unknown modality or attribute, or not a single eligible sample anywhere.
+        BadInput: an unknown modality or attribute; not a single eligible sample anywhere; or no attribute
+            that takes two values on the eligible objects of one category (nothing to probe: a COCO import's
+            only attribute, ``supercategory``, is fixed by the category).
     """
     attributes = list(table.attributes if attributes is None else attributes)
     counts = {}
+    varies = False  # some target category shows two values of some attribute: a probe has two classes
     for m in modalities:
         if m not in MODALITIES:
             raise BadInput(f"modality {m!r}: choose from {', '.join(MODALITIES)}")
@@ -419,8 +422,15 @@ def check_probe_table(table, modalities, attributes=None, min_objects: int = 2) 
         for a in attributes:
             if a not in table.attributes:
                 raise BadInput(f"attribute {a!r}: the dataset has {', '.join(table.attributes)}")
-            counts[m][a] = sum(len(v) for v in probe_targets(table, m, a, min_objects).values())
+            targets = probe_targets(table, m, a, min_objects).values()
+            counts[m][a] = sum(len(v) for v in targets)
+            varies = varies or any(len({value for _, value in pairs}) > 1 for pairs in targets)
     if not any(n for per in counts.values() for n in per.values()):
         raise BadInput(f"split {table.split!r} has no sample to probe: probes need samples with at least "
                        f"{min_objects} objects (text: mentioned) whose target object shows the attribute")
+    if not varies:
+        raise BadInput(f"split {table.split!r} has nothing to probe: every attribute probed ({', '.join(attributes)}) "
+                       "takes one value on all eligible objects of a category, and a probe needs an attribute whose "
+                       "value differs between objects of one category (MADMAN's attributes, comco render "
+                       "--attributes colour,material)", param="attributes")
     return counts

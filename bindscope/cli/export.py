@@ -1,5 +1,6 @@
-"""``bindscope export webdataset|open-clip-config`` (click): a split as WebDataset shards for open_clip_train, and
-the open_clip model config of a ``madman train`` run. See docs/export.md."""
+"""``bindscope export webdataset|open-clip-config|clip-oscope`` (click): a split as WebDataset shards for
+open_clip_train, the open_clip model config of a ``madman train`` run, and a ComCO dataset in the ComCO authors'
+folder layout. See docs/export.md."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ _MODEL_OPTIONS = [
 
 @click.group("export")
 def bindscope_export():
-    """Export for other tools: a split as WebDataset shards, a small CLIP's open_clip model config."""
+    """Export for other tools: a split as WebDataset shards, a small CLIP's open_clip model config, a ComCO
+    dataset in the ComCO authors' folder layout."""
 
 
 @bindscope_export.command("webdataset")
@@ -97,3 +99,30 @@ def bindscope_export_open_clip_config(run, out, overwrite, **options):
     for note in result["notes"]:
         click.echo(f"note: {note}", err=True)
     click.echo(f"{out}: open_clip model {result['name']!r} (open_clip.add_model_config({str(out)!r}))")
+
+
+@bindscope_export.command("clip-oscope")
+@click.argument("data", type=click.Path(file_okay=False, path_type=str))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=str),
+              help="Export folder: references/<class>.png and <n>-objects/<obj1>_..._<objn>.png.")
+@click.option("--split", default="scenes", show_default=True, help="The scenes' split.")
+@click.option("--object-order", default="mention", show_default=True, type=click.Choice(["mention", "size"]),
+              help="Object order in the file names: the caption's mention order, or size rank (largest first).")
+@click.option("--overwrite", is_flag=True, help="Replace an earlier clip-oscope export.")
+def bindscope_export_clip_oscope(data, out, split, object_order, overwrite):
+    """Write ComCO / SimCO dataset DATA in the folder layout of the ComCO authors' scripts (IOR.py, IOC.py,
+    Image_Text_Matching.py): one PNG per class in references/, and each scene as <n>-objects/<o1>_..._<on>.png.
+
+    A dataset in which two scenes would get the same file name is refused (exit status 2) and nothing is
+    written. See docs/clip-oscope.md.
+    """
+    from bindscope.publish.clip_oscope import export_clip_oscope
+
+    result = export_clip_oscope(data, out, split=split, object_order=object_order, overwrite=overwrite)
+    files = ", ".join(f"{folder}/ {count}" for folder, count in result["files"].items())
+    click.echo(f"{out}: {files} PNG files ({object_order} order)")
+    for folder in result["files"]:
+        if folder != "references":
+            n = folder.split("-")[0]
+            click.echo(f"IOR.py --one_object_dataset_path {out}/references --many_objects_dataset_path "
+                       f"{out}/{folder}:{n}")

@@ -51,9 +51,9 @@ import numpy as np
 
 from bindscope.errors import BadInput
 from bindscope.evaluation.stats import wilson_interval
+from bindscope.format.records import OBJECT_ORDERS, ordered_objects  # noqa: F401 (part of this API)
 
 PROTOCOLS = ("bindscope", "clip-oscope", "both")
-OBJECT_ORDERS = ("mention", "size")
 JOIN = " and "
 REPOSITORY = "clip-oscope/clip-oscope"
 TOR_SOURCE = "Text_Encoder_Experiments/TOR_ComCO_CLIP.py"
@@ -194,24 +194,6 @@ def read_caption_file(path: str | os.PathLike, names: list[str]) -> list[list[st
     if not out:
         raise BadInput(f"captions {text!r}: the file holds no caption; write one per line", param="captions")
     return out
-
-
-def ordered_objects(objects: list, order: str = "mention") -> list:
-    """A scene's objects in the order that stands in for the authors' file name (``obj1_obj2_..._objn.png``).
-
-    Args:
-        objects: :class:`~bindscope.format.records.ObjectRecord` of one scene (one per category).
-        order: ``"mention"``: caption mention order, unmentioned objects last by index; ``"size"``: size rank
-            (1 = largest visible area), ties by index.
-
-    Raises:
-        BadInput: another ``order``.
-    """
-    if order == "mention":
-        return sorted(objects, key=lambda o: (o.mention_position == 0, o.mention_position, o.index))
-    if order == "size":
-        return sorted(objects, key=lambda o: (o.size_rank, o.index))
-    raise BadInput(f"object_order {order!r} is not allowed; use {' or '.join(OBJECT_ORDERS)}", param="object_order")
 
 
 def check_protocol(protocol: str) -> str:

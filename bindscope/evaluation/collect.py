@@ -1,11 +1,11 @@
 """Paper-style tables from result JSONs: one row per result (model), one column per figure, with intervals.
 
-``bindscope collect`` reads any results of the project (``madman eval``, ``comco eval``, ``comco attention``),
-validated by ``bindscope/schemas/eval_result.json``, and lays them out as the papers do: rows are models (or
-checkpoints), columns are positions (TOR / IOR / I2TOR), matching scenarios, attributes (recognition, binding) or
-size ranks (attention). Every figure is a percentage with its 95% interval; where a result holds the
-cluster-bootstrap interval over images (``ci95_cluster``) the table uses it, else the Wilson interval
-(``ci95``), and the column header says which (``[img]`` / ``[W]``).
+``bindscope collect`` reads the evaluation results (``madman eval``, ``comco eval``, ``comco attention``,
+``bindscope bench``), validated by ``bindscope/schemas/eval_result.json``, and lays them out as the papers do:
+rows are models (or checkpoints), columns are positions (TOR / IOR / I2TOR), matching scenarios, attributes
+(recognition, binding), benchmark subsets or size ranks (attention). Every figure is a percentage with its 95%
+interval; where a result holds the cluster-bootstrap interval over images (``ci95_cluster``) the table uses it,
+else the Wilson interval (``ci95``), and the column header says which (``[img]`` / ``[W]``).
 
 Column names (stable, for scripts):
 
@@ -15,6 +15,9 @@ Column names (stable, for scripts):
 - ``comco``: ``<task>/<n>obj/pos<k>`` (conditional share: top-1 at position k among queries whose top-1 is one of
   their objects, as the paper's tables) and ``<task>/<n>obj/pos<k>/uncond``; ``claim1/<group>/<n>obj/pos<k>``;
   ``matching/<scenario>``;
+- ``comco`` on a dataset with attributes (``--tasks binding``): ``binding/<attribute>``, ``binding_all/<attribute>``,
+  ``recognition/<attribute>`` and ``.../macro``, ``.../micro``;
+- ``bench``: ``<benchmark>/<subset>`` (accuracy), ``<benchmark>/macro``, ``<benchmark>/micro``;
 - ``attention``: ``attention/<block>/rank<r>`` (mean share of CLS attention on the object of size rank r);
 - ``comco`` with ``--protocol clip-oscope|both`` (the authors' statistics, :mod:`bindscope.evaluation.clip_oscope`):
   ``clip-oscope/<task>/<n>obj/top<n>`` (top-n accuracy), ``.../pos<k>`` (position k given a correct top-n),
@@ -56,14 +59,16 @@ def result_figures(result: dict) -> dict[str, dict]:
     metrics = result["metrics"]
     if result["kind"] == "madman-eval":
         for split, block in metrics["splits"].items():
-            for key, name in (("binding", "binding"), ("binding_unconditional", "binding_all"),
-                              ("recognition", "recognition")):
-                for attribute, p in block[key]["per_attribute"].items():
-                    out[f"{split}/{name}/{attribute}"] = _proportion(p)
-                average = block[key]["average"]
-                out[f"{split}/{name}/macro"] = _figure(average["macro"], None, False)
-                out[f"{split}/{name}/micro"] = _proportion(average["micro"])
+            out.update(_binding_figures(block, f"{split}/"))
+    elif result["kind"] == "bench":
+        name = metrics["benchmark"]
+        for subset, block in metrics["subsets"].items():
+            out[f"{name}/{subset}"] = _proportion(block["accuracy"])
+        out[f"{name}/macro"] = _figure(metrics["average"]["macro"], None, False)
+        out[f"{name}/micro"] = _proportion(metrics["average"]["micro"])
     elif result["kind"] == "comco-eval":
+        if "binding" in metrics:
+            out.update(_binding_figures(metrics["binding"], ""))
         blocks = [(task, metrics[task]) for task in ("tor", "ior", "i2tor") if task in metrics]
         blocks += [(f"claim1/{group}", b) for group, b in metrics.get("claim1", {}).items()]
         for task, block in blocks:
@@ -82,6 +87,20 @@ def result_figures(result: dict) -> dict[str, dict]:
         for name, block in blocks:
             for r in block["all"]:
                 out[f"attention/{name}/rank{r['size_rank']}"] = _figure(r["mass"]["mean"], r["mass"]["ci95"], True)
+    return out
+
+
+def _binding_figures(block: dict, prefix: str) -> dict[str, dict]:
+    """``<prefix>binding|binding_all|recognition/<attribute>`` and ``.../macro``, ``.../micro`` of a block
+    holding the three accuracy blocks (a MADMAN split, a ComCO ``binding`` task)."""
+    out: dict[str, dict] = {}
+    for key, name in (("binding", "binding"), ("binding_unconditional", "binding_all"),
+                      ("recognition", "recognition")):
+        for attribute, p in block[key]["per_attribute"].items():
+            out[f"{prefix}{name}/{attribute}"] = _proportion(p)
+        average = block[key]["average"]
+        out[f"{prefix}{name}/macro"] = _figure(average["macro"], None, False)
+        out[f"{prefix}{name}/micro"] = _proportion(average["micro"])
     return out
 
 

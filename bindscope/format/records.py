@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bindscope.errors import BadInput
+
 
 @dataclass
 class ObjectRecord:
@@ -113,3 +115,24 @@ def size_ranks(areas: list[int]) -> list[int]:
     for rank, i in enumerate(order, start=1):
         ranks[i] = rank
     return ranks
+
+
+OBJECT_ORDERS = ("mention", "size")
+
+
+def ordered_objects(objects: list, order: str = "mention") -> list:
+    """A scene's objects in the order that stands in for the ComCO authors' file name (``obj1_..._objn.png``).
+
+    Args:
+        objects: :class:`ObjectRecord` of one scene.
+        order: ``"mention"``: caption mention order, unmentioned objects last by index; ``"size"``: size rank
+            (1 = largest visible area), ties by index.
+
+    Raises:
+        BadInput: another ``order``.
+    """
+    if order == "mention":
+        return sorted(objects, key=lambda o: (o.mention_position == 0, o.mention_position, o.index))
+    if order == "size":
+        return sorted(objects, key=lambda o: (o.size_rank, o.index))
+    raise BadInput(f"object_order {order!r} is not allowed; use {' or '.join(OBJECT_ORDERS)}", param="object_order")

@@ -109,7 +109,8 @@ HELP: dict = {
     "checkpoint_every": "Steps between checkpoints (also written on Ctrl-C and at the end).",
     "log_every": "Steps between log lines.",
     "eval_every": "Steps between evaluations logged to log.jsonl (0 = final model only).",
-    "keep_checkpoints": "With --eval-every: also keep each evaluated model as OUT/checkpoints/step-<step>.pt (for "
-                        "`madman eval --model 'OUT/checkpoints/*.pt'` and `bindscope collect`).",
+    "keep_checkpoints": "Also keep each evaluated model (every --eval-every steps, and the final one) as "
+                        "OUT/checkpoints/step-<step>.pt (for `madman eval --model 'OUT/checkpoints/*.pt'` and "
+                        "`bindscope collect`).",
 }
 """The command-line help of each option (``--flag`` names as ``madman train`` spells them)."""

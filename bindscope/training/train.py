@@ -122,7 +122,7 @@ class TrainConfig:
             meaning, but float sums may round differently, so resume with the same value for exact equality).
         checkpoint_every / log_every / eval_every: steps between checkpoints, log lines and evaluations
             (``eval_every`` 0 = evaluate only the final model).
-        keep_checkpoints: also save the weights evaluated every ``eval_every`` steps as
+        keep_checkpoints: also save the weights evaluated every ``eval_every`` steps, and the final ones, as
             ``OUT/checkpoints/step-<step>.pt`` (model files, loadable by ``madman eval --model``; their results
             record the step, so ``bindscope collect`` draws binding over training) [--keep-checkpoints].
         eval_batch_size: images or texts per forward pass during evaluation.
@@ -851,6 +851,8 @@ class Trainer:
         result_path = self.out / RESULT
         if self.group.rank == 0:
             self.save_model(self.out / MODEL)
+            if config.keep_checkpoints:  # the final model is evaluated too: it belongs to the kept curve
+                self.save_model(self.out / KEPT / f"step-{self.step:07d}.pt")
             if result_path.is_file():
                 result = json.loads(result_path.read_text())
             else:

@@ -287,7 +287,8 @@ class ComcoGenerator:
         ``references: true``: the object alone is rendered once for its id mask, the camera is zoomed onto the
         mask's bbox (:func:`camera.zoom_to_box`, side ``camera.reference_fill`` of the image) and the scene
         rendered again. ``references: crop``: a scene holding the category as object 1 is rendered
-        (:meth:`render_scene`) and the object cut out (:func:`cut_out`).
+        (:meth:`render_scene`) and the object cut out (:func:`cut_out`); the spec keeps the scene's objects as
+        ``scene_objects``, and its one object is mention 1 of the caption (the category name).
 
         Raises:
             GenerationError: the object shows fewer pixels than the visibility minimum.
@@ -296,7 +297,7 @@ class ComcoGenerator:
         fill = self.config["camera"]["reference_fill"]
         if self.config["references"] == "crop":
             spec, out, _ = self.render_scene(index, split=SPLIT_REFERENCES)
-            first = spec["objects"][0]
+            first = {**spec["objects"][0], "mention_position": 1}  # the reference's caption is its name alone
             return {**spec, "objects": [first], "scene_objects": spec["objects"]}, cut_out(out, res, fill)
         session = self._session()
         spec = scene.plan_reference(self.config, self.categories, self.seed, index)
