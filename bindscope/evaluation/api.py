@@ -101,7 +101,7 @@ def plan_evaluation(data: str | os.PathLike | None, *, splits: list[str] | None 
         if given:
             raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
                            "dataset's scenes are used", param=given[0])
-        ds = open_dataset(data, generators, task_name)
+        ds = open_dataset(data, generators, task_name, validate=False)
         if ds.generator == "madman":
             _refuse_scene_options(tasks, matching_negatives, split, references, category_map)
             _refuse_oscope_options(oscope, "a MADMAN dataset is evaluated per split (splits=)")
