@@ -29,6 +29,26 @@ def resolve_device(device: str) -> str:
     return device
 
 
+CPU_BATCH_SIZE = 64
+CUDA_BATCH_SIZE = 512
+
+
+def default_batch_size(device: str) -> int:
+    """Inputs per forward pass when none is given: :data:`CPU_BATCH_SIZE` (64) on a CPU, where a larger batch
+    is no faster and only holds more activations, and :data:`CUDA_BATCH_SIZE` (512) on a GPU, where small
+    batches leave the device idle between launches (ViT-B/32 at 512 images of 224 px needs about 2 GB in
+    inference; ViT-L/14 at 336 px still fits a 24 GB card). ``auto`` counts as CUDA when torch sees a GPU."""
+    if device == "auto":
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            return CPU_BATCH_SIZE
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return CUDA_BATCH_SIZE if str(device).startswith("cuda") else CPU_BATCH_SIZE
+
+
 def l2_normalise(x: np.ndarray) -> np.ndarray:
     """Rows of ``x`` ``(N, D)`` scaled to unit L2 norm, keeping a float ``x``'s dtype; norms are floored at
     1e-12, so a zero row stays zero. The one normalisation of embeddings used everywhere."""
