@@ -298,3 +298,43 @@ def test_a_changed_image_is_encoded_again_and_the_others_come_from_the_cache(tmp
     assert encoder.image_calls == [2] and encoder.text_calls == []
     assert (second["counts"]["images_encoded"], second["counts"]["image_cache_hits"]) == (1, 3)
     assert second["metrics"] == first["metrics"]
+
+
+def test_precision_and_the_batch_size_by_device_reach_the_encoder(tmp_path):
+    from click.testing import CliRunner
+
+    import bindscope
+    from bindscope.cli.main import madman
+    from bindscope.encoders import registry
+    from bindscope.encoders.interface import default_batch_size
+
+    path, encoder = madman_fixture(tmp_path)
+    seen = []
+    kind = registry.register_encoder(registry.EncoderKind(
+        "opts:", lambda m: m.startswith("opts:"), lambda m, p, **o: seen.append(o) or encoder))
+    try:
+        bindscope.evaluate(path, "opts:a", device="cpu", precision="bf16", out=False, use_cache=False,
+                           progress=False)
+        result = CliRunner().invoke(madman, ["eval", path, "--model", "opts:b", "--device", "cpu", "--precision",
+                                             "fp16", "--batch-size", "8", "--no-cache", "--quiet", "--out",
+                                             str(tmp_path / "r.json")])
+        assert result.exit_code == 0, result.output
+    finally:
+        registry._REGISTERED.remove(kind)
+    assert [(o["precision"], o["batch_size"]) for o in seen] == [("bf16", 64), ("fp16", 8)]
+    assert (default_batch_size("cpu"), default_batch_size("cuda"), default_batch_size("cuda:1")) == (64, 512, 512)
+
+
+def test_open_clip_preprocessing_is_the_device_rule():
+    from bindscope.encoders.interface import square_resize
+    from bindscope.encoders.open_clip import OpenCLIPAdapter
+
+    adapter = OpenCLIPAdapter.__new__(OpenCLIPAdapter)  # the preprocessing needs no weights
+    adapter.device, adapter.image_size, adapter.interpolation = "cpu", 224, "bicubic"
+    adapter._mean = torch.tensor([0.48, 0.46, 0.41]).view(1, 3, 1, 1)
+    adapter._std = torch.tensor([0.27, 0.26, 0.28]).view(1, 3, 1, 1)
+    adapter._input_dtype = torch.bfloat16
+    images = np.random.default_rng(0).integers(0, 256, (3, 96, 80, 3), dtype=np.uint8)  # not square: padded
+    x = square_resize(torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255.0), 224, "bicubic")
+    expected = ((x.clamp_(0.0, 1.0) - adapter._mean) / adapter._std).to(torch.bfloat16)
+    assert torch.equal(adapter.preprocess_images(images), expected)

@@ -26,7 +26,9 @@ def reader_workers(images: int, workers: int | None = None) -> int:
     """Worker processes that read and decompress ``images`` images for an evaluation.
 
     ``workers`` given: that number (>= 0). None (auto): none for fewer than :data:`WORKER_MIN_IMAGES` images,
-    when torch is missing or on a single CPU; else one fewer than the CPUs (this process hashes, looks up and
+    when torch is missing or on two CPUs or fewer (measured on 2 CPUs: a worker made a MADMAN evaluation 1.6x
+    and a ComCO one 1.3x slower, the copy through shared memory and the second process costing more than the
+    decompression they take off this one); else one fewer than the CPUs (this process hashes, looks up and
     scores meanwhile), at most :data:`MAX_WORKERS`.
 
     Raises:
@@ -37,7 +39,7 @@ def reader_workers(images: int, workers: int | None = None) -> int:
             raise ValueError(f"workers must be >= 0, got {workers}")
         return workers
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if images < WORKER_MIN_IMAGES or cpus < 2 or importlib.util.find_spec("torch") is None:
+    if images < WORKER_MIN_IMAGES or cpus <= 2 or importlib.util.find_spec("torch") is None:
         return 0
     return min(MAX_WORKERS, cpus - 1)
 

@@ -409,6 +409,9 @@ class ShardLoader:
         return len(self.dataloader)
 
     def __iter__(self):
+        if self.dataloader.num_workers > 0 and self._forks():
+            for _ in self.dataloader.dataset._split().shards():  # hashed once here, not again in each worker
+                pass
         for batch in self.dataloader:
             for key in ("index", "image", "mask", "arrays"):
                 value = batch.get(key)
@@ -419,6 +422,15 @@ class ShardLoader:
                 elif self.pin_memory and isinstance(value, torch.Tensor):
                     batch[key] = _pinned(value)
             yield batch
+
+    def _forks(self) -> bool:
+        import multiprocessing
+
+        context = self.dataloader.multiprocessing_context
+        if context is not None:
+            return context.get_start_method() == "fork"
+        method = multiprocessing.get_start_method(allow_none=True)  # None: the platform's default, not fixed here
+        return (method or multiprocessing.get_all_start_methods()[0]) == "fork"
 
     def _copy_out(self, ref: _InRing) -> torch.Tensor:
         held = (self.ring.images if ref.key == "image" else self.ring.masks)[ref.slot, :ref.count]
