@@ -20,12 +20,13 @@ from tiny_madman import tiny_madman
 
 from bindscope.build.builder import build_dataset
 from bindscope.encoders.embedding_cache import EmbeddingCache
+from bindscope.encoders.interface import device_preprocess
 from bindscope.errors import DatasetError
 from bindscope.evaluation.madman import evaluate_madman, score_split
 from bindscope.evaluation.stats import averages, cluster_bootstrap, clustered_proportion
 from bindscope.format.reader import Dataset
 from bindscope.format.records import Negative
-from bindscope.format.torchdata import ShardBatchSampler, collate, device_preprocess, loader, sample_dict
+from bindscope.format.torchdata import ShardBatchSampler, collate, loader, sample_dict
 from bindscope.io.canonical import canonical_json, sha256_file
 
 
@@ -66,6 +67,12 @@ def test_grouped_and_contiguous_reads_give_the_samples_images(data):
             assert [first for first, _ in batches] == [0, 3, 4, 7, 8]
             flat = np.concatenate([b for _, b in batches])
             assert all(np.array_equal(a, b) for a, b in zip(flat, single))
+        for sample, index in zip(split, range(10)):  # iteration reads in slices: the same samples
+            other = split[index]
+            assert (sample.index, sample.caption, sample.objects, sample.negatives, sample.spec) == \
+                (other.index, other.caption, other.objects, other.negatives, other.spec)
+            assert np.array_equal(sample.image, other.image) and np.array_equal(sample.mask, other.mask)
+        assert len(list(split)) == 10
         reader = split.shard(1)
         assert np.array_equal(reader.read_images(1, 3), np.stack(single[5:7]))
         assert np.array_equal(reader.read_masks(0, 2), np.stack([split[4].mask, split[5].mask]))

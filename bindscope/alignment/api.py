@@ -212,8 +212,9 @@ def _conjunctive(dataset, data, split, model, pretrained, settings, encoder, out
 
 def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, pretrained: str | None = None,
                 split: str | None = None, holdout: float = 0.1, epochs: int = 20, fit_batch_size: int = 128,
-                lr: float = 1e-3, seed: int = 0, device: str = "auto", precision: str = "fp32", batch_size: int | None = None,
-                cache_dir: str | None = None, use_cache: bool = True, overwrite: bool = False,
+                lr: float = 1e-3, seed: int = 0, device: str = "auto", precision: str = "fp32",
+                batch_size: int | None = None, cache_dir: str | None = None, use_cache: bool = True,
+                overwrite: bool = False,
                 progress: bool = True):
     """Fit the D x D LABCLIP map (Koishigarina et al.; docs/alignment.md) on ``data`` and write it to ``out``.
 

@@ -14,6 +14,7 @@ from bindscope.encoders.interface import (
     EncoderAdapter,
     check_images,
     check_precision,
+    device_preprocess,
     l2_normalise,
     resolve_device,
 )
@@ -185,15 +186,13 @@ class OpenCLIPAdapter(EncoderAdapter):
 
         Padded to a centred black square (never cropped), resized to ``S = image_size`` with the model's
         interpolation and antialiasing, normalised with the model's mean and std, cast to the input dtype
-        (:func:`bindscope.format.torchdata.device_preprocess`). The bytes travel as uint8 (through page-locked
+        (:func:`bindscope.encoders.interface.device_preprocess`). The bytes travel as uint8 (through page-locked
         memory to a GPU) and are converted on the device.
 
         Raises:
             BadInput: the array is not (N, H, W, 3) uint8.
         """
         import torch
-
-        from bindscope.format.torchdata import device_preprocess
 
         images = check_images(images)
         x = torch.from_numpy(np.ascontiguousarray(images))

@@ -36,6 +36,8 @@ from bindscope.io.canonical import sha256_file
 from bindscope.io.inside import file_inside
 
 
+ITER_BATCH = 64  # samples read at a time when iterating a split
+
 _HASHED: dict[tuple[int, ...], tuple[int, str]] = {}  # (dev, inode, size, mtime_ns, ctime_ns) -> (pid, sha256)
 
 
@@ -244,9 +246,19 @@ class Split:
         return self.shard(number).sample(local)
 
     def __iter__(self) -> Iterator[Sample]:
+        """The samples in index order, as ``split[i]`` gives them; images, masks and arrays are read
+        :data:`ITER_BATCH` at a time and each shard's object and negative tables in one pass."""
         for reader in self.shards():
-            for local in range(reader.count):
-                yield reader.sample(local)
+            objects, negatives = reader.all_objects(), reader.all_negatives()
+            for lo in range(0, reader.count, ITER_BATCH):
+                hi = min(lo + ITER_BATCH, reader.count)
+                images, masks = reader.read_images(lo, hi), reader.read_masks(lo, hi)
+                arrays = {name: reader.read_array(name, lo, hi) for name in reader.arrays}
+                for j, local in enumerate(range(lo, hi)):
+                    yield Sample(index=reader.first_index + local, image=images[j], mask=masks[j],
+                                 caption=reader.captions[local], objects=objects[local],
+                                 negatives=negatives[local], spec=reader.spec(local),
+                                 arrays={name: a[j] for name, a in arrays.items()})
 
     def close(self) -> None:
         for reader in self._readers.values():

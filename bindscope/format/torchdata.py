@@ -4,21 +4,31 @@ reads contiguous slices of a shard, and a loader that puts them together.
 Example::
 
     from bindscope.format.reader import Dataset
-    from bindscope.format.torchdata import device_preprocess, loader
+    from bindscope.encoders.interface import device_preprocess
+    from bindscope.format.torchdata import loader
 
     split = Dataset("data/madman").split("train")
     batches = loader(split.as_torch(fields=("index", "image", "caption")), batch_size=256, shuffle=True,
                      num_workers=4)
     for batch in batches:
-        batch["image"]      # (B, 3, H, W) uint8 (pinned when CUDA is present)
+        batch["image"]      # (B, 3, H, W) uint8, channels-last in memory (page-locked when CUDA is present)
         batch["caption"]    # list of B str
-        x = device_preprocess(batch["image"].to("cuda", non_blocking=True), 224, mean, std)  # on the GPU
+        x = device_preprocess(batch["image"].to("cuda", non_blocking=True), 224,  # resized on the GPU
+                              open_clip.OPENAI_DATASET_MEAN, open_clip.OPENAI_DATASET_STD)
 
 :func:`loader` reads each batch with one HDF5 call per run of consecutive samples (:class:`ShardBatchSampler`
 makes batches of such runs; :meth:`TorchSplit.__getitems__` reads them), decodes it in the DataLoader's worker
 processes, moves images as uint8 and pins them when CUDA is present; resizing and normalising belong on the
-device (:func:`device_preprocess`). A plain ``DataLoader(split.as_torch(), batch_size=B, collate_fn=collate)``
-still works and yields the same batches (PyTorch calls ``__getitems__`` for them too).
+device (:func:`bindscope.encoders.interface.device_preprocess`). A plain
+``DataLoader(split.as_torch(), batch_size=B, collate_fn=collate)`` still works and yields the same batches
+(PyTorch calls ``__getitems__`` for them too), but moves each batch through a fresh block of shared memory and
+pins every table entry.
+
+Measured on 2 CPUs shared with other work (``benchmarks/eval_ceiling.py``, 10,000 MADMAN images of 96 px): with
+the fields a training loop reads (index, image, caption) the loader in this process delivers about 0.6 of the
+rate of bare h5py reads, up from 0.06 item by item; two workers reach 0.25-0.4 there (they compete for the two
+CPUs with the consumer, and start-up is a large part of one pass); every field (masks, object and negative
+dicts, specs parsed from JSON) costs about three times as much.
 
 The dataset pickles without open file handles, and each process (each DataLoader worker) opens the shards
 itself on first access, so it works with any ``num_workers`` and start method.
@@ -455,7 +465,8 @@ def loader(dataset: TorchSplit, batch_size: int = 256, shuffle: bool = False, nu
     """Batches of ``dataset`` as dicts (:func:`collate`), read a shard slice at a time.
 
     Each batch is read (in a worker when ``num_workers`` > 0) with one HDF5 call per run of consecutive samples
-    and per array; images stay uint8 (resize and normalise them on the device: :func:`device_preprocess`).
+    and per array; images stay uint8 (resize and normalise them on the device:
+    :func:`bindscope.encoders.interface.device_preprocess`).
 
     Args:
         dataset: ``split.as_torch(...)``.
@@ -485,43 +496,6 @@ class _Batches(list):
     @property
     def batch_size(self) -> int:
         return max((len(b) for b in self), default=1)
-
-
-def device_preprocess(images: torch.Tensor, size: int, mean, std, interpolation: str = "bicubic",
-                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """uint8 images to a CLIP model's input, on whatever device ``images`` is on (the GPU, for speed).
-
-    The open_clip rule of :func:`bindscope.encoders.interface.square_resize`: [0, 1] floats, padded with black
-    to a centred square when not square (never cropped), resized to ``size`` x ``size`` with ``interpolation``
-    (antialiased), clamped to [0, 1], normalised with ``mean`` and ``std`` (3 values each), cast to ``dtype``.
-    For square images this is open_clip's own PIL preprocessing (``open_clip.image_transform``: resize the
-    shorter side, centre crop, normalise) but for PIL's rounding and clamping to 8 bits after each of its two
-    resampling passes. Measured on MADMAN digits upsampled 96 -> 224 px (tests/test_eval_feed.py): 99.8 % of the
-    values agree within 0.02 after normalisation (about 5/255 before), the mean difference is below 0.001, the
-    largest (the bicubic overshoot PIL clips between its passes, at sharp stroke edges) below 0.3; without
-    resizing (224 px images) the two are identical.
-
-    Args:
-        images: ``(B, 3, H, W)`` or ``(B, H, W, 3)`` uint8 tensor.
-        size: the model's input side, pixels. mean, std: per channel, in [0, 1] units.
-
-    Returns:
-        ``(B, 3, size, size)`` tensor of ``dtype`` on ``images.device``.
-
-    Raises:
-        ValueError: not a 4-d uint8 tensor with 3 channels first or last.
-    """
-    from bindscope.encoders.interface import square_resize
-
-    if images.dtype != torch.uint8 or images.ndim != 4 or 3 not in (images.shape[1], images.shape[-1]):
-        raise ValueError(f"images must be (B, 3, H, W) or (B, H, W, 3) uint8, got {tuple(images.shape)} "
-                         f"{images.dtype}")
-    if images.shape[1] != 3:
-        images = images.permute(0, 3, 1, 2)
-    x = square_resize(images.float().div_(255.0), size, interpolation).clamp_(0.0, 1.0)
-    m = torch.as_tensor(mean, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
-    s = torch.as_tensor(std, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
-    return ((x - m) / s).to(dtype)
 
 
 def worker_error(exc: BaseException) -> str:
