@@ -112,6 +112,9 @@ def test_unvalidated_shards_read_the_same_tables_and_check_each_column_on_first_
     assert reader.captions[2] == a.captions[2]
     with pytest.raises(DatasetError, match="train-00000.h5: specs: sample 2 is not JSON"):
         reader.spec(0)
+    for workers in (0, 1):  # images read with their specs checked, here or in a worker: the same one-line error
+        with pytest.raises(DatasetError, match=r"^\S*train-00000.h5: specs: sample 2 is not JSON \(.*\)$"):
+            list(Dataset(bad, validate=False).split("train").image_batches(4, workers, check_specs=True))
 
 
 # ------------------------------------------------------------------------------------------------ torch

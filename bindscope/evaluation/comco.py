@@ -272,12 +272,14 @@ def scene_records(split, workers: int = 0, images: bool = True, negatives: bool 
         DatasetError: a shard that cannot be read, or a spec that may name captions and is not JSON.
     """
     pieces = split.slices(IMAGE_BATCH)
-    batches = split.image_batches(IMAGE_BATCH, workers) if images else None
+    batches = split.image_batches(IMAGE_BATCH, workers, check_specs=True) if images else None
     tables: dict[int, tuple] = {}
     for number, lo, hi in pieces:
         first, pixels = next(batches) if batches is not None else (None, None)
         if number not in tables:
             reader = split.shard(number)
+            if batches is None:  # else checked where the images are read
+                reader.check_specs()
             tables = {number: (reader, reader.captions, reader.all_objects(),
                                reader.all_negatives() if negatives else None)}
         reader, captions, objects, negs = tables[number]

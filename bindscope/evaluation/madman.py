@@ -196,7 +196,7 @@ def _scored_images(split, captions: list, columns: NegativeColumns, ids: list, w
     slice at a time (in ``workers`` processes when > 0); each shard's tables are read once, while the workers
     decompress the next slices."""
     tables: dict[int, tuple] = {}
-    for first, batch in split.image_batches(IMAGE_BATCH, workers):
+    for first, batch in split.image_batches(IMAGE_BATCH, workers, check_specs=True):
         number, local = split.locate(first)
         if number not in tables:
             reader = split.shard(number)

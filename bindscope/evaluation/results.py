@@ -39,8 +39,10 @@ def open_dataset(dataset: str | os.PathLike | Dataset, generators: tuple[str, ..
                  validate: bool = True) -> Dataset:
     """Open ``dataset`` (a path or an open :class:`Dataset`) and check it was made by one of ``generators``.
 
-    ``validate`` (for a path): how shards are checked on open (:class:`Dataset`); the evaluations pass False,
-    since they read few of the string columns (captions and negatives, not the specs), each checked when read.
+    ``validate`` (for a path): how shards are checked on open (:class:`Dataset`); the evaluations pass False:
+    they read few of the string columns (captions and negatives), each checked when first read, and parse the
+    specs where the images are read (in the reader workers, when there are any), so a bad shard is still refused
+    before anything is written.
 
     Raises:
         DatasetError: missing/unfinished folder, invalid manifest, or the wrong generator for ``task``.

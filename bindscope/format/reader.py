@@ -192,8 +192,8 @@ class Split:
                 out[positions] = self.shard(number).read_images(first, first + hi - lo)
         return out
 
-    def image_batches(self, batch_size: int = 256, workers: int = 0, start: int = 0,
-                      stop: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    def image_batches(self, batch_size: int = 256, workers: int = 0, start: int = 0, stop: int | None = None,
+                      check_specs: bool = False) -> Iterator[tuple[int, np.ndarray]]:
         """The images of samples ``start .. stop-1`` in index order, as ``(index of the first, (B, H, W, 3)
         uint8)`` batches of at most ``batch_size`` consecutive samples (:meth:`slices`: one HDF5 read each).
 
@@ -203,6 +203,9 @@ class Split:
                 (:func:`bindscope.format.torchdata.image_batches`, needs torch), up to 2 batches per worker
                 ahead of the consumer, while this process does other work.
             start, stop: the range of samples (default: the whole split).
+            check_specs: also parse every spec of each shard read (:meth:`ShardReader.check_specs`), where the
+                images are read (in the workers, if any), before its first batch is handed out: a reader that
+                uses no spec still refuses a shard whose specs are not JSON.
 
         Raises:
             ValueError: a bad ``batch_size`` or range. DatasetError: a missing, changed or unreadable shard
@@ -212,10 +215,13 @@ class Split:
         if workers > 0:
             from bindscope.format.torchdata import image_batches
 
-            yield from image_batches(self, pieces, workers)
+            yield from image_batches(self, pieces, workers, check_specs)
             return
         for number, lo, hi in pieces:
-            yield self._starts[number] + lo, self.shard(number).read_images(lo, hi)
+            reader = self.shard(number)
+            if check_specs:
+                reader.check_specs()
+            yield self._starts[number] + lo, reader.read_images(lo, hi)
 
     def shard(self, number: int) -> ShardReader:
         """The reader of this split's ``number``-th shard, opened once its bytes match the manifest's sha256

@@ -323,6 +323,11 @@ class ShardReader:
             self._column(name)
         self._checked_specs()
 
+    def check_specs(self) -> None:
+        """Parse every spec of the shard (once; later calls return at once). Raises DatasetError naming the file
+        and the first sample whose spec is not JSON."""
+        self._checked_specs()
+
     def _checked_specs(self) -> list[str]:
         texts = self._column("specs")
         if not self._specs_checked:  # every spec at once, so no sample of a bad shard is handed out

@@ -142,6 +142,7 @@ class TorchSplit(_TorchDataset):
                              f"choose from {', '.join(FIELDS)}")
         self._open: tuple[int, object] | None = None  # (process id, this process's own Split)
         self._ring: _Ring | None = None  # set on the copy a ShardLoader hands to its workers
+        self._check_specs = False  # image_batches(check_specs=True): refuse a shard whose specs are not JSON
 
     def _split(self):
         if self._open is None or self._open[0] != os.getpid():  # first use in this process (or worker)
@@ -180,6 +181,8 @@ class TorchSplit(_TorchDataset):
         at = 0
         for number, lo, hi in runs:
             reader = split.shard(number)
+            if self._check_specs:
+                reader.check_specs()
             end = at + hi - lo
             if images is not None:
                 reader.read_images(lo, hi, out=images[at:end])
@@ -509,16 +512,20 @@ def worker_error(exc: BaseException) -> str:
     return last[len(name):] if last.startswith(name) else last.split(": ", 1)[-1]
 
 
-def image_batches(split, pieces: list[tuple[int, int, int]], workers: int) -> Iterator[tuple[int, np.ndarray]]:
+def image_batches(split, pieces: list[tuple[int, int, int]], workers: int,
+                  check_specs: bool = False) -> Iterator[tuple[int, np.ndarray]]:
     """``(index of the first sample, (B, H, W, 3) uint8)`` per piece of ``split`` (:meth:`Split.slices`), in
-    order, read and decompressed by ``workers`` DataLoader worker processes through a :class:`ShardLoader`.
+    order, read and decompressed by ``workers`` DataLoader worker processes through a :class:`ShardLoader`
+    (with ``check_specs``, each worker parses the specs of each shard it reads first).
 
     Raises:
         DatasetError: a shard a worker could not read (its one-line message, as if read here).
     """
     starts = [e["first_index"] for e in split.dataset.manifest["splits"][split.name]["shards"]]
     batches = [range(starts[number] + lo, starts[number] + hi) for number, lo, hi in pieces]
-    data = loader(TorchSplit(split, fields=("image",)), batches=batches, num_workers=workers, pin_memory=False)
+    images = TorchSplit(split, fields=("image",))
+    images._check_specs = check_specs
+    data = loader(images, batches=batches, num_workers=workers, pin_memory=False)
     try:
         for indices, batch in zip(batches, data):
             yield indices.start, batch["image"].permute(0, 2, 3, 1).numpy()
