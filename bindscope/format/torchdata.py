@@ -24,11 +24,11 @@ device (:func:`bindscope.encoders.interface.device_preprocess`). A plain
 (PyTorch calls ``__getitems__`` for them too), but moves each batch through a fresh block of shared memory and
 pins every table entry.
 
-Measured on 2 CPUs shared with other work (``benchmarks/eval_ceiling.py``, 10,000 MADMAN images of 96 px): with
-the fields a training loop reads (index, image, caption) the loader in this process delivers about 0.6 of the
-rate of bare h5py reads, up from 0.06 item by item; two workers reach 0.25-0.4 there (they compete for the two
-CPUs with the consumer, and start-up is a large part of one pass); every field (masks, object and negative
-dicts, specs parsed from JSON) costs about three times as much.
+Measured on 2 CPUs (``benchmarks/eval_ceiling.py``, one pass over 10,000 MADMAN images of 96 px): with the
+fields a training loop reads (index, image, caption) the loader delivers 0.58 of the rate of bare h5py reads in
+this process and 0.41 with two workers (which share the two CPUs with the consumer; starting them is a good part
+of one pass), against 0.08-0.10 item by item before; every field (masks, object and negative dicts, specs parsed
+from JSON) costs about three times as much (0.19 and 0.16).
 
 The dataset pickles without open file handles, and each process (each DataLoader worker) opens the shards
 itself on first access, so it works with any ``num_workers`` and start method.
