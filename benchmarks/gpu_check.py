@@ -9,12 +9,17 @@ On the GPU, in this order, each step under its own time limit (an error is recor
 2. the ViT-B-32 stage again in bf16;
 3. the largest absolute difference between bf16 and fp32 embeddings (unit-norm rows) of the same images and
    texts, and the smallest cosine between the two;
-4. a short ``madman train --device cuda`` (a few hundred steps) on a generated MADMAN training split: steps/s.
+4. a short ``madman train --device cuda`` (a few hundred steps) on a generated MADMAN training split: steps/s;
+5. a tiny ``comco render --device cuda`` (2 scenes, no references) with the Python that imports Blender's
+   ``bpy`` (``$BLENDER_PYTHON``, else this one): the command line, bpy's version and the wall seconds. The
+   bpy 5.0.1 wheel is for Python 3.11 only, so on a machine without such a Python the step records that as its
+   error.
 
 The JSON object (stdout; progress goes to stderr) has the keys ``device``, ``torch``, ``cuda``, ``cpus``,
-``dry_run``, ``rates_fp32``, ``rates_bf16``, ``ratios``, ``bf16_vs_fp32``, ``train``, ``wall_s`` and
-``errors`` (step name -> message; empty when all ran). ``--dry-run`` runs the same steps on the CPU with tiny
-sizes (a few hundred images, a few training steps) to check the script itself.
+``dry_run``, ``rates_fp32``, ``rates_bf16``, ``ratios``, ``bf16_vs_fp32``, ``train``, ``render``, ``wall_s``
+and ``errors`` (step name -> message; empty when all ran). ``--dry-run`` runs the same steps on the CPU with tiny
+sizes (a few hundred images, a few training steps, the render at 64 px with 4 samples on ``--device cpu``) to
+check the script itself.
 
     python benchmarks/gpu_check.py [--dry-run] [--work DIR] [--out FILE]
 """
@@ -37,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SIZES = {False: {"images": 10000, "comco": 2000, "vit": 10000, "digits": None, "steps": 300, "diff": 512},
          True: {"images": 200, "comco": 24, "vit": 4, "digits": 16, "steps": 3, "diff": 4}}
-LIMITS = {False: {"fp32": 300, "bf16": 150, "diff": 90, "train": 240, "workers0": 90},
-          True: {"fp32": 240, "bf16": 120, "diff": 60, "train": 120, "workers0": 60}}
+LIMITS = {False: {"fp32": 300, "bf16": 150, "diff": 90, "train": 240, "workers0": 90, "render": 120},
+          True: {"fp32": 240, "bf16": 120, "diff": 60, "train": 120, "workers0": 60, "render": 120}}
 
 
 @contextlib.contextmanager
@@ -101,6 +106,41 @@ def train_check(work: Path, steps: int, device: str, digits: int | None, dry: bo
     return {"steps": steps, "steps_per_s": float(found.group(1)) if found else None, "wall_s": round(wall, 1)}
 
 
+def render_command(out: Path, dry: bool) -> list[str]:
+    """The ``comco render`` arguments of the render step: 2 scenes of 2 objects, no references, on ``cuda``
+    (``cpu`` at 64 px and 4 samples in a dry run)."""
+    args = ["render", "--objects", "2", "-n", "2", "--no-references", "--out", str(out), "--overwrite", "--quiet",
+            "--device", "cpu" if dry else "cuda"]
+    return args + (["--resolution", "64", "--samples", "4"] if dry else [])
+
+
+def render_check(work: Path, dry: bool) -> dict:
+    """The render step: find a Python that imports ``bpy`` (``$BLENDER_PYTHON``, else this interpreter), run
+    :func:`render_command` with it and read the scene count back from the dataset's manifest.
+
+    Raises:
+        RuntimeError: no such Python (naming what was tried), or the render exiting non-zero.
+    """
+    python = os.environ.get("BLENDER_PYTHON") or sys.executable
+    probe = subprocess.run([python, "-c", "import bpy; print(bpy.app.version_string)"], capture_output=True,
+                           text=True, timeout=60)
+    if probe.returncode != 0:
+        raise RuntimeError(f"no Blender: {python} cannot import bpy (bpy==5.0.1 needs Python 3.11; set "
+                           f"BLENDER_PYTHON to one that has it): {probe.stderr.strip()[-300:]}")
+    out = work / f"render-{'dry' if dry else 'gpu'}"
+    args = render_command(out, dry)
+    code = "import sys; from bindscope.cli.main import comco; sys.exit(comco())"
+    start = time.perf_counter()
+    done = subprocess.run([python, "-c", code, *args], capture_output=True, text=True,
+                          timeout=LIMITS[dry]["render"])
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"comco render exited {done.returncode}: {(done.stdout + done.stderr)[-600:]}")
+    manifest = json.loads((out / "manifest.json").read_text())
+    return {"command": ["comco", *args], "python": python, "bpy": probe.stdout.strip().splitlines()[-1],
+            "scenes": manifest["splits"]["scenes"]["num_samples"], "wall_s": round(wall, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="the same steps on the CPU with tiny sizes")
@@ -114,7 +154,7 @@ def main() -> None:
     size, limit = SIZES[dry], LIMITS[dry]
     report: dict = {"device": None, "torch": None, "cuda": None, "cpus": os.cpu_count(), "dry_run": dry,
                     "rates_fp32": {}, "rates_bf16": {}, "ratios": {}, "bf16_vs_fp32": {}, "train": {},
-                    "wall_s": None, "errors": {}}
+                    "render": {}, "wall_s": None, "errors": {}}
 
     def step(name: str, seconds: int, work_fn):
         print(f"[gpu_check] {name} (limit {seconds} s)", file=sys.stderr, flush=True)
@@ -165,6 +205,8 @@ def main() -> None:
         trained = step("madman train", limit["train"] + 30,
                        lambda: train_check(work, size["steps"], device, size["digits"], dry))
         report["train"] = trained or {}
+        rendered = step("comco render", limit["render"] + 70, lambda: render_check(work, dry))
+        report["render"] = rendered or {}
     except Exception as exc:
         report["errors"]["setup"] = f"{type(exc).__name__}: {exc}"[:800]
     report["wall_s"] = round(time.perf_counter() - start, 1)

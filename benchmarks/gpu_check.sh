@@ -11,12 +11,14 @@
 # The repository arrives without its virtual environment, and the GPU machine reaches no package index. So no
 # venv is made: the script takes the first Python that imports torch (with CUDA unless --dry-run) - $PYTHON,
 # python3, /opt/torch/.venv/bin/python3 - checks the modules bindscope needs, and installs only the missing ones
-# into /tmp/bindscope-site from .whl/ (wheels carried along; --prepare-wheels makes them) or, where an index is
-# reachable, from it - each under a time limit. The whole check runs under $GPU_CHECK_LIMIT seconds (default
+# into /tmp/bindscope-site from .whl/ (wheels carried along; --prepare-wheels makes them; $GPU_CHECK_WHEELS names
+# another prepared folder) or, where an index is reachable, from it - each under a time limit. The ComCO render
+# step runs with $BLENDER_PYTHON when set (bpy 5.0.1 needs Python 3.11), else with the same Python. The whole check runs under $GPU_CHECK_LIMIT seconds (default
 # 560, inside one 10-minute device command).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
+WHEELS=${GPU_CHECK_WHEELS:-$ROOT/.whl}
 MODE=""
 case "${1:-}" in
   --dry-run) MODE=dry ;;
@@ -76,9 +78,9 @@ if [ -n "$missing" ]; then
   SITE=/tmp/bindscope-site
   mkdir -p "$SITE"
   echo "[gpu_check.sh] installing into $SITE:$missing" >&2
-  if ls .whl/*.whl >/dev/null 2>&1; then
+  if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
     timeout 180 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target "$SITE" .whl/*.whl >&2 || echo "[gpu_check.sh] wheel install failed" >&2
+      --target "$SITE" "$WHEELS"/*.whl >&2 || echo "[gpu_check.sh] wheel install failed" >&2
   else
     # shellcheck disable=SC2086
     timeout 240 "$PY" -m pip install -q --no-cache-dir --target "$SITE" $missing >&2 \
