@@ -30,23 +30,8 @@ Usage::
 
 ``benchmarks/gpu_check.py`` runs these stages on a GPU machine in fp32 and bf16.
 
-Figures (``PYTHONPATH=$PWD python benchmarks/eval_ceiling.py``: 10,000 MADMAN test images, 2,000 ComCO-style
-scenes; Linux x86-64, 2 CPUs, torch threads 2, no GPU, load average 0.9-1.5; one run each, back to back, images/s
-and the ratio to the raw reads around the stage):
-
-    stage                                                 before (15bd6d8)             after
-    (a) raw h5py reads, MADMAN 96 px                      13,400-18,600                16,200-21,700
-    (a) raw h5py reads, ComCO 224 px                      1,190-1,280                  1,150-1,330
-    (b) torch reader, every field, 0 / 2 workers          1,354 / 1,812 (0.08 / 0.11)  3,921 / 3,305 (0.19 / 0.16)
-    (b) torch reader, index+image+caption, 0 / 2 workers  1,430 / 1,656 (0.08 / 0.10)  12,011 / 8,555 (0.58 / 0.41)
-    (c) evaluate, zero-cost encoder, MADMAN               784 (0.05)                   5,357 (0.28)
-    (c) evaluate, zero-cost encoder, ComCO (every task)   546 (0.44)                   746 (0.60)
-    (d) evaluate, ViT-B-32 fp32 on the CPU, 32 images     1.7 (99 % in forward)        1.5 (99 % in forward)
-
-Before, item by item, "train" fields were not selectable (every field was read). What limits the MADMAN
-evaluation now, per image besides decompressing it: the embedder's sha256 of every image and of every text (ten
-per image) and its look-ups, about a third of the time; HDF5's variable-length strings of the captions and
-negatives; parsing every sample's spec (1 KB of JSON) to refuse a bad shard; scoring ten comparisons per image.
+Today's figures, with the command, the machine and what limits them, are in docs/results.md ("Evaluation
+feed ceiling"); earlier ones in CHANGELOG.md.
 """
 
 from __future__ import annotations
