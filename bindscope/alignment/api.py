@@ -84,7 +84,7 @@ def probe(data: str | os.PathLike, model: str = "ViT-B-32", *, pretrained: str |
           attributes: list[str] | None = None,
           fractions: tuple[float, float, float] = (0.6, 0.2, 0.2), min_objects: int = 2, steps: int = 300,
           lr: float = 0.01, weight_decay: float = 1e-4, seed: int = 0, device: str = "auto",
-          precision: str = "fp32", batch_size: int = 64, cache_dir: str | None = None, use_cache: bool = True,
+          precision: str = "fp32", batch_size: int | None = None, cache_dir: str | None = None, use_cache: bool = True,
           out: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = True) -> Evaluation:
     """Linear probes on frozen embeddings: one probe per target object and attribute (docs/alignment.md).
 
@@ -212,8 +212,9 @@ def _conjunctive(dataset, data, split, model, pretrained, settings, encoder, out
 
 def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, pretrained: str | None = None,
                 split: str | None = None, holdout: float = 0.1, epochs: int = 20, fit_batch_size: int = 128,
-                lr: float = 1e-3, seed: int = 0, device: str = "auto", precision: str = "fp32", batch_size: int = 64,
-                cache_dir: str | None = None, use_cache: bool = True, overwrite: bool = False,
+                lr: float = 1e-3, seed: int = 0, device: str = "auto", precision: str = "fp32",
+                batch_size: int | None = None, cache_dir: str | None = None, use_cache: bool = True,
+                overwrite: bool = False,
                 progress: bool = True):
     """Fit the D x D LABCLIP map (Koishigarina et al.; docs/alignment.md) on ``data`` and write it to ``out``.
 
@@ -256,7 +257,7 @@ def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, 
 
 
 def labclip_eval(data: str | os.PathLike, model: str, labclip: str | os.PathLike, *, pretrained: str | None = None,
-                 split: str | None = None, device: str = "auto", precision: str = "fp32", batch_size: int = 64,
+                 split: str | None = None, device: str = "auto", precision: str = "fp32", batch_size: int | None = None,
                  cache_dir: str | None = None, use_cache: bool = True, out: str | os.PathLike | None = None,
                  overwrite: bool = False, progress: bool = True) -> Evaluation:
     """Binding, recognition and the modality gap of ``data`` before and after the LABCLIP map file ``labclip``.

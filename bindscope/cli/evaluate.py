@@ -187,9 +187,12 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model,
     the share of CLS attention on the object, per patch of the object, its area in patches and how many of
     the top-k attended patches it holds, with bootstrap intervals over scenes. See docs/evaluation.md.
     """
+    from bindscope.encoders.interface import default_batch_size
     from bindscope.evaluation.api import EvaluationPlan
     from bindscope.evaluation.attention import cls_attention_by_size
     from bindscope.evaluation.results import open_dataset
+
+    batch_size = batch_size or default_batch_size(device)
 
     ds = open_dataset(data, ("comco", "coco"), "comco attention")
     ds.split(split)

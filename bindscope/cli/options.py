@@ -121,9 +121,10 @@ def _model_choice_options():
                           "checkpoint file or hf-hub:<org>/<repo>. Default: 'openai' where listed, else the "
                           "model's first listed tag."),
         click.option("--device", type=DEVICE, default="auto", show_default=True, help=DEVICE_GRAMMAR + "."),
-        click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS)),
-        click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1),
-                     help="Inputs per forward pass."),
+        click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS),
+                     help="Encoder weights and inputs in float32, bfloat16 or float16 (embeddings are float32)."),
+        click.option("--batch-size", default=None, type=click.IntRange(min=1),
+                     help="Inputs per forward pass [64 on a CPU, 512 on CUDA]."),
     ]
 
 

@@ -14,9 +14,9 @@ from bindscope.encoders.interface import (
     EncoderAdapter,
     check_images,
     check_precision,
+    device_preprocess,
     l2_normalise,
     resolve_device,
-    square_resize,
 )
 from bindscope.encoders.model_folder import no_prompts
 from bindscope.encoders.sentence_transformers import BUNDLED_SENTENCE_TRANSFORMERS, SENTENCE_TRANSFORMERS_PREFIX
@@ -185,7 +185,9 @@ class OpenCLIPAdapter(EncoderAdapter):
         """``(N, H, W, 3)`` uint8 RGB -> the model's input, ``(N, 3, S, S)`` on the adapter's device.
 
         Padded to a centred black square (never cropped), resized to ``S = image_size`` with the model's
-        interpolation and antialiasing, normalised with the model's mean and std, cast to the input dtype.
+        interpolation and antialiasing, normalised with the model's mean and std, cast to the input dtype
+        (:func:`bindscope.encoders.interface.device_preprocess`). The bytes travel as uint8 (through page-locked
+        memory to a GPU) and are converted on the device.
 
         Raises:
             BadInput: the array is not (N, H, W, 3) uint8.
@@ -193,9 +195,13 @@ class OpenCLIPAdapter(EncoderAdapter):
         import torch
 
         images = check_images(images)
-        x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device)
-        x = square_resize(x.permute(0, 3, 1, 2).float().div_(255.0), self.image_size, self.interpolation)
-        return ((x.clamp_(0.0, 1.0) - self._mean) / self._std).to(self._input_dtype)
+        x = torch.from_numpy(np.ascontiguousarray(images))
+        if self.device.startswith("cuda"):
+            x = x.pin_memory().to(self.device, non_blocking=True)
+        else:
+            x = x.to(self.device)
+        return device_preprocess(x, self.image_size, self._mean.view(3), self._std.view(3), self.interpolation,
+                                 self._input_dtype)
 
     def encode_images(self, images: np.ndarray) -> np.ndarray:
         images = check_images(images)

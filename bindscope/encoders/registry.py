@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
 
-from bindscope.encoders.interface import EncoderAdapter, check_precision
+from bindscope.encoders.interface import EncoderAdapter, check_precision, default_batch_size
 from bindscope.encoders.sentence_transformers import SENTENCE_TRANSFORMERS_PREFIX
 from bindscope.errors import BadInput
 
@@ -147,7 +147,7 @@ def encoder_kind(model: str) -> EncoderKind:
 
 
 def load_adapter(model: str, pretrained: str | None = None, device: str = "auto", precision: str = "fp32",
-                 batch_size: int = 64, pooling: str = "cls") -> EncoderAdapter:
+                 batch_size: int | None = None, pooling: str = "cls") -> EncoderAdapter:
     """Load an encoder by name or checkpoint path (see the module docstring for the accepted forms).
 
     Args:
@@ -157,7 +157,8 @@ def load_adapter(model: str, pretrained: str | None = None, device: str = "auto"
             ``hf-hub:`` name, or None for the model's default tag. Ignored for the other kinds of model.
         device: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``.
         precision: ``fp32``, ``bf16`` or ``fp16``.
-        batch_size: inputs per forward pass (>= 1).
+        batch_size: inputs per forward pass (>= 1); None: by device
+            (:func:`bindscope.encoders.interface.default_batch_size`: 64 on a CPU, 512 on CUDA).
         pooling: ``cls`` or ``mean``, for ``hf:`` text encoders only (:mod:`bindscope.encoders.hf_text`).
 
     Returns:
@@ -167,6 +168,8 @@ def load_adapter(model: str, pretrained: str | None = None, device: str = "auto"
         BadInput: unknown model (with the closest valid names), unknown tag, bad device/precision/batch size,
             or weights that cannot be loaded.
     """
+    if batch_size is None:
+        batch_size = default_batch_size(device)
     if batch_size < 1:
         raise BadInput(f"batch_size must be at least 1, got {batch_size}", param="batch_size")
     check_precision(precision)

@@ -101,7 +101,7 @@ def plan_evaluation(data: str | os.PathLike | None, *, splits: list[str] | None 
         if given:
             raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
                            "dataset's scenes are used", param=given[0])
-        ds = open_dataset(data, generators, task_name)
+        ds = open_dataset(data, generators, task_name, validate=False)
         if ds.generator == "madman":
             _refuse_scene_options(tasks, matching_negatives, split, references, category_map)
             _refuse_oscope_options(oscope, "a MADMAN dataset is evaluated per split (splits=)")
@@ -122,7 +122,7 @@ def plan_evaluation(data: str | os.PathLike | None, *, splits: list[str] | None 
 
 def run_evaluation(plan: EvaluationPlan, model: str, pretrained: str | None = None, *, out: Path | None,
                    plot: Path | None = None, overwrite: bool = False, device: str = "auto",
-                   precision: str = "fp32", batch_size: int = 64, pooling: str = "cls",
+                   precision: str = "fp32", batch_size: int | None = None, pooling: str = "cls",
                    cache_dir: str | None = None, use_cache: bool = True, progress: bool = True) -> Evaluation:
     """Load the encoder and run a checked :class:`EvaluationPlan`; write the result (and its per-sample rows,
     :func:`bindscope.evaluation.results.samples_path`) to ``out`` (None: nothing written) and the plot.
@@ -138,7 +138,7 @@ def run_evaluation(plan: EvaluationPlan, model: str, pretrained: str | None = No
         plan.text_transform.check_encoder(adapter)
     cache = EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim) \
         if use_cache else None
-    rows: list = []
+    rows: list | None = [] if out is not None and plan.samples else None  # built only to be written
     result = plan.run(adapter, plan.text_transform, cache, progress, rows)
     if out is not None:
         write_result(out, result, overwrite=overwrite, rows=rows if plan.samples else None)
@@ -150,8 +150,9 @@ def run_evaluation(plan: EvaluationPlan, model: str, pretrained: str | None = No
 def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrained: str | None = None,
              splits: list[str] | None = None, tasks: str | None = None,
              text_transform=None, device: str = "auto", precision: str = "fp32",
-             batch_size: int = 64, pooling: str = "cls", cache_dir: str | None = None, use_cache: bool = True,
-             out: str | os.PathLike | bool | None = None, overwrite: bool = False, plot: str | os.PathLike | None = None,
+             batch_size: int | None = None, pooling: str = "cls", cache_dir: str | None = None, use_cache: bool = True,
+             out: str | os.PathLike | bool | None = None, overwrite: bool = False,
+             plot: str | os.PathLike | None = None,
              progress: bool = True, matching_negatives: int | None = None, seed: int = 0, objects: int | None = None,
              vocab: str | None = None, n: int | None = None, split: str | None = None,
              references: str | os.PathLike | None = None, category_map: str | os.PathLike | None = None,
@@ -181,7 +182,8 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
         text_transform: a callable on L2-normalised (N, D) text embeddings, e.g. a LABCLIP map
             (``bindscope.labclip.load(path)``); its ``file_tag`` (if any) names the default result file and
             its ``check_encoder(adapter)`` (if any) runs before encoding.
-        device / precision / batch_size / pooling: encoder settings (pooling: ``cls`` or ``mean``, ``hf:``
+        device / precision / batch_size / pooling: encoder settings (batch_size None: 64 on a CPU, 512 on
+            CUDA; precision ``fp32``, ``bf16`` or ``fp16``; pooling: ``cls`` or ``mean``, ``hf:``
             text encoders only); cache_dir / use_cache: the embedding cache.
         out: result file (default ``DATA/eval/<task>-<model>-<tag>.json``, or ``results/comco-sampled-...``
             without data); ``False``: write nothing. overwrite: replace an existing result file.

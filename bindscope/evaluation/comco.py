@@ -44,6 +44,7 @@ category names joined with " and " (the paper's form); TOR on a dataset uses the
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -53,6 +54,7 @@ from tqdm.auto import tqdm
 from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput, check_int
+from bindscope.evaluation.feed import IMAGE_BATCH, reader_workers
 from bindscope.evaluation.references import ReferenceSet
 from bindscope.evaluation.results import (
     TextTransform,
@@ -245,6 +247,53 @@ def distinct_by_rank(objects: list) -> list:
     return out
 
 
+@dataclass
+class _Scene:
+    """The parts of a sample the scene tasks read (what :func:`caption_mentions` needs of a Sample)."""
+
+    index: int
+    caption: str
+    objects: list
+    negatives: list
+    spec: dict
+
+
+def _spec_for_mentions(text: str) -> dict:
+    """A scene's spec as far as :func:`caption_mentions` reads it: parsed only when it may hold a ``captions``
+    key (written plainly or with a \\u escape); else empty, which reads the same (no ``captions``)."""
+    return json.loads(text) if '"captions"' in text or "\\u" in text else {}
+
+
+def scene_records(split, workers: int = 0, images: bool = True, negatives: bool = True):
+    """``(scene, image or None)`` per sample of ``split`` in index order, the tables read a shard at a time and
+    the images a shard slice at a time (in ``workers`` processes when > 0).
+
+    Raises:
+        DatasetError: a shard that cannot be read, or a spec that may name captions and is not JSON.
+    """
+    pieces = split.slices(IMAGE_BATCH)
+    batches = split.image_batches(IMAGE_BATCH, workers, check_specs=True) if images else None
+    tables: dict[int, tuple] = {}
+    for number, lo, hi in pieces:
+        first, pixels = next(batches) if batches is not None else (None, None)
+        if number not in tables:
+            reader = split.shard(number)
+            if batches is None:  # else checked where the images are read
+                reader.check_specs()
+            tables = {number: (reader, reader.captions, reader.all_objects(),
+                               reader.all_negatives() if negatives else None)}
+        reader, captions, objects, negs = tables[number]
+        for local in range(lo, hi):
+            text = reader.spec_text(local, check=False)
+            try:
+                spec = _spec_for_mentions(text)
+            except ValueError:
+                spec = reader.spec(local)  # raises the reader's DatasetError naming the file
+            scene = _Scene(reader.first_index + local, captions[local], objects[local],
+                           negs[local] if negs is not None else [], spec)
+            yield scene, None if pixels is None else pixels[local - lo]
+
+
 def caption_mentions(sample) -> list[tuple[str, list[str]]]:
     """``[(caption, category names in mention order), ...]`` for TOR: every caption of a COCO import
     (``spec["captions"]``), else the sample's caption with its ``mention_position`` column."""
@@ -277,15 +326,17 @@ def dataset_vocabulary(ds: Dataset, scenes: str) -> tuple[list[str], str]:
     else the categories of the split ``scenes`` ordered by category id."""
     if "references" in ds.split_names:
         names = []
-        for sample in ds.split("references"):
-            name = sample.objects[0].category if sample.objects else sample.caption
-            if name not in names:
-                names.append(name)
+        for reader in ds.split("references").shards():
+            for caption, objects in zip(reader.captions, reader.all_objects()):
+                name = objects[0].category if objects else caption
+                if name not in names:
+                    names.append(name)
         return names, "references split"
     seen = {}
-    for sample in ds.split(scenes):
-        for o in sample.objects:
-            seen.setdefault(o.category, o.category_id)
+    for reader in ds.split(scenes).shards():
+        for objects in reader.all_objects():
+            for o in objects:
+                seen.setdefault(o.category, o.category_id)
     return sorted(seen, key=lambda n: (seen[n], n)), "categories present in the scenes"
 
 
@@ -381,7 +432,8 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                    embedder: Embedder | None = None, matching_negatives: int | None = None, seed: int = 0,
                    progress: bool = True, check: bool = True, split: str | None = None,
                    references: ReferenceSet | None = None, rows: list | None = None, protocol: str = "bindscope",
-                   object_order: str = "mention", bias_position: int | None = None, heads=None) -> dict:
+                   object_order: str = "mention", bias_position: int | None = None, heads=None,
+                   workers: int | None = None) -> dict:
     """TOR, IOR, I2TOR and matching on a ComCO/SimCO dataset or a COCO import (see the module docstring).
 
     Args:
@@ -417,6 +469,9 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             (:func:`matching_captions`).
         heads: :class:`~bindscope.evaluation.position_heads.HeadSettings` for ``toc`` / ``ioc`` (default values
             when None).
+        workers: processes that read and decompress the scene images
+            (:func:`bindscope.evaluation.feed.reader_workers`; None: chosen by size and CPUs). The result does
+            not depend on it.
 
     Returns:
         A result dict valid against ``eval_result`` (``kind = "comco-eval"``).
@@ -426,7 +481,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             without a ``references`` split and no ``references``.
         DatasetError: not a ComCO/COCO dataset, missing split, corrupt shard.
     """
-    ds = open_dataset(dataset, ("comco", "coco"), "comco eval")
+    ds = open_dataset(dataset, ("comco", "coco"), "comco eval", validate=False)
     from bindscope.evaluation import clip_oscope as oscope
     from bindscope.evaluation.position_heads import IOC_SOURCE, TOC_SOURCE, HeadSettings, position_classification
 
@@ -450,7 +505,10 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
 
     def read_scenes():
         """One pass over the scenes: collect captions and objects, yield each image (read from disk once)."""
-        for sample in tqdm(scenes, total=len(scenes), desc="comco eval: scenes", disable=not progress, unit="img"):
+        records = scene_records(scenes, reader_workers(len(scenes), workers) if needs_images else 0,
+                                images=bool(needs_images), negatives="binding" in tasks)
+        for sample, image in tqdm(records, total=len(scenes), desc="comco eval: scenes", disable=not progress,
+                                  unit="img"):
             for caption, mentioned in caption_mentions(sample):
                 captions.append(caption)
                 mentions.append(mentioned)
@@ -461,7 +519,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             objects.append(distinct)
             ids.append(sample.index)
             scene_negatives.append((sample.caption, sample.negatives))
-            yield sample.image
+            yield image
 
     metrics: dict = {}
     texts_used: list[str] = list(vocab)
@@ -487,9 +545,9 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                 oscope.oscope_rows(sims, vocab, mentions, "tor", captions, caption_ids, rows)
         if "ior" in tasks:
             if references is None:
-                refs = ds.split("references")
-                ref_names = [(s.objects[0].category if s.objects else s.caption) for s in refs]
-                ref_emb = embedder.images(s.image for s in refs)
+                refs = [(s, image) for s, image in scene_records(ds.split("references"), negatives=False)]
+                ref_names = [(s.objects[0].category if s.objects else s.caption) for s, _ in refs]
+                ref_emb = embedder.images(image for _, image in refs)
             else:
                 ref_names, ref_emb = references.prototypes(embedder)
             if protocol != "clip-oscope":

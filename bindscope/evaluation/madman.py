@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -31,6 +32,7 @@ from tqdm.auto import tqdm
 from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput, DatasetError
+from bindscope.evaluation.feed import IMAGE_BATCH, embed_texts, paused_gc, reader_workers
 from bindscope.evaluation.results import (
     TextTransform,
     apply_text_transform,
@@ -52,74 +54,131 @@ INTERVALS = ("ci95: Wilson score 95% per comparison (treats comparisons as indep
 SPLIT_ROLES = {"test": "in-distribution", "ood": "out-of-distribution (held-out object-attribute combinations)"}
 
 
-def score_split(image_emb: np.ndarray, caption_emb: np.ndarray, negatives: list[list], negative_emb: list[np.ndarray],
-                attributes: list[str], sample_ids: list[int] | None = None, rows: list | None = None,
-                seed: int = 0) -> dict:
+@dataclass
+class NegativeColumns:
+    """The negatives of N samples as columns (M rows in all): sample ``i``'s are rows ``bounds[i]:bounds[i+1]``.
+
+    Attributes:
+        bounds: (N + 1,) int64, non-decreasing from 0 to M.
+        kind, attribute, caption: M str each (the fields of :class:`~bindscope.format.records.Negative`).
+        objects: M tuples of 1-based object indices.
+    """
+
+    bounds: np.ndarray
+    kind: list[str]
+    attribute: list[str]
+    objects: list[tuple[int, ...]]
+    caption: list[str]
+
+    @classmethod
+    def from_records(cls, negatives: list[list]) -> "NegativeColumns":
+        """The columns of per-sample lists of :class:`~bindscope.format.records.Negative`."""
+        flat = [n for negs in negatives for n in negs]
+        return cls(np.cumsum([0] + [len(negs) for negs in negatives], dtype=np.int64), [n.kind for n in flat],
+                   [n.attribute for n in flat], [tuple(n.objects) for n in flat], [n.caption for n in flat])
+
+
+def score_split(image_emb: np.ndarray, caption_emb: np.ndarray, negatives: list[list] | NegativeColumns,
+                negative_emb: list[np.ndarray], attributes: list[str], sample_ids: list[int] | None = None,
+                rows: list | None = None, seed: int = 0, row_fields: dict | None = None) -> dict:
     """Recognition and binding counts for one split from embeddings (pure numpy; the protocol's core).
 
     Args:
         image_emb: (N, D) float32 unit-norm image embeddings.
         caption_emb: (N, D) float32 unit-norm embeddings of the true captions.
-        negatives: per sample, its :class:`~bindscope.format.records.Negative` records.
+        negatives: per sample, its :class:`~bindscope.format.records.Negative` records (or the same as
+            :class:`NegativeColumns`).
         negative_emb: per sample, (K_i, D) embeddings of its negatives (same order).
         attributes: attribute names in report order (the manifest's ``object_attributes``).
         sample_ids: per sample its index in the split (default 0..N-1): the cluster of its comparisons and the
             ``sample`` field of the rows.
         rows: when a list is given, one dict per comparison is appended (see :func:`evaluate_madman`).
         seed: seed of the cluster bootstrap.
+        row_fields: keys and values put first in every row (e.g. ``{"split": "test"}``).
 
     Returns:
         ``{"recognition", "binding", "binding_unconditional"}``, each ``{"per_attribute": {a: proportion},
         "average": {"macro", "micro", "macro_over"}}``; ``binding`` also has ``excluded`` per attribute. Every
         proportion carries the per-comparison Wilson ``ci95`` and ``ci95_cluster``, a bootstrap over images (all
         comparisons of one image resampled together), with ``clusters`` = the number of images.
+
+    A sample's similarities are the products ``image_emb[i] @ caption_emb[i]`` and ``negative_emb[i] @
+    image_emb[i]``, computed per sample; the bookkeeping over the comparisons is vectorised.
     """
-    sample_ids = list(range(len(negatives))) if sample_ids is None else list(sample_ids)
-    rec, bind, bind_all = defaultdict(list), defaultdict(list), defaultdict(list)  # attribute -> [(image, ok)]
-    excluded = defaultdict(int)
-    for i, negs in enumerate(negatives):
-        if not negs:
-            continue
-        sid = sample_ids[i]
-        positive = float(image_emb[i] @ caption_emb[i])
-        scores = [float(v) for v in negative_emb[i] @ image_emb[i]]
-        passed = [positive > v for v in scores]
-        rec_ok: dict[tuple[str, int], list[bool]] = defaultdict(list)
-        for neg, ok in zip(negs, passed):
-            if neg.kind == "recognition":
-                rec[neg.attribute].append((sid, ok))
-                for obj in neg.objects:
-                    rec_ok[(neg.attribute, obj)].append(ok)
-        for neg, ok, score in zip(negs, passed, scores):
-            counted = None
-            if neg.kind == "binding":
-                bind_all[neg.attribute].append((sid, ok))
-                counted = all(rec_ok.get((neg.attribute, obj)) and all(rec_ok[(neg.attribute, obj)])
-                              for obj in neg.objects)
-                if counted:
-                    bind[neg.attribute].append((sid, ok))
-                else:
-                    excluded[neg.attribute] += 1
-            if rows is not None:
-                rows.append({"sample": sid, "task": neg.kind, "attribute": neg.attribute,
-                             "objects": list(neg.objects), "negative": neg.caption,
-                             "caption_similarity": positive, "negative_similarity": score, "passed": ok,
-                             "counted_in_binding": counted})
+    cols = negatives if isinstance(negatives, NegativeColumns) else NegativeColumns.from_records(negatives)
+    bounds = np.asarray(cols.bounds, dtype=np.int64)
+    count = len(bounds) - 1
+    sample_list = list(range(count)) if sample_ids is None else list(sample_ids)
+    sizes = np.diff(bounds)
+    positive = np.zeros(count, np.float64)  # float32 and float64 products are held exactly
+    scores = np.zeros(int(bounds[-1]), np.float64)
+    for i in np.flatnonzero(sizes).tolist():
+        positive[i] = image_emb[i] @ caption_emb[i]
+        scores[bounds[i]:bounds[i + 1]] = negative_emb[i] @ image_emb[i]
+    owner = np.repeat(np.arange(count), sizes)  # the sample (position) of each comparison
+    positive_row = positive[owner]
+    passed = positive_row > scores
+    sids = np.asarray(sample_list)[owner] if count else np.zeros(0, np.int64)
+    kind = np.asarray(cols.kind, dtype=object)
+    is_rec, is_bind = kind == "recognition", kind == "binding"
+    codes = {a: k for k, a in enumerate(dict.fromkeys(cols.attribute))}
+    attr = np.fromiter((codes[a] for a in cols.attribute), np.int64, len(cols.attribute))
+    counted = _counted_in_binding(owner, attr, cols.objects, passed, is_rec, is_bind)
 
-    def clustered(pairs):
-        return clustered_proportion([ok for _, ok in pairs], [sid for sid, _ in pairs], seed=seed)
+    def outcomes(mask) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return {a: (passed[mask & (attr == k)], sids[mask & (attr == k)]) for a, k in codes.items()
+                if np.any(mask & (attr == k))}
 
-    def block(outcomes):
-        names = [a for a in attributes if a in outcomes] + sorted(set(outcomes) - set(attributes))
-        per = {a: clustered(outcomes[a]) for a in names}
-        return {"per_attribute": per, "average": averages(per, clustered([p for a in names for p in outcomes[a]]))}
+    rec, bind, bind_all = outcomes(is_rec), outcomes(is_bind & counted), outcomes(is_bind)
+    if rows is not None:
+        flags = [None if not b else f for b, f in zip(is_bind.tolist(), counted.tolist())]
+        samples = [sample_list[i] for i in owner.tolist()]
+        first = dict(row_fields or {})
+        with paused_gc():  # ~10 containers per comparison: the cyclic collector would rescan them many times
+            rows.extend([{**first, "sample": i, "task": k, "attribute": a, "objects": list(o), "negative": c,
+                          "caption_similarity": p, "negative_similarity": v, "passed": ok, "counted_in_binding": f}
+                         for i, k, a, o, c, p, v, ok, f in zip(samples, cols.kind, cols.attribute, cols.objects,
+                                                                cols.caption, positive_row.tolist(), scores.tolist(),
+                                                                passed.tolist(), flags)])
+
+    def clustered(oks, ids):
+        return clustered_proportion(oks, ids, seed=seed)
+
+    def block(groups):
+        names = [a for a in attributes if a in groups] + sorted(set(groups) - set(attributes))
+        per = {a: clustered(*groups[a]) for a in names}
+        pooled = (np.concatenate([groups[a][0] for a in names]) if names else np.zeros(0, bool),
+                  np.concatenate([groups[a][1] for a in names]) if names else np.zeros(0, np.int64))
+        return {"per_attribute": per, "average": averages(per, clustered(*pooled))}
 
     binding = block(bind)
     names = [a for a in attributes if a in bind_all] + sorted(set(bind_all) - set(attributes))
-    binding["excluded"] = {a: int(excluded.get(a, 0)) for a in names}
+    binding["excluded"] = {a: int(len(bind_all[a][0]) - (len(bind[a][0]) if a in bind else 0)) for a in names}
     for a in names:  # an attribute whose binding negatives were all excluded still appears, with total 0
-        binding["per_attribute"].setdefault(a, clustered([]))
+        binding["per_attribute"].setdefault(a, clustered([], []))
     return {"recognition": block(rec), "binding": binding, "binding_unconditional": block(bind_all)}
+
+
+def _counted_in_binding(owner: np.ndarray, attr: np.ndarray, objects: list[tuple[int, ...]], passed: np.ndarray,
+                        is_rec: np.ndarray, is_bind: np.ndarray) -> np.ndarray:
+    """Per comparison: a binding negative counts when, for each of its objects, the same sample has a
+    recognition negative of the same attribute on that object and passed all of them (False elsewhere)."""
+    lengths = np.fromiter(map(len, objects), np.int64, len(objects))
+    flat = np.fromiter((x for o in objects for x in o), np.int64, int(lengths.sum()))
+    row = np.repeat(np.arange(len(objects)), lengths)  # the comparison of each (comparison, object) pair
+    uniq, obj = np.unique(flat, return_inverse=True)
+    sizes = (int(owner.max(initial=0)) + 1, int(attr.max(initial=0)) + 1, max(1, len(uniq)))
+    if sizes[0] * sizes[1] * sizes[2] < 2 ** 62:  # one int64 key per (sample, attribute, object)
+        key = (owner[row] * sizes[1] + attr[row]) * sizes[2] + obj.reshape(-1)
+    else:
+        key = np.unique(np.stack([owner[row], attr[row], flat], axis=1), axis=0, return_inverse=True)[1]
+        key = key.reshape(-1)
+    rec_pairs, bind_pairs = is_rec[row], is_bind[row]
+    known, inverse = np.unique(key[rec_pairs], return_inverse=True)
+    failed = np.bincount(inverse, weights=~passed[row[rec_pairs]], minlength=len(known)) > 0
+    bad_pairs = ~np.isin(key[bind_pairs], known[~failed])  # an object without (passed) recognition
+    bad = np.bincount(row[bind_pairs], weights=bad_pairs, minlength=len(objects)) > 0
+    return is_bind & ~bad
 
 
 def default_splits(ds: Dataset) -> list[str]:
@@ -131,10 +190,37 @@ def default_splits(ds: Dataset) -> list[str]:
     return splits
 
 
+def _scored_images(split, captions: list, columns: NegativeColumns, ids: list, workers: int, bar):
+    """Yield the image of every sample of ``split`` that has negatives, in index order, appending its caption,
+    negatives (to ``columns``, whose ``bounds`` is then a list) and index as it goes. Images are read a shard
+    slice at a time (in ``workers`` processes when > 0); each shard's tables are read once, while the workers
+    decompress the next slices."""
+    tables: dict[int, tuple] = {}
+    for first, batch in split.image_batches(IMAGE_BATCH, workers, check_specs=True):
+        number, local = split.locate(first)
+        if number not in tables:
+            reader = split.shard(number)
+            tables = {number: (reader.captions, reader.negative_offsets.tolist(),
+                               *(reader.negative_column(c) for c in ("kind", "attribute", "objects", "caption")))}
+        shard_captions, offsets, kind, attribute, objects, caption = tables[number]
+        lo, hi = offsets[local], offsets[local + len(batch)]
+        columns.kind += kind[lo:hi]
+        columns.attribute += attribute[lo:hi]
+        columns.objects += objects[lo:hi]
+        columns.caption += caption[lo:hi]
+        for j in range(len(batch)):
+            if offsets[local + j + 1] > offsets[local + j]:
+                captions.append(shard_captions[local + j])
+                columns.bounds.append(columns.bounds[-1] + offsets[local + j + 1] - offsets[local + j])
+                ids.append(first + j)
+                yield batch[j]
+        bar.update(len(batch))
+
+
 def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, splits: list[str] | None = None,
                     text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
                     embedder: Embedder | None = None, progress: bool = True, check: bool = True,
-                    rows: list | None = None, seed: int = 0) -> dict:
+                    rows: list | None = None, seed: int = 0, workers: int | None = None) -> dict:
     """Recognition and binding accuracy of ``adapter`` on a MADMAN dataset (see the module docstring).
 
     Args:
@@ -152,6 +238,8 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
             "negative", "caption_similarity", "negative_similarity", "passed", "counted_in_binding"}``
             (similarities are cosines; ``counted_in_binding`` is None for recognition rows).
         seed: seed of the cluster bootstrap over images.
+        workers: processes that read and decompress the images (:func:`bindscope.evaluation.feed.reader_workers`;
+            None: chosen by the split's size and the CPUs). The result does not depend on it.
 
     Returns:
         A result dict valid against ``eval_result`` (``kind = "madman-eval"``); ``metrics["splits"][name]``
@@ -161,7 +249,7 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
         DatasetError: not a MADMAN dataset, a requested split is missing, no split to evaluate, a corrupt shard.
         BadInput: the adapter is text-only.
     """
-    ds = open_dataset(dataset, ("madman",), "madman eval")
+    ds = open_dataset(dataset, ("madman",), "madman eval", validate=False)
     if not adapter.supports_images:
         raise BadInput(f"madman eval needs an image encoder; {adapter.name!r} is text-only")
     if splits is None:
@@ -177,26 +265,19 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
     try:
         for name in splits:
             split = ds.split(name)
-            captions, negatives, images, ids = [], [], [], []
-            for sample in tqdm(split, total=len(split), desc=f"madman eval {name}", disable=not progress,
-                               unit="img"):
-                if not sample.negatives:
-                    continue
-                captions.append(sample.caption)
-                negatives.append(sample.negatives)
-                images.append(sample.image)
-                ids.append(sample.index)
-            neg_texts = [n.caption for negs in negatives for n in negs]
-            image_emb = embedder.images(images)
-            text_emb = apply_text_transform(embedder.texts(captions + neg_texts), text_transform)
+            captions, ids = [], []
+            negatives = NegativeColumns([0], [], [], [], [])
+            scored = sum(int(np.count_nonzero(np.diff(r.negative_offsets))) for r in split.shards())
+            with tqdm(total=len(split), desc=f"madman eval {name}", disable=not progress, unit="img") as bar:
+                images = _scored_images(split, captions, negatives, ids, reader_workers(scored, workers), bar)
+                image_emb = embedder.images(images, total=scored)
+            negatives.bounds = bounds = np.asarray(negatives.bounds, dtype=np.int64)
+            neg_texts = negatives.caption
+            text_emb = apply_text_transform(embed_texts(embedder, captions + neg_texts), text_transform)
             caption_emb, flat_neg = text_emb[:len(captions)], text_emb[len(captions):]
-            bounds = np.cumsum([0] + [len(n) for n in negatives])
-            negative_emb = [flat_neg[bounds[i]:bounds[i + 1]] for i in range(len(negatives))]
-            split_rows = [] if rows is not None else None
+            negative_emb = [flat_neg[bounds[i]:bounds[i + 1]] for i in range(len(captions))]
             scored = score_split(image_emb, caption_emb, negatives, negative_emb, ds.attribute_names, ids,
-                                 split_rows, seed)
-            if rows is not None:
-                rows.extend({"split": name, **row} for row in split_rows)
+                                 rows, seed, row_fields={"split": name})
             metrics["splits"][name] = {"role": SPLIT_ROLES.get(name, "evaluation"), "num_samples": len(split),
                                        "num_scored": len(captions), **scored}
             all_texts += neg_texts

@@ -35,13 +35,19 @@ SCHEMA_VERSION = 1
 TextTransform = Callable[[np.ndarray], np.ndarray]
 
 
-def open_dataset(dataset: str | os.PathLike | Dataset, generators: tuple[str, ...], task: str) -> Dataset:
+def open_dataset(dataset: str | os.PathLike | Dataset, generators: tuple[str, ...], task: str,
+                 validate: bool = True) -> Dataset:
     """Open ``dataset`` (a path or an open :class:`Dataset`) and check it was made by one of ``generators``.
+
+    ``validate`` (for a path): how shards are checked on open (:class:`Dataset`); the evaluations pass False:
+    they read few of the string columns (captions and negatives), each checked when first read, and parse the
+    specs where the images are read (in the reader workers, when there are any), so a bad shard is still refused
+    before anything is written.
 
     Raises:
         DatasetError: missing/unfinished folder, invalid manifest, or the wrong generator for ``task``.
     """
-    ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
+    ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset, validate=validate)
     if ds.generator not in generators:
         raise DatasetError(f"{task} needs a {' or '.join(generators)} dataset, but {str(ds.path)!r} was made by "
                            f"{ds.generator!r}")
@@ -101,8 +107,8 @@ def versions() -> dict:
 
 def truncation_counts(adapter: EncoderAdapter, texts: list[str], captions: list[str]) -> dict:
     """``{"captions", "captions_truncated", "texts", "texts_truncated", "context_length"}`` over unique texts."""
-    unique_captions = sorted(set(captions))
-    unique_texts = sorted(set(texts) | set(unique_captions))
+    unique_captions = list(dict.fromkeys(captions))  # first-seen order: counts need no sort
+    unique_texts = list(dict.fromkeys([*texts, *unique_captions]))
     flags = dict(zip(unique_texts, adapter.truncated(unique_texts)))
     return {"context_length": getattr(adapter, "context_length", None),
             "captions": len(unique_captions), "captions_truncated": sum(flags[c] for c in unique_captions),

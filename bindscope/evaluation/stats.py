@@ -102,6 +102,12 @@ def cluster_bootstrap(numerators, denominators, clusters, resamples: int = BOOTS
     independent units, not the number of comparisons (Davison & Hinkley, *Bootstrap Methods*, 1997, section 3.8).
     For a proportion, numerators are successes (0/1) and denominators 1; for a mean, numerators are the values.
 
+    A replicate depends only on how often each cluster is drawn, and clusters with equal (numerator sum,
+    denominator sum) are interchangeable, so the draw is made over the distinct pairs: a multinomial of K draws
+    with probabilities (clusters of that pair) / K, the same distribution as K draws over the K clusters, at a
+    cost of resamples x distinct pairs (a proportion over images with up to m comparisons each has at most
+    (m + 1)(m + 2) / 2 pairs, whatever K).
+
     Args:
         numerators, denominators: (M,) float arrays, one entry per observation.
         clusters: (M,) cluster labels (any hashable numpy dtype), e.g. the image index of each comparison.
@@ -124,12 +130,14 @@ def cluster_bootstrap(numerators, denominators, clusters, resamples: int = BOOTS
     k = int(inverse.max()) + 1
     num_c = np.bincount(inverse, weights=num, minlength=k)
     den_c = np.bincount(inverse, weights=den, minlength=k)
+    pairs, sizes = np.unique(np.stack([num_c, den_c], axis=1), axis=0, return_counts=True)
     rng = np.random.default_rng(seed)
     stats = []
-    for start in range(0, resamples, 250):
-        counts = rng.multinomial(k, np.full(k, 1.0 / k), size=min(250, resamples - start))
+    step = max(1, min(resamples, 2_000_000 // len(pairs)))  # replicates per draw (bounded memory)
+    for start in range(0, resamples, step):
+        counts = rng.multinomial(k, sizes / k, size=min(step, resamples - start))
         with np.errstate(invalid="ignore", divide="ignore"):
-            stats.append((counts @ num_c) / (counts @ den_c))
+            stats.append((counts @ pairs[:, 0]) / (counts @ pairs[:, 1]))
     values = np.concatenate(stats)
     values = values[~np.isnan(values)]
     alpha = (1.0 - confidence) / 2

@@ -9,9 +9,12 @@ Example::
     for shard in test.shards():  # ShardReader objects, in index order (whole-column access)
         shard.captions
 
+    test.read_images([3, 4, 5, 9])  # (4, H, W, 3) uint8: one HDF5 read per run of consecutive samples
+    for first, images in test.image_batches(256):  # contiguous (B, H, W, 3) batches, in index order
+        ...
+
     # PyTorch: a map-style torch Dataset of tensors and plain dicts (see bindscope.format.torchdata)
-    loader = torch.utils.data.DataLoader(test.as_torch(), batch_size=32, num_workers=2,
-                                         collate_fn=bindscope.format.torchdata.collate)
+    loader = bindscope.format.torchdata.loader(test.as_torch(), batch_size=256, num_workers=2)
 
 A :class:`Dataset` or :class:`Split` can be pickled (open HDF5 handles are dropped; shards reopen on use).
 """
@@ -23,12 +26,34 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from bindscope.errors import DatasetError
 from bindscope.format.manifest import load_manifest
 from bindscope.format.records import Sample
 from bindscope.format.shard import ShardReader
 from bindscope.io.canonical import sha256_file
 from bindscope.io.inside import file_inside
+
+
+ITER_BATCH = 64  # samples read at a time when iterating a split
+
+_HASHED: dict[tuple[int, ...], tuple[int, str]] = {}  # (dev, inode, size, mtime_ns, ctime_ns) -> (pid, sha256)
+
+
+def shard_sha256(path: Path) -> str:
+    """The sha256 of a shard file. A process hashes every file it opens; a forked child (a DataLoader worker)
+    reuses the digest its parent computed while the file is unchanged since: same device, inode, size,
+    modification and status-change times (any write changes the status-change time, which cannot be set
+    back; a replaced file has another inode)."""
+    info = os.stat(path)
+    key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    found = _HASHED.get(key)
+    if found is not None and found[0] != os.getpid():
+        return found[1]
+    digest = sha256_file(path)
+    _HASHED[key] = (os.getpid(), digest)
+    return digest
 
 
 def shard_mismatch(reader: ShardReader, entry: dict, split: str, manifest: dict) -> str | None:
@@ -53,12 +78,14 @@ def shard_mismatch(reader: ShardReader, entry: dict, split: str, manifest: dict)
 class Split:
     """The samples of one split, indexable 0..len-1 and iterable. Shards are opened on first use.
 
+    ``validate`` (default: the dataset's) says how a shard is checked when opened (:class:`ShardReader`).
     Picklable: open shard handles are not pickled (the copy reopens shards on use).
     """
 
-    def __init__(self, dataset: "Dataset", name: str):
+    def __init__(self, dataset: "Dataset", name: str, validate: bool | None = None):
         self.dataset = dataset
         self.name = name
+        self.validate = dataset.validate if validate is None else validate  # how shards are checked on open
         info = dataset.manifest["splits"][name]
         self._entries = info["shards"]
         self._starts = [e["first_index"] for e in self._entries]
@@ -84,24 +111,122 @@ class Split:
         for number in range(len(self._entries)):
             yield self.shard(number)
 
-    def as_torch(self, transform=None):
+    def as_torch(self, transform=None, fields=None):
         """This split as a :class:`torch.utils.data.Dataset` (map-style) of tensors and plain dicts.
 
         Args:
             transform: optional callable applied to the image as a :class:`PIL.Image.Image` (e.g. a
                 torchvision or open_clip preprocess); its result becomes ``item["image"]``.
+            fields: the item keys to produce (default: all, see
+                :class:`~bindscope.format.torchdata.TorchSplit`); ``("index", "image", "caption")`` skips the
+                masks and the tables a loop does not use.
 
         Returns:
             A :class:`bindscope.format.torchdata.TorchSplit` (picklable; each DataLoader worker opens the
-            shards itself). Batch it with :func:`bindscope.format.torchdata.collate`.
+            shards itself). Batch it with :func:`bindscope.format.torchdata.loader` (one HDF5 read per batch)
+            or a DataLoader with :func:`bindscope.format.torchdata.collate`.
         """
         from bindscope.format.torchdata import TorchSplit
 
-        return TorchSplit(self, transform)
+        return TorchSplit(self, transform, fields)
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """``(H, W)`` of every image of the dataset, pixels."""
+        height, width = self.dataset.manifest["image_size"]
+        return int(height), int(width)
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """``(shard number, local index)`` of sample ``index`` (0 <= index < len). Raises IndexError otherwise."""
+        if not 0 <= index < self._len:
+            raise IndexError(f"sample {index} out of range for split {self.name!r} of {self._len} samples")
+        number = bisect.bisect_right(self._starts, index) - 1
+        return number, index - self._starts[number]
+
+    def slices(self, batch_size: int, start: int = 0, stop: int | None = None) -> list[tuple[int, int, int]]:
+        """``[(shard number, local start, local stop), ...]``: samples ``start .. stop-1`` in index order as
+        contiguous pieces of at most ``batch_size`` samples, none spanning two shards (each one HDF5 read).
+
+        Raises:
+            ValueError: ``batch_size`` < 1 or a range outside the split.
+        """
+        stop = self._len if stop is None else stop
+        if batch_size < 1 or not 0 <= start <= stop <= self._len:
+            raise ValueError(f"batch_size {batch_size} / range {start}:{stop} not valid for {self._len} samples")
+        out = []
+        for number, entry in enumerate(self._entries):
+            first, count = entry["first_index"], entry["count"]
+            lo, hi = max(start, first), min(stop, first + count)
+            for a in range(lo, hi, batch_size):
+                out.append((number, a - first, min(a + batch_size, hi) - first))
+        return out
+
+    def read_images(self, indices) -> np.ndarray:
+        """The images of samples ``indices`` (any order, repeats allowed; negative counts from the end) as one
+        ``(len(indices), H, W, 3)`` uint8 array in that order. Indices are sorted and grouped into runs of
+        consecutive samples of one shard, each read with one HDF5 call.
+
+        Raises:
+            IndexError: an index out of range. DatasetError: a missing, changed or unreadable shard.
+        """
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        idx = np.where(idx < 0, idx + self._len, idx)
+        bad = idx[(idx < 0) | (idx >= self._len)]
+        if bad.size:
+            raise IndexError(f"sample {int(bad[0])} out of range for split {self.name!r} of {self._len} samples")
+        out = np.empty((idx.size, *self.image_size, 3), np.uint8)
+        if not idx.size:
+            return out
+        order = np.argsort(idx, kind="stable")
+        ordered = idx[order]
+        shard_of = np.searchsorted(np.asarray(self._starts), ordered, side="right") - 1
+        cuts = np.flatnonzero((np.diff(ordered) != 1) | (np.diff(shard_of) != 0)) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), idx.size]):
+            number = int(shard_of[lo])
+            first = int(ordered[lo]) - self._starts[number]
+            positions = order[lo:hi]
+            if positions[0] + (hi - lo) - 1 == positions[-1] and np.all(np.diff(positions) == 1):
+                p = int(positions[0])  # the run lands in one contiguous block of the output: read into it
+                self.shard(number).read_images(first, first + hi - lo, out=out[p:p + hi - lo])
+            else:
+                out[positions] = self.shard(number).read_images(first, first + hi - lo)
+        return out
+
+    def image_batches(self, batch_size: int = 256, workers: int = 0, start: int = 0, stop: int | None = None,
+                      check_specs: bool = False) -> Iterator[tuple[int, np.ndarray]]:
+        """The images of samples ``start .. stop-1`` in index order, as ``(index of the first, (B, H, W, 3)
+        uint8)`` batches of at most ``batch_size`` consecutive samples (:meth:`slices`: one HDF5 read each).
+
+        Args:
+            batch_size: samples per batch (>= 1).
+            workers: 0 reads here; N > 0 reads (and decompresses) in N worker processes
+                (:func:`bindscope.format.torchdata.image_batches`, needs torch), up to 2 batches per worker
+                ahead of the consumer, while this process does other work.
+            start, stop: the range of samples (default: the whole split).
+            check_specs: also parse every spec of each shard read (:meth:`ShardReader.check_specs`), where the
+                images are read (in the workers, if any), before its first batch is handed out: a reader that
+                uses no spec still refuses a shard whose specs are not JSON.
+
+        Raises:
+            ValueError: a bad ``batch_size`` or range. DatasetError: a missing, changed or unreadable shard
+            (also when read by a worker, with the same one-line message).
+        """
+        pieces = self.slices(batch_size, start, stop)
+        if workers > 0:
+            from bindscope.format.torchdata import image_batches
+
+            yield from image_batches(self, pieces, workers, check_specs)
+            return
+        for number, lo, hi in pieces:
+            reader = self.shard(number)
+            if check_specs:
+                reader.check_specs()
+            yield self._starts[number] + lo, reader.read_images(lo, hi)
 
     def shard(self, number: int) -> ShardReader:
         """The reader of this split's ``number``-th shard, opened once its bytes match the manifest's sha256
-        (one read of the file) and its structure and header match the manifest.
+        (one read of the file) and its structure and header match the manifest (and, when the dataset was
+        opened with ``validate=True``, every string column and spec: see :class:`ShardReader`).
 
         Raises:
             DatasetError: the shard file is missing, changed or corrupt, or not a bindscope shard of this
@@ -110,10 +235,11 @@ class Split:
         if number not in self._readers:
             entry = self._entries[number]
             path = file_inside(self.dataset.path, entry["file"], "shard", DatasetError)
-            if sha256_file(path) != entry["sha256"]:
+            if shard_sha256(path) != entry["sha256"]:
                 raise DatasetError(f"{path}: sha256 differs from the manifest (changed or corrupt); "
                                    "`bindscope verify` lists the details")
-            reader = ShardReader(path, self.dataset.attribute_names, self.dataset.extra_names)
+            reader = ShardReader(path, self.dataset.attribute_names, self.dataset.extra_names,
+                                 validate=self.validate)
             problem = shard_mismatch(reader, entry, self.name, self.dataset.manifest)
             if problem:
                 reader.close()
@@ -122,17 +248,23 @@ class Split:
         return self._readers[number]
 
     def __getitem__(self, index: int) -> Sample:
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError(f"sample {index} out of range for split {self.name!r} of {self._len} samples")
-        number = bisect.bisect_right(self._starts, index) - 1
-        return self.shard(number).sample(index - self._starts[number])
+        number, local = self.locate(index + self._len if index < 0 else index)
+        return self.shard(number).sample(local)
 
     def __iter__(self) -> Iterator[Sample]:
+        """The samples in index order, as ``split[i]`` gives them; images, masks and arrays are read
+        :data:`ITER_BATCH` at a time and each shard's object and negative tables in one pass."""
         for reader in self.shards():
-            for local in range(reader.count):
-                yield reader.sample(local)
+            objects, negatives = reader.all_objects(), reader.all_negatives()
+            for lo in range(0, reader.count, ITER_BATCH):
+                hi = min(lo + ITER_BATCH, reader.count)
+                images, masks = reader.read_images(lo, hi), reader.read_masks(lo, hi)
+                arrays = {name: reader.read_array(name, lo, hi) for name in reader.arrays}
+                for j, local in enumerate(range(lo, hi)):
+                    yield Sample(index=reader.first_index + local, image=images[j], mask=masks[j],
+                                 caption=reader.captions[local], objects=objects[local],
+                                 negatives=negatives[local], spec=reader.spec(local),
+                                 arrays={name: a[j] for name, a in arrays.items()})
 
     def close(self) -> None:
         for reader in self._readers.values():
@@ -143,18 +275,26 @@ class Split:
 class Dataset:
     """A finished bindscope dataset directory (see docs/dataset-format.md).
 
+    Args:
+        path: the dataset folder.
+        validate: how shards are checked when opened (:class:`ShardReader`): True (default) reads and checks
+            every string column and spec then; False checks structure and numeric tables, and each string
+            column on its first use (for readers that use only some columns, such as the evaluations).
+
     Attributes:
         path: the folder.
         manifest: the validated manifest dict.
         generator: ``"madman"`` or ``"comco"``.
         attribute_names / extra_names: the per-object attribute and numeric extra columns.
+        validate: as given.
 
     Raises:
         DatasetError: the folder is missing, unfinished, or its manifest is invalid.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, validate: bool = True):
         self.path = Path(path)
+        self.validate = validate
         self.manifest = load_manifest(self.path)
         self.generator: str = self.manifest["generator"]["name"]
         self.attribute_names: list[str] = self.manifest["object_attributes"]

@@ -143,21 +143,35 @@ def _strings(dataset: h5py.Dataset) -> list[str]:
     return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in dataset[()]]
 
 
+def _object_ids(text: str) -> tuple[int, ...]:
+    """A negative's ``objects`` column value (``"1|2"``) as a tuple of ints."""
+    return tuple(int(x) for x in text.split("|") if x)
+
+
 class ShardReader:
-    """Read one shard. Tables are loaded and checked on open; images and masks are read per sample on demand.
+    """Read one shard: its tables as columns, its images and masks per sample or as contiguous slices.
 
     On open every dataset the layout above names is checked for presence, shape and dtype against the shard's
     own ``count`` and its offset tables (``object_offsets`` and ``negative_offsets`` start at 0, never
     decrease and end at the table length), so a reader never indexes past a table or returns a wrongly typed
-    array. Images and masks must be (N, H, W, 3) and (N, H, W) uint8.
+    array. Images and masks must be (N, H, W, 3) and (N, H, W) uint8. The numeric tables are loaded then.
+
+    String columns (captions, specs, object categories and attributes, negatives) are read a whole column at a
+    time. With ``validate=True`` (the default) every one is read and decoded, and every spec parsed as JSON, on
+    open, so no reader starts work on a bad shard. With ``validate=False`` the open reads metadata and numeric
+    tables only (a few ms) and each string column is read on its first use, with the same checks and the same
+    error then; a reader that uses only some columns (an evaluation needs captions and negatives, not specs)
+    reads only those.
 
     Raises:
         DatasetError: the file is not a readable HDF5 file, or a dataset is missing, unreadable (e.g. a
             corrupt chunk), or of the wrong shape or dtype; the message names the file and the dataset
-            (e.g. ``.../train-00000.h5: objects/area: ...``). Reading an image or mask later raises it too.
+            (e.g. ``.../train-00000.h5: objects/area: ...``). Reading an image, mask or (unvalidated) string
+            column later raises it too.
     """
 
-    def __init__(self, path: str | os.PathLike, attribute_names: list[str], extra_names: list[str]):
+    def __init__(self, path: str | os.PathLike, attribute_names: list[str], extra_names: list[str],
+                 validate: bool = True):
         self.path = regular_file(path, "shard", DatasetError)
         try:
             self._file = h5py.File(self.path, "r")
@@ -166,6 +180,8 @@ class ShardReader:
         try:
             self._closed_world(self._file, "")
             self._load(attribute_names, extra_names)
+            if validate:
+                self.validate()
         except BaseException:
             self._file.close()
             raise
@@ -253,21 +269,26 @@ class ShardReader:
         self.masks = self._dataset("masks", "u", (n, height, width))
         if self.images.dtype != np.uint8 or self.masks.dtype != np.uint8:
             raise self._fail("images" if self.images.dtype != np.uint8 else "masks", "must be uint8")
-        self.captions = self._read("captions", "S", (n,))
-        self._specs = self._read("specs", "S", (n,))
-        for local, text in enumerate(self._specs):  # checked when opened, so no reader starts work on a bad shard
-            self._spec(local, text)
+        # string columns: checked here, read on first use (see the class docstring); name -> expected length
+        self._string_columns: dict[str, int] = {}
+        self._strings_read: dict[str, list[str]] = {}
+        self._specs_checked = False
+        self._string_column("captions", n)
+        self._string_column("specs", n)
         self.object_offsets, m = self._offsets("object_offsets", n, "objects")
         self._bound("object_offsets", m, n * MAX_OBJECTS_PER_SAMPLE, "objects")
         self._objects = {name: self._read(f"objects/{name}", "iu", (m,)) for name in _OBJECT_INT_COLUMNS}
         self._objects["bbox"] = self._read("objects/bbox", "iu", (m, 4))
         self._objects["salient"] = self._read("objects/salient", "b", (m,))
-        self._objects["category"] = self._read("objects/category", "S", (m,))
-        self._attributes = {name: self._read(f"objects/attributes/{name}", "S", (m,)) for name in attribute_names}
+        self._string_column("objects/category", m)
+        self._attribute_names = list(attribute_names)
+        for name in attribute_names:
+            self._string_column(f"objects/attributes/{name}", m)
         self._extras = {name: self._read(f"objects/extras/{name}", "f", (m,)) for name in extra_names}
         self.negative_offsets, k = self._offsets("negative_offsets", n, "negatives")
         self._bound("negative_offsets", k, n * MAX_NEGATIVES_PER_SAMPLE, "negatives")
-        self._negatives = {name: self._read(f"negatives/{name}", "S", (k,)) for name in _NEGATIVE_STR_COLUMNS}
+        for name in _NEGATIVE_STR_COLUMNS:
+            self._string_column(f"negatives/{name}", k)
         self.num_objects, self.num_negatives = m, k
         arrays = f.get("arrays")  # format version 2 (version 1 shards have none)
         if arrays is not None and not isinstance(arrays, h5py.Group):
@@ -278,6 +299,52 @@ class ShardReader:
         for name, data in self.arrays.items():
             self._bound(f"arrays/{name}", int(np.prod(data.shape[1:], dtype=np.int64)), MAX_SIDE * MAX_SIDE,
                         "values per sample")
+
+    def _string_column(self, name: str, length: int) -> None:
+        """Check the string dataset ``name`` (presence, dtype, shape ``(length,)``) without reading it."""
+        self._dataset(name, "S", (length,))
+        self._string_columns[name] = length
+
+    def _column(self, name: str) -> list[str]:
+        """The decoded string column ``name`` (read once, on first use). Raises DatasetError naming the file and
+        the dataset if it cannot be read or decoded."""
+        found = self._strings_read.get(name)
+        if found is None:
+            found = self._strings_read[name] = self._read(name, "S", (self._string_columns[name],))
+        return found
+
+    def validate(self) -> None:
+        """Read and decode every string column and parse every spec (what ``validate=True`` does on open).
+
+        Raises:
+            DatasetError: the first column that cannot be read or decoded, or the first spec that is not JSON.
+        """
+        for name in self._string_columns:
+            self._column(name)
+        self._checked_specs()
+
+    def check_specs(self) -> None:
+        """Parse every spec of the shard (once; later calls return at once). Raises DatasetError naming the file
+        and the first sample whose spec is not JSON."""
+        self._checked_specs()
+
+    def _checked_specs(self) -> list[str]:
+        texts = self._column("specs")
+        if not self._specs_checked:  # every spec at once, so no sample of a bad shard is handed out
+            for local, text in enumerate(texts):
+                self._spec(local, text)
+            self._specs_checked = True
+        return texts
+
+    @property
+    def captions(self) -> list[str]:
+        """The captions, one str per sample (the column is read on first use)."""
+        return self._column("captions")
+
+    @property
+    def categories(self) -> list[str]:
+        """The object table's category column, one str per object (rows ``object_offsets[i]:[i+1]``)."""
+        return self._column("objects/category")
 
     def image(self, local: int) -> np.ndarray:
         """The ``local``-th image, (H, W, 3) uint8. Raises DatasetError naming the file for an unreadable chunk."""
@@ -291,6 +358,41 @@ class ShardReader:
         """Every image of the shard, (N, H, W, 3) uint8. Raises DatasetError for an unreadable chunk."""
         return self._chunk(self.images, "images", slice(None))
 
+    def read_images(self, start: int = 0, stop: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
+        """Images ``start .. stop-1`` (local indices) in one HDF5 read: ``(stop - start, H, W, 3)`` uint8.
+
+        Args:
+            start, stop: a contiguous range, ``0 <= start <= stop <= count`` (``stop`` None: the end).
+            out: optional C-contiguous ``(stop - start, H, W, 3)`` uint8 array to read into (returned).
+
+        Raises:
+            IndexError: a range outside the shard. ValueError: ``out`` of another shape or dtype.
+            DatasetError: an unreadable chunk (the message names the file).
+        """
+        return self._slice(self.images, "images", start, stop, out)
+
+    def read_masks(self, start: int = 0, stop: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
+        """Instance masks ``start .. stop-1`` in one HDF5 read: ``(stop - start, H, W)`` uint8 (as
+        :meth:`read_images`)."""
+        return self._slice(self.masks, "masks", start, stop, out)
+
+    def _slice(self, dataset: h5py.Dataset, name: str, start: int, stop: int | None, out: np.ndarray | None):
+        stop = self.count if stop is None else stop
+        if not 0 <= start <= stop <= self.count:
+            raise IndexError(f"{self.path}: {name} {start}:{stop} is outside 0:{self.count}")
+        shape = (stop - start, *dataset.shape[1:])
+        if out is None:
+            out = np.empty(shape, np.uint8)
+        elif out.shape != shape or out.dtype != np.uint8 or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous {shape} uint8 array, got {out.shape} {out.dtype}")
+        if start == stop:
+            return out
+        try:
+            dataset.read_direct(out, np.s_[start:stop])
+        except (OSError, ValueError) as exc:
+            raise self._fail(name, f"samples {start}:{stop}: cannot be read ({_reason(exc)})") from None
+        return out
+
     def _chunk(self, dataset: h5py.Dataset, name: str, index):
         try:
             return dataset[index]
@@ -303,23 +405,84 @@ class ShardReader:
 
     def objects(self, local: int) -> list[ObjectRecord]:
         """The objects of the shard's ``local``-th sample."""
+        return self._object_records(int(self.object_offsets[local]), int(self.object_offsets[local + 1]))
+
+    def all_objects(self) -> list[list[ObjectRecord]]:
+        """The objects of every sample, ``[objects of sample 0, ...]`` (one pass over the table; the same
+        records as :meth:`objects`)."""
+        records = self._object_records(0, self.num_objects)
+        bounds = self.object_offsets.tolist()
+        return [records[bounds[i]:bounds[i + 1]] for i in range(self.count)]
+
+    def object_dicts(self, start: int, stop: int) -> list[list[dict]]:
+        """Per sample ``start .. stop-1`` its objects as dicts with the fields of :class:`ObjectRecord` (what
+        ``dataclasses.asdict`` gives), built from the columns in one pass."""
+        bounds = self.object_offsets[start:stop + 1].tolist()
+        rows = self._object_records(bounds[0], bounds[-1], dict)
+        return [rows[a - bounds[0]:b - bounds[0]] for a, b in zip(bounds, bounds[1:])]
+
+    def negative_dicts(self, start: int, stop: int) -> list[list[dict]]:
+        """Per sample ``start .. stop-1`` its negatives as dicts with the fields of :class:`Negative`."""
+        bounds = self.negative_offsets[start:stop + 1].tolist()
+        rows = self._negative_records(bounds[0], bounds[-1], dict)
+        return [rows[a - bounds[0]:b - bounds[0]] for a, b in zip(bounds, bounds[1:])]
+
+    def read_array(self, name: str, start: int, stop: int) -> np.ndarray:
+        """The per-sample array ``name`` of samples ``start .. stop-1`` in one HDF5 read, ``(stop - start,
+        *shape)``. Raises KeyError for an unknown name, DatasetError for an unreadable chunk."""
+        return self._chunk(self.arrays[name], f"arrays/{name}", slice(start, stop))
+
+    def _object_records(self, first: int, stop: int, make=ObjectRecord) -> list:
         c = self._objects
-        rows = range(self.object_offsets[local], self.object_offsets[local + 1])
-        return [ObjectRecord(
-            index=int(c["index"][r]), category=c["category"][r], category_id=int(c["category_id"][r]),
-            attributes={n: v[r] for n, v in self._attributes.items()},
-            bbox=tuple(int(v) for v in c["bbox"][r]), area=int(c["area"][r]),
-            size_rank=int(c["size_rank"][r]), salient=bool(c["salient"][r]),
-            mention_position=int(c["mention_position"][r]),
-            extras={n: float(v[r]) for n, v in self._extras.items()}) for r in rows]
+        rows = slice(first, stop)
+        attributes = {n: self._column(f"objects/attributes/{n}")[rows] for n in self._attribute_names}
+        extras = {n: v[rows].tolist() for n, v in self._extras.items()}
+        names = list(attributes)
+        extra_names = list(extras)
+        columns = zip(c["index"][rows].tolist(), self.categories[rows], c["category_id"][rows].tolist(),
+                      c["bbox"][rows].tolist(), c["area"][rows].tolist(), c["size_rank"][rows].tolist(),
+                      c["salient"][rows].tolist(), c["mention_position"][rows].tolist())
+        return [make(index=index, category=category, category_id=category_id,
+                     attributes={n: attributes[n][r] for n in names}, bbox=tuple(bbox), area=area,
+                     size_rank=size_rank, salient=salient, mention_position=mention,
+                     extras={n: extras[n][r] for n in extra_names})
+                for r, (index, category, category_id, bbox, area, size_rank, salient, mention)
+                in enumerate(columns)]
+
+    def negative_column(self, name: str) -> list:
+        """One column of the negatives table for every negative of the shard (sample ``i``'s are rows
+        ``negative_offsets[i]:negative_offsets[i+1]``): ``kind``, ``caption``, ``attribute``, ``original`` or
+        ``replacement`` as str, ``objects`` as tuples of ints. Read on first use.
+
+        Raises:
+            KeyError: another name. DatasetError: the column cannot be read.
+        """
+        if name not in _NEGATIVE_STR_COLUMNS:
+            raise KeyError(f"no negatives column {name!r}; the columns are {', '.join(_NEGATIVE_STR_COLUMNS)}")
+        column = self._column(f"negatives/{name}")
+        if name == "objects":
+            parsed = {text: _object_ids(text) for text in set(column)}  # few distinct values ("1", "2", "1|2")
+            column = [parsed[text] for text in column]
+        return column
 
     def negatives(self, local: int) -> list[Negative]:
         """The negatives of the shard's ``local``-th sample."""
-        c = self._negatives
-        rows = range(self.negative_offsets[local], self.negative_offsets[local + 1])
-        return [Negative(kind=c["kind"][r], caption=c["caption"][r], attribute=c["attribute"][r],
-                         objects=tuple(int(x) for x in c["objects"][r].split("|") if x),
-                         original=c["original"][r], replacement=c["replacement"][r]) for r in rows]
+        return self._negative_records(int(self.negative_offsets[local]), int(self.negative_offsets[local + 1]))
+
+    def all_negatives(self) -> list[list[Negative]]:
+        """The negatives of every sample, ``[negatives of sample 0, ...]`` (one pass over the table; the same
+        records as :meth:`negatives`)."""
+        records = self._negative_records(0, self.num_negatives)
+        bounds = self.negative_offsets.tolist()
+        return [records[bounds[i]:bounds[i + 1]] for i in range(self.count)]
+
+    def _negative_records(self, first: int, stop: int, make=Negative) -> list:
+        rows = slice(first, stop)
+        kind, caption, attribute, objects, original, replacement = (
+            self._column(f"negatives/{name}")[rows] for name in _NEGATIVE_STR_COLUMNS)
+        parsed = {text: _object_ids(text) for text in set(objects)}  # few distinct values ("1", "2", "1|2")
+        return [make(kind=k, caption=c, attribute=a, objects=parsed[o], original=g, replacement=r)
+                for k, c, a, o, g, r in zip(kind, caption, attribute, objects, original, replacement)]
 
     def _spec(self, local: int, text: str) -> dict:
         """Sample ``local``'s plan parsed from its JSON text; DatasetError naming the file if it is not JSON."""
@@ -329,8 +492,14 @@ class ShardReader:
             raise self._fail("specs", f"sample {local} is not JSON ({exc})") from None
 
     def spec(self, local: int) -> dict:
-        """The plan (``Sample.spec``, a JSON object) of the shard's ``local``-th sample, without reading pixels."""
-        return self._spec(local, self._specs[local])
+        """Sample ``local``'s plan (a fresh dict parsed from its JSON). The first call checks every spec of the
+        shard. Raises DatasetError naming the file when one is not JSON."""
+        return self._spec(local, self._checked_specs()[local])
+
+    def spec_text(self, local: int, check: bool = True) -> str:
+        """Sample ``local``'s plan as its stored JSON text: checked as :meth:`spec` does, or with ``check=False``
+        as stored, for a reader that parses only the specs it needs (and so checks those)."""
+        return self._checked_specs()[local] if check else self._column("specs")[local]
 
     def sample(self, local: int) -> Sample:
         """The shard's ``local``-th sample (0 <= local < count)."""

@@ -1,0 +1,220 @@
+"""One prepared check of the evaluation and training feed on a machine with a CUDA GPU; prints ONE JSON object.
+
+Run it through ``bash benchmarks/gpu_check.sh`` (which finds a Python with torch and installs what is missing).
+On the GPU, in this order, each step under its own time limit (an error is recorded and the rest still runs):
+
+1. ``benchmarks/eval_ceiling.py``'s stages on ``cuda`` in fp32: raw reads, the torch reader (0 and 2 workers),
+   ``bindscope.evaluate`` with a zero-cost encoder (MADMAN 96 px and ComCO-style 224 px; the reader workers
+   chosen automatically, and once more with none, to check that choice) and with a random-weight ViT-B-32;
+2. the ViT-B-32 stage again in bf16;
+3. the largest absolute difference between bf16 and fp32 embeddings (unit-norm rows) of the same images and
+   texts, and the smallest cosine between the two;
+4. a short ``madman train --device cuda`` (a few hundred steps) on a generated MADMAN training split: steps/s;
+5. a tiny ``comco render --device cuda`` (2 scenes, no references) with the Python that imports Blender's
+   ``bpy`` (``$BLENDER_PYTHON``, else this one): the command line, bpy's version and the wall seconds. The
+   bpy 5.0.1 wheel is for Python 3.11 only, so on a machine without such a Python the step records that as its
+   error.
+
+The JSON object (stdout; progress goes to stderr) has the keys ``device``, ``torch``, ``cuda``, ``cpus``,
+``dry_run``, ``rates_fp32``, ``rates_bf16``, ``ratios``, ``bf16_vs_fp32``, ``train``, ``render``, ``wall_s``
+and ``errors`` (step name -> message; empty when all ran). ``--dry-run`` runs the same steps on the CPU with tiny
+sizes (a few hundred images, a few training steps, the render at 64 px with 4 samples on ``--device cpu``) to
+check the script itself.
+
+    python benchmarks/gpu_check.py [--dry-run] [--work DIR] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SIZES = {False: {"images": 10000, "comco": 2000, "vit": 10000, "digits": None, "steps": 300, "diff": 512},
+         True: {"images": 200, "comco": 24, "vit": 4, "digits": 16, "steps": 3, "diff": 4}}
+LIMITS = {False: {"fp32": 300, "bf16": 150, "diff": 90, "train": 240, "workers0": 90, "render": 120},
+          True: {"fp32": 240, "bf16": 120, "diff": 60, "train": 120, "workers0": 60, "render": 120}}
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int):
+    """Raise TimeoutError in this (main) thread after ``seconds``."""
+    def stop(signum, frame):
+        raise TimeoutError(f"over its {seconds} s limit")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def embedding_difference(data: Path, count: int, device: str) -> dict:
+    """bf16 against fp32 embeddings of the first ``count`` images and texts of the MADMAN test split."""
+    import numpy as np
+
+    from eval_ceiling import vit_adapter
+
+    from bindscope.format.reader import Dataset
+
+    with Dataset(data, validate=False) as ds:
+        split = ds.split("test")
+        images = split.read_images(range(min(count, len(split))))
+        reader = split.shard(0)
+        texts = (reader.captions + reader.negative_column("caption"))[:count]
+    out = {}
+    emb = {p: vit_adapter(device=device, precision=p) for p in ("fp32", "bf16")}  # those of the stages
+    for name, encode in (("image", lambda a: a.encode_images(images)), ("text", lambda a: a.encode_texts(texts))):
+        full, half = encode(emb["fp32"]), encode(emb["bf16"])
+        out[f"max_abs_diff_{name}"] = float(np.abs(full - half).max())
+        out[f"min_cosine_{name}"] = float((full * half).sum(1).min())
+    out["count"] = len(images)
+    return out
+
+
+def train_check(work: Path, steps: int, device: str, digits: int | None, dry: bool) -> dict:
+    """``madman train`` on a generated training split: steps, steps/s (from its report) and wall seconds."""
+    from eval_ceiling import madman_dataset
+
+    data = madman_dataset(work, 200 if dry else 500, train=256 if dry else 4000, digits_per_class=digits)
+    run = work / f"train-run-{'dry' if dry else 'gpu'}"
+    args = ["train", str(data), "--out", str(run), "--overwrite", "--steps", str(steps), "--device", device,
+            "--quiet"]
+    if dry:
+        args += ["--embed-dim", "16", "--image-size", "32", "--vision-width", "32", "--vision-layers", "1",
+                 "--text-width", "32", "--text-layers", "1", "--batch-size", "16", "--warmup", "1"]
+    code = "import sys; from bindscope.cli.main import madman; sys.exit(madman())"
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=LIMITS[dry]["train"])
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"madman train exited {done.returncode}: {(done.stdout + done.stderr)[-600:]}")
+    found = re.search(r"([0-9.]+) steps/s", done.stdout)
+    return {"steps": steps, "steps_per_s": float(found.group(1)) if found else None, "wall_s": round(wall, 1)}
+
+
+def render_command(out: Path, dry: bool) -> list[str]:
+    """The ``comco render`` arguments of the render step: 2 scenes of 2 objects, no references, on ``cuda``
+    (``cpu`` at 64 px and 4 samples in a dry run)."""
+    args = ["render", "--objects", "2", "-n", "2", "--no-references", "--out", str(out), "--overwrite", "--quiet",
+            "--device", "cpu" if dry else "cuda"]
+    return args + (["--resolution", "64", "--samples", "4"] if dry else [])
+
+
+def render_check(work: Path, dry: bool) -> dict:
+    """The render step: find a Python that imports ``bpy`` (``$BLENDER_PYTHON``, else this interpreter), run
+    :func:`render_command` with it and read the scene count back from the dataset's manifest.
+
+    Raises:
+        RuntimeError: no such Python (naming what was tried), or the render exiting non-zero.
+    """
+    python = os.environ.get("BLENDER_PYTHON") or sys.executable
+    probe = subprocess.run([python, "-c", "import bpy; print(bpy.app.version_string)"], capture_output=True,
+                           text=True, timeout=60)
+    if probe.returncode != 0:
+        raise RuntimeError(f"no Blender: {python} cannot import bpy (bpy==5.0.1 needs Python 3.11; set "
+                           f"BLENDER_PYTHON to one that has it): {probe.stderr.strip()[-300:]}")
+    out = work / f"render-{'dry' if dry else 'gpu'}"
+    args = render_command(out, dry)
+    code = "import sys; from bindscope.cli.main import comco; sys.exit(comco())"
+    start = time.perf_counter()
+    done = subprocess.run([python, "-c", code, *args], capture_output=True, text=True,
+                          timeout=LIMITS[dry]["render"])
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"comco render exited {done.returncode}: {(done.stdout + done.stderr)[-600:]}")
+    manifest = json.loads((out / "manifest.json").read_text())
+    return {"command": ["comco", *args], "python": python, "bpy": probe.stdout.strip().splitlines()[-1],
+            "scenes": manifest["splits"]["scenes"]["num_samples"], "wall_s": round(wall, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dry-run", action="store_true", help="the same steps on the CPU with tiny sizes")
+    parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "bindscope-gpu-check"))
+    parser.add_argument("--out", default=None, help="also write the JSON object to this file")
+    args = parser.parse_args()
+    dry = args.dry_run
+    start = time.perf_counter()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    size, limit = SIZES[dry], LIMITS[dry]
+    report: dict = {"device": None, "torch": None, "cuda": None, "cpus": os.cpu_count(), "dry_run": dry,
+                    "rates_fp32": {}, "rates_bf16": {}, "ratios": {}, "bf16_vs_fp32": {}, "train": {},
+                    "render": {}, "wall_s": None, "errors": {}}
+
+    def step(name: str, seconds: int, work_fn):
+        print(f"[gpu_check] {name} (limit {seconds} s)", file=sys.stderr, flush=True)
+        try:
+            with time_limit(seconds), contextlib.redirect_stdout(sys.stderr):
+                return work_fn()
+        except Exception as exc:  # recorded; the other steps still run
+            report["errors"][name] = f"{type(exc).__name__}: {exc}"[:800]
+            return None
+
+    try:
+        import torch
+
+        report["torch"] = torch.__version__
+        report["cuda"] = torch.version.cuda
+        device = "cpu" if dry else "cuda"
+        if not dry and not torch.cuda.is_available():
+            raise RuntimeError("torch sees no CUDA GPU (use --dry-run on a CPU)")
+        report["device"] = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
+        import eval_ceiling
+
+        common = {"images": size["images"], "comco_images": size["comco"], "vit_images": size["vit"],
+                  "device": device, "work": str(work), "digits_per_class": size["digits"]}
+        fp32 = step("eval_ceiling fp32", limit["fp32"], lambda: eval_ceiling.run(precision="fp32", **common))
+        if fp32:
+            report["rates_fp32"], report["ratios"] = fp32["rates"], fp32["ratios"]
+        bf16 = step("eval_ceiling bf16", limit["bf16"], lambda: eval_ceiling.run(precision="bf16", stages="ad",
+                                                                                  **common))
+        if bf16:
+            report["rates_bf16"] = bf16["rates"]
+            report["ratios"]["evaluate_vit_madman_bf16/raw"] = bf16["ratios"].get("evaluate_vit_madman/raw")
+        data = eval_ceiling.madman_dataset(work, size["images"], digits_per_class=size["digits"])
+
+        def no_workers():
+            from bindscope.encoders.registry import load_adapter
+            from bindscope.evaluation.madman import evaluate_madman
+
+            t0 = time.perf_counter()
+            evaluate_madman(data, load_adapter("zero:"), progress=False, workers=0)
+            return size["images"] / (time.perf_counter() - t0)
+
+        rate = step("evaluate zero-cost, no reader workers", limit["workers0"], no_workers)
+        if rate:
+            report["rates_fp32"]["evaluate_zero_madman_0_workers"] = round(rate, 1)
+        diff = step("bf16 vs fp32 embeddings", limit["diff"], lambda: embedding_difference(data, size["diff"],
+                                                                                             device))
+        report["bf16_vs_fp32"] = diff or {}
+        trained = step("madman train", limit["train"] + 30,
+                       lambda: train_check(work, size["steps"], device, size["digits"], dry))
+        report["train"] = trained or {}
+        rendered = step("comco render", limit["render"] + 70, lambda: render_check(work, dry))
+        report["render"] = rendered or {}
+    except Exception as exc:
+        report["errors"]["setup"] = f"{type(exc).__name__}: {exc}"[:800]
+    report["wall_s"] = round(time.perf_counter() - start, 1)
+    text = json.dumps(report, sort_keys=True)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text, flush=True)
+
+
+if __name__ == "__main__":
+    main()
