@@ -40,7 +40,7 @@ def _args(data: Path, out: Path) -> list[str]:
     return ["train", str(data), "--out", str(out), "--embed-dim", "16", "--image-size", "32", "--vision", "vit",
             "--vision-width", "32", "--vision-layers", "1", "--patch-size", "8", "--text-width", "32",
             "--text-layers", "1", "--head-width", "16", "--tokenizer", "word", "--context-length", "16",
-            "--batch-size", "4", "--steps", str(STEPS), "--warmup", "2", "--lr", "3e-3", "--hard-negatives",
+            "--batch-size", "4", "--steps", str(STEPS), "--warmup", "2", "--lr", "3e-3", "--negatives", "stored",
             "--threads", "1", "--log-every", "1", "--eval-split", "test", "--device", "cpu", "--quiet"]
 
 
