@@ -40,6 +40,15 @@ SHUFFLED_TAGS = ("NOUN", "ADJ")
 #: Random permutations tried before falling back to a swap of two different units (the result is then still
 #: seeded and still different from the caption).
 TRIES = 32
+#: Adjectives of colour, size, age and material that natural captions use (COCO: "a red car", "a small dog"): the
+#: lexicon tagger's adjectives for a dataset whose own vocabulary has none (a project choice, see
+#: docs/alignment.md; the published recipe tags adjectives with spaCy instead).
+COMMON_ADJECTIVES = (
+    "black", "white", "red", "green", "blue", "yellow", "orange", "brown", "pink", "purple", "gray", "grey",
+    "silver", "golden", "gold", "dark", "bright", "colorful", "colourful",
+    "big", "small", "large", "little", "tiny", "huge", "giant", "tall", "short", "long", "young", "old",
+    "wooden", "metal", "plastic",
+)
 SPACY_INSTALL = "pip install 'bindscope[text]' && python -m spacy download en_core_web_sm"
 
 Tagger = Callable[[list[str]], list[str]]
