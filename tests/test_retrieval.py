@@ -131,3 +131,27 @@ def test_the_task_list_names_retrieval(tmp_path):
     r = CliRunner().invoke(comco, ["eval", str(tmp_path / "coco"), "--model", "hf:sentence-transformers/x",
                                    "--tasks", "retrieval,nonsense"])
     assert r.exit_code == 2 and "unknown task 'nonsense'" in r.output and "retrieval" in r.output
+
+
+def test_collect_reads_the_retrieval_columns(tmp_path):
+    import json
+
+    from bindscope.evaluation.collect import collect
+
+    files = write_coco(tmp_path / "src")
+    import_coco(*files, tmp_path / "coco", image_size=40, progress=False)
+    texts = dict(E)
+    texts.update({c: E[n] for c, n in CAPTION_VECTORS.items()})
+    encoder = FakeEncoder(DIM, texts, IMAGE_VECTORS, text_rule=position_weighted_rule(NAMES, DIM))
+    swap = np.eye(DIM, dtype=np.float32)[[3, 1, 2, 0, 4, 5, 6, 7]]
+    result = evaluate_comco(tmp_path / "coco", encoder, ["retrieval"], text_transform=LabclipMap(swap),
+                            progress=False)
+    (tmp_path / "r.json").write_text(json.dumps(result))
+    table = collect([tmp_path / "r.json"])
+    assert table["columns"] == [f"retrieval{b}/{d}/R@{k}" for b in ("", "/before")
+                                for d in ("text-to-image", "image-to-text") for k in (1, 5, 10)]
+    figures = table["rows"][0]["figures"]
+    assert figures["retrieval/text-to-image/R@1"]["value"] == pytest.approx(100 * 5 / 7)
+    assert figures["retrieval/text-to-image/R@1"]["interval"] == "img"
+    assert figures["retrieval/before/image-to-text/R@1"]["value"] == pytest.approx(100 / 3)
+    assert figures["retrieval/before/image-to-text/R@1"]["interval"] == "W"
