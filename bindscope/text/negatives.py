@@ -125,10 +125,24 @@ def _spacy_pipeline(model: str):
                        param="tagger") from None
 
 
+PTB_NOUNS = ("NN", "NNS", "NNP", "NNPS")
+PTB_ADJECTIVES = ("JJ", "JJR", "JJS")
+
+
+def _ptb_tag(tag: str, pos: str) -> str:
+    if tag in PTB_NOUNS:
+        return "NOUN"
+    if tag in PTB_ADJECTIVES:
+        return "ADJ"
+    return "X" if pos in SHUFFLED_TAGS else pos
+
+
 def spacy_tagger(model: str = "en_core_web_sm") -> Tagger:
     """A tagger that runs spaCy's pipeline ``model`` on the given words (our word split is kept: spaCy sees a
-    ``Doc`` of exactly those words) and returns its universal POS tags (``token.pos_``: ``"NOUN"``, ``"ADJ"``,
-    ``"PROPN"``, ...). Every word is its own unit, as in the published recipe.
+    ``Doc`` of exactly those words). As ARO's ``shuffle_nouns_and_adj`` does, a word is ``"NOUN"`` when its Penn
+    Treebank tag (``token.tag_``) is NN, NNS, NNP or NNPS (proper nouns included) and ``"ADJ"`` when it is JJ,
+    JJR or JJS; any other word gets its universal tag (``token.pos_``), or ``"X"`` where that would be NOUN or
+    ADJ. Every word is its own unit, as in the published recipe.
 
     Raises:
         BadInput: spaCy is not installed (the message gives ``pip install 'bindscope[text]' && python -m spacy
@@ -139,7 +153,8 @@ def spacy_tagger(model: str = "en_core_web_sm") -> Tagger:
     def tag(words: list[str]) -> list[str]:
         from spacy.tokens import Doc
 
-        return [token.pos_ for token in nlp(Doc(nlp.vocab, words=list(words)))] if words else []
+        return [_ptb_tag(token.tag_, token.pos_) for token in nlp(Doc(nlp.vocab, words=list(words)))] \
+            if words else []
 
     return tag
 
