@@ -144,13 +144,13 @@ def recall_at_k(text_emb: np.ndarray, image_emb: np.ndarray, caption_image, ks=K
 
 
 def format_retrieval(metrics: dict) -> list[str]:
-    """Report lines of ``metrics["retrieval"]`` (empty when absent): R@k in % with the Wilson interval (and the
-    bootstrap over images for text→image), before and after the text transform when both are present."""
+    """Report lines of ``metrics["retrieval"]`` (empty when absent): R@k in % with the Wilson interval, with the
+    text transform and before it when both are present."""
     block = metrics.get("retrieval")
     if not block:
         return []
     lines = [f"image-text retrieval: {block['images']} images, {block['captions']} captions "
-             f"(R@k %, Wilson 95%; text->image also bootstrap over images)"]
+             "(R@k %, [Wilson 95%]; text->image's bootstrap over images is ci95_cluster in the JSON)"]
     for label, part in (("", block), ("before the text transform: ", block.get("before_text_transform"))):
         if not part:
             continue

@@ -192,8 +192,9 @@ def shuffled_negative(caption: str, seed, *, tagger: Tagger | None = None, nouns
     that differ only in case are alike).
 
     Each kind is permuted with ``numpy.random.default_rng(seed)`` (nouns first, then adjectives); up to
-    :data:`TRIES` permutations are drawn until the caption changes in more than case, then the first two different units of the
-    first kind that has them are swapped. The result is a function of ``caption``, ``seed`` and the tagger only.
+    :data:`TRIES` permutations are drawn until the caption changes in more than case, then the first two
+    different units of the first kind that has them are swapped. The result is a function of ``caption``,
+    ``seed`` and the tagger only.
 
     Args:
         caption: the caption (any text).
