@@ -124,3 +124,26 @@ def test_labclip_fit_and_eval_on_coco_with_shuffled_negatives(coco):
         assert block["n"] == 2 and list(block["per_attribute"]) == ["shuffled"]
         assert metrics[when]["recognition"]["n"] == 0
     assert metrics["fit_samples"]["n_samples"] == 4
+
+
+def test_spacy_tagger_missing_is_one_error_before_a_model_loads(coco, monkeypatch):
+    import builtins
+
+    from bindscope.text import negatives
+
+    data, root = coco
+    real_import = builtins.__import__
+
+    def no_spacy(name, *args, **kwargs):
+        if name.split(".")[0] == "spacy":
+            raise ImportError("No module named 'spacy'")
+        return real_import(name, *args, **kwargs)
+
+    negatives._spacy_pipeline.cache_clear()
+    monkeypatch.setattr(builtins, "__import__", no_spacy)
+    r = CliRunner().invoke(bindscope, ["labclip", "fit", str(data), "--model", "no-such-model", "--out",
+                                       str(root / "spacy.pt"), "--negatives", "shuffled", "--tagger", "spacy"])
+    negatives._spacy_pipeline.cache_clear()
+    assert r.exit_code == 2 and r.output.count("Error:") == 1, r.output
+    assert "pip install 'bindscope[text]' && python -m spacy download en_core_web_sm" in r.output
+    assert not (root / "spacy.pt").exists()
