@@ -193,7 +193,8 @@ SCENE_ONLY = "only applies to ComCO datasets and COCO imports; a MADMAN dataset 
 # with BadInput before any model is loaded, any work is done or anything is written.
 LIBRARY_CASES = [
     ("madman eval unknown task", lambda p: _madman_eval(p, tasks="nonsense"),
-     r"tasks 'nonsense': unknown task 'nonsense'; allowed here: tor, ior, i2tor, matching, binding, toc, ioc", "tasks"),
+     r"tasks 'nonsense': unknown task 'nonsense'; allowed here: tor, ior, i2tor, matching, binding, toc, ioc, "
+     r"retrieval", "tasks"),
     ("madman eval tasks", lambda p: _madman_eval(p, tasks="tor"), rf"tasks 'tor' {SCENE_ONLY} \(splits=\)", "tasks"),
     ("madman eval matching", lambda p: _madman_eval(p, matching_negatives=7),
      rf"matching_negatives 7 {SCENE_ONLY} \(splits=\)", "matching_negatives"),

@@ -17,8 +17,8 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "bindscope"
-LAYERS = {"errors": 0, "config": 0, "schemas": 0, "assets": 0, "io": 1, "text": 1, "format": 2, "build": 3, "publish": 4,
-          "generators": 5, "importers": 5, "encoders": 6, "evaluation": 7, "training": 8, "alignment": 8, "cli": 9}
+LAYERS = {"errors": 0, "config": 0, "schemas": 0, "assets": 0, "io": 1, "text": 1, "format": 2, "build": 3,
+          "publish": 4, "generators": 5, "importers": 5, "encoders": 6, "evaluation": 7, "training": 8, "alignment": 8, "cli": 9}
 
 
 def _module(path: Path) -> str:

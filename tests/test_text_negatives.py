@@ -111,3 +111,10 @@ def test_spacy_missing_names_the_install_command(monkeypatch):
     with pytest.raises(BadInput, match=expected):
         shuffled_negative(CAPTION, 0)  # the default tagger is spaCy's
     negatives._spacy_pipeline.cache_clear()
+
+
+def test_penn_treebank_tags_as_aro_reads_them():
+    from bindscope.text.negatives import _ptb_tag
+
+    assert [_ptb_tag(t, p) for t, p in (("NN", "NOUN"), ("NNPS", "PROPN"), ("JJR", "ADJ"), ("VBZ", "VERB"),
+                                         ("CD", "NOUN"), ("DT", "DET"))] == ["NOUN", "NOUN", "ADJ", "VERB", "X", "DET"]

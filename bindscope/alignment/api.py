@@ -212,24 +212,37 @@ def _conjunctive(dataset, data, split, model, pretrained, settings, encoder, out
 
 def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, pretrained: str | None = None,
                 split: str | None = None, holdout: float = 0.1, epochs: int = 20, fit_batch_size: int = 128,
-                lr: float = 1e-3, seed: int = 0, device: str = "auto", precision: str = "fp32",
+                lr: float = 1e-3, seed: int = 0, negatives: str | None = None, tagger: str = "lexicon",
+                device: str = "auto", precision: str = "fp32",
                 batch_size: int | None = None, cache_dir: str | None = None, use_cache: bool = True,
                 overwrite: bool = False,
                 progress: bool = True):
     """Fit the D x D LABCLIP map (Koishigarina et al.; docs/alignment.md) on ``data`` and write it to ``out``.
 
     The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam (``epochs``,
-    ``fit_batch_size`` pairs per batch, ``lr``) on frozen embeddings; negatives are the attribute-swapped
-    captions. Samples describing a held-out combination (share ``holdout`` of the (object, attribute, value)
-    combinations, 0 < holdout < 1) are kept for :func:`labclip_eval`.
+    ``fit_batch_size`` pairs per batch, ``lr``) on frozen embeddings. Negatives (``negatives``):
+
+    * ``"stored"``: the attribute-swapped captions (MADMAN's stored binding negatives, ComCO swaps built from the
+      object table); samples describing a held-out combination (share ``holdout`` of the (object, attribute,
+      value) combinations, 0 < holdout < 1) are kept for :func:`labclip_eval`;
+    * ``"shuffled"``: one caption per sample with its nouns shuffled among themselves and its adjectives among
+      themselves (NegCLIP's recipe, Yuksekgonul et al. ICLR 2023, which the LABCLIP paper uses on COCO;
+      :func:`bindscope.text.negatives.shuffled_negative`), seeded by ``(seed, sample index)``, words tagged by
+      ``tagger`` (``"lexicon"``: the dataset's own nouns and adjectives,
+      :func:`bindscope.alignment.data.caption_lexicon`; ``"spacy"``: spaCy's ``en_core_web_sm``, the optional
+      extra ``bindscope[text]``); a seeded share ``holdout`` of the samples is kept for :func:`labclip_eval`;
+    * None (default): stored where the split has binding negatives, else shuffled (a COCO import).
+
+    A COCO import fits on each image with its first caption (the sample's caption).
 
     Returns:
         The fitted :class:`~bindscope.alignment.labclip.LabclipMap` (``meta`` holds the loss history and counts).
 
     Raises:
-        BadInput: a bad value, a text-only model, an existing ``out`` without ``overwrite``; before fitting.
+        BadInput: a bad value, a text-only model, an existing ``out`` without ``overwrite``, too few samples
+            with negatives, spaCy missing for ``tagger="spacy"``; before fitting.
     """
-    from bindscope.alignment.data import load_table
+    from bindscope.alignment.data import SHUFFLED, labclip_table
     from bindscope.alignment.pairs import plan_fit
 
     if not 0 < holdout < 1:
@@ -240,8 +253,8 @@ def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, 
     check_int("seed", seed, 0)
     dataset, split = _open(data, split)
     out_path = _check_out(out, overwrite)
-    table = load_table(dataset, split)
-    plan_fit(table, holdout, seed)
+    table, negatives = labclip_table(dataset, split, negatives, tagger, seed)
+    plan_fit(table, holdout, seed, by_sample=negatives == SHUFFLED)
     adapter, embedder = _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache)
     if not adapter.supports_images:
         raise BadInput(f"model {model!r} is text-only; LABCLIP needs image and text embeddings")
@@ -251,7 +264,7 @@ def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, 
             bar.update()
 
         labclip = fit_on_dataset(dataset, embedder, split, holdout, seed, epochs, fit_batch_size, lr, step,
-                                 table=table)
+                                 table=table, negatives=negatives, tagger=tagger)
     labclip.save(out_path)
     return labclip
 
@@ -330,25 +343,30 @@ def labclip_apply(embeddings, labclip: str | os.PathLike, out: str | os.PathLike
 
 
 def fit_on_dataset(dataset, embedder, split: str | None = None, holdout: float = 0.1, seed: int = 0,
-                   epochs: int = 20, batch_size: int = 128, lr: float = 1e-3, progress=None, table=None):
+                   epochs: int = 20, batch_size: int = 128, lr: float = 1e-3, progress=None, table=None,
+                   negatives: str | None = None, tagger: str = "lexicon"):
     """Fit LABCLIP on the samples of ``split`` that describe no held-out combination; return the
     :class:`~bindscope.alignment.labclip.LabclipMap`. :func:`labclip_fit` is the call with checks and a file.
 
     The held-out ``(category, attribute, value)`` combinations (:func:`hold_out_triples` over the samples
     with binding negatives, share ``holdout``, ``seed``) are stored in the map's ``meta`` so that
-    :func:`evaluate_on_dataset` tests on exactly the held-out samples.
+    :func:`evaluate_on_dataset` tests on exactly the held-out samples; with shuffled negatives
+    (``negatives``, ``tagger``: see :func:`labclip_fit`) the held-out samples themselves
+    (``meta["held_out_samples"]``), and ``meta["negatives"]`` / ``meta["tagger"]`` say how the negatives were
+    made. ``table``: the split's :func:`~bindscope.alignment.data.labclip_table` already made with these
+    ``negatives`` (resolved: ``"stored"`` or ``"shuffled"``) and ``tagger``.
 
     Raises:
         BadInput: the split has no binding negatives, or too few samples remain for fitting.
     """
-    from bindscope.alignment.data import dataset_identity, default_split, load_table
+    from bindscope.alignment.data import SHUFFLED, dataset_identity, default_split, labclip_table
     from bindscope.alignment.labclip import fit_labclip
     from bindscope.alignment.pairs import embed_pairs, plan_fit
 
     split = split or default_split(dataset)
-    if table is None:
-        table = load_table(dataset, split)
-    held_out, fit_rows, held_rows = plan_fit(table, holdout, seed)
+    if table is None or negatives is None:
+        table, negatives = labclip_table(dataset, split, negatives, tagger, seed)
+    held_out, fit_rows, held_rows = plan_fit(table, holdout, seed, by_sample=negatives == SHUFFLED)
     pairs = embed_pairs(table, dataset, embedder, fit_rows, kinds=("binding",))
     labclip, _ = fit_labclip(pairs.images, pairs.texts, pairs.negatives, pairs.owners, epochs=epochs,
                              batch_size=batch_size, lr=lr, seed=seed, progress=progress)
@@ -359,32 +377,43 @@ def fit_on_dataset(dataset, embedder, split: str | None = None, holdout: float =
         "dataset_id": dataset_identity(dataset), "split": split, "holdout": holdout,
         "held_out": sorted([list(t) for t in held_out]), "n_fit_samples": int(len(fit_rows)),
         "n_fit_negatives": int(len(pairs.negatives)), "n_held_out_samples": int(len(held_rows)),
-        "caption_attributes": table.composed,
+        "caption_attributes": table.composed, "negatives": negatives,
     })
+    if negatives == SHUFFLED:
+        labclip.meta.update({"tagger": tagger, "held_out_samples": [int(i) for i in held_rows]})
     return labclip
 
 
 def evaluate_on_dataset(dataset, embedder, labclip, split: str | None = None) -> dict:
     """Binding, recognition and modality gap before (identity) and after the map.
 
-    On the map's own split: the held-out samples (those describing a held-out combination); ``binding``
-    counts only the binding negatives that swap a held-out combination, and ``fit_samples`` repeats the
-    figures on the fitting samples. On any other split: every sample with binding negatives.
+    On the map's own split: the held-out samples (those describing a held-out combination; with shuffled
+    negatives, ``meta["held_out_samples"]``); ``binding`` counts only the binding negatives that swap a
+    held-out combination (every shuffled negative of a held-out sample), and ``fit_samples`` repeats the
+    figures on the fitting samples. On any other split: every sample with binding negatives. The negatives are
+    made as the map's were (``meta["negatives"]``, ``meta["tagger"]``, ``meta["seed"]``).
     :func:`labclip_eval` is the call with checks and a result file.
     """
     import numpy as np
 
-    from bindscope.alignment.data import dataset_identity, default_split, load_table
+    from bindscope.alignment.data import SHUFFLED, dataset_identity, default_split, labclip_table
     from bindscope.alignment.pairs import binding_report, embed_pairs, labclip_items
 
     meta = labclip.meta
     split = split or meta.get("split") or default_split(dataset)
-    table = load_table(dataset, split)
+    source = meta.get("negatives", "stored")
+    table, source = labclip_table(dataset, split, source, meta.get("tagger") or "lexicon", int(meta.get("seed", 0)))
     items = labclip_items(table)
     same = split == meta.get("split") and dataset_identity(dataset) == meta.get("dataset_id") \
         and "held_out" in meta
-    result = {"split": split, "n_samples_with_binding_negatives": int(len(items))}
-    if same:
+    result = {"split": split, "negatives": source, "n_samples_with_binding_negatives": int(len(items))}
+    if same and source == SHUFFLED:
+        held_out = None
+        is_held = np.isin(items, np.asarray(meta.get("held_out_samples", []), np.int64))
+        eval_rows, fit_rows = items[is_held], items[~is_held]
+        result["evaluated_on"] = "held-out samples of the fitting split"
+        result["n_held_out_combinations"] = 0
+    elif same:
         held_out = {tuple(t) for t in meta["held_out"]}
         is_held = np.array([bool(held_out & table.triples(i)) for i in items], bool)
         eval_rows, fit_rows = items[is_held], items[~is_held]

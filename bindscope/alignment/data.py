@@ -268,3 +268,96 @@ def default_split(dataset) -> str:
         if name in dataset.split_names:
             return name
     return dataset.split_names[0]
+
+
+NEGATIVE_SOURCES = ("stored", "shuffled")
+"""``negatives=`` of LABCLIP: the dataset's binding negatives (stored, or swaps built from the object table), or
+captions with their nouns and adjectives shuffled (:func:`bindscope.text.negatives.shuffled_negative`)."""
+TAGGERS = ("lexicon", "spacy")
+SHUFFLED = "shuffled"
+"""The ``attribute`` of a shuffled negative (its figures appear under this name in ``per_attribute``)."""
+
+
+def caption_lexicon(dataset: Dataset, table: SplitTable) -> tuple[list[str], list[str]]:
+    """The nouns and adjectives of a split's captions, for :func:`bindscope.text.negatives.lexicon_tagger`.
+
+    * a COCO import: nouns = every phrase of the COCO mention table (:mod:`bindscope.importers.mentions`,
+      singular and plural, e.g. ``"man"``, ``"hot dog"``) of the categories in the split; adjectives =
+      :data:`bindscope.text.negatives.COMMON_ADJECTIVES` (colour, size, age and material words: the importer
+      knows no attribute words);
+    * any other dataset: nouns = the category names of the split's objects; adjectives = the values of the
+      attributes its captions describe (``described``; recomposed captions: the composed attributes), less any
+      word that is also a noun.
+
+    Returns:
+        ``(nouns, adjectives)``, sorted lists of lower-case words and phrases.
+    """
+    from bindscope.text.negatives import COMMON_ADJECTIVES
+
+    categories = {o.category for objects in table.objects for o in objects}
+    if dataset.generator == "coco":
+        from bindscope.importers.mentions import mention_table
+
+        known = mention_table()
+        nouns = {f.lower() for c in categories for f in known.get(c) or [c, c + "s"]}
+        return sorted(nouns), sorted(set(COMMON_ADJECTIVES) - nouns)
+    nouns = {c.lower() for c in categories}
+    adjectives = set()
+    for objects, described in zip(table.objects, table.described):
+        for o in objects:
+            adjectives.update(o.attributes[a].lower() for a in described.get(o.index, ()) if o.attributes.get(a))
+    return sorted(nouns), sorted(adjectives - nouns)
+
+
+def make_tagger(tagger: str, dataset: Dataset, table: SplitTable):
+    """The caption tagger named ``tagger``: ``"lexicon"`` (:func:`caption_lexicon`) or ``"spacy"``.
+
+    Raises:
+        BadInput: an unknown name, or spaCy missing (with the install command).
+    """
+    from bindscope.text.negatives import lexicon_tagger, spacy_tagger
+
+    if tagger not in TAGGERS:
+        raise BadInput(f"tagger {tagger!r} is not allowed; allowed: {', '.join(TAGGERS)}", param="tagger")
+    return spacy_tagger() if tagger == "spacy" else lexicon_tagger(*caption_lexicon(dataset, table))
+
+
+def shuffle_negatives(table: SplitTable, tagger, seed: int) -> int:
+    """Replace every sample's negatives by one shuffled caption (NegCLIP's noun/adjective shuffle), seeded by
+    ``(seed, sample index)`` so that fitting and evaluation make the same one: a
+    ``Negative("binding", text, attribute="shuffled")``, or none where the caption cannot change (one noun and
+    at most one adjective). Returns the number of samples that got one."""
+    from bindscope.text.negatives import shuffled_negative
+
+    made = 0
+    for i, caption in enumerate(table.captions):
+        text = shuffled_negative(caption, (seed, i), tagger=tagger)
+        table.negatives[i] = [] if text is None else [Negative("binding", text, SHUFFLED)]
+        made += text is not None
+    return made
+
+
+def labclip_table(dataset: Dataset, split: str, negatives: str | None = None, tagger: str = "lexicon",
+                  seed: int = 0) -> tuple[SplitTable, str]:
+    """The split's table with the negatives LABCLIP fits on, and the source used.
+
+    Args:
+        negatives: ``"stored"`` (:func:`load_table`'s binding negatives), ``"shuffled"``
+            (:func:`shuffle_negatives` with ``tagger`` and ``seed``), or None: stored where the split has any
+            binding negative, else shuffled (a COCO import).
+        tagger: ``"lexicon"`` or ``"spacy"`` (:func:`make_tagger`; shuffled negatives only).
+
+    Raises:
+        BadInput: an unknown ``negatives`` or ``tagger``, spaCy missing.
+    """
+    if negatives is not None and negatives not in NEGATIVE_SOURCES:
+        raise BadInput(f"negatives {negatives!r} is not allowed; allowed: {', '.join(NEGATIVE_SOURCES)}",
+                       param="negatives")
+    if tagger not in TAGGERS:
+        raise BadInput(f"tagger {tagger!r} is not allowed; allowed: {', '.join(TAGGERS)}", param="tagger")
+    table = load_table(dataset, split, build_swaps=negatives != SHUFFLED)
+    if negatives is None:
+        negatives = "stored" if any(n.kind == "binding" for negs in table.negatives for n in negs) else SHUFFLED
+    if negatives == SHUFFLED:
+        shuffle_negatives(table, make_tagger(tagger, dataset, table), seed)
+    return table, negatives

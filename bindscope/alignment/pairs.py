@@ -125,26 +125,48 @@ def labclip_items(table: SplitTable) -> np.ndarray:
                     np.int64)
 
 
-def plan_fit(table: SplitTable, holdout: float = 0.1, seed: int = 0) -> tuple[set, np.ndarray, np.ndarray]:
+def hold_out_samples(items: np.ndarray, holdout: float, seed: int) -> np.ndarray:
+    """A seeded share ``holdout`` of ``items`` (sample indices) held out whole: ``max(1, round(holdout * n))``
+    of them, drawn with ``numpy.random.default_rng(seed)``. Returns a bool mask over ``items``."""
+    count = max(1, int(round(holdout * len(items))))
+    held = np.zeros(len(items), bool)
+    held[np.random.default_rng(seed).choice(len(items), size=min(count, len(items)), replace=False)] = True
+    return held
+
+
+def plan_fit(table: SplitTable, holdout: float = 0.1, seed: int = 0,
+             by_sample: bool = False) -> tuple[set, np.ndarray, np.ndarray]:
     """Choose the held-out combinations of a split and the samples LABCLIP may fit on (no model needed).
 
+    ``by_sample``: hold out a seeded share of the samples themselves (:func:`hold_out_samples`; shuffled
+    negatives of natural captions, which describe no (category, attribute, value) combination) instead of a
+    share of the combinations.
+
     Returns:
-        ``(held_out, fit_rows, held_rows)``: the held-out ``(category, attribute, value)`` triples, and the
-        sample indices for fitting / for evaluation.
+        ``(held_out, fit_rows, held_rows)``: the held-out ``(category, attribute, value)`` triples (empty with
+        ``by_sample``), and the sample indices for fitting / for evaluation.
 
     Raises:
         BadInput: fewer than 4 samples with binding negatives, or a hold-out that leaves < 2 for fitting.
     """
     items = labclip_items(table)
     if len(items) < 4:
-        raise BadInput(f"split {table.split!r} has {len(items)} samples with attribute-swapped (binding) "
-                       "negatives; LABCLIP needs at least 4 captions that give one attribute, with different "
-                       "values, for two objects")
-    held_out, is_held = hold_out_triples([table.triples(i) for i in items], holdout, seed)
+        what = ("shuffled negatives (captions with two different nouns or two different adjectives)"
+                if by_sample else "attribute-swapped (binding) negatives")
+        hint = "" if by_sample else \
+            "; or make negatives from the captions with negatives='shuffled'"
+        raise BadInput(f"split {table.split!r} has {len(items)} samples with {what}; LABCLIP needs at least 4"
+                       + ("" if by_sample else " captions that give one attribute, with different values, for two "
+                          "objects") + hint)
+    if by_sample:
+        held_out, is_held = set(), hold_out_samples(items, holdout, seed)
+    else:
+        held_out, is_held = hold_out_triples([table.triples(i) for i in items], holdout, seed)
     fit_rows = items[~is_held]
     if len(fit_rows) < 2:
         raise BadInput(f"holdout {holdout}: leaves {len(fit_rows)} of the {len(items)} samples of split "
-                       f"{table.split!r} with binding negatives for fitting ({len(items) - len(fit_rows)} describe "
-                       f"one of the {len(held_out)} held-out combinations); LABCLIP needs at least 2; lower it",
+                       f"{table.split!r} with binding negatives for fitting ({len(items) - len(fit_rows)} "
+                       + ("held out" if by_sample else f"describe one of the {len(held_out)} held-out combinations")
+                       + "); LABCLIP needs at least 2; lower it",
                        param="holdout")
     return held_out, fit_rows, items[is_held]

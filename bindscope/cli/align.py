@@ -117,31 +117,44 @@ def bindscope_labclip():
 @click.option("--split", default=None, help="split to fit on (default: test, else the first split)")
 @click.option("--holdout-fraction", "holdout", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True),
               default=0.1, show_default=True,
-              help="share of (object, attribute, value) combinations held out for `labclip eval`")
+              help="share of (object, attribute, value) combinations (shuffled negatives: of samples) held out for "
+                   "`labclip eval`")
 @click.option("--epochs", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--fit-batch-size", type=click.IntRange(min=2), default=128, show_default=True,
               help="(image, caption) pairs per LABCLIP batch (their swapped negatives join the batch)")
 @click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=1e-3, show_default=True,
               help="Adam learning rate")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--negatives", type=click.Choice(["stored", "shuffled"]), default=None,
+              help="stored: the dataset's binding negatives (MADMAN; ComCO swaps from the object table); shuffled: "
+                   "each caption with its nouns and adjectives shuffled (NegCLIP; COCO). Default: stored where the "
+                   "split has binding negatives, else shuffled")
+@click.option("--tagger", type=click.Choice(["lexicon", "spacy"]), default="lexicon", show_default=True,
+              help="how --negatives shuffled finds nouns and adjectives: the dataset's own words (COCO: its "
+                   "mention table and colour/size words) or spaCy's en_core_web_sm (pip install 'bindscope[text]')")
 def bindscope_labclip_fit(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out, overwrite,
-                          split, holdout, epochs, fit_batch_size, lr, seed):
+                          split, holdout, epochs, fit_batch_size, lr, seed, negatives, tagger):
     """Fit the D x D LABCLIP map on dataset DATA and write it to --out.
 
     The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam on frozen
     embeddings; negatives are the attribute-swapped captions (MADMAN's stored binding negatives; ComCO swaps
-    built from the object table). Samples that describe a held-out combination are kept for `labclip eval`.
+    built from the object table), or, with --negatives shuffled (the default where a split has none, e.g. a
+    COCO import), each caption with its nouns and adjectives shuffled. Samples that describe a held-out
+    combination (shuffled: a held-out share of the samples) are kept for `labclip eval`.
     """
     from bindscope.alignment.api import labclip_fit
 
     labclip = labclip_fit(data, model, out, pretrained=pretrained, split=split, holdout=holdout, epochs=epochs,
-                          fit_batch_size=fit_batch_size, lr=lr, seed=seed, device=device, precision=precision,
+                          fit_batch_size=fit_batch_size, lr=lr, seed=seed, negatives=negatives, tagger=tagger,
+                          device=device, precision=precision,
                           batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache, overwrite=overwrite)
     split, out_path = labclip.meta["split"], out
     losses = labclip.meta["loss_history"]
+    kept = "" if labclip.meta["negatives"] == "shuffled" else \
+        f" with {len(labclip.meta['held_out'])} held-out combinations"
     click.echo(f"LABCLIP fitted on {labclip.meta['n_fit_samples']} samples ({labclip.meta['n_fit_negatives']} "
-               f"swapped negatives) of split {split!r}; {labclip.meta['n_held_out_samples']} samples with "
-               f"{len(labclip.meta['held_out'])} held-out combinations kept for evaluation")
+               f"{labclip.meta['negatives']} negatives) of split {split!r}; {labclip.meta['n_held_out_samples']} "
+               f"samples{kept} kept for evaluation")
     click.echo(f"loss {losses[0]:.4f} (identity) -> {losses[-1]:.4f}; temperature s = {labclip.logit_scale:.2f}")
     click.echo(f"wrote {out_path}")
 

@@ -212,7 +212,8 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model,
 @click.option("--tasks", default=None,
               help="Comma-separated. With DATA: tor,ior,i2tor,matching,binding (default: all; ior only with a "
                    "references split or --reference-images; binding only for datasets rendered with --attributes), "
-                   "and toc,ioc (linear position heads; only when named). Without DATA: tor, claim1 and/or toc on "
+                   "toc,ioc (linear position heads) and retrieval (image-text R@1/5/10 both ways; before and after "
+                   "--labclip), only when named. Without DATA: tor, claim1 and/or toc on "
                    "sampled captions (default: tor).")
 @click.option("--protocol", default="bindscope", show_default=True,
               type=click.Choice(["bindscope", "clip-oscope", "both"]),
@@ -288,7 +289,9 @@ def _format_comco(result: dict) -> str:
     from bindscope.evaluation.position_heads import format_heads
     from bindscope.evaluation.report import format_result
 
-    extra = format_oscope(result["metrics"]) + format_heads(result["metrics"])
+    from bindscope.evaluation.retrieval import format_retrieval
+
+    extra = format_oscope(result["metrics"]) + format_heads(result["metrics"]) + format_retrieval(result["metrics"])
     return format_result(result) + ("\n\n" + "\n".join(extra).rstrip() if extra else "")
 
 

@@ -24,7 +24,10 @@ Column names (stable, for scripts):
   ``.../pos<k>/all`` (TOR: position k of the top-1 over all captions), ``.../present<k>`` (IOR: most similar
   among the present objects), ``.../precision``, ``.../recall``, ``.../f1``, ``.../map``, ``.../ndcg``,
   ``.../P@<k>``, ``.../R@<k>``;
-- ``toc`` / ``ioc`` (position heads): ``<task>/<n>obj/pos<k>`` (test accuracy) and ``.../majority``.
+- ``toc`` / ``ioc`` (position heads): ``<task>/<n>obj/pos<k>`` (test accuracy) and ``.../majority``;
+- ``retrieval`` (image-text retrieval, :mod:`bindscope.evaluation.retrieval`): ``retrieval/text-to-image/R@<k>``
+  (interval: bootstrap over images) and ``retrieval/image-to-text/R@<k>`` (Wilson over images); with a text
+  transform (``--labclip``) also ``retrieval/before/...``, the figures without it.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ def result_figures(result: dict) -> dict[str, dict]:
         for scenario, block in metrics.get("matching", {}).items():
             out[f"matching/{scenario}"] = _proportion(block["all"])
         out.update(_oscope_figures(metrics))
+        out.update(_retrieval_figures(metrics))
     elif result["kind"] == "comco-attention":
         blocks = [(f"block{b}", v) for b, v in metrics["layers"].items()]
         if "rollout" in metrics:
@@ -127,6 +131,17 @@ def _oscope_figures(metrics: dict) -> dict[str, dict]:
             for p in g["positions"]:
                 out[f"{task}/{n}obj/pos{p['position']}"] = _proportion(p["test"])
                 out[f"{task}/{n}obj/pos{p['position']}/majority"] = _proportion(p["majority_baseline"])
+    return out
+
+
+def _retrieval_figures(metrics: dict) -> dict[str, dict]:
+    """Columns of the image-text retrieval block of a ``comco eval`` result (module docstring)."""
+    out: dict[str, dict] = {}
+    block = metrics.get("retrieval")
+    for prefix, part in (("retrieval", block), ("retrieval/before", (block or {}).get("before_text_transform"))):
+        for direction, name in (("text_to_image", "text-to-image"), ("image_to_text", "image-to-text")):
+            for k, p in (part or {}).get(direction, {}).get("recall", {}).items():
+                out[f"{prefix}/{name}/R@{k}"] = _proportion(p)
     return out
 
 

@@ -32,6 +32,9 @@ matching scenarios 1 and 2. Details and the project's choices are in docs/evalua
   matching captions as their script does, with the biased object at that position.
 - **TOC / IOC** (tasks ``toc``, ``ioc``; only when named): a linear head per position on frozen caption / image
   embeddings (:mod:`bindscope.evaluation.position_heads`).
+- **Retrieval** (task ``retrieval``; only when named): text→image and image→text R@1/5/10 over every caption
+  (a COCO import: all of an image's captions) and every scene (:mod:`bindscope.evaluation.retrieval`, as
+  CLIP_benchmark defines them); with a text transform (a LABCLIP map) also the figures before it.
 
 On a COCO import (``bindscope import coco``, docs/real-data.md) the same protocols run on natural images: TOR over
 every caption (its objects = the annotated categories it mentions, in mention order), each category counted once by
@@ -72,9 +75,11 @@ from bindscope.format.reader import Dataset
 TASKS = ("tor", "ior", "i2tor", "matching", "binding")
 HEAD_TASKS = ("toc", "ioc")
 """Linear position heads (:mod:`bindscope.evaluation.position_heads`); asked for by name, never a default."""
-ALL_TASKS = TASKS + HEAD_TASKS
+RETRIEVAL_TASKS = ("retrieval",)
+"""Image–text retrieval R@k over every caption and image (:mod:`bindscope.evaluation.retrieval`); by name only."""
+ALL_TASKS = TASKS + HEAD_TASKS + RETRIEVAL_TASKS
 SAMPLED_TASKS = ("tor", "claim1", "toc")
-IMAGE_TASKS = ("ior", "i2tor", "matching", "binding", "ioc")
+IMAGE_TASKS = ("ior", "i2tor", "matching", "binding", "ioc", "retrieval")
 JOIN = " and "
 MATCHING_INTERVALS = ("ci95 = Wilson score 95% per (image, wrong caption) pair; ci95_cluster = 95% percentile "
                       "bootstrap over images (an image's wrong captions resampled together)")
@@ -530,7 +535,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             for _ in read_scenes():
                 pass
         name_emb = apply_text_transform(embedder.texts(vocab), text_transform)
-        if "tor" in tasks or "toc" in tasks:
+        if "tor" in tasks or "toc" in tasks or "retrieval" in tasks:
             cap_emb = apply_text_transform(embedder.texts(captions), text_transform)
             texts_used += captions
         if "tor" in tasks and protocol != "clip-oscope":
@@ -578,6 +583,9 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
         if "ioc" in tasks:
             metrics["ioc"] = position_classification(scene_emb, in_order, vocab, ids, heads, IOC_SOURCE,
                                                      ORDER_LABELS[object_order])
+        if "retrieval" in tasks:
+            metrics["retrieval"] = _retrieval(embedder, text_transform, scene_emb, cap_emb, captions, caption_ids,
+                                              ids, seed, rows)
     finally:
         embedder.flush()
     counts = encoder_counts(embedder)
@@ -598,6 +606,20 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
     return envelope("comco-eval", adapter, dataset_info(ds, splits), settings, metrics, counts)
 
 
+def _retrieval(embedder, text_transform, scene_emb, cap_emb, captions, caption_ids, ids, seed, rows) -> dict:
+    """``metrics["retrieval"]``: R@k of every caption against every scene (and, with a text transform, the same
+    before it under ``before_text_transform``)."""
+    from bindscope.evaluation.retrieval import recall_at_k
+
+    row_of = {sid: r for r, sid in enumerate(ids)}
+    owner = np.array([row_of[c] for c in caption_ids], np.int64)
+    block = recall_at_k(cap_emb, scene_emb, owner, seed=seed, rows=rows, image_ids=ids, captions=captions)
+    if text_transform is not None:
+        block["before_text_transform"] = recall_at_k(apply_text_transform(embedder.texts(captions), None),
+                                                     scene_emb, owner, seed=seed)
+    return block
+
+
 ORDER_LABELS = {"mention": "caption mention order (unmentioned objects last)",
                 "size": "size rank (1 = largest visible area)"}
 
@@ -611,6 +633,10 @@ def _extra_settings(protocol: str, object_order: str, tasks: list[str], heads) -
         out["object_order"] = object_order
     if "toc" in tasks or "ioc" in tasks:
         out["heads"] = heads.to_dict()
+    if "retrieval" in tasks:
+        from bindscope.evaluation.retrieval import INTERVALS, SOURCE, TIE_RULE
+
+        out["retrieval"] = {"definition": SOURCE, "ties": TIE_RULE, "interval": INTERVALS}
     return out
 
 

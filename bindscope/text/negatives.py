@@ -40,6 +40,15 @@ SHUFFLED_TAGS = ("NOUN", "ADJ")
 #: Random permutations tried before falling back to a swap of two different units (the result is then still
 #: seeded and still different from the caption).
 TRIES = 32
+#: Adjectives of colour, size, age and material that natural captions use (COCO: "a red car", "a small dog"): the
+#: lexicon tagger's adjectives for a dataset whose own vocabulary has none (a project choice, see
+#: docs/alignment.md; the published recipe tags adjectives with spaCy instead).
+COMMON_ADJECTIVES = (
+    "black", "white", "red", "green", "blue", "yellow", "orange", "brown", "pink", "purple", "gray", "grey",
+    "silver", "golden", "gold", "dark", "bright", "colorful", "colourful",
+    "big", "small", "large", "little", "tiny", "huge", "giant", "tall", "short", "long", "young", "old",
+    "wooden", "metal", "plastic",
+)
 SPACY_INSTALL = "pip install 'bindscope[text]' && python -m spacy download en_core_web_sm"
 
 Tagger = Callable[[list[str]], list[str]]
@@ -116,10 +125,24 @@ def _spacy_pipeline(model: str):
                        param="tagger") from None
 
 
+PTB_NOUNS = ("NN", "NNS", "NNP", "NNPS")
+PTB_ADJECTIVES = ("JJ", "JJR", "JJS")
+
+
+def _ptb_tag(tag: str, pos: str) -> str:
+    if tag in PTB_NOUNS:
+        return "NOUN"
+    if tag in PTB_ADJECTIVES:
+        return "ADJ"
+    return "X" if pos in SHUFFLED_TAGS else pos
+
+
 def spacy_tagger(model: str = "en_core_web_sm") -> Tagger:
     """A tagger that runs spaCy's pipeline ``model`` on the given words (our word split is kept: spaCy sees a
-    ``Doc`` of exactly those words) and returns its universal POS tags (``token.pos_``: ``"NOUN"``, ``"ADJ"``,
-    ``"PROPN"``, ...). Every word is its own unit, as in the published recipe.
+    ``Doc`` of exactly those words). As ARO's ``shuffle_nouns_and_adj`` does, a word is ``"NOUN"`` when its Penn
+    Treebank tag (``token.tag_``) is NN, NNS, NNP or NNPS (proper nouns included) and ``"ADJ"`` when it is JJ,
+    JJR or JJS; any other word gets its universal tag (``token.pos_``), or ``"X"`` where that would be NOUN or
+    ADJ. Every word is its own unit, as in the published recipe.
 
     Raises:
         BadInput: spaCy is not installed (the message gives ``pip install 'bindscope[text]' && python -m spacy
@@ -130,7 +153,8 @@ def spacy_tagger(model: str = "en_core_web_sm") -> Tagger:
     def tag(words: list[str]) -> list[str]:
         from spacy.tokens import Doc
 
-        return [token.pos_ for token in nlp(Doc(nlp.vocab, words=list(words)))] if words else []
+        return [_ptb_tag(token.tag_, token.pos_) for token in nlp(Doc(nlp.vocab, words=list(words)))] \
+            if words else []
 
     return tag
 
@@ -168,8 +192,9 @@ def shuffled_negative(caption: str, seed, *, tagger: Tagger | None = None, nouns
     that differ only in case are alike).
 
     Each kind is permuted with ``numpy.random.default_rng(seed)`` (nouns first, then adjectives); up to
-    :data:`TRIES` permutations are drawn until the caption changes in more than case, then the first two different units of the
-    first kind that has them are swapped. The result is a function of ``caption``, ``seed`` and the tagger only.
+    :data:`TRIES` permutations are drawn until the caption changes in more than case, then the first two
+    different units of the first kind that has them are swapped. The result is a function of ``caption``,
+    ``seed`` and the tagger only.
 
     Args:
         caption: the caption (any text).
