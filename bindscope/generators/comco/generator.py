@@ -43,7 +43,7 @@ import numpy as np
 from bindscope import __version__
 from bindscope.errors import GenerationError
 from bindscope.format.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
-from bindscope.generators.comco import attributes, camera, scene
+from bindscope.generators.comco import attributes, camera, quality, scene
 from bindscope.generators.comco.scene import SPLIT_REFERENCES, SPLIT_SCENES
 
 ATTRIBUTE_NAMES = ["size_class", "size"]
@@ -51,6 +51,10 @@ LOOK_ATTRIBUTES = ["colour", "material"]
 EXTRA_NAMES = ["scale", "occlusion", "unoccluded_area", "x", "y", "yaw_deg",
                "proj_x0", "proj_y0", "proj_x1", "proj_y1", "area_ratio",
                "z", "bbox3d_cx", "bbox3d_cy", "bbox3d_cz", "bbox3d_dx", "bbox3d_dy", "bbox3d_dz", "proj_cx", "proj_cy"]
+GENERATOR_VERSION = "2"
+"""Version of the ComCO generator recorded in every manifest (``generator.version``). It changes whenever the
+same config and seed would give other pixels or records; ``"0.1.0"`` (bindscope 0.1.0's version) rendered with
+``quality.LEGACY``, ``"2"`` with ``render.quality`` (docs/comco.md, CHANGELOG.md)."""
 NEGATIVE_STREAM = 4  # scene.sample_rng stream of the recognition negatives' replacement draws
 
 
@@ -192,7 +196,7 @@ class ComcoGenerator:
     threads: int = 1
     device: str = "cpu"
     name: str = "comco"
-    version: str = __version__
+    version: str = GENERATOR_VERSION
     release_per_split = True  # a Hub release has one config per split (scenes, references)
     attribute_names: list = field(init=False)
     extra_names: list = field(default_factory=lambda: list(EXTRA_NAMES))
@@ -362,7 +366,8 @@ class ComcoGenerator:
         if self.config["depth"]:
             arrays["depth"] = out.depth.astype(np.float16)
         return Sample(index=index, image=out.image, mask=out.mask, caption=spec["caption"], objects=objects,
-                      negatives=negatives, spec={**spec, "attempts": attempts}, arrays=arrays)
+                      negatives=negatives, arrays=arrays,
+                      spec={**spec, "attempts": attempts, "render_device": self._session().device})
 
     def provenance(self) -> dict:
         """Title and sources for the manifest: the set's 3D models grouped by licence, and Blender."""
@@ -379,7 +384,8 @@ class ComcoGenerator:
     # ------------------------------------------------------------------------------------------ statistics
     def shard_statistics(self, split: str, samples: list[Sample]) -> dict[str, float]:
         """Additive counts: samples, objects, scenes per object count, re-plans, summed occlusion and areas,
-        large object mentioned first / last, and the large object's size rank 1 (one-large mode)."""
+        large object mentioned first / last, the large object's size rank 1 (one-large mode) and samples per
+        render device (the spec's ``render_device``)."""
         c: dict[str, float] = {"samples": len(samples), "objects": 0, "replans": 0, "occlusion_sum": 0.0,
                                "occluded_objects": 0, "area_sum": 0, "large_first": 0, "large_last": 0,
                                "large_rank1": 0, "large_scenes": 0}
@@ -389,6 +395,8 @@ class ComcoGenerator:
             c[f"count_{m}"] = c.get(f"count_{m}", 0) + 1
             c["replans"] += s.spec.get("attempts", 1) - 1
             c["corrections"] = c.get("corrections", 0) + s.spec.get("corrections", 0)
+            device = f"device:{s.spec.get('render_device', 'unrecorded')}"
+            c[device] = c.get(device, 0) + 1
             for o in s.objects:
                 occlusion = float(np.float32(o.extras["occlusion"]))  # the stored value: read-back shards agree
                 c["occlusion_sum"] += occlusion
@@ -405,7 +413,8 @@ class ComcoGenerator:
 
     def statistics(self, counts: dict[str, dict[str, float]]) -> dict:
         """Realised statistics per split: object-count shares, mean objects, re-plans per scene, mean
-        occlusion, share of occluded objects, mean visible area (pixels); one-large: share of scenes with
+        occlusion, share of occluded objects, mean visible area (pixels), samples per render device
+        (``render_devices``: ``{"cpu": n}``, ``{"gpu (OPTIX)": n}``; GPU pixels differ from CPU ones); one-large: share of scenes with
         the large object mentioned first / last, the share expected under uniform mention order (mean of 1/m),
         and the share with the large object at size rank 1 (1.0 by construction)."""
         stats = {}
@@ -419,7 +428,9 @@ class ComcoGenerator:
                  "size_corrections_per_scene": c.get("corrections", 0) / n,
                  "mean_occlusion": c.get("occlusion_sum", 0.0) / objs,
                  "occluded_share": c.get("occluded_objects", 0) / objs,
-                 "mean_visible_area_px": c.get("area_sum", 0) / objs}
+                 "mean_visible_area_px": c.get("area_sum", 0) / objs,
+                 "render_devices": {k.split(":", 1)[1]: int(v) for k, v in sorted(c.items())
+                                    if k.startswith("device:")}}
             if c.get("large_scenes"):
                 ls = c["large_scenes"]
                 s.update(large_mentioned_first=c["large_first"] / ls, large_mentioned_last=c["large_last"] / ls,
@@ -438,12 +449,14 @@ class ComcoGenerator:
         lines = [
             f"# ComCO-style dataset ({cfg['set']})", "",
             "Blender-rendered multi-object scenes with exact instance masks, made by `comco render` "
-            f"(bindscope {manifest['generator']['version']}), following the ComCO / SimCO design of Abbasi et "
+            f"(ComCO generator version {manifest['generator']['version']}, bindscope {__version__}), following the ComCO / SimCO design of Abbasi et "
             "al., \"CLIP Under the Microscope\" (CVPR 2025), docs/papers.md section 1. Scene layout, camera and "
             "light are this project's choices (docs/comco.md).", "",
             "- splits: " + ", ".join(f"`{k}` ({v['num_samples']})" for k, v in manifest["splits"].items()),
             f"- image size: {manifest['image_size'][0]} x {manifest['image_size'][1]} px; Cycles, "
-            f"{cfg['samples']} samples, denoise {cfg['denoise']}",
+            f"{quality.samples_for(cfg)} samples, denoise {cfg['denoise']}, quality "
+            f"`{cfg.get('render', {}).get('quality', 'legacy')}`; render devices "
+            f"{json.dumps(scenes.get('render_devices', {}), sort_keys=True)}",
             f"- objects per scene: {cfg['objects']['min']}-{cfg['objects']['max']}; size mode `{cfg['size_mode']}`"
             f" (scales in m: {json.dumps(cfg['scale'], sort_keys=True)})",
             "- captions: category names joined with " + json.dumps(cfg["caption"]["joiner"]) +

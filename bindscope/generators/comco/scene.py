@@ -25,6 +25,7 @@ import zlib
 import numpy as np
 
 from bindscope.generators.comco import attributes as attrs
+from bindscope.generators.comco import quality
 from bindscope.generators.comco.camera import frame_camera, object_corners, projected_boxes
 from bindscope.generators.comco.captions import caption_objects
 from bindscope.generators.comco.config import check_category_count, check_cross_keys, check_grid_slots, object_counts
@@ -91,10 +92,16 @@ def min_visible_pixels(config: dict) -> int:
 
 
 def render_settings(config: dict, seed: int, split: str, index: int, attempt: int) -> dict:
-    """Render block of a spec: resolution (pixels), Cycles samples, denoise flag, Cycles seed (0..2^31-1)."""
+    """Render block of a spec: resolution (pixels), Cycles samples (``samples``, else those of
+    ``render.quality``), denoise flag, Cycles seed (0..2^31-1) and ``quality`` (``render.quality``; the Cycles
+    settings of the RGB render, ``quality.cycles_settings``). A config without ``render`` (the manifest of a
+    ComCO generator ``"0.1.0"`` dataset) gives a block without ``quality``: that version's settings."""
     cycles_seed = int(sample_rng(seed, split, index, attempt, stream=2).integers(0, 2 ** 31 - 1))
-    return {"resolution": int(config["resolution"]), "samples": int(config["samples"]),
-            "denoise": bool(config["denoise"]), "seed": cycles_seed}
+    block = {"resolution": int(config["resolution"]), "samples": quality.samples_for(config),
+             "denoise": bool(config["denoise"]), "seed": cycles_seed}
+    if "render" in config:
+        block["quality"] = config["render"]["quality"]
+    return block
 
 
 def _world(config: dict, objects: list[dict]) -> dict:

@@ -51,6 +51,7 @@ import numpy as np
 from bindscope.errors import BadInput, check_device
 from bindscope.generators.comco.blender.runtime import blender_modules, quiet_stdout
 from bindscope.generators.comco.camera import SENSOR_WIDTH_MM, view_direction
+from bindscope.generators.comco.quality import cycles_settings
 
 CACHE_COLLECTION = "bindscope-model-cache"
 SCENE_COLLECTION = "bindscope-scene-objects"
@@ -469,15 +470,14 @@ class BlenderSession:
             self.bpy.ops.render.render(write_still=True)
         self.renders += 1
 
-    def _rgb_mode(self) -> None:
-        scene, render = self.scene, self._render_spec
+    def _rgb_mode(self, settings: dict | None = None) -> None:
+        scene = self.scene
         self.view_layer.material_override = None
         self.background.inputs["Strength"].default_value = self._ambient
-        scene.cycles.samples = int(render["samples"])
-        scene.cycles.use_denoising = bool(render["denoise"])
+        for key, value in (settings or cycles_settings(self._render_spec)).items():
+            setattr(scene.cycles, key, value)
         scene.cycles.pixel_filter_type = "BLACKMAN_HARRIS"
         scene.cycles.filter_width = 1.5
-        scene.cycles.max_bounces = 8
         scene.view_settings.view_transform = "Standard"
         settings = scene.render.image_settings
         settings.file_format = "PNG"
@@ -501,11 +501,12 @@ class BlenderSession:
         settings.color_depth = "32"
         settings.exr_codec = "NONE"
 
-    def render_rgb(self) -> np.ndarray:
-        """Render the built scene's RGB image: (H, W, 3) uint8."""
+    def render_rgb(self, settings: dict | None = None) -> np.ndarray:
+        """Render the built scene's RGB image: (H, W, 3) uint8. ``settings``: ``scene.cycles`` attribute ->
+        value replacing those of the spec's render block (:func:`quality.cycles_settings`; for benchmarks)."""
         from PIL import Image
 
-        self._rgb_mode()
+        self._rgb_mode(settings)
         path = os.path.join(self.tmp, "rgb.png")
         self._render_to(path)
         with Image.open(path) as im:
@@ -612,10 +613,10 @@ class BlenderSession:
         return Layout(spec, mask, results, k_matrix, world_to_camera, depth_map,
                       {"build": t1 - t0, "ids": time.perf_counter() - t1}, self.builds)
 
-    def complete(self, layout: Layout, depth: bool = False) -> RenderOutput:
+    def complete(self, layout: Layout, depth: bool = False, settings: dict | None = None) -> RenderOutput:
         """Finish an accepted layout from :meth:`measure` (step 2): the solo id renders of possibly occluded
         objects (their unoccluded areas and occlusion), then the (expensive) RGB render. ``depth``: keep the
-        depth map in the output.
+        depth map in the output. ``settings``: Cycles settings of the RGB render (see :meth:`render_rgb`).
 
         Raises:
             RuntimeError: ``layout`` is not the scene this session built last (another spec was measured since).
@@ -648,7 +649,7 @@ class BlenderSession:
             results[k].unoccluded_area = unoccluded
             results[k].occlusion = float(min(1.0, max(0.0, 1.0 - areas[k] / unoccluded))) if unoccluded else 0.0
         t3 = time.perf_counter()
-        image = self.render_rgb()
+        image = self.render_rgb(settings)
         timings = {**layout.timings, "solo": t3 - t2, "rgb": time.perf_counter() - t3}
         return RenderOutput(image, mask, results, timings, camera_K=layout.camera_K,
                             world_to_camera=layout.world_to_camera, depth=layout.depth if depth else None)
