@@ -45,6 +45,22 @@ CANDIDATES = {
                "transparent_max_bounces": 2},
     "s16-clamp1": {"sample_clamp_indirect": 1.0},
     "s16-tile64": {"tile_size": 64},
+    "s16-ad01": {"use_adaptive_sampling": True, "adaptive_threshold": 0.01},
+    "s16-ad02": {"use_adaptive_sampling": True, "adaptive_threshold": 0.02},
+    "s16-ad02-min4": {"use_adaptive_sampling": True, "adaptive_threshold": 0.02, "adaptive_min_samples": 4},
+    "s16-ad05-min4": {"use_adaptive_sampling": True, "adaptive_threshold": 0.05, "adaptive_min_samples": 4},
+    "s24-ad05-min4": {"samples": 24, "use_adaptive_sampling": True, "adaptive_threshold": 0.05,
+                      "adaptive_min_samples": 4},
+    "s8-blue": {"samples": 8, "sampling_pattern": "BLUE_NOISE"},
+    "s16-blue": {"sampling_pattern": "BLUE_NOISE"},
+    "s12-blue": {"samples": 12, "sampling_pattern": "BLUE_NOISE"},
+    "s16-b0": {"max_bounces": 0},
+    "s16-fastgi": {"use_fast_gi": True, "ao_bounces_render": 1},
+    "s8-blue-lt0": {"samples": 8, "sampling_pattern": "BLUE_NOISE", "use_light_tree": False},
+    "s16-wnone": {"world.sampling_method": "NONE"},
+    "s12-lt0-wnone": {"samples": 12, "use_light_tree": False, "world.sampling_method": "NONE"},
+    "s16-lt0-wnone-ad02": {"use_light_tree": False, "world.sampling_method": "NONE", "use_adaptive_sampling": True,
+                           "adaptive_threshold": 0.02},
 }
 """Exploration candidates: changes of the ``legacy`` settings."""
 
@@ -94,14 +110,15 @@ def measure(resolution: int, n: int, names: list[str], args) -> dict:
     references = [reference_image(session, spec, args.reference_samples, args.reference_dir) for spec in specs]
     for spec in specs:  # warm-up: every model built before timing
         session.build(spec)
-    figures = {name: {"seconds": [], "psnr": [], "ssim": [], "identical": True} for name in names}
+    figures = {name: {"seconds": [], "cpu_seconds": [], "psnr": [], "ssim": [], "identical": True} for name in names}
     for spec, ref in zip(specs, references):
         first = None
         for name in names:
             settings = settings_of(name)
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             out = session.complete(session.measure(spec), depth=True, settings=settings)
             figures[name]["seconds"].append(time.perf_counter() - t)
+            figures[name]["cpu_seconds"].append(time.process_time() - cpu)
             figures[name]["psnr"].append(peak_signal_noise_ratio(ref, out.image, data_range=255))
             figures[name]["ssim"].append(structural_similarity(ref, out.image, channel_axis=2, data_range=255))
             ids = (out.mask.tobytes(), out.depth.tobytes(), [vars(o) for o in out.objects])
@@ -114,7 +131,8 @@ def measure(resolution: int, n: int, names: list[str], args) -> dict:
                 Image.fromarray(out.image).save(os.path.join(args.images, f"{resolution}-{spec['index']}-{name}.png"))
     for name in names:
         f = figures[name]
-        f.update(seconds_per_image=float(np.mean(f["seconds"])), psnr_mean=float(np.mean(f["psnr"])),
+        f.update(seconds_per_image=float(np.mean(f["seconds"])), cpu_seconds_per_image=float(np.mean(f["cpu_seconds"])),
+                 psnr_mean=float(np.mean(f["psnr"])),
                  ssim_mean=float(np.mean(f["ssim"])), settings=settings_of(name))
     return figures
 
@@ -144,11 +162,14 @@ def main() -> None:
         base = figures[names[0]]
         print(f"\n{res} x {res} px, {args.n} specs, reference {args.reference_samples} samples "
               f"(load average now {os.getloadavg()[0]:.2f})")
-        print(f"| setting | s / image | images/s vs {names[0]} | PSNR dB | SSIM | masks, ids, depth identical |")
-        print("|---|---|---|---|---|---|")
+        print(f"| setting | s / image (wall) | CPU s / image | images/s vs {names[0]} (wall, CPU) | PSNR dB | SSIM "
+              "| masks, ids, depth identical |")
+        print("|---|---|---|---|---|---|---|")
         for name in names:
             f = figures[name]
-            print(f"| {name} | {f['seconds_per_image']:.3f} | {base['seconds_per_image'] / f['seconds_per_image']:.2f}x "
+            print(f"| {name} | {f['seconds_per_image']:.3f} | {f['cpu_seconds_per_image']:.3f} "
+                  f"| {base['seconds_per_image'] / f['seconds_per_image']:.2f}x, "
+                  f"{base['cpu_seconds_per_image'] / f['cpu_seconds_per_image']:.2f}x "
                   f"| {f['psnr_mean']:.2f} | {f['ssim_mean']:.4f} | {'yes' if f['identical'] else 'NO'} |")
     results["load_end"] = list(os.getloadavg())
     print(f"\nload average at the end: {results['load_end'][0]:.2f}")

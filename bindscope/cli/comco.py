@@ -20,7 +20,7 @@ from bindscope.generators.comco.api import MAX_JOBS, MAX_THREADS
 @click.option("--size-mode", type=click.Choice(["one-large", "equal", "random"]), default=None,
               help="one-large: one object at scale.large, the rest at scale.small; equal; random [one-large].")
 @click.option("--resolution", type=int, default=None, help="Image side in pixels (square) [224].")
-@click.option("--samples", type=int, default=None, help="Cycles samples per pixel of the RGB render [16].")
+@click.option("--samples", type=int, default=None, help="Cycles samples per pixel of the RGB render [those of render.quality].")
 @click.option("--references/--no-references", default=None,
               help="Also render the single-object reference split (one image per category) [on].")
 @click.option("--attributes", default=None,

@@ -20,23 +20,21 @@ LEGACY = "legacy"
 _LEGACY_SETTINGS = {"max_bounces": 8, "diffuse_bounces": 4, "glossy_bounces": 4, "transmission_bounces": 12,
                     "volume_bounces": 0, "transparent_max_bounces": 8, "use_light_tree": True,
                     "sample_clamp_direct": 0.0, "sample_clamp_indirect": 10.0, "denoising_prefilter": "FAST",
-                    "denoising_quality": "HIGH"}
+                    "denoising_quality": "HIGH", "use_adaptive_sampling": False, "adaptive_threshold": 0.01,
+                    "adaptive_min_samples": 0, "sampling_pattern": "TABULATED_SOBOL", "tile_size": 2048,
+                    "use_fast_gi": False, "world.sampling_method": "AUTOMATIC"}
 
 PRESETS: dict[str, dict] = {
     LEGACY: _LEGACY_SETTINGS,
-    "draft": {**_LEGACY_SETTINGS, "max_bounces": 2, "diffuse_bounces": 1, "glossy_bounces": 1,
-              "transmission_bounces": 2, "transparent_max_bounces": 2, "use_light_tree": False,
-              "denoising_prefilter": "ACCURATE"},
-    "default": {**_LEGACY_SETTINGS, "max_bounces": 4, "diffuse_bounces": 2, "glossy_bounces": 2,
-                "transmission_bounces": 4, "transparent_max_bounces": 4, "use_light_tree": False,
-                "denoising_prefilter": "ACCURATE"},
+    "draft": {**_LEGACY_SETTINGS, "sampling_pattern": "BLUE_NOISE"},
+    "default": _LEGACY_SETTINGS,
     "final": {**_LEGACY_SETTINGS, "max_bounces": 12, "diffuse_bounces": 6, "glossy_bounces": 6,
               "transmission_bounces": 12, "transparent_max_bounces": 12, "denoising_prefilter": "ACCURATE"},
 }
 """``scene.cycles`` attributes per quality (besides ``samples`` and ``use_denoising``): bounce limits per ray
 type, Cycles' light tree, sample clamping (0 = off) and OpenImageDenoise's prefilter and quality."""
 
-SAMPLES = {"draft": 4, "default": 8, "final": 64}
+SAMPLES = {"draft": 8, "default": 16, "final": 64}
 """Cycles samples per pixel of each quality when the config's ``samples`` is null (not given)."""
 
 

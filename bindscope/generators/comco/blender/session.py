@@ -475,7 +475,10 @@ class BlenderSession:
         self.view_layer.material_override = None
         self.background.inputs["Strength"].default_value = self._ambient
         for key, value in (settings or cycles_settings(self._render_spec)).items():
-            setattr(scene.cycles, key, value)
+            if key.startswith("world."):  # the world's Cycles settings (e.g. world.sampling_method)
+                setattr(scene.world.cycles, key[6:], value)
+            else:
+                setattr(scene.cycles, key, value)
         scene.cycles.pixel_filter_type = "BLACKMAN_HARRIS"
         scene.cycles.filter_width = 1.5
         scene.view_settings.view_transform = "Standard"
