@@ -165,6 +165,10 @@ def test_release_comco_layout_has_reference_config_and_small_shards(tmp_path):
     # 9 scene rows of ~1.5 kB each with a 4 kB limit: several Parquet files, read back as one split.
     code, output = _cli("release", source, "--out", tmp_path / "rel", "--max-shard-size", "4KB", "--jobs", "2")
     assert code == 0, output
+    assert _cli("release", source, "--out", tmp_path / "rel1", "--max-shard-size", "4KB")[0] == 0
+    for name in ("scenes", "references"):
+        assert ([f.read_bytes() for f in sorted((tmp_path / "rel" / name).glob("*.parquet"))]
+                == [f.read_bytes() for f in sorted((tmp_path / "rel1" / name).glob("*.parquet"))])
     header, loaded = _load_all(tmp_path / "rel", tmp_path / "cache")
     assert [(c["config_name"], [d["split"] for d in c["data_files"]], c.get("default", False))
             for c in header["configs"]] == [("scenes", ["scenes"], True), ("references", ["references"], False)]
@@ -172,6 +176,19 @@ def test_release_comco_layout_has_reference_config_and_small_shards(tmp_path):
     assert len(scene_files) > 1 and all(f.stat().st_size < 20_000 for f in scene_files)
     _assert_equal_to_source(source, loaded, {"scenes": ["scenes"], "references": ["references"]})
     assert _cli("release", "--check", tmp_path / "rel")[0] == 0
+
+
+def test_release_with_jobs_never_forks_this_process(tmp_path, monkeypatch):
+    """A fork of a process that already runs threads (this test session, a notebook) can hang in the child;
+    the workers are started fresh instead."""
+    source = tmp_path / "data"
+    build_dataset(SquaresGenerator(name="comco", splits={"scenes": 4, "references": 2}), source, progress=False)
+
+    def refuse_fork(*args, **kwargs):
+        raise AssertionError("os.fork called")
+    monkeypatch.setattr(os, "fork", refuse_fork)
+    code, output = _cli("release", source, "--out", tmp_path / "rel", "--jobs", "2")
+    assert code == 0, output
 
 
 def test_broken_or_partial_source_is_refused_with_exit_2(tmp_path):

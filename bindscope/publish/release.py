@@ -306,18 +306,40 @@ def _check_out(out: Path, overwrite: bool) -> None:
                        "replaces an earlier release", param="out")
 
 
+def _arrow_files(source: str, split: str, shards: list[int], features, cache: str) -> list[str]:
+    """Encode the rows of ``shards`` into an Arrow file under ``cache``; return its path(s). Runs in this process or
+    in a joblib worker."""
+    import datasets
+
+    part = datasets.Dataset.from_generator(
+        _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
+        gen_kwargs={"source": source, "split": split, "shards": shards})
+    return [entry["filename"] for entry in part.cache_files]
+
+
 def _write_parquet(source: Path, split: str, num_shards: int, features, staging: Path, config: str,
                    max_bytes: int, jobs: int, out: Path) -> tuple[int, list[str]]:
     """Convert one split to Parquet files under ``staging/config`` (each at most about ``max_bytes``); return
     ``(rows, relative file names)``. ``datasets`` keeps an Arrow copy of the split next to ``out`` (same file
-    system, usually more room than /tmp), deleted once the split's Parquet files are written."""
+    system, usually more room than /tmp), deleted once the split's Parquet files are written.
+
+    With ``jobs > 1`` contiguous groups of shards are encoded by joblib's loky workers, which are started fresh
+    rather than forked (a fork of a process that already runs threads, as a test session or a notebook does,
+    can hang in the child), and the groups are concatenated in shard order, so the files do not depend on
+    ``jobs``."""
     import datasets
+    from joblib import Parallel, delayed
 
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.cache-", dir=out.parent) as cache:
-        table = datasets.Dataset.from_generator(
-            _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
-            gen_kwargs={"source": str(source), "split": split, "shards": list(range(num_shards))},
-            num_proc=min(jobs, num_shards) if jobs > 1 else None)
+        groups = [list(g) for g in _contiguous_groups(num_shards, max(1, min(jobs, num_shards)))]
+        tasks = [delayed(_arrow_files)(str(source), split, group, features, os.path.join(cache, str(i)))
+                 for i, group in enumerate(groups)]
+        if len(tasks) == 1:
+            files = [_arrow_files(str(source), split, groups[0], features, os.path.join(cache, "0"))]
+        else:
+            files = Parallel(n_jobs=len(tasks), backend="loky")(tasks)
+        parts = [datasets.Dataset.from_file(name) for group in files for name in group]
+        table = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
         num_files = max(1, math.ceil(table.data.nbytes / max_bytes))
         names = []
         for i in range(num_files):
@@ -325,8 +347,15 @@ def _write_parquet(source: Path, split: str, num_shards: int, features, staging:
             table.shard(num_files, i, contiguous=True).to_parquet(str(staging / name))
             names.append(name)
         rows = len(table)
-        del table
+        del table, parts
     return rows, names
+
+
+def _contiguous_groups(count: int, groups: int) -> list[range]:
+    """``range(count)`` cut into ``groups`` contiguous, nearly equal runs (the first ones one longer)."""
+    size, extra = divmod(count, groups)
+    starts = [i * size + min(i, extra) for i in range(groups + 1)]
+    return [range(starts[i], starts[i + 1]) for i in range(groups)]
 
 
 def _swap_into_place(staging: Path, out: Path) -> None:
@@ -356,7 +385,7 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
         licence: Hub licence id for the card (lower case, e.g. ``"cc-by-4.0"``, ``"mit"``, ``"other"``).
         pretty_name: card title (default: ``"<generator> dataset (bindscope)"``).
         max_shard_size: upper bound of one Parquet file, e.g. ``"500MB"`` (estimated from the Arrow size).
-        jobs: processes that encode PNGs (``datasets`` ``num_proc``); the output does not depend on it.
+        jobs: processes that encode PNGs (joblib loky workers); the output does not depend on it.
         overwrite: replace an existing release folder (only one made by ``bindscope release``).
         repo_id: Hub repository named in the card's loading example.
 
