@@ -10,18 +10,30 @@ On the GPU, in this order, each step under its own time limit (an error is recor
 3. the largest absolute difference between bf16 and fp32 embeddings (unit-norm rows) of the same images and
    texts, and the smallest cosine between the two;
 4. a short ``madman train --device cuda`` (a few hundred steps) on a generated MADMAN training split: steps/s;
-5. a tiny ``comco render --device cuda`` (2 scenes, no references) with the Python that imports Blender's
+5. the CLS attention analysis (:func:`bindscope.evaluation.attention.cls_attention_by_size`, every block, with
+   rollout) of a random-weight ViT-B-32 on ``cuda`` over 64 ComCO-style scenes: scenes/s and the attention mass
+   on the largest object;
+6. a tiny ``comco render --device cuda`` (2 scenes, no references) with the Python that imports Blender's
    ``bpy`` (``$BLENDER_PYTHON``, else this one): the command line, bpy's version and the wall seconds. The
    bpy 5.0.1 wheel is for Python 3.11 only, so on a machine without such a Python the step records that as its
-   error.
+   error;
+7. the MADMAN reproduction (``benchmarks/madman_reproduction.py``: the same CLIP trained on ``ideal`` and on
+   ``realistic`` data, binding on one held-out set) at the paper's "larger model and batch" scale (both towers
+   width 256, 6 blocks, batch 512, bf16), with as many steps as the time left allows: a 50-step probe run of
+   both presets measures steps/s and the fixed cost (generation, evaluation, diagnostics), then the real run
+   gets ``steps = steps/s x (time left - fixed cost - margin)``, in hundreds (at most 8,000, the paper's). The
+   binding table of both presets, steps, steps/s and minutes.
 
-The JSON object (stdout; progress goes to stderr) has the keys ``device``, ``torch``, ``cuda``, ``cpus``,
-``dry_run``, ``rates_fp32``, ``rates_bf16``, ``ratios``, ``bf16_vs_fp32``, ``train``, ``render``, ``wall_s``
-and ``errors`` (step name -> message; empty when all ran). ``--dry-run`` runs the same steps on the CPU with tiny
-sizes (a few hundred images, a few training steps, the render at 64 px with 4 samples on ``--device cpu``) to
-check the script itself.
+The whole check keeps within ``--budget`` seconds (default 540): each step's limit is cut to the time left,
+and a step with under 20 s left is recorded as not run. The JSON object (stdout; progress goes to stderr) has
+the keys ``device``, ``torch``, ``cuda``, ``cpus``, ``dry_run``, ``rates_fp32``, ``rates_bf16``, ``ratios``,
+``bf16_vs_fp32``, ``train``, ``attention``, ``render``, ``reproduction``, ``wall_s`` and ``errors`` (step name ->
+message; empty when all ran); ``--out`` is rewritten after every step, so an interrupted check leaves what it
+measured. ``--dry-run`` runs the same steps on the CPU with tiny sizes (a few hundred images, a few training
+steps, 4 attention scenes, the render at 64 px with 4 samples on ``--device cpu``, a reproduction of 256 images
+and 3 steps at width 32) to check the script itself.
 
-    python benchmarks/gpu_check.py [--dry-run] [--work DIR] [--out FILE]
+    python benchmarks/gpu_check.py [--dry-run] [--work DIR] [--out FILE] [--budget SECONDS]
 """
 
 from __future__ import annotations
@@ -40,10 +52,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-SIZES = {False: {"images": 10000, "comco": 2000, "vit": 10000, "digits": None, "steps": 300, "diff": 512},
-         True: {"images": 200, "comco": 24, "vit": 4, "digits": 16, "steps": 3, "diff": 4}}
-LIMITS = {False: {"fp32": 300, "bf16": 150, "diff": 90, "train": 240, "workers0": 90, "render": 120},
-          True: {"fp32": 240, "bf16": 120, "diff": 60, "train": 120, "workers0": 60, "render": 120}}
+SIZES = {False: {"images": 10000, "comco": 2000, "vit": 10000, "digits": None, "steps": 300, "diff": 512,
+                 "attention": 64},
+         True: {"images": 200, "comco": 24, "vit": 4, "digits": 16, "steps": 3, "diff": 4, "attention": 4}}
+LIMITS = {False: {"fp32": 150, "bf16": 60, "diff": 60, "train": 90, "attention": 60, "workers0": 40, "render": 90,
+                  "reproduction": 420},
+          True: {"fp32": 240, "bf16": 120, "diff": 60, "train": 120, "attention": 60, "workers0": 60, "render": 120,
+                 "reproduction": 240}}
+# the reproduction's model: the paper's "larger model and batch" on a GPU, a toy in a dry run
+REPRODUCTION = {False: {"width": 256, "layers": 6, "batch_size": 512, "num_train": 60000, "num_test": 3000,
+                        "precision": "bf16", "probe_steps": 50, "max_steps": 8000},
+                True: {"width": 32, "layers": 1, "batch_size": 16, "num_train": 256, "num_test": 100,
+                       "precision": "fp32", "probe_steps": 2, "max_steps": 3}}
+STEP_MIN_S = 20  # a step with less time left is not started
 
 
 @contextlib.contextmanager
@@ -106,6 +127,69 @@ def train_check(work: Path, steps: int, device: str, digits: int | None, dry: bo
     return {"steps": steps, "steps_per_s": float(found.group(1)) if found else None, "wall_s": round(wall, 1)}
 
 
+def attention_check(data: Path, count: int, device: str) -> dict:
+    """The CLS attention analysis (every block, with rollout) of a random-weight ViT-B-32 on ``device`` over the
+    first ``count`` scenes of ``data``: scenes/s (model loading not timed) and the attention mass of the last
+    block on the largest object (size rank 1)."""
+    from bindscope.encoders.registry import load_adapter
+    from bindscope.evaluation.attention import cls_attention_by_size
+
+    adapter = load_adapter("ViT-B-32", "none", device=device)
+    start = time.perf_counter()
+    result = cls_attention_by_size(data, adapter, layers="all", use_rollout=True, limit=count, progress=False)
+    wall = time.perf_counter() - start
+    layers = result["metrics"]["layers"]
+    last = layers[max(layers, key=int)]["all"][0]
+    return {"scenes": count, "scenes_per_s": round(count / wall, 2), "wall_s": round(wall, 1),
+            "blocks": len(layers), "largest_object_mass": last["mass"]["mean"]}
+
+
+def steps_that_fit(steps_per_s: float, seconds: float, most: int) -> int:
+    """Training steps that ``seconds`` hold at ``steps_per_s``, in whole hundreds, at most ``most``."""
+    return int(min(most, max(0.0, steps_per_s * seconds)) // 100 * 100)
+
+
+def reproduction_check(work: Path, device: str, dry: bool, seconds_left) -> dict:
+    """The MADMAN reproduction at the "larger model and batch" scale (:data:`REPRODUCTION`): a probe run of
+    ``probe_steps`` steps, then a run with the steps that fit ``seconds_left()`` (see the module docstring).
+    Returns the steps, the probe's steps/s and fixed seconds, the run's wall minutes and its binding and
+    recognition per attribute and preset (%, conditional on recognition as in the paper) with n."""
+    size = REPRODUCTION[dry]
+    script = Path(__file__).resolve().parent / "madman_reproduction.py"
+    common = ["--work", str(work / "reproduction"), "--device", device, "--width", str(size["width"]),
+              "--layers", str(size["layers"]), "--batch-size", str(size["batch_size"]),
+              "--num-train", str(size["num_train"]), "--num-test", str(size["num_test"]), "--patch-size", "8",
+              "--precision", size["precision"], "--jobs", str(os.cpu_count() or 1), "--warmup", "100"]
+
+    def run(steps: int, name: str) -> tuple[dict, float]:
+        out = work / f"reproduction-{name}.json"
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, str(script), "--out", str(out), "--steps", str(steps), *common],
+                              capture_output=True, text=True, timeout=max(1, int(seconds_left())))
+        if done.returncode != 0:
+            raise RuntimeError(f"madman_reproduction.py exited {done.returncode}: "
+                               f"{(done.stdout + done.stderr)[-600:]}")
+        return json.loads(out.read_text()), time.perf_counter() - start
+
+    probe, probe_wall = run(size["probe_steps"], "probe")
+    rates = [probe["presets"][p]["steps_per_s"] for p in ("ideal", "realistic")]
+    rate = min(r for r in rates if r) if all(rates) else None  # the two runs train at once: the slower one
+    train_s = size["probe_steps"] / rate if rate else probe_wall
+    fixed = max(0.0, probe_wall - train_s - 60 * probe["generation_minutes"])  # evaluation, diagnostics, start
+    spare = seconds_left() - fixed - 15
+    steps = size["max_steps"] if dry else steps_that_fit(rate or 0.0, spare, size["max_steps"])
+    if steps < 100 and not dry:
+        raise RuntimeError(f"{spare:.0f} s left after the probe, at {rate} steps/s: too few for 100 steps")
+    report, wall = run(steps, "run")
+    table = {preset: {kind: report["presets"][preset][kind] for kind in ("binding", "recognition", "n",
+                                                                           "binding_ci95")}
+             for preset in ("ideal", "realistic")}
+    return {"settings": {**size, "steps": steps}, "probe_steps_per_s": rate, "probe_fixed_s": round(fixed, 1),
+            "wall_minutes": round(wall / 60, 2), "steps_per_s": {p: report["presets"][p]["steps_per_s"]
+                                                                 for p in ("ideal", "realistic")},
+            "target": report["target"], "presets": table}
+
+
 def render_command(out: Path, dry: bool) -> list[str]:
     """The ``comco render`` arguments of the render step: 2 scenes of 2 objects, no references, on ``cuda``
     (``cpu`` at 64 px and 4 samples in a dry run)."""
@@ -145,18 +229,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="the same steps on the CPU with tiny sizes")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "bindscope-gpu-check"))
-    parser.add_argument("--out", default=None, help="also write the JSON object to this file")
+    parser.add_argument("--out", default=None, help="also write the JSON object to this file (after every step)")
+    parser.add_argument("--budget", type=int, default=540, help="seconds for the whole check")
     args = parser.parse_args()
     dry = args.dry_run
     start = time.perf_counter()
+
+    def seconds_left() -> float:
+        return args.budget - (time.perf_counter() - start)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     size, limit = SIZES[dry], LIMITS[dry]
     report: dict = {"device": None, "torch": None, "cuda": None, "cpus": os.cpu_count(), "dry_run": dry,
                     "rates_fp32": {}, "rates_bf16": {}, "ratios": {}, "bf16_vs_fp32": {}, "train": {},
-                    "render": {}, "wall_s": None, "errors": {}}
+                    "attention": {}, "render": {}, "reproduction": {}, "wall_s": None, "errors": {}}
+
+    def save() -> None:
+        report["wall_s"] = round(time.perf_counter() - start, 1)
+        if args.out:
+            Path(args.out).write_text(json.dumps(report, sort_keys=True) + "\n")
 
     def step(name: str, seconds: int, work_fn):
+        seconds = int(min(seconds, seconds_left()))
+        if seconds < STEP_MIN_S:
+            report["errors"][name] = f"not run: {max(seconds, 0)} s of the {args.budget} s budget left"
+            save()
+            return None
         print(f"[gpu_check] {name} (limit {seconds} s)", file=sys.stderr, flush=True)
         try:
             with time_limit(seconds), contextlib.redirect_stdout(sys.stderr):
@@ -164,6 +262,8 @@ def main() -> None:
         except Exception as exc:  # recorded; the other steps still run
             report["errors"][name] = f"{type(exc).__name__}: {exc}"[:800]
             return None
+        finally:
+            save()
 
     try:
         import torch
@@ -205,15 +305,18 @@ def main() -> None:
         trained = step("madman train", limit["train"] + 30,
                        lambda: train_check(work, size["steps"], device, size["digits"], dry))
         report["train"] = trained or {}
+        scenes = eval_ceiling.comco_dataset(work, size["comco"])
+        attended = step("attention", limit["attention"], lambda: attention_check(scenes, size["attention"], device))
+        report["attention"] = attended or {}
         rendered = step("comco render", limit["render"] + 70, lambda: render_check(work, dry))
         report["render"] = rendered or {}
+        reproduced = step("madman reproduction", limit["reproduction"],
+                          lambda: reproduction_check(work, device, dry, lambda: seconds_left() - 5))
+        report["reproduction"] = reproduced or {}
     except Exception as exc:
         report["errors"]["setup"] = f"{type(exc).__name__}: {exc}"[:800]
-    report["wall_s"] = round(time.perf_counter() - start, 1)
-    text = json.dumps(report, sort_keys=True)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text, flush=True)
+    save()
+    print(json.dumps(report, sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,7 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 ARGS=(--work "${GPU_CHECK_WORK:-/tmp/bindscope-gpu-check}")
 [ "$MODE" = dry ] && ARGS+=(--dry-run)
 [ -n "${OUT:-}" ] && ARGS+=(--out "$OUT/gpu_check.json")
+ARGS+=(--budget $(( ${GPU_CHECK_LIMIT:-560} - 20 )))
 timeout "${GPU_CHECK_LIMIT:-560}" "$PY" benchmarks/gpu_check.py "${ARGS[@]}"
 status=$?
 [ $status -eq 124 ] && echo '{"errors": {"setup": "the whole check ran past GPU_CHECK_LIMIT"}}'

@@ -80,7 +80,8 @@ def train_flags(args) -> list[str]:
              "--text-layers", args.layers, "--head-width", args.head_width, "--tokenizer", args.tokenizer,
              "--context-length", args.context_length,
              "--batch-size", args.batch_size, "--steps", args.steps, "--lr", args.lr, "--warmup", args.warmup,
-             "--seed", args.seed, "--threads", args.threads, "--device", args.device, "--log-every", 50,
+             "--seed", args.seed, "--threads", args.threads, "--device", args.device, "--precision", args.precision,
+             "--loader-jobs", args.loader_jobs, "--log-every", 50,
              "--checkpoint-every", 500, "--eval-every", args.eval_every, "--quiet"]
     if args.hard_negatives:
         flags += ["--negatives", "stored", "--negatives-per-sample", args.hard_negatives]
@@ -181,6 +182,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per run")
     parser.add_argument("--sequential", action="store_true", help="train one preset after the other")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                        help="autocast precision of training (bf16 or fp16 on a GPU)")
+    parser.add_argument("--loader-jobs", type=int, default=0, help="DataLoader workers per run")
     parser.add_argument("--jobs", type=int, default=2, help="generation processes")
     parser.add_argument("--eval-every", type=int, default=0, help="log binding every K steps (0 = at the end)")
     parser.add_argument("--hard-negatives", type=int, default=0,
@@ -204,7 +208,8 @@ def main() -> None:
     tag = (f"{args.vision}-{args.tokenizer}-d{args.embed_dim}-w{args.width}-l{args.layers}-p{args.patch_size}"
            f"-b{args.batch_size}-s{args.steps}-lr{args.lr:g}-seed{args.seed}"
            + (f"-h{args.head_width}" if args.head_width != 32 else "")
-           + (f"-neg{args.hard_negatives}" if args.hard_negatives else ""))
+           + (f"-neg{args.hard_negatives}" if args.hard_negatives else "")
+           + (f"-{args.precision}" if args.precision != "fp32" else ""))
     runs = {preset: work / "runs" / f"{preset}-{tag}" for preset in PRESETS}
     commands = {preset: [madman_command(), "train", str(data[preset]), "--eval", str(data["eval"]),
                          "--eval-split", "test", "--out", str(runs[preset]), *train_flags(args)]

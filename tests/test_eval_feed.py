@@ -19,7 +19,7 @@ from eval_fakes import madman_fixture
 from tiny_madman import tiny_madman
 
 from bindscope.build.builder import build_dataset
-from bindscope.encoders.embedding_cache import EmbeddingCache
+from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache, image_hash, stored_image_key, text_hash
 from bindscope.encoders.interface import device_preprocess
 from bindscope.errors import DatasetError
 from bindscope.evaluation.madman import evaluate_madman, score_split
@@ -290,7 +290,56 @@ def test_reading_in_worker_processes_changes_no_result(tmp_path):
     assert helped["metrics"] == alone["metrics"] and rows1 == rows0 and helped["counts"] == alone["counts"]
 
 
-def test_a_changed_image_is_encoded_again_and_the_others_come_from_the_cache(tmp_path):
+class _Counting:
+    """An adapter whose text vector is (len, first letter code, 1) and image vector (pixel [0, 0, 0], 0, 1)."""
+
+    embed_dim = 3
+
+    def __init__(self):
+        self.texts, self.images = [], []
+
+    def encode_texts(self, texts):
+        self.texts.append(list(texts))
+        return np.array([[len(t), ord(t[0]), 1] for t in texts], np.float32)
+
+    def encode_images(self, images):
+        self.images.append(len(images))
+        return np.array([[im[0, 0, 0], 0, 1] for im in images], np.float32)
+
+
+@pytest.mark.parametrize("disk", [False, True])
+def test_the_embedder_encodes_each_new_key_once_and_takes_the_rest_from_memory_or_disk(tmp_path, disk):
+    adapter = _Counting()
+    cache = EmbeddingCache(tmp_path, "counting") if disk else None
+    if disk:
+        cache.put(text_hash("bb"), np.array([7, 7, 7], np.float32))  # a stored vector wins over encoding
+    embedder = Embedder(adapter, cache)
+    out = embedder.texts(["a", "bb", "a", "ccc"])
+    expected_bb = [7, 7, 7] if disk else [2, 98, 1]
+    assert out.tolist() == [[1, 97, 1], expected_bb, [1, 97, 1], [3, 99, 1]]
+    assert adapter.texts == ([["a", "ccc"]] if disk else [["a", "bb", "ccc"]])
+    assert (embedder.stats["text_hits"], embedder.stats["text_misses"]) == ((1, 2) if disk else (0, 3))
+    again = embedder.texts(["ccc", "dd"])  # "ccc" from this run's memory
+    assert again.tolist() == [[3, 99, 1], [2, 100, 1]] and adapter.texts[-1] == ["dd"]
+    out[0, 0] = -5  # the caller owns the rows it gets
+    assert embedder.texts(["a"]).tolist() == [[1, 97, 1]]
+
+    images = np.zeros((3, 2, 2, 3), np.uint8)
+    images[:, 0, 0, 0] = [10, 20, 10]
+    keys = [stored_image_key("ab" * 32, i) for i in range(3)]
+    rows = embedder.image_batches([(keys, images), (None, images[:2])])
+    assert rows[:, 0].tolist() == [10, 20, 10, 10, 20]
+    assert adapter.images == [3, 2]  # keyed by place, then by pixels: images 0 and 2 are two keys each time
+    assert embedder.stats["images_requested"] == 5 and embedder.stats["image_misses"] == 5
+    assert embedder.images([images[0], images[2]])[:, 0].tolist() == [10, 10] and adapter.images == [3, 2]
+    assert image_hash(images[0]) == image_hash(images[2]) and len(set(keys)) == 3
+    with pytest.raises(ValueError, match="2 keys for a batch of 3 images"):
+        embedder.image_batches([(keys[:2], images)])
+
+
+def test_a_changed_image_is_encoded_again_with_its_shard_and_the_other_shards_come_from_the_cache(tmp_path):
+    """Stored images are keyed by their verified shard's sha256 and place: a changed image changes its shard's
+    digest, so every image of that shard misses the cache and the other shard's images hit it."""
     path, encoder = madman_fixture(tmp_path)
     cache_dir = tmp_path / "cache"
     first = evaluate_madman(path, encoder, cache=EmbeddingCache(cache_dir, encoder.cache_key), progress=False)
@@ -305,9 +354,12 @@ def test_a_changed_image_is_encoded_again_and_the_others_come_from_the_cache(tmp
     encoder.image_calls.clear()
     encoder.text_calls.clear()
     second = evaluate_madman(changed, encoder, cache=EmbeddingCache(cache_dir, encoder.cache_key), progress=False)
-    assert encoder.image_calls == [2] and encoder.text_calls == []
-    assert (second["counts"]["images_encoded"], second["counts"]["image_cache_hits"]) == (1, 3)
+    assert sorted(encoder.image_calls) == [1, 2, 3] and encoder.text_calls == []  # test-00000 holds 1, 2, 3
+    assert (second["counts"]["images_encoded"], second["counts"]["image_cache_hits"]) == (3, 1)
     assert second["metrics"] == first["metrics"]
+    encoder.image_calls.clear()
+    again = evaluate_madman(changed, encoder, cache=EmbeddingCache(cache_dir, encoder.cache_key), progress=False)
+    assert encoder.image_calls == [] and again["counts"]["image_cache_hits"] == 4
 
 
 def test_precision_and_the_batch_size_by_device_reach_the_encoder(tmp_path):

@@ -14,7 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow  # about a minute: datasets, a random-weight ViT-B-32 on the CPU, 3 training steps, 2 scenes
+@pytest.mark.slow  # a few minutes: datasets, a random-weight ViT-B-32 on the CPU, 3 training steps, 2 scenes, a
+# toy reproduction
 @pytest.mark.blender
 def test_dry_run_prints_one_json_object_with_every_figure(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "GPU_CHECK_WORK": str(tmp_path / "work"),
@@ -27,7 +28,7 @@ def test_dry_run_prints_one_json_object_with_every_figure(tmp_path):
     report = json.loads(lines[0])
     assert report == json.loads((tmp_path / "gpu_check.json").read_text())
     assert set(report) == {"device", "torch", "cuda", "cpus", "dry_run", "rates_fp32", "rates_bf16", "ratios",
-                           "bf16_vs_fp32", "train", "render", "wall_s", "errors"}
+                           "bf16_vs_fp32", "train", "attention", "render", "reproduction", "wall_s", "errors"}
     assert report["errors"] == {} and report["dry_run"] is True and report["device"] == "cpu"
     for key in ("raw_madman_1", "raw_comco_1", "torch_all_0_workers", "torch_all_2_workers", "torch_train_2_workers",
                 "evaluate_zero_madman", "evaluate_zero_madman_0_workers", "evaluate_zero_comco",
@@ -41,10 +42,30 @@ def test_dry_run_prints_one_json_object_with_every_figure(tmp_path):
     assert 0 < diff["max_abs_diff_image"] < 0.05 and 0 < diff["max_abs_diff_text"] < 0.05
     assert diff["min_cosine_image"] > 0.99 and diff["count"] == 4
     assert report["train"]["steps"] == 3 and report["train"]["steps_per_s"] > 0
+    attention = report["attention"]
+    assert (attention["scenes"], attention["blocks"]) == (4, 12) and 0 < attention["largest_object_mass"] < 1
+    reproduction = report["reproduction"]
+    assert reproduction["settings"]["steps"] == 3 and reproduction["settings"]["width"] == 32
+    for preset in ("ideal", "realistic"):
+        block = reproduction["presets"][preset]
+        assert set(block["binding"]) == {"colour", "size", "thickness", "rotation", "swelling", "fracture"}
+        assert all(n > 0 for n in block["n"].values())
     render = report["render"]
     assert render["scenes"] == 2 and render["bpy"].startswith("5.0") and render["wall_s"] > 0
     assert render["command"][:7] == ["comco", "render", "--objects", "2", "-n", "2", "--no-references"]
     assert render["command"][render["command"].index("--device") + 1] == "cpu"
+
+
+def test_the_reproduction_gets_the_steps_that_fit_in_whole_hundreds():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from gpu_check import steps_that_fit
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert steps_that_fit(12.5, 200, 8000) == 2500  # 2,500 steps in 200 s
+    assert steps_that_fit(12.5, 215, 8000) == 2600  # 2,687 steps: down to the hundred
+    assert steps_that_fit(100.0, 200, 8000) == 8000 and steps_that_fit(0.4, 200, 8000) == 0
+    assert steps_that_fit(10.0, -5, 8000) == 0
 
 
 def test_the_render_step_renders_two_scenes_on_cuda_outside_a_dry_run():

@@ -2,7 +2,8 @@
 
 :class:`EmbeddingCache` stores embeddings on disk keyed by the adapter's ``cache_key`` (model, weights,
 precision, preprocessing) and the sha256 of each input's content (the UTF-8 text, or the image's shape and raw
-bytes). :class:`Embedder` wraps an :class:`~bindscope.encoders.interface.EncoderAdapter`: within one run each
+bytes; an image read unchanged from a verified shard by the shard file's sha256 and its place in it:
+:func:`stored_image_key`). :class:`Embedder` wraps an :class:`~bindscope.encoders.interface.EncoderAdapter`: within one run each
 unique text and image is encoded once, and with a cache a rerun skips the encoders entirely.
 
 On-disk layout (default root ``$BINDSCOPE_CACHE/embeddings``, else ``$XDG_CACHE_HOME/bindscope/embeddings``, else
@@ -68,6 +69,14 @@ def image_hash(image: np.ndarray) -> bytes:
     image = np.ascontiguousarray(image)
     head = f"image\0{image.shape}\0{image.dtype.str}\0".encode()
     return hashlib.sha256(head + image.tobytes()).digest()
+
+
+def stored_image_key(shard_sha256: str, local: int) -> bytes:
+    """sha256 digest (32 bytes) naming the ``local``-th image of the shard file whose sha256 (hex) is
+    ``shard_sha256``: the key of an image read unchanged from a shard the reader has verified (its bytes hashed
+    and found equal to the manifest's digest), so the digest of the file stands for the image's bytes without
+    hashing the pixels again. A changed image changes its shard's digest, so it never meets this key."""
+    return hashlib.sha256(f"stored-image\0{shard_sha256}\0{local}".encode()).digest()
 
 
 class EmbeddingCache:
@@ -202,81 +211,122 @@ class Embedder:
         self.cache = cache
         self.chunk = chunk
         self.progress = progress
-        self._memory: dict[bytes, np.ndarray] = {}
+        self._memory: dict = {}  # key (a digest, or a text when there is no disk cache) -> row in _rows
+        self._rows = _RowStore()
         self.stats = {"text_hits": 0, "text_misses": 0, "image_hits": 0, "image_misses": 0,
                       "texts_requested": 0, "images_requested": 0, "seconds_total": 0.0}
 
-    def _lookup(self, key: bytes) -> tuple[np.ndarray | None, bool]:
-        found = self._memory.get(key)
-        if found is None and self.cache is not None:
-            found = self.cache.get(key)
-            if found is not None:
-                self._memory[key] = found
-                return found, True
-        return found, False
+    def _resolve(self, keys: list, items, encode, kind: str) -> np.ndarray:
+        """Rows ``(len(keys), D)`` for ``items`` (a list, or an array indexed by position), taking each key from
+        this run's rows, else the disk cache, else encoding it once (the first item with that key)."""
+        memory, disk = self._memory, self.cache
+        ids: list[int] = []  # row numbers in self._rows; -1 - k for the k-th key this call adds
+        new: dict = {}
+        from_disk: list[tuple[int, np.ndarray]] = []
+        todo: list[int] = []  # positions of the items to encode
+        todo_keys: list = []
+        for position, key in enumerate(keys):
+            found = memory.get(key)
+            if found is None:
+                found = new.get(key)
+                if found is None:
+                    found = new[key] = -1 - len(new)
+                    row = disk.get(key) if disk is not None else None
+                    if row is None:
+                        todo.append(position)
+                        todo_keys.append(key)
+                    else:
+                        from_disk.append((-1 - found, row))
+            ids.append(found)
+        self.stats[f"{kind}_hits"] += len(from_disk)
+        self.stats[f"{kind}_misses"] += len(todo)
+        index = np.asarray(ids, np.int64)
+        if new:
+            block = None
+            if todo:
+                encoded = self._encode(items, todo, encode, kind)
+                block = np.empty((len(new), encoded.shape[1]), np.float32)
+                block[[-1 - new[key] for key in todo_keys]] = encoded
+                if disk is not None:
+                    for key, row in zip(todo_keys, encoded):
+                        disk.put(key, row)
+            for k, row in from_disk:
+                if block is None:
+                    block = np.empty((len(new), len(row)), np.float32)
+                block[k] = row
+            start = self._rows.add(block)
+            memory.update(zip(new, range(start, start + len(new))))
+            pending = index < 0
+            index[pending] = start - 1 - index[pending]
+        if not keys:
+            return np.zeros((0, self.adapter.embed_dim), np.float32)
+        return self._rows.take(index)
 
-    def _resolve(self, keys: list[bytes], items: list, encode, kind: str) -> np.ndarray:
-        missing: dict[bytes, int] = {}
-        for key, item_index in zip(keys, range(len(items))):
-            found, from_disk = self._lookup(key)
-            if found is None and key not in missing:
-                missing[key] = item_index
-            elif from_disk:
-                self.stats[f"{kind}_hits"] += 1
-        if missing:
-            todo = [items[i] for i in missing.values()]
-            if self.progress and kind == "text" and len(todo) > self.chunk:
-                parts = []
-                with tqdm(total=len(todo), desc="encoding texts", unit="text", leave=False) as bar:
-                    for start in range(0, len(todo), self.chunk):
-                        parts.append(encode(todo[start:start + self.chunk]))
-                        bar.update(len(parts[-1]))
-                encoded = np.concatenate(parts)
-            else:
-                encoded = encode(todo)
-            for key, row in zip(missing, encoded):
-                self._memory[key] = row
-                if self.cache is not None:
-                    self.cache.put(key, row)
-            self.stats[f"{kind}_misses"] += len(missing)
-        return np.stack([self._memory[k] for k in keys]) if keys else np.zeros((0, self.adapter.embed_dim),
-                                                                                  np.float32)
+    def _encode(self, items, positions: list[int], encode, kind: str) -> np.ndarray:
+        """``encode`` of the items at ``positions`` as float32 ``(len(positions), D)`` (texts in chunks, under a
+        progress bar, when there are many)."""
+        if len(positions) == len(items):  # positions are distinct and increasing: every item, in order
+            todo = items
+        else:
+            todo = items[np.asarray(positions)] if isinstance(items, np.ndarray) else [items[i] for i in positions]
+        if self.progress and kind == "text" and len(todo) > self.chunk:
+            parts = []
+            with tqdm(total=len(todo), desc="encoding texts", unit="text", leave=False) as bar:
+                for start in range(0, len(todo), self.chunk):
+                    parts.append(encode(todo[start:start + self.chunk]))
+                    bar.update(len(parts[-1]))
+            return np.asarray(np.concatenate(parts), np.float32)
+        return np.asarray(encode(todo), np.float32)
 
     def texts(self, texts: list[str]) -> np.ndarray:
-        """Embeddings ``(len(texts), D)`` float32, unit L2 norm, in input order."""
+        """Embeddings ``(len(texts), D)`` float32, unit L2 norm, in input order. With a disk cache each text is
+        looked up by its sha256 (:func:`text_hash`); without one by the text itself."""
         start = time.perf_counter()
         self.stats["texts_requested"] += len(texts)
-        out = self._resolve([text_hash(t) for t in texts], list(texts), self.adapter.encode_texts, "text")
+        keys = [text_hash(t) for t in texts] if self.cache is not None else list(texts)
+        out = self._resolve(keys, list(texts), self.adapter.encode_texts, "text")
         self.stats["seconds_total"] += time.perf_counter() - start
         return out
 
     def images(self, images: Iterable[np.ndarray], total: int | None = None) -> np.ndarray:
-        """Embeddings ``(N, D)`` float32 of ``(H, W, 3)`` uint8 images (any iterable, streamed in chunks).
+        """Embeddings ``(N, D)`` float32 of ``(H, W, 3)`` uint8 images (any iterable, streamed in chunks), each
+        keyed by the sha256 of its shape and bytes (:func:`image_hash`).
 
         ``total`` (optional) sizes the progress bar when ``images`` has no length.
         """
-        start = time.perf_counter()
-        parts = []
-        batch: list[np.ndarray] = []
         if total is None and hasattr(images, "__len__"):
             total = len(images)
-        bar = tqdm(total=total, desc="encoding images", unit="img", leave=False, disable=not self.progress)
 
-        def run():
-            keys = [image_hash(im) for im in batch]
-            parts.append(self._resolve(keys, batch, lambda ims: self.adapter.encode_images(np.stack(ims)),
-                                       "image"))
-            self.stats["images_requested"] += len(batch)
-            bar.update(len(batch))
-            batch.clear()
-
-        with bar:
+        def chunks():
+            batch: list[np.ndarray] = []
             for image in images:
                 batch.append(np.asarray(image))
                 if len(batch) >= self.chunk:
-                    run()
+                    yield None, np.stack(batch)
+                    batch.clear()
             if batch:
-                run()
+                yield None, np.stack(batch)
+        return self.image_batches(chunks(), total)
+
+    def image_batches(self, batches: Iterable[tuple[list[bytes] | None, np.ndarray]],
+                      total: int | None = None) -> np.ndarray:
+        """Embeddings ``(N, D)`` float32 of images given as batches ``(keys, images)``: ``images`` a ``(B, H, W,
+        3)`` uint8 array, ``keys`` B cache keys (32-byte digests such as :func:`stored_image_key`) or None to key
+        each image by :func:`image_hash` of its pixels. Rows come out in input order.
+
+        ``total`` (optional) sizes the progress bar.
+        """
+        start = time.perf_counter()
+        parts = []
+        with tqdm(total=total, desc="encoding images", unit="img", leave=False, disable=not self.progress) as bar:
+            for keys, batch in batches:
+                if keys is None:
+                    keys = [image_hash(image) for image in batch]
+                elif len(keys) != len(batch):
+                    raise ValueError(f"{len(keys)} keys for a batch of {len(batch)} images")
+                parts.append(self._resolve(list(keys), batch, self.adapter.encode_images, "image"))
+                self.stats["images_requested"] += len(batch)
+                bar.update(len(batch))
         self.stats["seconds_total"] += time.perf_counter() - start
         return np.concatenate(parts) if parts else np.zeros((0, self.adapter.embed_dim), np.float32)
 
@@ -284,3 +334,30 @@ class Embedder:
         """Write new embeddings to the disk cache (if any)."""
         if self.cache is not None:
             self.cache.flush()
+
+
+class _RowStore:
+    """Float32 rows appended in blocks to one growing array (capacity doubled when full), read by row number."""
+
+    def __init__(self):
+        self.data: np.ndarray | None = None
+        self.count = 0
+
+    def add(self, block: np.ndarray) -> int:
+        """Append ``block`` ``(n, D)``; return the number of its first row."""
+        if self.data is None:
+            self.data = np.empty((max(len(block), 1024), block.shape[1]), np.float32)
+        elif block.shape[1] != self.data.shape[1]:
+            raise ValueError(f"embeddings of size {block.shape[1]} after ones of size {self.data.shape[1]}")
+        if self.count + len(block) > len(self.data):
+            grown = np.empty((max(2 * len(self.data), self.count + len(block)), self.data.shape[1]), np.float32)
+            grown[:self.count] = self.data[:self.count]
+            self.data = grown
+        start = self.count
+        self.data[start:start + len(block)] = block
+        self.count += len(block)
+        return start
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """Rows ``index`` as a new ``(len(index), D)`` array."""
+        return self.data[index]

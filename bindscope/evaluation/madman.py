@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
+from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache, stored_image_key
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput, DatasetError
 from bindscope.evaluation.feed import IMAGE_BATCH, embed_texts, paused_gc, reader_workers
@@ -191,29 +191,33 @@ def default_splits(ds: Dataset) -> list[str]:
 
 
 def _scored_images(split, captions: list, columns: NegativeColumns, ids: list, workers: int, bar):
-    """Yield the image of every sample of ``split`` that has negatives, in index order, appending its caption,
-    negatives (to ``columns``, whose ``bounds`` is then a list) and index as it goes. Images are read a shard
-    slice at a time (in ``workers`` processes when > 0); each shard's tables are read once, while the workers
-    decompress the next slices."""
+    """Yield ``(cache keys, images)`` batches of the samples of ``split`` that have negatives, in index order,
+    appending their captions, negatives (to ``columns``, whose ``bounds`` is then a list) and indices as it goes.
+    Images are read a shard slice at a time (in ``workers`` processes when > 0) and keyed by their verified
+    shard's sha256 and place (:func:`~bindscope.encoders.embedding_cache.stored_image_key`); each shard's tables
+    are read once, while the workers decompress the next slices."""
     tables: dict[int, tuple] = {}
     for first, batch in split.image_batches(IMAGE_BATCH, workers, check_specs=True):
         number, local = split.locate(first)
         if number not in tables:
             reader = split.shard(number)
-            tables = {number: (reader.captions, reader.negative_offsets.tolist(),
+            tables = {number: (split.shard_digest(number), reader.captions,
+                               reader.negative_offsets.tolist(),
                                *(reader.negative_column(c) for c in ("kind", "attribute", "objects", "caption")))}
-        shard_captions, offsets, kind, attribute, objects, caption = tables[number]
+        digest, shard_captions, offsets, kind, attribute, objects, caption = tables[number]
         lo, hi = offsets[local], offsets[local + len(batch)]
         columns.kind += kind[lo:hi]
         columns.attribute += attribute[lo:hi]
         columns.objects += objects[lo:hi]
         columns.caption += caption[lo:hi]
-        for j in range(len(batch)):
-            if offsets[local + j + 1] > offsets[local + j]:
-                captions.append(shard_captions[local + j])
-                columns.bounds.append(columns.bounds[-1] + offsets[local + j + 1] - offsets[local + j])
-                ids.append(first + j)
-                yield batch[j]
+        keep = [j for j in range(len(batch)) if offsets[local + j + 1] > offsets[local + j]]
+        for j in keep:
+            captions.append(shard_captions[local + j])
+            columns.bounds.append(columns.bounds[-1] + offsets[local + j + 1] - offsets[local + j])
+            ids.append(first + j)
+        if keep:
+            yield ([stored_image_key(digest, local + j) for j in keep],
+                   batch if len(keep) == len(batch) else batch[keep])
         bar.update(len(batch))
 
 
@@ -270,7 +274,7 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
             scored = sum(int(np.count_nonzero(np.diff(r.negative_offsets))) for r in split.shards())
             with tqdm(total=len(split), desc=f"madman eval {name}", disable=not progress, unit="img") as bar:
                 images = _scored_images(split, captions, negatives, ids, reader_workers(scored, workers), bar)
-                image_emb = embedder.images(images, total=scored)
+                image_emb = embedder.image_batches(images, total=scored)
             negatives.bounds = bounds = np.asarray(negatives.bounds, dtype=np.int64)
             neg_texts = negatives.caption
             text_emb = apply_text_transform(embed_texts(embedder, captions + neg_texts), text_transform)

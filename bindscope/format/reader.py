@@ -111,6 +111,21 @@ class Split:
         for number in range(len(self._entries)):
             yield self.shard(number)
 
+    def shard_digest(self, number: int) -> str:
+        """The sha256 (hex) of the ``number``-th shard file, which the file's bytes were found to match when it was
+        opened (it is opened first). Raises DatasetError as :meth:`shard`."""
+        self.shard(number)
+        return self._entries[number]["sha256"]
+
+    def hash_shards(self) -> None:
+        """Hash every shard file of the split now (one read of each; the files are not opened as HDF5), so that
+        worker processes forked afterwards reuse the digests (:func:`shard_sha256`) instead of each reading
+        every file again. Raises DatasetError for a shard path outside the dataset folder."""
+        for entry in self._entries:
+            path = file_inside(self.dataset.path, entry["file"], "shard", DatasetError)
+            if path.is_file():  # a missing file is reported where it is opened
+                shard_sha256(path)
+
     def as_torch(self, transform=None, fields=None):
         """This split as a :class:`torch.utils.data.Dataset` (map-style) of tensors and plain dicts.
 

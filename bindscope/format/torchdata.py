@@ -423,8 +423,7 @@ class ShardLoader:
 
     def __iter__(self):
         if self.dataloader.num_workers > 0 and self._forks():
-            for _ in self.dataloader.dataset._split().shards():  # hashed once here, not again in each worker
-                pass
+            self.dataloader.dataset._split().hash_shards()  # hashed once here, not again in each worker
         for batch in self.dataloader:
             for key in ("index", "image", "mask", "arrays"):
                 value = batch.get(key)
