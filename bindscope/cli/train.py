@@ -11,7 +11,9 @@ from bindscope.cli.types import DEVICE, FiniteFloat
 from bindscope.errors import PRECISIONS
 from bindscope.training.options import (
     DEFAULTS,
+    FREEZE,
     HELP,
+    MODEL_KEYS,
     LR_RANGE,
     NEGATIVES,
     TOKENIZERS,
@@ -88,6 +90,11 @@ def _train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrit
     from bindscope.evaluation.report import format_result
     from bindscope.training.api import train
 
+    if options["init"] is not None:  # the small CLIP's model options apply only where given
+        context = click.get_current_context()
+        for name in (*MODEL_KEYS, "image_size"):
+            if context.get_parameter_source(name) is click.core.ParameterSource.DEFAULT:
+                del options[name]
     summary = train(data, out, split=split, eval_data=eval_data, eval_splits=list(eval_splits) or None,
                     eval_tasks=eval_tasks, overwrite=overwrite, progress=not quiet, **options)
     if summary["rank"]:  # under torchrun, process 0 prints
@@ -101,8 +108,8 @@ def _train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrit
                    f"{summary['train_seconds']:.1f} s: {summary['steps_per_s']:.2f} steps/s, "
                    f"{summary['images_per_s']:.0f} images/s; final loss {summary['final_loss']:.4f}")
     if summary["truncated_captions"]:
-        click.echo(f"warning: {summary['truncated_captions']} training texts exceeded the context length "
-                   f"{options['context_length']} and were truncated", err=True)
+        click.echo(f"warning: {summary['truncated_captions']} training texts exceeded the context length and "
+                   "were truncated", err=True)
     click.echo(f"model: {summary['files']['model.pt']}  result: {summary['files']['result.json']}")
 
 
@@ -124,6 +131,9 @@ def _train_options(func):
         click.option("--eval-tasks", "eval_tasks", default=None,
                      help="ComCO / COCO evaluation tasks, comma-separated, of tor,ior,i2tor,matching,binding "
                           "[default: those `comco eval` runs on the --eval dataset]."),
+        _option("--init", "init", str),
+        _option("--pretrained", "pretrained", str),
+        _option("--freeze", "freeze", click.Choice(FREEZE)),
         training_options,
         click.option("--overwrite", is_flag=True, help="Replace a different run in --out."),
     ]

@@ -5,11 +5,11 @@ The evaluations (:mod:`bindscope.evaluation.madman`, :mod:`bindscope.evaluation.
 (``benchmarks/eval_ceiling.py`` measures them); results are the same as reading sample by sample, and a shard is
 refused as when opened with every check: each string column when first read, the specs where the images are.
 
-On 2 CPUs, a zero-cost encoder evaluates 10,000 MADMAN images (96 px) at 5,357 images/s, 0.28 of the rate of
-bare h5py reads of their images (784 images/s, 0.05, reading sample by sample), and 2,000 ComCO-style scenes
-(224 px) at 0.60 (0.44). What stays per image besides the decompression: the embedder's sha256 of each image and
-text and its look-ups (about a third), HDF5's variable-length strings of the captions and negatives (a sixth),
-the specs' JSON (a sixth), the scoring and the per-comparison rows.
+MADMAN's stored images go to the embedder a batch at a time, keyed by their verified shard's sha256 and place
+(:func:`~bindscope.encoders.embedding_cache.stored_image_key`), so no pixel is hashed (ComCO scenes are still
+keyed by their pixels). What stays per image besides the decompression: HDF5's variable-length strings of the
+captions and negatives, the specs' JSON, one look-up per text, the scoring and the per-comparison rows. Today's
+figures (``benchmarks/eval_ceiling.py``) are in docs/results.md ("Evaluation feed ceiling").
 """
 
 from __future__ import annotations

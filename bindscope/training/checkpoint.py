@@ -116,9 +116,11 @@ class TrainedClipAdapter(EncoderAdapter):
         self.tokenizer = make_tokenizer(model_config)
         self.context_length = model_config.context_length
         size = model_config.image_size
-        self.preprocessing = (f"resize({size}x{size},bilinear,antialias,no-crop)+normalise(OPENAI_DATASET_MEAN,"
-                              "OPENAI_DATASET_STD)")
-        tokens = model_config.tokenizer
+        norm = ("OPENAI_DATASET_MEAN,OPENAI_DATASET_STD" if not model_config.image_mean else
+                f"{list(model_config.image_mean)},{list(model_config.image_std)}")
+        self.preprocessing = (f"resize({size}x{size},{model_config.interpolation},antialias,no-crop)+normalise("
+                              f"{norm})")
+        tokens = model_config.tokenizer if not model_config.open_clip else f"open_clip:{model_config.open_clip}"
         if tokens == "word":
             tokens += "-" + hashlib.sha256("\n".join(model_config.vocabulary).encode()).hexdigest()[:16]
         self.cache_key = (f"{MODEL_FORMAT}:{weights_sha256(self.model.state_dict())}:{precision}:{self.preprocessing}"
@@ -158,7 +160,7 @@ class TrainedClipAdapter(EncoderAdapter):
         :func:`bindscope.training.model.preprocess_images`), on the CPU."""
         from bindscope.training.model import preprocess_images
 
-        return preprocess_images(check_images(images), self.model_config.image_size)
+        return preprocess_images(check_images(images), self.model_config.image_size, self.model_config)
 
 
 def find_weights_file(path: str | os.PathLike) -> Path:

@@ -223,6 +223,7 @@ class BatchSource:
         self.batch_size = batch_size
         self.seed = seed
         self.image_size = model.image_size
+        self.model_config = model
         self.hard_negatives = hard_negatives
         if batch_size % world_size or not 0 <= rank < world_size:
             raise BadInput(f"batch_size {batch_size} does not split into {world_size} equal parts "
@@ -299,7 +300,7 @@ class BatchSource:
         tokens = self.caption_tokens[indices]
         if negatives:
             tokens = torch.cat([tokens, negative_tokens])
-        return {"images": preprocess_images(self.images[indices], self.image_size),
+        return {"images": preprocess_images(self.images[indices], self.image_size, self.model_config),
                 "texts": tokens, "num_captions": len(indices), "indices": torch.from_numpy(indices),
                 "negatives": negatives, "negative_of": torch.from_numpy(owner),
                 "negative_counts": counts, "truncated": truncated}

@@ -34,6 +34,7 @@ SIZE_LIMITS = {"embed_dim": 8192, "image_size": 4096, "vision_width": 8192, "vis
                "text_width": 8192, "text_layers": 64, "head_width": 8192, "context_length": 4096}
 MAX_VOCABULARY = 1_000_000  # words of the word tokenizer
 MAX_MLP_RATIO = 16.0
+INTERPOLATIONS = ("bilinear", "bicubic")  # image resizing of the model input
 # Word tokenizer ids: 0 padding, 1 unknown word, 2 start, 3.. the vocabulary's words, then the end token last
 # (open_clip's text tower pools at the largest id of each row, its "argmax" pooling).
 WORD_SPECIALS = ("<pad>", "<unk>", "<start>")
@@ -62,6 +63,11 @@ class ModelConfig:
         tokenizer: ``"bpe"`` (open_clip's CLIP BPE) or ``"word"`` (:class:`WordTokenizer`).
         vocabulary: the word tokenizer's words (token ids 3, 4, ... in this order); empty = built from the
             training data by ``madman train`` (:func:`build_vocabulary`). Must be empty for ``"bpe"``.
+        open_clip: a fine-tuned open_clip model's name (``bindscope train --init``; empty for a small CLIP). The
+            model is then that architecture; ``embed_dim``, ``image_size`` and ``context_length`` are its own
+            and the small CLIP's size fields are not used.
+        image_mean, image_std: the input normalisation (3 values each; empty: ``OPENAI_DATASET_MEAN`` /
+            ``OPENAI_DATASET_STD``). interpolation: ``"bilinear"`` or ``"bicubic"`` resizing of the input.
     """
 
     embed_dim: int = SETTINGS.embed_dim
@@ -77,8 +83,22 @@ class ModelConfig:
     context_length: int = SETTINGS.context_length
     tokenizer: str = SETTINGS.tokenizer
     vocabulary: tuple[str, ...] = ()
+    open_clip: str = ""
+    image_mean: tuple[float, ...] = ()
+    image_std: tuple[float, ...] = ()
+    interpolation: str = "bilinear"
 
     def __post_init__(self):
+        for name in ("image_mean", "image_std"):
+            value = getattr(self, name)
+            if not isinstance(value, (list, tuple)) or len(value) not in (0, 3) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 10 for v in value):
+                raise BadInput(f"{name} must be empty (open_clip's OPENAI_DATASET values) or 3 numbers in (0, 10), "
+                               f"got {_short(value)}", param=name)
+            object.__setattr__(self, name, tuple(float(v) for v in value))
+        if self.interpolation not in INTERPOLATIONS:
+            raise BadInput(f"interpolation {self.interpolation!r} is not allowed; use one of "
+                           f"{', '.join(INTERPOLATIONS)}", param="interpolation")
         if not isinstance(self.vocabulary, (list, tuple)) or not all(isinstance(w, str) for w in self.vocabulary):
             raise BadInput(f"vocabulary must be a list of words (strings), got {_short(self.vocabulary)}",
                            param="vocabulary")
@@ -86,6 +106,9 @@ class ModelConfig:
             raise BadInput(f"vocabulary of {len(self.vocabulary)} words is not allowed; at most {MAX_VOCABULARY}",
                            param="vocabulary")
         object.__setattr__(self, "vocabulary", tuple(self.vocabulary))
+        if self.open_clip:
+            self._check_open_clip()
+            return
         if self.vision not in VISION_TOWERS:
             raise BadInput(f"vision {self.vision!r} is not known; allowed: {', '.join(VISION_TOWERS)}", param="vision")
         if self.tokenizer not in TOKENIZERS:
@@ -119,9 +142,31 @@ class ModelConfig:
                 raise BadInput(f"{name} {getattr(self, name)} is not divisible by the head width "
                                f"{self.head_width}", param=name)
 
+    def _check_open_clip(self) -> None:
+        """The checks of a fine-tuned open_clip model (the small CLIP's size fields do not apply to it)."""
+        import open_clip
+
+        if not isinstance(self.open_clip, str) or self.open_clip not in open_clip.list_models():
+            raise BadInput(f"open_clip model {_short(self.open_clip)} is not a name open_clip.list_models() knows",
+                           param="init")
+        if self.tokenizer != "bpe" or self.vocabulary:
+            raise BadInput("a fine-tuned open_clip model uses its own tokenizer: tokenizer must be 'bpe' and the "
+                           "vocabulary empty", param="tokenizer")
+        for name in ("embed_dim", "image_size"):
+            check_int(name, getattr(self, name), 1, SIZE_LIMITS[name])
+        check_int("context_length", self.context_length, 3, SIZE_LIMITS["context_length"], what="tokens")
+
     def to_dict(self) -> dict:
+        """The config as plain JSON values; the fine-tuning fields only when set (so a small CLIP's dict is the
+        same as before they existed)."""
         data = asdict(self)
         data["vocabulary"] = list(self.vocabulary)
+        for name, default in (("open_clip", ""), ("image_mean", ()), ("image_std", ()),
+                              ("interpolation", "bilinear")):
+            if data[name] == default:
+                del data[name]
+            elif isinstance(data[name], tuple):
+                data[name] = list(data[name])
         return data
 
     @property
@@ -173,7 +218,8 @@ def build_conv_tower(config: ModelConfig):
 
 
 def build_model(config: ModelConfig):
-    """A randomly initialised ``open_clip.CLIP`` for ``config`` (GELU, learnable logit scale init 1/0.07).
+    """A randomly initialised ``open_clip.CLIP`` for ``config`` (GELU, learnable logit scale init 1/0.07); with
+    ``config.open_clip`` that open_clip model (``open_clip.create_model(name, pretrained=None)``).
 
     ``model.encode_image`` takes ``(N, 3, S, S)`` float32, ``model.encode_text`` ``(N, context_length)`` int64
     token ids; both return ``(N, embed_dim)`` (L2-normalised with ``normalize=True``). The caller seeds torch
@@ -182,6 +228,11 @@ def build_model(config: ModelConfig):
     import open_clip
     from open_clip.model import CLIPTextCfg, CLIPVisionCfg
 
+    if config.open_clip:  # the architecture of a fine-tuned model; its weights are loaded by the caller
+        import torch
+
+        return open_clip.create_model(config.open_clip, pretrained=None, pretrained_text=False,
+                                      device=torch.get_default_device())  # "meta" under torch.device("meta")
     if config.vision == "vit":
         vision = CLIPVisionCfg(layers=config.vision_layers, width=config.vision_width,
                                head_width=config.head_width, mlp_ratio=config.mlp_ratio,
@@ -199,6 +250,29 @@ def build_model(config: ModelConfig):
     if config.vision == "cnn":
         model.visual = build_conv_tower(config)
     return model
+
+
+class OpenClipTokenizer:
+    """The tokenizer of an open_clip model (``open_clip.get_tokenizer(name)``) at its context length, counting
+    truncated texts (start and end tokens included) as :class:`Tokenizer` does."""
+
+    def __init__(self, name: str, context_length: int):
+        import open_clip
+
+        self.context_length = context_length
+        self._tokenizer = open_clip.get_tokenizer(name, context_length=context_length)
+        self.truncated = 0
+
+    def __call__(self, texts: list[str]):
+        texts = list(texts)
+        self.truncated += sum(self.is_truncated(texts))
+        return self._tokenizer(texts, context_length=self.context_length)
+
+    def is_truncated(self, texts: list[str]) -> list[bool]:
+        inner = self._tokenizer
+        if hasattr(inner, "encode"):  # open_clip's SimpleTokenizer (CLIP BPE)
+            return [len(inner.encode(t)) + 2 > self.context_length for t in texts]
+        return [len(ids) > self.context_length for ids in inner.tokenizer(list(texts))["input_ids"]]  # HF
 
 
 class Tokenizer:
@@ -288,7 +362,10 @@ class WordTokenizer:
 
 
 def make_tokenizer(config: ModelConfig):
-    """The tokenizer ``config`` names: :class:`Tokenizer` (BPE) or :class:`WordTokenizer` (its vocabulary)."""
+    """The tokenizer ``config`` names: :class:`Tokenizer` (BPE), :class:`WordTokenizer` (its vocabulary) or, for
+    a fine-tuned open_clip model, :class:`OpenClipTokenizer`."""
+    if config.open_clip:
+        return OpenClipTokenizer(config.open_clip, config.context_length)
     if config.tokenizer == "word":
         if not config.vocabulary:
             raise BadInput("the word tokenizer needs a vocabulary (madman train builds it from the training data)")
@@ -296,14 +373,15 @@ def make_tokenizer(config: ModelConfig):
     return Tokenizer(config.context_length)
 
 
-def preprocess_images(images, image_size: int):
+def preprocess_images(images, image_size: int, config: ModelConfig | None = None):
     """``(N, H, W, 3)`` uint8 RGB (numpy array or torch tensor) -> ``(N, 3, image_size, image_size)`` float32
     torch tensor, normalised (channels-last in memory: the permuted view of the RGB array).
 
     The evaluation adapters' rule (:func:`bindscope.encoders.interface.square_resize`): a non-square image is
-    padded with black to a centred square (never cropped or stretched), then resized bilinearly with
-    antialiasing when its side differs. Values: ``(x / 255 - OPENAI_DATASET_MEAN) / OPENAI_DATASET_STD`` per
-    channel.
+    padded with black to a centred square (never cropped or stretched), then resized with antialiasing when its
+    side differs: bilinearly, or as ``config.interpolation`` says. Values: ``(x / 255 - mean) / std`` per channel,
+    with ``config.image_mean`` / ``config.image_std`` where set (a fine-tuned open_clip model's own), else
+    open_clip's ``OPENAI_DATASET_MEAN`` / ``OPENAI_DATASET_STD``.
     """
     import torch
     from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
@@ -312,7 +390,8 @@ def preprocess_images(images, image_size: int):
 
     if not isinstance(images, torch.Tensor):
         images = torch.from_numpy(np.ascontiguousarray(images))
-    x = square_resize(images.permute(0, 3, 1, 2).float().div_(255.0), image_size, "bilinear")
-    mean = torch.tensor(OPENAI_DATASET_MEAN).view(1, 3, 1, 1)
-    std = torch.tensor(OPENAI_DATASET_STD).view(1, 3, 1, 1)
+    mode = config.interpolation if config is not None else "bilinear"
+    x = square_resize(images.permute(0, 3, 1, 2).float().div_(255.0), image_size, mode)
+    mean = torch.tensor((config.image_mean if config is not None else ()) or OPENAI_DATASET_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor((config.image_std if config is not None else ()) or OPENAI_DATASET_STD).view(1, 3, 1, 1)
     return (x - mean) / std

@@ -15,12 +15,17 @@ from bindscope.errors import DEVICE_GRAMMAR
 VISION_TOWERS = ("vit", "resnet", "cnn")  # madman train --vision
 TOKENIZERS = ("bpe", "word")  # madman train --tokenizer
 NEGATIVES = ("none", "stored", "shuffled")  # bindscope train --negatives
+FREEZE = ("none", "image", "text")  # bindscope train --freeze
 
 
 @dataclass(frozen=True)
 class TrainSettings:
     """The default of every training option (units: features, blocks, pixels, tokens, steps)."""
 
+    # fine-tuning: an open_clip model instead of the small CLIP (see bindscope.training.finetune)
+    init: str | None = None
+    pretrained: str | None = None
+    freeze: str = "none"
     # model (see bindscope.training.model.ModelConfig)
     embed_dim: int = 64
     image_size: int | None = None  # None: the dataset's canvas, rounded down to what the vision tower allows
@@ -74,7 +79,19 @@ LR_RANGE = (0.0, 10.0)
 WEIGHT_DECAY_RANGE = (0.0, 10.0)
 """Allowed AdamW weight decays: ``WEIGHT_DECAY_RANGE[0] <= weight_decay <= WEIGHT_DECAY_RANGE[1]``, finite."""
 
+FINETUNE_KEYS = ("init", "pretrained", "freeze")
+"""The fine-tuning options: :class:`bindscope.training.train.TrainConfig` fields, offered by ``bindscope train``
+and ``madman train`` (not by ``madman sweep``, which trains small CLIPs from scratch)."""
+
 HELP: dict = {
+    "init": "Fine-tune this open_clip model (a name open_clip.list_models() knows, e.g. ViT-B-32) instead of training "
+            "a small CLIP from scratch; its own image size, normalisation and tokenizer are used, and the small "
+            "CLIP's model options do not apply.",
+    "pretrained": "Starting weights of --init: an open_clip pretrained tag (e.g. openai), a local state-dict or "
+                  "open_clip_train checkpoint file, hf-hub:<org>/<repo>, or none (random weights, seeded by "
+                  "--seed) [default: the model's default tag, openai where listed].",
+    "freeze": "With or without --init: keep the image or the text tower's weights fixed (not optimised; its "
+              "normalisation statistics fixed too), or none.",
     "embed_dim": "Joint embedding size D.",
     "image_size": "Model input side in pixels [default: the dataset's canvas, rounded down to a multiple of the patch "
                   "size (resnet: of 32, cnn: of 8)].",

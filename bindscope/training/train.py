@@ -67,6 +67,7 @@ from bindscope.training.model import VISION_TOWERS, WORD_SPECIALS, ModelConfig
 from bindscope.training.options import (
     DEFAULTS,
     EVAL_BATCH_SIZE,
+    FREEZE,
     LR_RANGE,
     MODEL_KEYS,
     NEGATIVES,
@@ -80,9 +81,10 @@ LOG = "log.jsonl"
 RESULT = "result.json"
 # Options that are TrainConfig fields as they are (the model's go to ModelConfig).
 _RUN_KEYS = tuple(key for key in DEFAULTS if key not in (*MODEL_KEYS, "image_size"))
-# Config keys that change the training trajectory: a resumed run must match them.
+# Config keys that change the training trajectory: a resumed run must match them (the fine-tuning ones where set).
 _IDENTITY_KEYS = ("split", "batch_size", "steps", "lr", "weight_decay", "warmup_steps", "negatives",
                   "negatives_per_sample", "seed", "precision", "model")
+_FINETUNE_IDENTITY = {"init": None, "pretrained": None, "pretrained_sha256": None, "freeze": "none"}
 
 
 def _is_real(value) -> bool:
@@ -126,6 +128,11 @@ class TrainConfig:
             ``OUT/checkpoints/step-<step>.pt`` (model files, loadable by ``madman eval --model``; their results
             record the step, so ``bindscope collect`` draws binding over training) [--keep-checkpoints].
         eval_batch_size: images or texts per forward pass during evaluation.
+        init: the open_clip model fine-tuned [--init] (None: a small CLIP from scratch); ``model`` is then its
+            :class:`ModelConfig` (:mod:`bindscope.training.finetune`).
+        pretrained: its starting weights [--pretrained], resolved: an open_clip tag, ``"none"``, an absolute
+            file path or an ``hf-hub:`` name; pretrained_sha256: the sha256 of a weights file.
+        freeze: ``"none"``, ``"image"`` or ``"text"``: the tower kept fixed [--freeze].
     """
 
     data: str
@@ -152,6 +159,10 @@ class TrainConfig:
     eval_every: int = SETTINGS.eval_every
     keep_checkpoints: bool = SETTINGS.keep_checkpoints
     eval_batch_size: int = EVAL_BATCH_SIZE
+    init: str | None = None
+    pretrained: str | None = None
+    pretrained_sha256: str | None = None
+    freeze: str = SETTINGS.freeze
 
     def validate(self) -> None:
         """Raise BadInput naming the first bad value."""
@@ -165,6 +176,13 @@ class TrainConfig:
         if self.negatives not in NEGATIVES:
             raise BadInput(f"negatives {self.negatives!r} is not known; allowed: {', '.join(NEGATIVES)}",
                            param="negatives")
+        if self.freeze not in FREEZE:
+            raise BadInput(f"freeze {self.freeze!r} is not allowed; use one of {', '.join(FREEZE)}", param="freeze")
+        if self.pretrained is not None and self.init is None:
+            raise BadInput("pretrained weights need init=MODEL (an open_clip model to fine-tune)", param="pretrained")
+        if (self.init or "") != self.model.open_clip:
+            raise BadInput(f"init {self.init!r} and the model config's open_clip {self.model.open_clip!r} differ",
+                           param="init")
         low, high = LR_RANGE
         if not (_is_real(self.lr) and low < self.lr <= high):
             raise BadInput(f"lr {self.lr!r} is not allowed; use a finite number in ({low:g}, {high:g}]", param="lr")
@@ -175,8 +193,17 @@ class TrainConfig:
 
     def identity(self) -> dict:
         """The values a resumed run must share with the interrupted one."""
-        data = json.loads(json.dumps(asdict(self)))  # as stored in run.json (tuples become lists)
-        return {key: data[key] for key in _IDENTITY_KEYS}
+        data = json.loads(json.dumps(self.to_dict()))  # as stored in run.json (tuples become lists)
+        return {key: data[key] for key in (*_IDENTITY_KEYS, *_FINETUNE_IDENTITY) if key in data}
+
+    def to_dict(self) -> dict:
+        """The config as plain values, as ``run.json`` holds it (the fine-tuning keys only where set)."""
+        data = asdict(self)
+        data["model"] = self.model.to_dict()
+        for key, default in _FINETUNE_IDENTITY.items():
+            if data[key] == default:
+                del data[key]
+        return data
 
 
 def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: list[str] | None,
@@ -193,7 +220,22 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
     Raises:
         BadInput: a bad value (named), or a dataset that cannot be read.
     """
+    model_options = sorted(set(options) & {*MODEL_KEYS, "image_size"})
     options = {**DEFAULTS, **options}
+    if options["init"] is not None:
+        if model_options:
+            raise BadInput(f"{model_options[0]} does not apply with init={options['init']!r}: a fine-tuned open_clip "
+                           f"model keeps its own architecture ({', '.join(model_options)} given)",
+                           param=model_options[0])
+        from bindscope.training.finetune import open_clip_model_config
+
+        model, weights, digest = open_clip_model_config(options["init"], options["pretrained"])
+        config = TrainConfig(
+            data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, eval_tasks=eval_tasks, split=split,
+            model=model, **{key: options[key] for key in _RUN_KEYS if key not in ("init", "pretrained")},
+            init=model.open_clip, pretrained=weights, pretrained_sha256=digest)
+        config.validate()
+        return config
     image_size = options["image_size"]
     if options["vision"] not in VISION_TOWERS:
         raise BadInput(f"vision {options['vision']!r} is not known; allowed: {', '.join(VISION_TOWERS)}",
@@ -511,9 +553,27 @@ class Trainer:
         self.resumed = self._prepare_out_once(run_record, overwrite)
 
         torch.manual_seed(config.seed)
-        self.model = build_model(config.model).to(self.device)
+        self.model = build_model(config.model)
+        fresh = not (self.resumed and (self.out / CHECKPOINT).is_file())
+        if config.init is not None and fresh:  # a resumed run takes its weights from the checkpoint
+            from bindscope.training.finetune import initial_weights
+
+            state = initial_weights(config.model, config.pretrained)
+            if state is not None:
+                try:
+                    self.model.load_state_dict(state)
+                except RuntimeError as exc:
+                    raise BadInput(f"pretrained {config.pretrained!r} does not fit open_clip {config.init!r} "
+                                   f"({str(exc).splitlines()[0][:300]})", param="pretrained") from None
+        from bindscope.training.finetune import freeze, frozen_modules
+
+        freeze(self.model, config.freeze)
+        self._frozen = frozen_modules(self.model, config.freeze)
+        self.model = self.model.to(self.device)
         decay, no_decay = [], []
         for name, parameter in self.model.named_parameters():
+            if not parameter.requires_grad:  # a frozen tower: not optimised
+                continue
             excluded = parameter.ndim < 2 or "logit_scale" in name or "bias" in name or "ln" in name
             (no_decay if excluded else decay).append(parameter)
         self.optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
@@ -550,7 +610,7 @@ class Trainer:
         return bool(self.group.agree(int(resumed), error)[0])
 
     def _config_dict(self) -> dict:
-        data = asdict(self.config)
+        data = self.config.to_dict()
         data["data"] = str(Path(self.config.data))
         return data
 
@@ -687,6 +747,8 @@ class Trainer:
 
         device_type = "cuda" if self.device.startswith("cuda") else "cpu"
         self.model.train()
+        for module in self._frozen:  # a frozen tower's normalisation statistics stay as they are
+            module.eval()
         images = batch["images"].to(self.device, non_blocking=True)
         texts = batch["texts"].to(self.device, non_blocking=True)
         with torch.autocast(device_type, dtype=self._dtype, enabled=self._dtype is not None):
