@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.errors import BadInput
-from bindscope.evaluation.results import dataset_info
+from bindscope.evaluation.results import SCHEMA_VERSION, dataset_info
 from bindscope.evaluation.stats import cluster_bootstrap, share
 from bindscope.format.reader import Dataset
+from bindscope.schemas import validate
 
 NOT_MENTIONED = "not_mentioned"
 INTERVALS = {"ci95": "Wilson score, 95 %, captions treated as independent (too narrow when an image has several "
@@ -77,7 +78,8 @@ def caption_bias(dataset: str | os.PathLike | Dataset, splits: list[str] | None 
         check: verify the shards' sha256 first.
 
     Returns:
-        A JSON-serialisable dict: ``largest_first_share`` (0..1: captions naming the largest object first / all
+        A JSON-serialisable dict validated by ``bindscope/schemas/caption_bias_result.json`` (``kind``
+        ``"caption-bias"``, ``schema_version`` 1): ``largest_first_share`` (0..1: captions naming the largest object first / all
         captions analysed), ``largest_first_share_when_mentioned`` (the same among captions that mention it),
         ``positions`` (key ``"1"``, ``"2"``, ..., ``"not_mentioned"`` -> ``{"count", "of", "share", "ci95",
         "ci95_cluster"}``, shares of all captions), ``by_num_mentioned`` (``"<m>"`` -> ``{"captions", "images",
@@ -119,13 +121,16 @@ def caption_bias(dataset: str | os.PathLike | Dataset, splits: list[str] | None 
         keep = counts == m
         by_num[str(m)] = {"captions": int(keep.sum()), "images": int(np.unique(images[keep]).size),
                           "positions": _shares(positions[keep], images[keep], seed)}
-    return {"analysis": "caption-bias", "dataset": dataset_info(ds, names),
-            "unit": "caption (clustered by image)", "intervals": dict(INTERVALS), "seed": seed,
-            "num_captions": int(positions.size), "num_images": int(image_id), "skipped": {"samples": skipped},
-            "largest": "object of size rank 1 (largest visible mask area)",
-            "largest_first_share": first / positions.size,
-            "largest_first_share_when_mentioned": (first / mentioned) if mentioned else None,
-            "positions": _shares(positions, images, seed), "by_num_mentioned": by_num}
+    result = {"schema_version": SCHEMA_VERSION, "kind": "caption-bias", "analysis": "caption-bias",
+              "dataset": dataset_info(ds, names),
+              "unit": "caption (clustered by image)", "intervals": dict(INTERVALS), "seed": seed,
+              "num_captions": int(positions.size), "num_images": int(image_id), "skipped": {"samples": skipped},
+              "largest": "object of size rank 1 (largest visible mask area)",
+              "largest_first_share": first / positions.size,
+              "largest_first_share_when_mentioned": (first / mentioned) if mentioned else None,
+              "positions": _shares(positions, images, seed), "by_num_mentioned": by_num}
+    validate(result, "caption_bias_result", "caption-bias result (internal error)", error=RuntimeError)
+    return result
 
 
 def format_caption_bias(result: dict) -> str:

@@ -2,7 +2,7 @@
 
 Schemas: ``manifest`` (dataset directories), ``madman_config`` (``madman generate``), ``comco_config``
 (``comco render``), ``eval_result`` (evaluation outputs), ``audit_result`` (``madman audit``),
-``alignment_result`` (probes, LABCLIP).
+``alignment_result`` (probes, LABCLIP), ``caption_bias_result`` (``bindscope caption-bias``).
 """
 
 from __future__ import annotations
