@@ -355,7 +355,7 @@ def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, out, 
 @click.command("collect")
 @click.argument("results", nargs=-1, type=click.Path())
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
-              help="Table file: .csv (value/low/high columns) or .md (Markdown).")
+              help="Table file: .csv (value/low/high columns), .md (Markdown, with column definitions) or .json.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
               help="Also draw the table (.png, .pdf or .svg): curves over training steps for checkpoints, "
                    "else grouped bars.")
@@ -364,9 +364,11 @@ def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, out, 
                    "first 8).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing table or plot.")
 def bindscope_collect(results, out, plot, columns, overwrite):
-    """Paper-style table from result JSONs (RESULTS: files or folders of `madman eval`, `comco eval`,
-    `comco attention` results): rows are models or checkpoints, columns positions / attributes / size ranks,
-    each figure in percent with its 95% interval. See docs/evaluation.md."""
+    """One table from result JSONs of every kind (RESULTS: files or folders of results of `madman eval`,
+    `comco eval`, `comco attention`, `bindscope bench`, training runs' result.json, `bindscope probe`,
+    `bindscope labclip eval`, `madman audit`, `bindscope caption-bias`): a row per file, a column per figure, each
+    in percent with its 95% interval; a file of unknown kind or failing its schema is an error. See
+    docs/evaluation.md."""
     from bindscope.evaluation.api import collect
     from bindscope.evaluation.collect import format_table
 

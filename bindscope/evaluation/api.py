@@ -547,23 +547,30 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
 
 def collect(results: list[str | os.PathLike], out: str | os.PathLike, *, plot: str | os.PathLike | None = None,
             columns: list[str] | None = None, overwrite: bool = False) -> dict:
-    """Write the paper-style table of result JSONs (the library call behind ``bindscope collect``; see
-    :mod:`bindscope.evaluation.collect`): rows are models or checkpoints, columns positions, attributes or
-    size ranks, each figure in percent with its 95% interval.
+    """Write one table of result JSONs of every kind (the library call behind ``bindscope collect``; see
+    :mod:`bindscope.evaluation.collect`): a row per result file (model, pretrained tag, checkpoint step), a column
+    per figure (positions, attributes, size ranks, probe and audit accuracies, caption-bias shares, ...), each
+    share in percent with its 95% interval, every column defined.
 
     Args:
-        results: result files or folders of them (``madman eval``, ``comco eval``, ``comco attention``).
-        out: the table, ``.csv`` (value/low/high columns) or ``.md`` (Markdown). overwrite: replace files.
+        results: result files or folders of them, of any kind ``bindscope collect`` reads: ``madman eval``,
+            ``comco eval``, ``comco attention``, ``bindscope bench``, a training run's ``result.json``,
+            ``bindscope probe`` (attributes, conjunctive search), ``bindscope labclip eval``, ``madman audit``,
+            ``bindscope caption-bias``.
+        out: the table, ``.csv`` (value/low/high columns), ``.md`` (Markdown, with the column definitions) or
+            ``.json`` (the table dict). overwrite: replace files.
         plot: also draw the table (.png, .pdf or .svg): curves over training steps for checkpoints, else
             grouped bars. columns: the columns to plot (default: binding and recognition micro averages, else
             the first 8).
 
     Returns:
-        The table dict (``columns``, ``rows``, ...) of :func:`bindscope.evaluation.collect.collect`.
+        The table dict (``columns``, ``definitions``, ``rows``, ``summary``) of
+        :func:`bindscope.evaluation.collect.collect`.
 
     Raises:
         BadInput: a bad ``out`` suffix, an existing ``out``/``plot`` without ``overwrite``, an unknown column,
-            an unreadable or invalid result file; before anything is written.
+            an unreadable file, one of no known kind or failing its kind's schema (named, with the reason);
+            before anything is written.
     """
     from bindscope.evaluation.collect import TABLE_SUFFIXES, format_table, plot_table
     from bindscope.evaluation.collect import collect as gather

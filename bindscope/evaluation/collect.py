@@ -1,11 +1,22 @@
-"""Paper-style tables from result JSONs: one row per result (model), one column per figure, with intervals.
+"""One table from result JSONs of every kind: one row per result file, one column per figure, with intervals.
 
-``bindscope collect`` reads the evaluation results (``madman eval``, ``comco eval``, ``comco attention``,
-``bindscope bench``), validated by ``bindscope/schemas/eval_result.json``, and lays them out as the papers do:
-rows are models (or checkpoints), columns are positions (TOR / IOR / I2TOR), matching scenarios, attributes
-(recognition, binding), benchmark subsets or size ranks (attention). Every figure is a percentage with its 95%
-interval; where a result holds the cluster-bootstrap interval over images (``ci95_cluster``) the table uses it,
-else the Wilson interval (``ci95``), and the column header says which (``[img]`` / ``[W]``).
+``bindscope collect`` reads every result file the project writes, identifies its kind by the ``kind`` key it
+records and validates it with that kind's JSON Schema (:data:`bindscope.evaluation.collect_kinds.KINDS`):
+
+- ``madman-eval``, ``comco-eval``, ``comco-attention``, ``bench`` (``bindscope/schemas/eval_result.json``): ``madman
+  eval``, ``comco eval`` (TOR / IOR / I2TOR, matching, binding, retrieval, clip-oscope statistics, TOC / IOC
+  heads), ``comco attention``, ``bindscope bench``, and a training run's ``result.json`` (a ``madman eval`` or
+  ``comco eval`` result of the final model);
+- ``probe``, ``conjunctive-search``, ``labclip-eval`` (``alignment_result.json``): ``bindscope probe`` (both tasks)
+  and ``bindscope labclip eval`` (``labclip fit`` writes a map, not a result);
+- ``madman-audit`` (``audit_result.json``): ``madman audit --out``;
+- ``caption-bias`` (``caption_bias_result.json``): ``bindscope caption-bias``.
+
+Rows are result files (model, pretrained tag, training step for checkpoints); columns are the figures each kind
+gives (:mod:`bindscope.evaluation.collect_kinds` names and defines them: conditional or unconditional, macro or
+micro, the sampling unit). Shares are percentages with their 95% interval; where a result holds the cluster
+bootstrap interval over images (``ci95_cluster``) the table uses it, else the Wilson interval (``ci95``), and the
+column header says which (``[img]`` / ``[W]``). The LABCLIP modality gap is a distance (unit ``distance``).
 
 Column names (stable, for scripts):
 
@@ -27,7 +38,23 @@ Column names (stable, for scripts):
 - ``toc`` / ``ioc`` (position heads): ``<task>/<n>obj/pos<k>`` (test accuracy) and ``.../majority``;
 - ``retrieval`` (image-text retrieval, :mod:`bindscope.evaluation.retrieval`): ``retrieval/text-to-image/R@<k>``
   (interval: bootstrap over images) and ``retrieval/image-to-text/R@<k>`` (Wilson over images); with a text
-  transform (``--labclip``) also ``retrieval/before/...``, the figures without it.
+  transform (``--labclip``) also ``retrieval/before/...``, the figures without it;
+- ``probe``: ``probe/<modality>/<attribute>/macro`` (test accuracy, mean over target categories), ``.../micro``
+  (pooled test pairs), ``.../bag_of_words/macro|micro``, ``.../bag_of_words_bound``, ``.../chance``,
+  ``.../majority``, ``.../<m>obj`` (micro accuracy with m objects in view, Wilson);
+- ``conjunctive-search``: ``conjunctive-search/accuracy``, ``.../bag_of_words`` (Wilson over test scenes),
+  ``.../chance``, ``.../<k>distractors`` and ``.../<k>distractors/bag_of_words``;
+- ``labclip-eval``: ``labclip/<before|after>/binding/<attribute>`` (conditional on recognition),
+  ``.../binding_all/...`` (unconditional: LABCLIP's binding), ``.../recognition/...``, each with ``macro`` and
+  ``micro``; ``labclip/<before|after>/modality_gap`` (a distance);
+- ``madman-audit``: ``audit/<attribute>``, ``audit/digit`` (oracle CNN test accuracy, Wilson over objects),
+  ``.../macro`` (mean per-class accuracy), ``audit/<size>/<attribute>`` per size level;
+- ``caption-bias``: ``caption-bias/pos<k>``, ``caption-bias/not_mentioned`` (share of all captions, bootstrap
+  over images), ``caption-bias/first_when_mentioned`` (conditional on a mention),
+  ``caption-bias/<m>mentioned/pos<k>``.
+
+A file that is not JSON, records no known kind or fails its kind's schema stops the collection with one
+:class:`~bindscope.errors.BadInput` naming the file and why (exit status 2 from the CLI, nothing written).
 """
 
 from __future__ import annotations
@@ -38,111 +65,19 @@ import os
 from pathlib import Path
 
 from bindscope.errors import BadInput
+from bindscope.evaluation.collect_kinds import KINDS, result_columns, result_kind
 from bindscope.schemas import validate
 
-TABLE_SUFFIXES = (".csv", ".md")
+TABLE_SUFFIXES = (".csv", ".md", ".json")
 ID_COLUMNS = ("file", "kind", "model", "pretrained", "step", "dataset")
-
-
-def _figure(value, ci, clustered: bool) -> dict:
-    return {"value": None if value is None else 100.0 * value,
-            "low": None if not ci else 100.0 * ci[0], "high": None if not ci else 100.0 * ci[1],
-            "interval": "img" if clustered else "W"}
-
-
-def _proportion(p: dict) -> dict:
-    clustered = p.get("ci95_cluster") is not None
-    return _figure(p["accuracy"], p["ci95_cluster"] if clustered else p["ci95"], clustered)
+MODEL_FREE = {"madman-audit": ("oracle CNN", "(trained)"), "caption-bias": ("(no model)", "")}
 
 
 def result_figures(result: dict) -> dict[str, dict]:
-    """Column name -> ``{"value", "low", "high", "interval"}`` (percent; interval ``img`` = bootstrap over
-    images, ``W`` = Wilson) for one validated result (see the module docstring for the names)."""
-    out: dict[str, dict] = {}
-    metrics = result["metrics"]
-    if result["kind"] == "madman-eval":
-        for split, block in metrics["splits"].items():
-            out.update(_binding_figures(block, f"{split}/"))
-    elif result["kind"] == "bench":
-        name = metrics["benchmark"]
-        for subset, block in metrics["subsets"].items():
-            out[f"{name}/{subset}"] = _proportion(block["accuracy"])
-        out[f"{name}/macro"] = _figure(metrics["average"]["macro"], None, False)
-        out[f"{name}/micro"] = _proportion(metrics["average"]["micro"])
-    elif result["kind"] == "comco-eval":
-        if "binding" in metrics:
-            out.update(_binding_figures(metrics["binding"], ""))
-        blocks = [(task, metrics[task]) for task in ("tor", "ior", "i2tor") if task in metrics]
-        blocks += [(f"claim1/{group}", b) for group, b in metrics.get("claim1", {}).items()]
-        for task, block in blocks:
-            for n, g in block["by_num_objects"].items():
-                for p in g["positions"]:
-                    key = f"{task}/{n}obj/pos{p['position']}"
-                    out[key] = _figure(p["conditional"]["share"], p["conditional"]["ci95"], False)
-                    out[f"{key}/uncond"] = _figure(p["unconditional"]["share"], p["unconditional"]["ci95"], False)
-        for scenario, block in metrics.get("matching", {}).items():
-            out[f"matching/{scenario}"] = _proportion(block["all"])
-        out.update(_oscope_figures(metrics))
-        out.update(_retrieval_figures(metrics))
-    elif result["kind"] == "comco-attention":
-        blocks = [(f"block{b}", v) for b, v in metrics["layers"].items()]
-        if "rollout" in metrics:
-            blocks.append(("rollout", metrics["rollout"]))
-        for name, block in blocks:
-            for r in block["all"]:
-                out[f"attention/{name}/rank{r['size_rank']}"] = _figure(r["mass"]["mean"], r["mass"]["ci95"], True)
-    return out
-
-
-def _binding_figures(block: dict, prefix: str) -> dict[str, dict]:
-    """``<prefix>binding|binding_all|recognition/<attribute>`` and ``.../macro``, ``.../micro`` of a block
-    holding the three accuracy blocks (a MADMAN split, a ComCO ``binding`` task)."""
-    out: dict[str, dict] = {}
-    for key, name in (("binding", "binding"), ("binding_unconditional", "binding_all"),
-                      ("recognition", "recognition")):
-        for attribute, p in block[key]["per_attribute"].items():
-            out[f"{prefix}{name}/{attribute}"] = _proportion(p)
-        average = block[key]["average"]
-        out[f"{prefix}{name}/macro"] = _figure(average["macro"], None, False)
-        out[f"{prefix}{name}/micro"] = _proportion(average["micro"])
-    return out
-
-
-def _oscope_figures(metrics: dict) -> dict[str, dict]:
-    """Columns of the clip-oscope blocks and the TOC/IOC heads of a ``comco eval`` result (module docstring)."""
-    out: dict[str, dict] = {}
-    for task, block in metrics.get("clip_oscope", {}).items():
-        for n, g in block["by_num_objects"].items():
-            key = f"clip-oscope/{task}/{n}obj"
-            out[f"{key}/top{n}"] = _figure(g["top_n_accuracy"]["value"], g["top_n_accuracy"]["ci95"], False)
-            families = (("position_given_correct_top_n", "pos{}"), ("position_of_top1", "pos{}/all"),
-                        ("most_similar_among_present", "present{}"))
-            for family, name in families:
-                for p in g.get(family, {}).get("positions", []):
-                    out[f"{key}/{name.format(p['position'])}"] = _figure(p["value"], p["ci95"], False)
-            for field, name in (("mean_precision", "precision"), ("mean_recall", "recall"), ("mean_f1", "f1"),
-                                ("map", "map"), ("ndcg", "ndcg")):
-                out[f"{key}/{name}"] = _figure(g[field]["value"], None, False)
-            for field, name in (("precision_at_k", "P@{}"), ("recall_at_k", "R@{}")):
-                for v in g[field]["values"]:
-                    out[f"{key}/{name.format(v['k'])}"] = _figure(v["value"], None, False)
-    for task in ("toc", "ioc"):
-        for n, g in metrics.get(task, {}).get("by_num_objects", {}).items():
-            for p in g["positions"]:
-                out[f"{task}/{n}obj/pos{p['position']}"] = _proportion(p["test"])
-                out[f"{task}/{n}obj/pos{p['position']}/majority"] = _proportion(p["majority_baseline"])
-    return out
-
-
-def _retrieval_figures(metrics: dict) -> dict[str, dict]:
-    """Columns of the image-text retrieval block of a ``comco eval`` result (module docstring)."""
-    out: dict[str, dict] = {}
-    block = metrics.get("retrieval")
-    for prefix, part in (("retrieval", block), ("retrieval/before", (block or {}).get("before_text_transform"))):
-        for direction, name in (("text_to_image", "text-to-image"), ("image_to_text", "image-to-text")):
-            for k, p in (part or {}).get(direction, {}).get("recall", {}).items():
-                out[f"{prefix}/{name}/R@{k}"] = _proportion(p)
-    return out
+    """Column name -> ``{"value", "low", "high", "interval", "unit"}`` (percent, or a distance for ``unit``
+    ``"distance"``; interval ``img`` = bootstrap over images, ``W`` = Wilson, ``""`` none) for one validated
+    result (see the module docstring for the names)."""
+    return result_columns(result).figures
 
 
 def result_files(paths: list[str | os.PathLike]) -> list[Path]:
@@ -168,56 +103,98 @@ def result_files(paths: list[str | os.PathLike]) -> list[Path]:
 
 
 def load_result(path: Path) -> dict:
-    """A result JSON, validated by the ``eval_result`` schema. Raises BadInput naming the file otherwise."""
+    """A result JSON of any kind of :data:`~bindscope.evaluation.collect_kinds.KINDS`, validated by that kind's
+    schema.
+
+    Raises:
+        BadInput: naming the file: not JSON, no ``kind`` key, an unknown kind (the known ones listed), or the
+            schema violation.
+    """
     from bindscope.io.json_input import load_json
 
     result = load_json(path, "result")
-    validate(result, "eval_result", f"result {str(path)!r}")
+    kind = result_kind(result)
+    where = f"result {str(path)!r}"
+    if kind is None:
+        raise BadInput(f"{where} records no kind (no 'kind' key); bindscope collect reads results of kind "
+                       f"{', '.join(KINDS)}")
+    if kind not in KINDS:
+        raise BadInput(f"{where}: kind {kind!r} is not a result bindscope collect reads; known kinds: "
+                       f"{', '.join(KINDS)}")
+    validate(result, KINDS[kind][0], f"{where} (kind {kind}, schema {KINDS[kind][0]})")
     return result
 
 
+def _identity(result: dict, kind: str) -> tuple[str, str, int | None]:
+    """(model, pretrained, step) of a row: a trained model's path by its file name, "(file)" as its tag."""
+    if kind in MODEL_FREE:
+        return (*MODEL_FREE[kind], None)
+    model = result["model"]
+    name = model.get("resolved_name", model["name"])
+    if os.sep in name:  # a trained model's path: its file name says enough
+        return Path(name).name, "(file)", model.get("step")
+    return name, model["pretrained"], model.get("step")
+
+
 def collect(paths: list[str | os.PathLike]) -> dict:
-    """Collect result files into one table.
+    """Collect result files of every kind into one table.
 
     Args:
         paths: result JSON files and/or folders of them (see :func:`result_files`).
 
     Returns:
-        ``{"columns": [figure column names, in first-seen order], "rows": [{"file", "kind", "model",
-        "pretrained", "step", "dataset", "figures": {column: {"value", "low", "high", "interval"}}}]}``; rows
-        are sorted by kind, model, pretrained and step (training checkpoints in step order).
+        ``{"columns": [figure column names, in first-seen order], "definitions": {column: what it counts, its
+        interval}, "rows": [{"file", "kind", "model", "pretrained", "step", "dataset", "figures": {column:
+        {"value", "low", "high", "interval", "unit"}}}], "summary": {kind: {"files": n, "columns": distinct
+        columns of that kind}}}``; rows are sorted by kind, model, pretrained and step (training checkpoints in
+        step order), then file.
 
     Raises:
-        BadInput: a missing path or a file that is not a valid result (named).
+        BadInput: a missing path or a file that is not a valid result of a known kind (named, with the reason).
     """
-    rows, columns = [], {}
+    rows, definitions, by_kind = [], {}, {}
     for path in result_files(paths):
         result = load_result(path)
-        figures = result_figures(result)
-        for name in figures:
-            columns.setdefault(name, None)
-        model = result["model"]
-        local = os.sep in model["resolved_name"]  # a trained model's path: its file name says enough
-        rows.append({"file": str(path), "kind": result["kind"],
-                     "model": Path(model["resolved_name"]).name if local else model["resolved_name"],
-                     "pretrained": "(file)" if local else model["pretrained"], "step": model.get("step"),
-                     "dataset": (result["dataset"] or {}).get("path", ""), "figures": figures})
+        kind = result_kind(result)
+        columns = result_columns(result)
+        for name, text in columns.definitions.items():
+            definitions.setdefault(name, text)
+        seen = by_kind.setdefault(kind, [0, set()])
+        seen[0] += 1
+        seen[1].update(columns.figures)
+        model, pretrained, step = _identity(result, kind)
+        rows.append({"file": str(path), "kind": kind, "model": model, "pretrained": pretrained, "step": step,
+                     "dataset": (result.get("dataset") or {}).get("path", ""), "figures": columns.figures})
     rows.sort(key=lambda r: (r["kind"], r["model"], r["pretrained"], -1 if r["step"] is None else r["step"],
                              r["file"]))
-    return {"columns": list(columns), "rows": rows}
+    summary = {kind: {"files": n, "columns": len(names)} for kind, (n, names) in sorted(by_kind.items())}
+    return {"columns": list(definitions), "definitions": definitions, "rows": rows, "summary": summary}
+
+
+def format_summary(table: dict) -> str:
+    """One line: how many files of which kind were read and how many columns each kind gave."""
+    parts = [f"{s['files']} {kind} ({s['columns']} columns)" for kind, s in table["summary"].items()]
+    return f"read {len(table['rows'])} result files: {', '.join(parts)}; {len(table['columns'])} columns in all"
 
 
 def _cell(figure: dict | None) -> str:
     if figure is None or figure["value"] is None:
         return ""
+    digits = 1 if figure.get("unit", "%") == "%" else 3
     if figure["low"] is None:
-        return f"{figure['value']:.1f}"
-    return f"{figure['value']:.1f} [{figure['low']:.1f}, {figure['high']:.1f}]"
+        return f"{figure['value']:.{digits}f}"
+    return f"{figure['value']:.{digits}f} [{figure['low']:.{digits}f}, {figure['high']:.{digits}f}]"
 
 
 def format_table(table: dict, fmt: str) -> str:
-    """The table as ``csv`` (one value/low/high column triple per figure, numbers in percent) or ``md`` (a
-    Markdown table, ``value [low, high]`` per cell, the interval kind in the header)."""
+    """The table of :func:`collect` as ``csv`` (the id columns, then one value/low/high column triple per figure,
+    numbers in the figure's unit: percent, or a distance), ``md`` (a Markdown table with a row per result file,
+    ``value [low, high]`` per cell, the interval kind in the header, then every column's definition and the
+    summary of :func:`format_summary`) or ``json`` (the table dict, canonical JSON)."""
+    if fmt == "json":
+        from bindscope.io.canonical import canonical_json
+
+        return canonical_json(table)
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
@@ -233,16 +210,21 @@ def format_table(table: dict, fmt: str) -> str:
     for row in table["rows"]:
         for c, f in row["figures"].items():
             kinds.setdefault(c, set()).add(f["interval"] if f["low"] is not None else "")
-    header = ["model", "pretrained", "step"] + [f"{c} [{'/'.join(sorted(k - {''})) or '-'}]"
-                                                for c, k in ((c, kinds.get(c, set())) for c in table["columns"])]
+    header = ["file", "kind", "model", "pretrained", "step"] + [
+        f"{c} [{'/'.join(sorted(k - {''})) or '-'}]" for c, k in ((c, kinds.get(c, set())) for c in table["columns"])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table["rows"]:
-        cells = [row["model"], row["pretrained"], "" if row["step"] is None else str(row["step"])]
+        cells = [Path(row["file"]).name, row["kind"], row["model"], row["pretrained"],
+                 "" if row["step"] is None else str(row["step"])]
         cells += [_cell(row["figures"].get(c)) for c in table["columns"]]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Percent, 95% intervals: [img] bootstrap over images (clustered), [W] Wilson score. Conditional "
-                 "shares unless the column ends in /uncond.")
+    lines.append("Percent (distances where a column says so), 95% intervals: [img] bootstrap over images "
+                 "(clustered), [W] Wilson score, [-] none. Columns:")
+    lines.append("")
+    lines += [f"- `{c}`: {table.get('definitions', {}).get(c, '')}" for c in table["columns"]]
+    if "summary" in table:
+        lines += ["", format_summary(table)]
     return "\n".join(lines) + "\n"
 
 

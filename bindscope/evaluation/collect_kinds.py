@@ -1,0 +1,280 @@
+"""The result kinds ``bindscope collect`` reads, and the columns each contributes (with their definitions).
+
+Every result file records its kind in its ``kind`` key (``caption-bias`` files written before that key existed:
+``"analysis": "caption-bias"``); :data:`KINDS` maps each kind to the JSON Schema that validates it and to the
+function that turns it into columns. A column is ``name -> figure`` with the figure
+``{"value", "low", "high", "interval", "unit"}``: ``unit`` ``"%"`` (a share, in percent) or ``"distance"`` (the
+LABCLIP modality gap, Euclidean, 0..2); ``interval`` ``"img"`` (95 % percentile cluster bootstrap over images),
+``"W"`` (95 % Wilson score interval) or ``""`` (the figure has none). Every column also has a definition (what
+is counted, conditional or unconditional, macro or micro, the sampling unit), returned beside the figures.
+"""
+
+from __future__ import annotations
+
+INTERVALS = {"img": "95% percentile cluster bootstrap over images", "W": "95% Wilson score interval",
+             "": "no interval"}
+
+
+class Columns:
+    """Figures and definitions of one result, in insertion order."""
+
+    def __init__(self) -> None:
+        self.figures: dict[str, dict] = {}
+        self.definitions: dict[str, str] = {}
+
+    def add(self, name: str, value, ci=None, interval: str = "W", definition: str = "", unit: str = "%") -> None:
+        """Add column ``name``: ``value`` (a 0..1 share, or a distance with ``unit="distance"``), its 95%
+        interval ``ci`` (``[low, high]`` or None) of kind ``interval`` (``"img"``/``"W"``), its definition."""
+        scale = 100.0 if unit == "%" else 1.0
+        self.figures[name] = {"value": None if value is None else scale * value,
+                              "low": None if not ci else scale * ci[0], "high": None if not ci else scale * ci[1],
+                              "interval": interval if ci else "", "unit": unit}
+        self.definitions[name] = f"{definition}; {INTERVALS[interval if ci else '']}"
+
+    def proportion(self, name: str, p: dict, definition: str) -> None:
+        """A proportion block (``accuracy``, ``ci95``, optional ``ci95_cluster``): the cluster interval when
+        present, else the Wilson one."""
+        clustered = p.get("ci95_cluster") is not None
+        self.add(name, p["accuracy"], p["ci95_cluster"] if clustered else p.get("ci95"),
+                 "img" if clustered else "W", definition)
+
+
+# ---------------------------------------------------------------- evaluation results (schema eval_result)
+
+def _binding(c: Columns, block: dict, prefix: str, where: str) -> None:
+    """``<prefix>binding|binding_all|recognition/<attribute>``, ``.../macro``, ``.../micro``."""
+    texts = {"binding": "binding accuracy conditional on recognition (binding negatives counted only where both "
+                        "objects pass every recognition negative of the attribute; the MADMAN paper's)",
+             "binding_all": "binding accuracy, unconditional (every binding negative)",
+             "recognition": "recognition accuracy (share of recognition negatives passed)"}
+    for key, name in (("binding", "binding"), ("binding_unconditional", "binding_all"),
+                      ("recognition", "recognition")):
+        for attribute, p in block[key]["per_attribute"].items():
+            c.proportion(f"{prefix}{name}/{attribute}", p, f"{where}{texts[name]}, attribute {attribute}")
+        average = block[key]["average"]
+        c.add(f"{prefix}{name}/macro", average["macro"], definition=f"{where}{texts[name]}, macro: unweighted mean "
+              "over attributes")
+        c.proportion(f"{prefix}{name}/micro", average["micro"], f"{where}{texts[name]}, micro: pooled over "
+                     "attributes' negatives")
+
+
+def madman_eval(result: dict, c: Columns) -> None:
+    for split, block in result["metrics"]["splits"].items():
+        _binding(c, block, f"{split}/", f"split {split}: ")
+
+
+def bench(result: dict, c: Columns) -> None:
+    metrics = result["metrics"]
+    name = metrics["benchmark"]
+    for subset, block in metrics["subsets"].items():
+        c.proportion(f"{name}/{subset}", block["accuracy"], f"{name} subset {subset}: accuracy (caption preferred "
+                     "to its negative)")
+    c.add(f"{name}/macro", metrics["average"]["macro"], definition=f"{name}: macro accuracy, mean over subsets")
+    c.proportion(f"{name}/micro", metrics["average"]["micro"], f"{name}: micro accuracy, pooled over items")
+
+
+def comco_eval(result: dict, c: Columns) -> None:
+    metrics = result["metrics"]
+    if "binding" in metrics:
+        _binding(c, metrics["binding"], "", "")
+    blocks = [(task, metrics[task]) for task in ("tor", "ior", "i2tor") if task in metrics]
+    blocks += [(f"claim1/{group}", b) for group, b in metrics.get("claim1", {}).items()]
+    for task, block in blocks:
+        for n, g in block["by_num_objects"].items():
+            for p in g["positions"]:
+                key, k = f"{task}/{n}obj/pos{p['position']}", p["position"]
+                c.add(key, p["conditional"]["share"], p["conditional"]["ci95"], definition=(
+                    f"{task}, {n} objects: share of top-1 at position {k}, conditional on the top-1 being one of "
+                    "the query's objects (the paper's tables)"))
+                c.add(f"{key}/uncond", p["unconditional"]["share"], p["unconditional"]["ci95"], definition=(
+                    f"{task}, {n} objects: share of top-1 at position {k} among all queries (unconditional)"))
+    for scenario, block in metrics.get("matching", {}).items():
+        c.proportion(f"matching/{scenario}", block["all"], f"image-text matching {scenario}: accuracy")
+    _oscope(metrics, c)
+    _retrieval(metrics, c)
+
+
+def _oscope(metrics: dict, c: Columns) -> None:
+    """The ComCO authors' statistics (``--protocol clip-oscope|both``) and the TOC / IOC position heads."""
+    for task, block in metrics.get("clip_oscope", {}).items():
+        for n, g in block["by_num_objects"].items():
+            key, where = f"clip-oscope/{task}/{n}obj", f"clip-oscope {task}, {n} objects"
+            c.add(f"{key}/top{n}", g["top_n_accuracy"]["value"], g["top_n_accuracy"]["ci95"],
+                  definition=f"{where}: top-{n} accuracy (the authors' script)")
+            families = (("position_given_correct_top_n", "pos{}", "position {} given a correct top-n"),
+                        ("position_of_top1", "pos{}/all", "position {} of the top-1 over all captions"),
+                        ("most_similar_among_present", "present{}", "most similar among the present objects at "
+                                                                    "position {}"))
+            for family, name, text in families:
+                for p in g.get(family, {}).get("positions", []):
+                    c.add(f"{key}/{name.format(p['position'])}", p["value"], p["ci95"],
+                          definition=f"{where}: {text.format(p['position'])}")
+            for field, name in (("mean_precision", "precision"), ("mean_recall", "recall"), ("mean_f1", "f1"),
+                                ("map", "map"), ("ndcg", "ndcg")):
+                c.add(f"{key}/{name}", g[field]["value"], definition=f"{where}: {field} (mean over queries)")
+            for field, name in (("precision_at_k", "P@{}"), ("recall_at_k", "R@{}")):
+                for v in g[field]["values"]:
+                    c.add(f"{key}/{name.format(v['k'])}", v["value"], definition=f"{where}: {field}, k = {v['k']}")
+    for task in ("toc", "ioc"):
+        for n, g in metrics.get(task, {}).get("by_num_objects", {}).items():
+            for p in g["positions"]:
+                key, k = f"{task}/{n}obj/pos{p['position']}", p["position"]
+                c.proportion(key, p["test"], f"{task} head, {n} objects, position {k}: test accuracy")
+                c.proportion(f"{key}/majority", p["majority_baseline"],
+                             f"{task} head, {n} objects, position {k}: majority-class baseline")
+
+
+def _retrieval(metrics: dict, c: Columns) -> None:
+    """Image-text retrieval R@k, and with a text transform the figures without it (``retrieval/before``)."""
+    block = metrics.get("retrieval")
+    for prefix, part in (("retrieval", block), ("retrieval/before", (block or {}).get("before_text_transform"))):
+        for direction, name in (("text_to_image", "text-to-image"), ("image_to_text", "image-to-text")):
+            for k, p in (part or {}).get(direction, {}).get("recall", {}).items():
+                stage = " without the text transform" if prefix.endswith("before") else ""
+                c.proportion(f"{prefix}/{name}/R@{k}", p, f"retrieval {name}{stage}: recall at {k} (share of "
+                             f"queries with a correct item among the top {k})")
+
+
+def comco_attention(result: dict, c: Columns) -> None:
+    metrics = result["metrics"]
+    blocks = [(f"block{b}", v) for b, v in metrics["layers"].items()]
+    if "rollout" in metrics:
+        blocks.append(("rollout", metrics["rollout"]))
+    for name, block in blocks:
+        for r in block["all"]:
+            c.add(f"attention/{name}/rank{r['size_rank']}", r["mass"]["mean"], r["mass"]["ci95"], "img",
+                  f"CLS attention, {name}: mean share of the attention on the object of size rank {r['size_rank']}")
+
+
+# ---------------------------------------------------------------- alignment results (schema alignment_result)
+
+def probe(result: dict, c: Columns) -> None:
+    """Linear probes (bindscope probe): test accuracy per modality and attribute, beside the baselines."""
+    for modality, attributes in result["metrics"]["modalities"].items():
+        for attribute, s in attributes.items():
+            key, where = f"probe/{modality}/{attribute}", f"linear probe on {modality} embeddings, {attribute}"
+            c.add(f"{key}/macro", s["accuracy"], definition=f"{where}: test accuracy, macro: mean over target "
+                  "categories")
+            c.add(f"{key}/micro", s["accuracy_micro"], definition=f"{where}: test accuracy, micro: pooled (sample, "
+                  "target) test pairs")
+            c.add(f"{key}/bag_of_words/macro", s["bag_of_words"], definition=f"{where}: bag-of-words probe "
+                  "(value counts, no pairing), test accuracy, macro over target categories")
+            if s.get("bag_of_words_micro") is not None:
+                c.add(f"{key}/bag_of_words/micro", s["bag_of_words_micro"], definition=f"{where}: bag-of-words "
+                      "probe, test accuracy, micro over test pairs")
+            c.add(f"{key}/bag_of_words_bound", s["bag_of_words_bound"], definition=f"{where}: bag-of-words bound "
+                  "(expected accuracy of guessing among the values present), mean over target categories")
+            c.add(f"{key}/chance", s["chance"], definition=f"{where}: chance, mean of 1 / classes over targets")
+            c.add(f"{key}/majority", s["majority"], definition=f"{where}: majority-class baseline, mean over "
+                  "target categories")
+            for m, p in s.get("by_object_count", {}).items():
+                c.proportion(f"{key}/{m}obj", p, f"{where}: test accuracy with {m} objects in view, micro over "
+                             "(sample, target) test pairs")
+
+
+def conjunctive_search(result: dict, c: Columns) -> None:
+    """Conjunctive search (bindscope probe --task conjunctive-search): presence-probe accuracy."""
+    m = result["metrics"]
+    target = f"{m['target']['colour']} {m['target']['category']}"
+    where = f"conjunctive search for a {target}"
+    c.proportion("conjunctive-search/accuracy", m["accuracy"], f"{where}: presence-probe test accuracy over test "
+                 "scenes")
+    c.proportion("conjunctive-search/bag_of_words", m["bag_of_words"], f"{where}: bag-of-words probe test accuracy")
+    c.add("conjunctive-search/chance", m["chance"], definition=f"{where}: chance (balanced present / absent)")
+    for k, block in m["by_distractors"].items():
+        c.proportion(f"conjunctive-search/{k}distractors", block["accuracy"],
+                     f"{where}: presence-probe test accuracy in scenes with {k} distractors")
+        c.proportion(f"conjunctive-search/{k}distractors/bag_of_words", block["bag_of_words"],
+                     f"{where}: bag-of-words probe test accuracy in scenes with {k} distractors")
+
+
+def labclip_eval(result: dict, c: Columns) -> None:
+    """LABCLIP (bindscope labclip eval): binding, recognition and the modality gap before and after the map."""
+    texts = {"binding": "binding accuracy conditional on recognition (MADMAN protocol; the report's "
+                        "binding_given_recognition)",
+             "binding_all": "binding accuracy, unconditional (LABCLIP's binding: every selected binding negative)",
+             "recognition": "recognition accuracy (share of recognition negatives passed)"}
+    for stage in ("before", "after"):
+        report = result["metrics"][stage]
+        where = f"LABCLIP, {'without' if stage == 'before' else 'with'} the map: "
+        for key, name in (("binding_given_recognition", "binding"), ("binding", "binding_all"),
+                          ("recognition", "recognition")):
+            rates = report[key]
+            prefix = f"labclip/{stage}/{name}"
+            for attribute, p in rates["per_attribute"].items():
+                c.add(f"{prefix}/{attribute}", p["accuracy"], p.get("ci95"),
+                      definition=f"{where}{texts[name]}, attribute {attribute}")
+            c.add(f"{prefix}/macro", rates["macro"], definition=f"{where}{texts[name]}, macro: mean over attributes")
+            c.add(f"{prefix}/micro", rates["accuracy"], rates.get("ci95"),
+                  definition=f"{where}{texts[name]}, micro: pooled negatives")
+        c.add(f"labclip/{stage}/modality_gap", report["modality_gap"], unit="distance",
+              definition=f"{where}modality gap: Euclidean distance of the mean L2-normalised image and caption "
+                         "embeddings (0..2)")
+
+
+# ---------------------------------------------------------------- madman audit, caption bias
+
+def madman_audit(result: dict, c: Columns) -> None:
+    """Legibility audit (madman audit): the oracle CNN's test accuracy per attribute and for the digit."""
+    def block(prefix: str, name: str, figures: dict, where: str) -> None:
+        c.add(f"{prefix}{name}", figures["accuracy"], figures["ci95"], definition=f"{where}oracle CNN test accuracy "
+              f"for {name}, micro over test objects (Wilson over objects)")
+        if prefix == "audit/":
+            c.add(f"{prefix}{name}/macro", figures["macro"], definition=f"{where}oracle CNN accuracy for {name}, "
+                  "macro: mean of the per-class accuracies")
+
+    for size, group in [("", result)] + [(f"{s}/", g) for s, g in result["by_size"].items()]:
+        where = f"objects of size {size[:-1]}: " if size else ""
+        for name, figures in group["attributes"].items():
+            if figures.get("trained"):
+                block(f"audit/{size}", name, figures, where)
+        block(f"audit/{size}", "digit", group["digit"], where)
+
+
+def caption_bias(result: dict, c: Columns) -> None:
+    """Caption bias (bindscope caption-bias): where captions mention the image's largest object."""
+    def positions(prefix: str, block: dict, where: str) -> None:
+        for key, p in block.items():
+            text = "not mentioned" if key == "not_mentioned" else f"mentioned at position {key}"
+            c.add(f"{prefix}/{'not_mentioned' if key == 'not_mentioned' else 'pos' + key}", p["share"],
+                  p["ci95_cluster"], "img", f"caption bias: share of {where} whose largest object is {text} "
+                  "(unconditional; unit: caption, clustered by image)")
+
+    positions("caption-bias", result["positions"], "all captions")
+    c.add("caption-bias/first_when_mentioned", result["largest_first_share_when_mentioned"],
+          definition="caption bias: share of captions naming the largest object first, conditional on the "
+                     "caption mentioning it")
+    for m, block in result["by_num_mentioned"].items():
+        positions(f"caption-bias/{m}mentioned", block["positions"], f"captions mentioning {m} objects")
+
+
+# kind -> (schema, column function)
+KINDS = {
+    "madman-eval": ("eval_result", madman_eval),
+    "comco-eval": ("eval_result", comco_eval),
+    "comco-attention": ("eval_result", comco_attention),
+    "bench": ("eval_result", bench),
+    "probe": ("alignment_result", probe),
+    "conjunctive-search": ("alignment_result", conjunctive_search),
+    "labclip-eval": ("alignment_result", labclip_eval),
+    "madman-audit": ("audit_result", madman_audit),
+    "caption-bias": ("caption_bias_result", caption_bias),
+}
+
+
+def result_kind(result: object) -> str | None:
+    """The kind a parsed result file records (``kind``; ``analysis`` for caption-bias files written before the
+    ``kind`` key), or None when it records none."""
+    if not isinstance(result, dict):
+        return None
+    kind = result.get("kind")
+    if kind is None and result.get("analysis") == "caption-bias":
+        return "caption-bias"
+    return kind if isinstance(kind, str) else None
+
+
+def result_columns(result: dict) -> Columns:
+    """The columns of one result validated by its kind's schema (:data:`KINDS`)."""
+    c = Columns()
+    KINDS[result_kind(result)][1](result, c)
+    return c
