@@ -269,18 +269,20 @@ class OpenClipTokenizer:
         return self._tokenizer(texts, context_length=self.context_length)
 
     def is_truncated(self, texts: list[str]) -> list[bool]:
+        """Per text: True when its tokens, start and end included, exceed the context (open_clip cuts them)."""
         inner = self._tokenizer
         if hasattr(inner, "encode"):  # open_clip's SimpleTokenizer (CLIP BPE)
             return [len(inner.encode(t)) + 2 > self.context_length for t in texts]
         return [len(ids) > self.context_length for ids in inner.tokenizer(list(texts))["input_ids"]]  # HF
 
 
-class Tokenizer:
+class Tokenizer(OpenClipTokenizer):
     """open_clip's CLIP BPE tokenizer at a fixed context length, counting truncated texts.
 
     Calling it on ``n`` texts returns ``(n, context_length)`` int64 token ids (start token, BPE tokens, end
     token, zero padding). open_clip truncates silently (DESIGN.md pitfall); :attr:`truncated` counts how many
-    texts lost tokens so callers can report it.
+    texts lost tokens so callers can report it (:meth:`is_truncated`: start + BPE tokens + end exceed the
+    context).
     """
 
     def __init__(self, context_length: int):
@@ -289,15 +291,6 @@ class Tokenizer:
         self.context_length = context_length
         self._tokenizer = SimpleTokenizer(context_length=context_length)
         self.truncated = 0
-
-    def __call__(self, texts: list[str]):
-        texts = list(texts)
-        self.truncated += sum(self.is_truncated(texts))
-        return self._tokenizer(texts, context_length=self.context_length)
-
-    def is_truncated(self, texts: list[str]) -> list[bool]:
-        """Per text: True when start + BPE tokens + end exceed the context (open_clip cuts them silently)."""
-        return [len(self._tokenizer.encode(t)) + 2 > self.context_length for t in texts]
 
 
 WORD_PATTERN = re.compile(r"[^\W_]+(?:['\-_][^\W_]+)*|[^\w\s]|_")
