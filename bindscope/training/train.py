@@ -159,8 +159,8 @@ class TrainConfig:
     eval_every: int = SETTINGS.eval_every
     keep_checkpoints: bool = SETTINGS.keep_checkpoints
     eval_batch_size: int = EVAL_BATCH_SIZE
-    init: str | None = None
-    pretrained: str | None = None
+    init: str | None = SETTINGS.init
+    pretrained: str | None = SETTINGS.pretrained
     pretrained_sha256: str | None = None
     freeze: str = SETTINGS.freeze
 
