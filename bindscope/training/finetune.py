@@ -75,13 +75,11 @@ def open_clip_model_config(init: str, pretrained: str | None):
     vision, text = cfg.get("vision_cfg", {}), cfg.get("text_cfg", {})
     size = vision.get("image_size", 224)
     weights = open_clip.get_pretrained_cfg(name, tag) if tag in open_clip.list_pretrained_tags_by_model(name) else {}
-    mean, std = weights.get("mean", ()), weights.get("std", ())
+    interpolation = "bilinear" if weights.get("interpolation", "bicubic") == "bilinear" else "bicubic"
     config = ModelConfig(open_clip=name, embed_dim=int(cfg["embed_dim"]),
                          image_size=int(size if isinstance(size, int) else size[0]),
-                         context_length=int(text.get("context_length", 77)), image_mean=tuple(mean),
-                         image_std=tuple(std), interpolation="bicubic" if weights.get("interpolation",
-                                                                                     "bicubic") == "bicubic"
-                         else "bilinear")
+                         context_length=int(text.get("context_length", 77)), image_mean=tuple(weights.get("mean", ())),
+                         image_std=tuple(weights.get("std", ())), interpolation=interpolation)
     return config, tag, digest
 
 

@@ -222,6 +222,7 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
     """
     model_options = sorted(set(options) & {*MODEL_KEYS, "image_size"})
     options = {**DEFAULTS, **options}
+    run = {key: options[key] for key in _RUN_KEYS}
     if options["init"] is not None:
         if model_options:
             raise BadInput(f"{model_options[0]} does not apply with init={options['init']!r}: a fine-tuned open_clip "
@@ -230,12 +231,18 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         from bindscope.training.finetune import open_clip_model_config
 
         model, weights, digest = open_clip_model_config(options["init"], options["pretrained"])
-        config = TrainConfig(
-            data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, eval_tasks=eval_tasks, split=split,
-            model=model, **{key: options[key] for key in _RUN_KEYS if key not in ("init", "pretrained")},
-            init=model.open_clip, pretrained=weights, pretrained_sha256=digest)
-        config.validate()
-        return config
+        run.update(init=model.open_clip, pretrained=weights, pretrained_sha256=digest)
+    else:
+        model = _small_clip_config(data, canvas, options)
+    config = TrainConfig(data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, eval_tasks=eval_tasks,
+                         split=split, model=model, **run)
+    config.validate()
+    return config
+
+
+def _small_clip_config(data: str, canvas: int | None, options: dict) -> ModelConfig:
+    """The small CLIP's :class:`ModelConfig` of the option values (``image_size`` None: the canvas of ``data``,
+    or ``canvas``, rounded down to what the vision tower allows)."""
     image_size = options["image_size"]
     if options["vision"] not in VISION_TOWERS:
         raise BadInput(f"vision {options['vision']!r} is not known; allowed: {', '.join(VISION_TOWERS)}",
@@ -245,12 +252,7 @@ def build_train_config(data: str, out: str, eval_data: str | None, eval_splits: 
         side = canvas if canvas is not None else min(load_manifest(data)["image_size"])
         step = {"vit": options["patch_size"], "resnet": 32, "cnn": 8}[options["vision"]]
         image_size = max(step, side - side % step)
-    model = ModelConfig(image_size=image_size, **{key: options[key] for key in MODEL_KEYS})
-    config = TrainConfig(
-        data=data, out=out, eval_data=eval_data, eval_splits=eval_splits, eval_tasks=eval_tasks, split=split,
-        model=model, **{key: options[key] for key in _RUN_KEYS})
-    config.validate()
-    return config
+    return ModelConfig(image_size=image_size, **{key: options[key] for key in MODEL_KEYS})
 
 
 def clip_loss(image_features, text_features, logit_scale, num_captions: int):
@@ -554,8 +556,8 @@ class Trainer:
 
         torch.manual_seed(config.seed)
         self.model = build_model(config.model)
-        fresh = not (self.resumed and (self.out / CHECKPOINT).is_file())
-        if config.init is not None and fresh:  # a resumed run takes its weights from the checkpoint
+        from_checkpoint = self.resumed and (self.out / CHECKPOINT).is_file()
+        if config.init is not None and not from_checkpoint:  # a resumed run takes its weights from the checkpoint
             from bindscope.training.finetune import initial_weights
 
             state = initial_weights(config.model, config.pretrained)
@@ -582,7 +584,7 @@ class Trainer:
             self.optimizer, _lr_lambda(min(config.warmup_steps, config.steps), config.steps))
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
         self.step = 0
-        if self.resumed and (self.out / CHECKPOINT).is_file():
+        if from_checkpoint:
             try:
                 self._load_checkpoint()
             except BaseException:
