@@ -136,6 +136,9 @@ def test_torch_batches_equal_the_per_sample_items(data):
             for key in ("caption", "objects", "negatives", "spec"):
                 assert b[key][j] == item[key]
             assert all(type(o) is dict for o in b["objects"][j])
+        # with workers the pixels travel through the loader's reused shared-memory ring and are copied out of
+        # it into ordinary memory; a fresh shared-memory block per batch would arrive shared
+        assert not any(b["image"].is_shared() or b["mask"].is_shared() for b in batches)
     # the item path and a plain DataLoader with the documented collate agree with the batches
     assert torch_split[5]["objects"] == expected[5]["objects"]
     plain = list(torch.utils.data.DataLoader(torch_split, batch_size=4, collate_fn=collate))

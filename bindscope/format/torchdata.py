@@ -24,11 +24,12 @@ device (:func:`bindscope.encoders.interface.device_preprocess`). A plain
 (PyTorch calls ``__getitems__`` for them too), but moves each batch through a fresh block of shared memory and
 pins every table entry.
 
-Measured on 2 CPUs (``benchmarks/eval_ceiling.py``, one pass over 10,000 MADMAN images of 96 px): with the
-fields a training loop reads (index, image, caption) the loader delivers 0.58 of the rate of bare h5py reads in
-this process and 0.41 with two workers (which share the two CPUs with the consumer; starting them is a good part
-of one pass), against 0.08-0.10 item by item before; every field (masks, object and negative dicts, specs parsed
-from JSON) costs about three times as much (0.19 and 0.16).
+Measured on 2 CPUs (``benchmarks/eval_ceiling.py``, one pass over 10,000 MADMAN images of 96 px, quiet machine):
+with the fields a training loop reads (index, image, caption) the loader delivers 0.67 of the rate of bare h5py
+reads in this process and 0.56 with two workers (which share the two CPUs with the consumer; starting them,
+0.2 s, is a good part of one pass); every field (masks, object and negative dicts, specs parsed from JSON) costs
+three times as much with no worker (0.20) and more with two (0.08), since those tables are pickled to the main
+process item by item.
 
 The dataset pickles without open file handles, and each process (each DataLoader worker) opens the shards
 itself on first access, so it works with any ``num_workers`` and start method.
@@ -162,12 +163,12 @@ class TorchSplit(_TorchDataset):
     def __getitems__(self, indices) -> ItemBatch:
         split = self._split()
         n = len(split)
+        ring, slot, seq = self._ring, getattr(indices, "slot", None), getattr(indices, "seq", -1)
         indices = [int(i) + n if int(i) < 0 else int(i) for i in indices]
         runs = _runs(split, indices)
         fields = self.fields
         columns: dict[str, list] = {f: Rows() for f in fields if f not in ("image", "mask", "arrays")}
         images = masks = None
-        ring, slot = self._ring, getattr(indices, "slot", None)
         in_ring = ring is not None and slot is not None and get_worker_info() is not None
         if in_ring:  # the batch's pixels go straight into the loader's shared slot
             ring.seq[slot] = -1
@@ -236,8 +237,8 @@ class TorchSplit(_TorchDataset):
         if in_ring:  # the main process copies the pixels out of the slot (ShardLoader); send only where they are
             for key in ("image", "mask"):
                 if key in collated and getattr(ring, "images" if key == "image" else "masks") is not None:
-                    collated[key] = _InRing(key, slot, len(indices), indices.seq)
-            ring.seq[slot] = indices.seq
+                    collated[key] = _InRing(key, slot, len(indices), seq)
+            ring.seq[slot] = seq
         items.collated = collated
         return items
 
