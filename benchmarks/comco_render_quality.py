@@ -61,8 +61,61 @@ CANDIDATES = {
     "s12-lt0-wnone": {"samples": 12, "use_light_tree": False, "world.sampling_method": "NONE"},
     "s16-lt0-wnone-ad02": {"use_light_tree": False, "world.sampling_method": "NONE", "use_adaptive_sampling": True,
                            "adaptive_threshold": 0.02},
+    # path guiding (CPU only; OpenPGL), fewer samples
+    "s8-guide": {"samples": 8, "use_guiding": True},
+    "s12-guide": {"samples": 12, "use_guiding": True},
+    "s16-guide": {"use_guiding": True},
+    "s8-guide-t4": {"samples": 8, "use_guiding": True, "guiding_training_samples": 4},
+    "s8-guide-surf": {"samples": 8, "use_guiding": True, "use_volume_guiding": False,
+                      "use_guiding_direct_light": False},
+    # OpenImageDenoise quality x prefilter x samples x input passes
+    "s16-bal": {"denoising_quality": "BALANCED"},
+    "s16-fastq": {"denoising_quality": "FAST"},
+    "s6-bal": {"samples": 6, "denoising_quality": "BALANCED"},
+    "s8-bal": {"samples": 8, "denoising_quality": "BALANCED"},
+    "s8-fastq": {"samples": 8, "denoising_quality": "FAST"},
+    "s10-bal": {"samples": 10, "denoising_quality": "BALANCED"},
+    "s10-fastq": {"samples": 10, "denoising_quality": "FAST"},
+    "s12-bal": {"samples": 12, "denoising_quality": "BALANCED"},
+    "s12-fastq": {"samples": 12, "denoising_quality": "FAST"},
+    "s10": {"samples": 10},
+    "s12": {"samples": 12},
+    "s10-acc": {"samples": 10, "denoising_prefilter": "ACCURATE"},
+    "s12-acc": {"samples": 12, "denoising_prefilter": "ACCURATE"},
+    "s8-acc-bal": {"samples": 8, "denoising_prefilter": "ACCURATE", "denoising_quality": "BALANCED"},
+    "s10-acc-bal": {"samples": 10, "denoising_prefilter": "ACCURATE", "denoising_quality": "BALANCED"},
+    "s12-acc-bal": {"samples": 12, "denoising_prefilter": "ACCURATE", "denoising_quality": "BALANCED"},
+    "s8-pnone": {"samples": 8, "denoising_prefilter": "NONE"},
+    "s8-alb": {"samples": 8, "denoising_input_passes": "RGB_ALBEDO"},
+    "s8-rgb": {"samples": 8, "denoising_input_passes": "RGB"},
+    # caustics, glossy filter, light threshold, light bounces, scrambling distance, auto tile
+    "s16-nocaus": {"caustics_reflective": False, "caustics_refractive": False},
+    "s16-blur0": {"blur_glossy": 0.0},
+    "s16-blur3": {"blur_glossy": 3.0},
+    "s16-lst05": {"light_sampling_threshold": 0.05},
+    "s16-lst0": {"light_sampling_threshold": 0.0},
+    "s16-minlb2": {"min_light_bounces": 2},
+    "s16-scr05": {"scrambling_distance": 0.5},
+    "s16-autoscr": {"auto_scrambling_distance": True},
+    "s16-noautotile": {"use_auto_tile": False},
+    # combinations of the best
+    "s8-minlb2": {"samples": 8, "min_light_bounces": 2},
+    "s10-minlb2": {"samples": 10, "min_light_bounces": 2},
+    "s12-minlb2": {"samples": 12, "min_light_bounces": 2},
+    "s10-minlb2-blur0": {"samples": 10, "min_light_bounces": 2, "blur_glossy": 0.0},
+    "s8-minlb2-rgb": {"samples": 8, "min_light_bounces": 2, "denoising_input_passes": "RGB"},
+    "s8-minlb4-rgb": {"samples": 8, "min_light_bounces": 4, "denoising_input_passes": "RGB"},
 }
 """Exploration candidates: changes of the ``legacy`` settings."""
+
+UNSET = {"use_guiding": False, "guiding_training_samples": 128, "use_surface_guiding": True,
+         "use_volume_guiding": True, "use_guiding_direct_light": True, "denoising_input_passes": "RGB_ALBEDO_NORMAL",
+         "caustics_reflective": True, "caustics_refractive": True, "blur_glossy": 1.0,
+         "light_sampling_threshold": 0.01, "min_light_bounces": 0, "scrambling_distance": 1.0,
+         "auto_scrambling_distance": False, "use_auto_tile": True, "ao_bounces_render": 1}
+"""Blender's factory values of the ``scene.cycles`` attributes that candidates change and the presets do not
+set; every setting of a run starts from them, so a candidate's change does not leak into the settings measured
+after it (one Blender session renders every setting)."""
 
 
 def settings_of(name: str) -> dict:
@@ -70,8 +123,9 @@ def settings_of(name: str) -> dict:
     from bindscope.generators.comco import quality
 
     if name in CANDIDATES:
-        return {**quality.cycles_settings({"samples": 16, "denoise": True}), **CANDIDATES[name]}
-    return quality.cycles_settings({"samples": quality.SAMPLES.get(name, 16), "denoise": True, "quality": name})
+        return {**UNSET, **quality.cycles_settings({"samples": 16, "denoise": True}), **CANDIDATES[name]}
+    return {**UNSET, **quality.cycles_settings({"samples": quality.SAMPLES.get(name, 16), "denoise": True,
+                                                "quality": name})}
 
 
 def reference_image(session, spec: dict, samples: int, folder: str) -> np.ndarray:

@@ -60,3 +60,29 @@ def test_every_quality_keeps_masks_and_ids_of_the_old_settings():
         # same spec, same bytes: rendering the default spec again after other qualities gives the same image
         again = session.render({**spec, "render": {**spec["render"], "quality": "default"}})
         assert np.array_equal(again.image, images[1])
+
+
+@pytest.mark.blender
+def test_benchmark_candidates_start_from_factory_values():
+    """Every attribute a quality-benchmark candidate changes is set by every setting (a preset value or Blender's
+    factory value), so one candidate's change cannot carry into the next setting rendered in the session."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import comco_render_quality as bench
+    finally:
+        sys.path.pop(0)
+    from bindscope.generators.comco.generator import ComcoGenerator
+
+    preset_keys = set(quality.PRESETS[quality.LEGACY])
+    assert all(set(quality.PRESETS[name]) == preset_keys for name in quality.QUALITIES)
+    assert not preset_keys & set(bench.UNSET)
+    for name, change in bench.CANDIDATES.items():
+        assert set(change) <= preset_keys | set(bench.UNSET) | {"samples"}, name
+    assert bench.settings_of("s8-guide")["use_guiding"] is True and bench.settings_of("default")["use_guiding"] is False
+    cfg = resolve_config("comco_config", DEFAULT_CONFIG, {"set": "simco18", "resolution": RES, "n": 1})
+    cycles = ComcoGenerator(cfg, seed=0, threads=2, device="cpu")._session().scene.cycles
+    for key, value in bench.UNSET.items():  # presets never set these: the session keeps the factory values
+        assert getattr(cycles, key) == pytest.approx(value), key
