@@ -34,8 +34,8 @@ def reader_workers(images: int, workers: int | None = None) -> int:
     ``workers`` given: that number (>= 0). None (auto): none for fewer than :data:`WORKER_MIN_IMAGES` images,
     when torch is missing or on two CPUs or fewer (measured on 2 CPUs: one or two workers gave a MADMAN
     evaluation 0.5-1.1x and a ComCO one 0.9-1.8x the rate without, varying from run to run; this process's own
-    work per image, not the decompression, sets the rate there); else one fewer than the CPUs (this process hashes, looks up and
-    scores meanwhile), at most :data:`MAX_WORKERS`.
+    work per image, not the decompression, sets the rate there); else one fewer than the CPUs (this process
+    hashes, looks up and scores meanwhile), at most :data:`MAX_WORKERS`.
 
     Raises:
         ValueError: a negative ``workers``.
