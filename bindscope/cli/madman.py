@@ -11,7 +11,7 @@ import click
 from bindscope.cli.options import build_options, report_build
 from bindscope.errors import BadInput
 from bindscope.generators.madman.api import MAX_JOBS
-from bindscope.generators.madman.config import DEFAULTS, PROPERTIES
+from bindscope.generators.madman.config import DEFAULTS, PROPERTIES, SALIENCY
 
 MAX_IMAGES = 10_000_000  # images per split (the schema's bound for splits.*)
 
@@ -61,6 +61,9 @@ def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, 
 @click.option("--multi-object-captions", type=float, default=None, help=PROPERTIES["multi_object_captions"])
 @click.option("--attribute-density", type=float, default=None, help=PROPERTIES["attribute_density"])
 @click.option("--saliency-bias", type=float, default=None, help=PROPERTIES["saliency_bias"])
+@click.option("--saliency", default=None, metavar="centre|size",
+              help="Which digit is the salient one: " + "; ".join(f"{k}: {v}" for k, v in SALIENCY.items())
+              + " [default: centre].")
 @click.option("-n", "--num-images", type=int, default=None,
               help="Images per split (train, test and ood), at most 10,000,000; default from the config "
                    "(1000 / 500 / 500).")
@@ -81,7 +84,7 @@ def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, 
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @build_options
 def madman_generate(out, preset, config, multi_object_images, multi_object_captions, attribute_density,
-             saliency_bias, num_images, image_size, holdout, holdout_fraction, seed, jobs, mnist_root,
+             saliency_bias, saliency, num_images, image_size, holdout, holdout_fraction, seed, jobs, mnist_root,
              mnist_download, overwrite, quiet, **build):
     """Generate a MADMAN dataset (Gurung et al., GCPR 2025) into --out.
 
@@ -93,7 +96,7 @@ def madman_generate(out, preset, config, multi_object_images, multi_object_capti
     _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, holdout_fraction,
               mnist_root, mnist_download, overwrite, not quiet,
               {"multi_object_images": multi_object_images, "multi_object_captions": multi_object_captions,
-               "attribute_density": attribute_density, "saliency_bias": saliency_bias}, build)
+               "attribute_density": attribute_density, "saliency_bias": saliency_bias, "saliency": saliency}, build)
 
 @click.command("preview")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=str))

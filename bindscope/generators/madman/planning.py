@@ -18,7 +18,10 @@ project choices):
   4. **multi-object captions**: a two-digit image's caption describes both digits with probability
      ``multi_object_captions``, otherwise one.
   5. **saliency bias**: with probability ``saliency_bias`` the salient digit is described first (or is the
-     only digit described); otherwise the other one is. One-digit images describe their digit.
+     only digit described); otherwise the other one is. One-digit images describe their digit. Which digit is
+     salient is ``saliency``: ``centre`` (default, the paper's) object 1, the centred digit; ``size`` the digit
+     of the larger size level, and none where both share a level: those images are described in random order
+     (the salient-first draw is then made with probability 0.5 instead of ``saliency_bias``).
   6. **attribute density** d: each described digit mentions k attributes, drawn independently per digit:
      ``two-point`` (default) k = floor(d) + Bernoulli(d - floor(d)), the integer distribution with mean d and
      least variance; ``binomial`` k ~ Binomial(n, d / n) with n = number of caption attributes. The k
@@ -129,7 +132,8 @@ class Planner:
             classes.append(_pick(u(), [d for d in range(10) if d != first]))
         return classes, None, None
 
-    def _mentions(self, rng: random.Random, split: str, two: bool, holdout: tuple | None) -> list[dict]:
+    def _mentions(self, rng: random.Random, split: str, two: bool, holdout: tuple | None,
+                  digits: list[dict]) -> list[dict]:
         """Which objects the caption describes, in order, and their mentioned attributes: in ``train`` from
         the four data properties (multi-object captions, saliency bias, attribute density); in test and ood
         both objects with one shared attribute subset (holding the held-out attribute in ood)."""
@@ -137,8 +141,12 @@ class Planner:
         if split == "train":
             if two:
                 both = u() < cfg["multi_object_captions"]
-                salient_first = u() < cfg["saliency_bias"]
-                described = ([1, 2] if salient_first else [2, 1]) if both else ([1] if salient_first else [2])
+                salient = salient_object(cfg, digits)
+                salient_first = u() < (0.5 if salient is None else cfg["saliency_bias"])
+                first, other = (1, 2) if salient in (1, None) else (2, 1)
+                if not salient_first:
+                    first, other = other, first
+                described = [first, other] if both else [first]
             else:
                 described = [1]
             mentions = []
@@ -177,7 +185,7 @@ class Planner:
                 u() for _ in range(cuts - len(digits[held_index - 1]["cuts"]))]
         jitter = cfg["layout"]["centre_jitter"]
         layout = {"jitter": [(2 * u() - 1) * jitter, (2 * u() - 1) * jitter], "direction": 2 * math.pi * u()}
-        mentions = self._mentions(rng, split, two, holdout)
+        mentions = self._mentions(rng, split, two, holdout, digits)
         for m in mentions:
             m["attributes"] = [a for a in self.order if a in m["attributes"]]
         parts = [(k, digits[k - 1]["digit"], {a: digits[k - 1]["attributes"][a] for a in m["attributes"]})
@@ -192,19 +200,47 @@ class Planner:
         return spec, caption, negatives
 
 
-def plan_counts(spec: dict, negatives: list[Negative]) -> dict[str, float]:
-    """Additive statistics of one plan (summed over samples, then turned into rates by the generator)."""
+def saliency_mode(config: dict) -> str:
+    """``"centre"`` or ``"size"``: the config's ``saliency`` (a resolved config leaves the default, ``centre``,
+    unrecorded, so that configs written before the key existed keep their hash)."""
+    return config.get("saliency", "centre")
+
+
+def salient_object(config: dict, digits: list[dict]) -> int | None:
+    """The salient object (1 or 2) of a plan's ``digits`` under ``saliency_mode(config)``: ``centre`` object 1 (the
+    centred digit); ``size`` the digit of the larger size level (its parameter in ``config["attributes"]["size"]``),
+    None when the two digits share a level. A one-digit plan's digit is object 1 in both."""
+    if saliency_mode(config) == "centre" or len(digits) == 1:
+        return 1
+    sizes = [config["attributes"]["size"][d["attributes"]["size"]] for d in digits]
+    return None if sizes[0] == sizes[1] else (1 if sizes[0] > sizes[1] else 2)
+
+
+def plan_counts(spec: dict, negatives: list[Negative], saliency: str = "centre",
+                salient: int | None = 1) -> dict[str, float]:
+    """Additive statistics of one plan (summed over samples, then turned into rates by the generator).
+
+    ``saliency``: the config's (:func:`saliency_mode`); ``salient``: the salient object of a two-digit plan
+    (:func:`salient_object`; None: none, as for two digits of one size level under ``saliency: size``). Under
+    ``size`` the counts also hold ``two_digit_unequal`` (two-digit images with a salient digit; the
+    ``two_digit_salient_first`` images are among them), ``two_digit_equal`` (the others) and
+    ``two_digit_equal_object1_first`` (of those, the ones that describe object 1 first).
+    """
     two = len(spec["digits"]) == 2
     mentions = spec["mentions"]
     counts = {
         "images": 1, "two_digit_images": int(two),
         "two_digit_both_described": int(two and len(mentions) == 2),
-        "two_digit_salient_first": int(two and mentions[0]["index"] == 1),
+        "two_digit_salient_first": int(two and mentions[0]["index"] == salient),
         "described_digits": len(mentions),
         "mentioned_attributes": sum(len(m["attributes"]) for m in mentions),
         "negatives_recognition": sum(n.kind == "recognition" for n in negatives),
         "negatives_binding": sum(n.kind == "binding" for n in negatives),
     }
+    if saliency == "size":
+        counts["two_digit_unequal"] = int(two and salient is not None)
+        counts["two_digit_equal"] = int(two and salient is None)
+        counts["two_digit_equal_object1_first"] = int(two and salient is None and mentions[0]["index"] == 1)
     for m in mentions:
         for a in m["attributes"]:
             counts[f"mentions/{a}"] = counts.get(f"mentions/{a}", 0) + 1

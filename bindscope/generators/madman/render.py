@@ -52,6 +52,7 @@ from bindscope.format.records import ObjectRecord, size_ranks
 from bindscope.generators.madman.kernels import composite, cut_sites, ink_extent, ink_patch, warm_up
 from bindscope.generators.madman.legibility import Reader
 from bindscope.generators.madman.morpho import SWELL_LENGTH, MorphoTable, bulge_half_width, swelling_centre
+from bindscope.generators.madman.planning import salient_object
 
 _TURNS = tuple(math.radians(a) for a in (0, 45, -45, 90, -90, 135, -135, 180))
 WIDEST = 1.25  # no glyph's largest diameter exceeds this many times its size level
@@ -330,18 +331,46 @@ class Renderer:
         r = max(0.0, min(reach))
         return mid + r * dy, mid + r * dx
 
-    def render(self, spec: dict) -> tuple[np.ndarray, np.ndarray, list[ObjectRecord], list[dict]]:
-        """Realise a plan: ``(image (S,S,3) uint8, mask (S,S) uint8, objects, placements)``."""
+    def _compose(self, spec: dict, keep: int | None = None) -> tuple:
+        """Poses, placements, image, mask and mask boxes of a plan; with ``keep`` (1 or 2) the other digit's ink
+        coverage is zero (it is posed and placed, so the kept digit stays where it is)."""
         poses = [self.choose(digit) for digit in spec["digits"]]
         centres = self.layout(poses, tuple(spec["layout"]["jitter"]), spec["layout"]["direction"])
         alphas = np.zeros((len(poses), self.size, self.size), np.float32)
         placements = [self.draw(pose, centre, alpha)[1] for pose, centre, alpha in zip(poses, centres, alphas)]
+        if keep is not None:
+            alphas[2 - keep] = 0.0
         colours = np.array([self.values["colour"][d["attributes"]["colour"]] for d in spec["digits"]], np.float32)
         image = np.zeros((self.size, self.size, 3), np.uint8)
         mask = np.zeros((self.size, self.size), np.uint8)
         boxes = np.empty((len(alphas), 5), np.int64)
         composite(alphas, np.array([self._window(p, c) for p, c in zip(poses, centres)], np.int64), colours, image,
                   mask, boxes)
+        return poses, placements, image, mask, boxes
+
+    def render_alone(self, spec: dict, keep: int) -> tuple[np.ndarray, np.ndarray]:
+        """A two-digit plan drawn with only object ``keep`` (1 or 2): ``(image (S,S,3) uint8, mask (S,S) uint8)``.
+
+        The kept digit has the same source, attributes and place as in :meth:`render` (both digits are posed and
+        laid out as there; only the other digit's ink is left out), so where the other digit has no ink the image
+        equals :meth:`render`'s pixel for pixel and everywhere else it is background (0). The mask holds ``keep``
+        where the kept digit covers at least half a pixel. The single-object references of the large-object
+        evaluation (:mod:`bindscope.evaluation.saliency`).
+
+        Raises:
+            ValueError: ``spec`` is not a two-digit plan or ``keep`` is not 1 or 2.
+        """
+        if len(spec["digits"]) != 2 or keep not in (1, 2):
+            raise ValueError(f"render_alone needs a two-digit plan and keep 1 or 2, got {len(spec['digits'])} "
+                             f"digit(s) and keep {keep!r}")
+        _, _, image, mask, _ = self._compose(spec, keep)
+        return image, mask
+
+    def render(self, spec: dict) -> tuple[np.ndarray, np.ndarray, list[ObjectRecord], list[dict]]:
+        """Realise a plan: ``(image (S,S,3) uint8, mask (S,S) uint8, objects, placements)``. An object's ``salient``
+        flag is :func:`~bindscope.generators.madman.planning.salient_object`."""
+        poses, placements, image, mask, boxes = self._compose(spec)
+        salient = salient_object(self.config, spec["digits"])
         mention = {m["index"]: pos for pos, m in enumerate(spec["mentions"], start=1)}
         boxes = [(tuple(int(b) for b in box[:4]), int(box[4])) for box in boxes]
         ranks = size_ranks([area for _, area in boxes])
@@ -351,7 +380,7 @@ class Renderer:
             objects.append(ObjectRecord(
                 index=k, category=str(digit["digit"]), category_id=int(digit["digit"]),
                 attributes=dict(digit["attributes"]), bbox=bbox, area=area, size_rank=ranks[k - 1],
-                salient=k == 1, mention_position=mention.get(k, 0),
+                salient=k == salient, mention_position=mention.get(k, 0),
                 extras={"source_index": float(n), "scale": placement["scale"],
                         "centre_y": placement["centre"][0], "centre_x": placement["centre"][1],
                         "stroke_thickness": placement["stroke"]}))
