@@ -103,9 +103,12 @@ def plan_evaluation(data: str | os.PathLike | None, *, splits: list[str] | None 
                            "dataset's scenes are used", param=given[0])
         ds = open_dataset(data, generators, task_name, validate=False)
         if ds.generator == "madman":
-            _refuse_scene_options(tasks, matching_negatives, split, references, category_map)
+            from bindscope.evaluation.saliency import parse_madman_tasks
+
+            task_list = parse_madman_tasks(tasks)
+            _refuse_scene_options(None, matching_negatives, split, references, category_map)
             _refuse_oscope_options(oscope, "a MADMAN dataset is evaluated per split (splits=)")
-            run, stem, extra = _madman_run(ds, splits)
+            run, stem, extra = _madman_run(ds, splits, task_list, seed)
         else:
             run, stem, extra = _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map,
                                            references_per_category, oscope)
@@ -265,21 +268,38 @@ def _refuse_oscope_options(oscope: dict, why: str) -> None:
                            param=param)
 
 
-def _madman_run(ds, splits):
-    """Recognition and binding on MADMAN: check the splits; return (run(adapter, transform, cache, progress),
-    file stem, file suffix)."""
+def _madman_run(ds, splits, task_list=("binding",), seed=0):
+    """MADMAN tasks (recognition and binding; first-mention, large-object): check the splits; return
+    (run(adapter, transform, cache, progress, rows), file stem, file suffix)."""
+    from bindscope.encoders.embedding_cache import Embedder
     from bindscope.evaluation.madman import default_splits, evaluate_madman
+    from bindscope.evaluation.saliency import evaluate_saliency
 
     for name in splits or []:
         if name not in ds.split_names:
             raise DatasetError(f"splits {name!r}: dataset {str(ds.path)!r} has no such split; it has: "
                                f"{', '.join(ds.split_names)}", param="splits")
     ds.check(list(splits or []) or default_splits(ds))
+    others = [t for t in task_list if t != "binding"]
 
     def run(adapter, text_transform, cache, progress, rows):
-        return evaluate_madman(ds, adapter, splits=list(splits or []) or None, text_transform=text_transform,
-                               cache=cache, progress=progress, check=False, rows=rows)
-    return run, "madman", ""
+        embedder = Embedder(adapter, cache, progress=progress)
+        result = None
+        if "binding" in task_list:
+            result = evaluate_madman(ds, adapter, splits=list(splits or []) or None, text_transform=text_transform,
+                                     embedder=embedder, progress=progress, check=False, rows=rows)
+        if others:
+            extra = evaluate_saliency(ds, adapter, others, splits=list(splits or []) or None,
+                                      text_transform=text_transform, embedder=embedder, progress=progress,
+                                      check=False, rows=rows, seed=seed)
+            if result is None:
+                return extra
+            result["metrics"].update(extra["metrics"])
+            result["settings"]["tasks"] = list(task_list)
+            result["counts"] = extra["counts"]
+        return result
+    stem = "madman" if list(task_list) == ["binding"] else "madman-" + "+".join(task_list)
+    return run, stem, ""
 
 
 def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map, references_per_category,

@@ -168,6 +168,16 @@ class MadmanGenerator:
             out.append(Sample(index, image, mask, caption, objects, negatives, spec))
         return out
 
+    def render_alone(self, spec: dict, keep: int) -> tuple[np.ndarray, np.ndarray]:
+        """A stored two-digit plan (a sample's ``spec``) drawn with only object ``keep`` (1 or 2), the other digit
+        left out: ``(image (S,S,3) uint8, mask (S,S) uint8)``, a pure function of the config, seed and ``spec``
+        (:meth:`~bindscope.generators.madman.render.Renderer.render_alone`).
+
+        Raises:
+            ValueError: not a two-digit plan, or ``keep`` not 1 or 2.
+        """
+        return self.renderer.render_alone(spec, keep)
+
     def plan_only(self, split: str, start: int, count: int) -> list[tuple[dict, str, list]]:
         """The plans ``(spec, caption, negatives)`` of samples ``start .. start+count-1`` without pixels."""
         return [self.planner.plan(split, i) for i in range(start, start + count)]

@@ -1,0 +1,288 @@
+"""MADMAN object retrieval by mention order and by size: which of its two digits a caption or an image stands for.
+
+The ComCO paper (Abbasi et al., CVPR 2025, docs/papers.md section 1) finds that CLIP's text encoder favours the
+first-mentioned object and its image encoder the largest one. On a MADMAN evaluation split (two digits, both
+described) the two tasks are:
+
+- ``first-mention`` (text side): each caption ("red 7 and blue 4") against the two single-digit descriptions it
+  is made of ("red 7", "blue 4": same words, one digit each). The first-mentioned digit wins when
+  ``cos(caption, its description) > cos(caption, the other description)`` (strict: a tie counts for the second).
+  Share of wins, chance 50 %; also split by whether the first-mentioned digit has the larger size level
+  (``first_larger``), the smaller (``first_smaller``) or the same (``equal_size``).
+- ``large-object`` (image side): each image whose digits differ in size level against single-digit renders of its
+  two digits (:meth:`bindscope.generators.madman.render.Renderer.render_alone`: same source, attributes and place,
+  the other digit left out). The larger digit wins when ``cos(image, its render) > cos(image, the other render)``
+  (strict). Share of wins, chance 50 %; also per pair of size levels (``large>small`` ...).
+
+Size levels are compared by their parameter in the dataset's config (``attributes.size``), not by pixel area.
+Each image gives one comparison per task, so the image is the sampling unit: every share carries the Wilson
+``ci95`` and ``ci95_cluster`` (a bootstrap over images, :func:`bindscope.evaluation.stats.clustered_proportion`;
+with one comparison per image both describe the same unit). Shares are unconditional (every scored image counts).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
+from bindscope.encoders.interface import EncoderAdapter
+from bindscope.errors import BadInput, DatasetError
+from bindscope.evaluation.results import (
+    TextTransform,
+    apply_text_transform,
+    dataset_info,
+    encoder_counts,
+    envelope,
+    open_dataset,
+    transform_name,
+    truncation_counts,
+)
+from bindscope.evaluation.stats import clustered_proportion
+from bindscope.format.reader import Dataset
+
+TASKS = ("binding", "first-mention", "large-object")
+"""The ``madman eval`` tasks: ``binding`` (recognition and binding, :mod:`bindscope.evaluation.madman`) and the two
+of this module."""
+RELATIONS = ("first_larger", "first_smaller", "equal_size")
+INTERVALS = ("ci95: Wilson score 95%; ci95_cluster: 95% percentile bootstrap over images (2,000 resamples); one "
+             "comparison per image and task")
+
+
+def parse_madman_tasks(tasks: str | None) -> list[str]:
+    """``"first-mention,large-object"`` -> the task list (in :data:`TASKS` order); None -> ``["binding"]``.
+
+    Raises:
+        BadInput: an empty list or an unknown task (the message lists :data:`TASKS`).
+    """
+    if tasks is None:
+        return ["binding"]
+    names = [t.strip() for t in str(tasks).split(",") if t.strip()]
+    unknown = [t for t in names if t not in TASKS]
+    if not names or unknown:
+        raise BadInput(f"tasks {tasks!r}: {'unknown task(s) ' + ', '.join(unknown) if unknown else 'empty'}; "
+                       f"allowed for MADMAN: {', '.join(TASKS)}", param="tasks")
+    return [t for t in TASKS if t in names]
+
+
+def _share(outcomes: list[bool], images: list[int], seed: int) -> dict:
+    return clustered_proportion(outcomes, images, seed=seed)
+
+
+def score_first_mention(caption_emb: np.ndarray, description_emb: np.ndarray, relation: list[str],
+                        sample_ids: list[int] | None = None, rows: list | None = None, seed: int = 0) -> dict:
+    """The first-mention share from embeddings (pure numpy; the text-side core).
+
+    Args:
+        caption_emb: (N, D) float32 unit-norm embeddings of the two-digit captions.
+        description_emb: (N, 2, D) float32 unit-norm embeddings of each caption's single-digit descriptions, in
+            mention order (first-mentioned first).
+        relation: per caption, ``"first_larger"``, ``"first_smaller"`` or ``"equal_size"`` (the first-mentioned
+            digit's size level against the other's).
+        sample_ids: per caption its sample index (the cluster; default 0..N-1).
+        rows: when a list, one dict per caption is appended: ``{"sample", "task": "first-mention", "relation",
+            "first_similarity", "second_similarity", "first_wins"}`` (cosines).
+        seed: seed of the bootstrap.
+
+    Returns:
+        ``{"all": p, "by_relation": {relation: p}}``, each ``p`` a
+        :func:`~bindscope.evaluation.stats.clustered_proportion` of first-mentioned wins (``accuracy`` in [0, 1]);
+        relations without captions are left out.
+    """
+    sample_ids = list(range(len(caption_emb))) if sample_ids is None else list(sample_ids)
+    sims = np.einsum("nd,nkd->nk", np.asarray(caption_emb, np.float32), np.asarray(description_emb, np.float32))
+    wins = sims[:, 0] > sims[:, 1]
+    if rows is not None:
+        for i, sid in enumerate(sample_ids):
+            rows.append({"sample": int(sid), "task": "first-mention", "relation": relation[i],
+                         "first_similarity": float(sims[i, 0]), "second_similarity": float(sims[i, 1]),
+                         "first_wins": bool(wins[i])})
+    by = {}
+    for name in RELATIONS:
+        pick = [i for i, r in enumerate(relation) if r == name]
+        if pick:
+            by[name] = _share([bool(wins[i]) for i in pick], [sample_ids[i] for i in pick], seed)
+    return {"all": _share([bool(w) for w in wins], sample_ids, seed), "by_relation": by}
+
+
+def score_large_object(image_emb: np.ndarray, render_emb: np.ndarray, sizes: list[tuple[str, str]],
+                       levels: dict[str, float], sample_ids: list[int] | None = None, rows: list | None = None,
+                       seed: int = 0) -> dict:
+    """The large-object share from embeddings (pure numpy; the image-side core).
+
+    Args:
+        image_emb: (N, D) float32 unit-norm embeddings of the two-digit images.
+        render_emb: (N, 2, D) float32 unit-norm embeddings of each image's single-digit renders, in object order
+            (object 1 first).
+        sizes: per image the size-level names of objects 1 and 2.
+        levels: size-level name -> its parameter (``attributes.size`` of the config; larger = larger digit).
+        sample_ids: per image its sample index (the cluster; default 0..N-1).
+        rows: when a list, one dict per image of unequal sizes is appended: ``{"sample", "task": "large-object",
+            "larger_object", "pair", "larger_similarity", "smaller_similarity", "larger_wins"}``.
+        seed: seed of the bootstrap.
+
+    Returns:
+        ``{"all": p, "by_size_pair": {"<larger>><smaller>": p}, "equal_size_skipped": int}``; ``p`` a
+        :func:`~bindscope.evaluation.stats.clustered_proportion` of larger-digit wins over the images whose two
+        digits differ in size level, pairs ordered by the larger level's parameter, then the smaller's.
+
+    Raises:
+        BadInput: a size name not in ``levels``.
+    """
+    sample_ids = list(range(len(image_emb))) if sample_ids is None else list(sample_ids)
+    unknown = sorted({s for pair in sizes for s in pair} - set(levels))
+    if unknown:
+        raise BadInput(f"size level(s) {unknown} are not in the config's sizes ({', '.join(levels)})")
+    sims = np.einsum("nd,nkd->nk", np.asarray(image_emb, np.float32), np.asarray(render_emb, np.float32))
+    outcomes: dict[str, list[tuple[int, bool]]] = {}
+    every: list[tuple[int, bool]] = []
+    skipped = 0
+    for i, (a, b) in enumerate(sizes):
+        if levels[a] == levels[b]:
+            skipped += 1
+            continue
+        larger = 0 if levels[a] > levels[b] else 1
+        win = bool(sims[i, larger] > sims[i, 1 - larger])
+        pair = f"{(a, b)[larger]}>{(a, b)[1 - larger]}"
+        outcomes.setdefault(pair, []).append((sample_ids[i], win))
+        every.append((sample_ids[i], win))
+        if rows is not None:
+            rows.append({"sample": int(sample_ids[i]), "task": "large-object", "larger_object": larger + 1,
+                         "pair": pair, "larger_similarity": float(sims[i, larger]),
+                         "smaller_similarity": float(sims[i, 1 - larger]), "larger_wins": win})
+    order = sorted(outcomes, key=lambda p: tuple(-levels[s] for s in p.split(">")))
+    by = {p: _share([w for _, w in outcomes[p]], [s for s, _ in outcomes[p]], seed) for p in order}
+    return {"all": _share([w for _, w in every], [s for s, _ in every], seed), "by_size_pair": by,
+            "equal_size_skipped": skipped}
+
+
+_RENDERS: dict = {}  # (manifest sha256, split) -> {sample index: (render of object 1, of object 2)}; one entry
+
+
+def single_digit_renders(ds: Dataset, split: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Single-digit renders of every two-digit image of ``split``: ``{sample index: (object 1 alone, object 2
+    alone)}``, each (S, S, 3) uint8, from the sample's stored plan
+    (:meth:`~bindscope.generators.madman.generator.MadmanGenerator.render_alone`). The last split asked is kept in
+    memory for the process (a benchmark evaluating many checkpoints renders once).
+
+    Raises:
+        DatasetError: a sample without its plan. BadInput: a dataset made from torchvision MNIST digits (their
+            folder is not recorded, so the generator cannot redraw them) or other digits than those installed.
+    """
+    from bindscope.generators.madman.generator import MadmanGenerator
+
+    key = (ds.manifest.get("config_sha256"), str(ds.path), split)
+    if key in _RENDERS:
+        return _RENDERS[key]
+    generator = MadmanGenerator.from_config(ds.manifest["config"], ds.manifest["seed"])
+    out = {}
+    for sample in ds.split(split):
+        if len(sample.objects) != 2:
+            continue
+        if not sample.spec.get("digits"):
+            raise DatasetError(f"{ds.path}: sample {sample.index} of split {split!r} has no stored plan to render "
+                               "its digits from")
+        out[sample.index] = (generator.render_alone(sample.spec, 1)[0], generator.render_alone(sample.spec, 2)[0])
+    _RENDERS.clear()
+    _RENDERS[key] = out
+    return out
+
+
+def _relation(first: float, second: float) -> str:
+    return "equal_size" if first == second else ("first_larger" if first > second else "first_smaller")
+
+
+def evaluate_saliency(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, tasks: list[str],
+                      splits: list[str] | None = None, text_transform: TextTransform | None = None,
+                      cache: EmbeddingCache | None = None, embedder: Embedder | None = None,
+                      progress: bool = True, check: bool = True, rows: list | None = None, seed: int = 0) -> dict:
+    """The ``first-mention`` and/or ``large-object`` shares of ``adapter`` on a MADMAN dataset (module docstring).
+
+    Args:
+        dataset: a MADMAN dataset folder or an open :class:`Dataset`.
+        adapter: any encoder (open_clip, a trained run, a registered adapter); ``large-object`` needs images.
+        tasks: a subset of ``["first-mention", "large-object"]``.
+        splits: default: those of ``test`` / ``ood`` the dataset has.
+        text_transform: optional map applied to the L2-normalised text embeddings (as :func:`evaluate_madman`).
+        cache, embedder, progress, check: as :func:`bindscope.evaluation.madman.evaluate_madman`.
+        rows: when a list, the per-image rows of :func:`score_first_mention` / :func:`score_large_object` are
+            appended, each with ``"split"``.
+        seed: seed of the bootstrap over images.
+
+    Returns:
+        A result dict valid against ``eval_result`` (``kind = "madman-eval"``); ``metrics["first_mention"][split]``
+        = ``{"num_scored", **score_first_mention}`` and ``metrics["large_object"][split]`` = ``{"num_scored",
+        **score_large_object}``.
+
+    Raises:
+        BadInput: an unknown task, ``large-object`` with a text-only adapter. DatasetError: not a MADMAN dataset,
+            a missing split, no two-digit image whose caption describes both digits in a split.
+    """
+    from bindscope.evaluation.madman import default_splits
+
+    unknown = [t for t in tasks if t not in ("first-mention", "large-object")]
+    if unknown or not tasks:
+        raise BadInput(f"tasks {tasks!r}: allowed first-mention, large-object", param="tasks")
+    ds = open_dataset(dataset, ("madman",), "madman eval")
+    if "large-object" in tasks and not adapter.supports_images:
+        raise BadInput(f"tasks large-object needs an image encoder; {adapter.name!r} is text-only", param="tasks")
+    splits = list(splits) if splits else default_splits(ds)
+    for name in splits:
+        ds.split(name)
+    if check:
+        ds.check(splits)
+    levels = {k: float(v) for k, v in ds.manifest["config"]["attributes"]["size"].items()}
+    embedder = embedder or Embedder(adapter, cache, progress=progress)
+    metrics: dict = {}
+    captions: list[str] = []
+    texts: list[str] = []
+    try:
+        for name in splits:
+            picked = [s for s in ds.split(name) if len(s.objects) == 2 and sum(
+                o.mention_position > 0 for o in s.objects) == 2]
+            if not picked:
+                raise DatasetError(f"split {name!r} of {str(ds.path)!r} has no two-digit image whose caption "
+                                   "describes both digits", param="splits")
+            ids = [s.index for s in picked]
+            split_rows: list = []
+            if "first-mention" in tasks:
+                parts = [s.caption.split(" and ") for s in picked]
+                bad = [s.caption for s, p in zip(picked, parts) if len(p) != 2]
+                if bad:
+                    raise DatasetError(f"caption {bad[0]!r} of split {name!r} is not two descriptions joined by "
+                                       "' and '")
+                relation = []
+                for s in picked:
+                    first, second = sorted(s.objects, key=lambda o: o.mention_position)
+                    relation.append(_relation(levels[first.attributes["size"]], levels[second.attributes["size"]]))
+                emb = apply_text_transform(embedder.texts([s.caption for s in picked] + [d for p in parts
+                                                                                          for d in p]),
+                                           text_transform)
+                n = len(picked)
+                block = score_first_mention(emb[:n], emb[n:].reshape(n, 2, -1), relation, ids, split_rows, seed)
+                metrics.setdefault("first_mention", {})[name] = {"num_scored": n, **block}
+                captions += [s.caption for s in picked]
+                texts += [d for p in parts for d in p]
+            if "large-object" in tasks:
+                renders = single_digit_renders(ds, name)
+                images = [s.image for s in picked]
+                alone = [r for s in picked for r in renders[s.index]]
+                emb = embedder.images(images + alone)
+                n = len(picked)
+                sizes = [tuple(o.attributes["size"] for o in sorted(s.objects, key=lambda o: o.index))
+                         for s in picked]
+                block = score_large_object(emb[:n], emb[n:].reshape(n, 2, -1), sizes, levels, ids, split_rows, seed)
+                metrics.setdefault("large_object", {})[name] = {"num_scored": n - block["equal_size_skipped"],
+                                                                **block}
+            if rows is not None:
+                rows.extend({"split": name, **row} for row in split_rows)
+    finally:
+        embedder.flush()
+    counts = encoder_counts(embedder)
+    counts["truncation"] = truncation_counts(adapter, texts, captions)
+    settings = {"task": "madman", "tasks": list(tasks), "splits": list(splits),
+                "text_transform": transform_name(text_transform), "comparison": "strict > (ties count as wrong)",
+                "seed": seed, "interval": INTERVALS,
+                "size_levels": "compared by their parameter in the config's attributes.size"}
+    return envelope("madman-eval", adapter, dataset_info(ds, splits), settings, metrics, counts)
