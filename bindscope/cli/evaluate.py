@@ -95,20 +95,27 @@ def _labclip(path: str | None):
 @click.argument("data", type=click.Path(file_okay=False))
 @click.option("--split", "splits", multiple=True,
               help="Split(s) to evaluate (repeatable). Default: test and ood, those present.")
+@click.option("--tasks", default=None,
+              help="Comma-separated, of binding (recognition and binding, the default), first-mention (does a "
+                   "caption stand for its first-mentioned digit?) and large-object (does an image stand for its "
+                   "larger digit?).")
 @_model_options
 @_labclip_option
-def madman_eval(data, splits, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out,
+def madman_eval(data, splits, tasks, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out,
                 overwrite, plot, quiet, labclip):
-    """Recognition and binding accuracy per attribute on a MADMAN dataset DATA.
+    """Recognition and binding accuracy per attribute on a MADMAN dataset DATA; with --tasks also the
+    first-mention and large-object shares.
 
     Binding is counted only where recognition of the attribute succeeded for both digits (Gurung et al.,
     GCPR 2025); in-distribution (test) and OOD splits are reported separately, with counts and Wilson 95%
-    intervals. See docs/evaluation.md.
+    intervals. first-mention: each two-digit caption against its two single-digit descriptions; large-object:
+    each image against single-digit renders of its two digits (the ComCO text- and image-side biases, Abbasi et
+    al., CVPR 2025), with intervals clustered by image. See docs/evaluation.md.
     """
     from bindscope.evaluation.api import plan_evaluation
 
     # Everything a user can get wrong is checked before a model is loaded or a file is written.
-    plan = plan_evaluation(data, splits=list(splits) or None, text_transform=_labclip(labclip),
+    plan = plan_evaluation(data, splits=list(splits) or None, tasks=tasks, text_transform=_labclip(labclip),
                            generators=("madman",), task_name="madman eval")
     _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
          batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache)

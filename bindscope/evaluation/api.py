@@ -181,7 +181,9 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
         pretrained: open_clip pretrained tag (``"none"``: random weights).
         splits: MADMAN splits, a list or one name (default: test and ood, those present).
         tasks: ComCO tasks, e.g. ``"tor,ior"`` (of tor, ior, i2tor, matching, binding; default: all that
-            apply with data, ``tor`` without; ``toc`` and ``ioc``, the position heads, only when named).
+            apply with data, ``tor`` without; ``toc`` and ``ioc``, the position heads, only when named). MADMAN
+            tasks: ``binding`` (the default), ``first-mention`` and ``large-object``
+            (:mod:`bindscope.evaluation.saliency`), e.g. ``"first-mention,large-object"``.
         text_transform: a callable on L2-normalised (N, D) text embeddings, e.g. a LABCLIP map
             (``bindscope.labclip.load(path)``); its ``file_tag`` (if any) names the default result file and
             its ``check_encoder(adapter)`` (if any) runs before encoding.
@@ -294,9 +296,12 @@ def _madman_run(ds, splits, task_list=("binding",), seed=0):
                                       check=False, rows=rows, seed=seed)
             if result is None:
                 return extra
+            # one embedder served both: its counters (the later result's) cover both; each keeps its truncation
             result["metrics"].update(extra["metrics"])
             result["settings"]["tasks"] = list(task_list)
-            result["counts"] = extra["counts"]
+            result["settings"]["saliency"] = {k: extra["settings"][k] for k in ("interval", "size_levels")}
+            result["counts"] = {**extra["counts"], "truncation": result["counts"]["truncation"],
+                                "truncation_saliency": extra["counts"]["truncation"]}
         return result
     stem = "madman" if list(task_list) == ["binding"] else "madman-" + "+".join(task_list)
     return run, stem, ""

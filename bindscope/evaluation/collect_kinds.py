@@ -59,8 +59,20 @@ def _binding(c: Columns, block: dict, prefix: str, where: str) -> None:
 
 
 def madman_eval(result: dict, c: Columns) -> None:
-    for split, block in result["metrics"]["splits"].items():
+    for split, block in result["metrics"].get("splits", {}).items():
         _binding(c, block, f"{split}/", f"split {split}: ")
+    for split, block in result["metrics"].get("first_mention", {}).items():
+        text = (f"split {split}: share of two-digit captions more similar to the description of their "
+                "first-mentioned digit than to the other's (chance 50%), unconditional")
+        c.proportion(f"{split}/first_mention", block["all"], text)
+        for relation, p in block["by_relation"].items():
+            c.proportion(f"{split}/first_mention/{relation}", p, f"{text}, among captions with {relation}")
+    for split, block in result["metrics"].get("large_object", {}).items():
+        text = (f"split {split}: share of images of two digits of different size levels more similar to the render "
+                "of the larger digit alone than to the smaller's (chance 50%)")
+        c.proportion(f"{split}/large_object", block["all"], text)
+        for pair, p in block["by_size_pair"].items():
+            c.proportion(f"{split}/large_object/{pair}", p, f"{text}, size levels {pair}")
 
 
 def bench(result: dict, c: Columns) -> None:

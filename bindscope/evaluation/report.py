@@ -47,16 +47,35 @@ def _model_line(result: dict) -> str:
 def format_madman(result: dict) -> str:
     """Per split: recognition and binding accuracy (%) per attribute with Wilson 95% CI and counts."""
     lines = [_model_line(result)]
-    for name, split in result["metrics"]["splits"].items():
+    for name, split in result["metrics"].get("splits", {}).items():
         lines.append("")
         lines.append(f"split {name} ({split['role']}): {split['num_scored']} of {split['num_samples']} samples "
                      "scored")
         lines += _recognition_binding_lines(split)
-    lines.append("")
-    lines.append("binding: counted only where recognition of that attribute succeeded for both digits (paper); "
-                 "binding (all): every binding negative. Ties count as wrong. 95% CI: Wilson per comparison; "
-                 "CI (images): bootstrap over images (an image's negatives are not independent).")
+    if "splits" in result["metrics"]:
+        lines.append("")
+        lines.append("binding: counted only where recognition of that attribute succeeded for both digits (paper); "
+                     "binding (all): every binding negative. Ties count as wrong. 95% CI: Wilson per comparison; "
+                     "CI (images): bootstrap over images (an image's negatives are not independent).")
+    lines += _saliency_lines(result["metrics"])
     return "\n".join(lines + _truncation_warning(result) + _random_weights_warning(result))
+
+
+def _saliency_lines(metrics: dict) -> list[str]:
+    """The first-mention and large-object shares (``madman eval --tasks first-mention,large-object``)."""
+    lines = []
+    for task, key, groups, title in (
+            ("first_mention", "by_relation", "caption ~ first-mentioned digit", "first-mention (text side)"),
+            ("large_object", "by_size_pair", "image ~ larger digit", "large-object (image side)")):
+        for name, block in metrics.get(task, {}).items():
+            lines += ["", f"{title}, split {name}: {block['num_scored']} images; share {groups} (chance 50%)"]
+            for label, p in [("all", block["all"]), *block[key].items()]:
+                lines.append(f"  {label:<16} {_pct(p['accuracy']):>7}  CI (images) {_ci(p.get('ci95_cluster')):<16} "
+                             f"n={p['total']}")
+    if lines:
+        lines += ["", "first-mention / large-object: strict > (ties count as wrong); CI (images): bootstrap over "
+                      "images, one comparison per image."]
+    return lines
 
 
 def _recognition_binding_lines(split: dict) -> list[str]:
@@ -189,11 +208,17 @@ def plot_result(result: dict, path: str | os.PathLike) -> Path:
     path = Path(path)
     panels = []
     if result["kind"] == "madman-eval":
-        for name, split in result["metrics"]["splits"].items():
+        for name, split in result["metrics"].get("splits", {}).items():
             attrs = list(split["recognition"]["per_attribute"])
             series = {"recognition": [split["recognition"]["per_attribute"][a]["accuracy"] for a in attrs],
                       "binding": [split["binding"]["per_attribute"].get(a, {}).get("accuracy") for a in attrs]}
             panels.append((f"{name} ({split['role'].split(' (')[0]})", attrs, series, "accuracy", 0.5, 1.0))
+        for task, key, title in (("first_mention", "by_relation", "first-mention"),
+                                 ("large_object", "by_size_pair", "large-object")):
+            for name, block in result["metrics"].get(task, {}).items():
+                labels = ["all", *block[key]]
+                values = [block["all"]["accuracy"], *(p["accuracy"] for p in block[key].values())]
+                panels.append((f"{title}, {name}", labels, {"share": values}, "share", 0.5, 1.0))
     elif result["kind"] == "comco-attention":
         grid = result["metrics"]["grid"]
         uniform = 1.0 / (grid[0] * grid[1])

@@ -50,15 +50,17 @@ INTERVALS = ("ci95: Wilson score 95%; ci95_cluster: 95% percentile bootstrap ove
              "comparison per image and task")
 
 
-def parse_madman_tasks(tasks: str | None) -> list[str]:
-    """``"first-mention,large-object"`` -> the task list (in :data:`TASKS` order); None -> ``["binding"]``.
+def parse_madman_tasks(tasks: str | list[str] | None) -> list[str]:
+    """``"first-mention,large-object"`` (or a list of names) -> the task list (in :data:`TASKS` order); None ->
+    ``["binding"]``.
 
     Raises:
         BadInput: an empty list or an unknown task (the message lists :data:`TASKS`).
     """
     if tasks is None:
         return ["binding"]
-    names = [t.strip() for t in str(tasks).split(",") if t.strip()]
+    given = tasks.split(",") if isinstance(tasks, str) else [str(t) for t in tasks]
+    names = [t.strip() for t in given if t.strip()]
     unknown = [t for t in names if t not in TASKS]
     if not names or unknown:
         raise BadInput(f"tasks {tasks!r}: {'unknown task(s) ' + ', '.join(unknown) if unknown else 'empty'}; "
@@ -157,22 +159,27 @@ def score_large_object(image_emb: np.ndarray, render_emb: np.ndarray, sizes: lis
             "equal_size_skipped": skipped}
 
 
-_RENDERS: dict = {}  # (manifest sha256, split) -> {sample index: (render of object 1, of object 2)}; one entry
+_RENDERS: dict = {}  # (dataset path, split, its shard sha256s) -> {sample index: (object 1 alone, object 2 alone)}
 
 
 def single_digit_renders(ds: Dataset, split: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Single-digit renders of every two-digit image of ``split``: ``{sample index: (object 1 alone, object 2
     alone)}``, each (S, S, 3) uint8, from the sample's stored plan
-    (:meth:`~bindscope.generators.madman.generator.MadmanGenerator.render_alone`). The last split asked is kept in
-    memory for the process (a benchmark evaluating many checkpoints renders once).
+    (:meth:`~bindscope.generators.madman.generator.MadmanGenerator.render_alone`). The two digits of a MADMAN image
+    never share a pixel, so the two renders add up to the stored image exactly; each sample is checked for that
+    (and its mask likewise), which proves the generator here redraws the dataset's pixels. The last split asked is
+    kept in memory for the process, keyed by its shards' sha256 (a benchmark evaluating many checkpoints renders
+    once).
 
     Raises:
-        DatasetError: a sample without its plan. BadInput: a dataset made from torchvision MNIST digits (their
+        DatasetError: a sample without its plan, or whose renders do not add up to its stored image and mask (a
+            dataset of another generator version). BadInput: a dataset made from torchvision MNIST digits (their
             folder is not recorded, so the generator cannot redraw them) or other digits than those installed.
     """
     from bindscope.generators.madman.generator import MadmanGenerator
 
-    key = (ds.manifest.get("config_sha256"), str(ds.path), split)
+    info = ds.manifest["splits"][split]
+    key = (str(ds.path), split, tuple(entry["sha256"] for entry in info["shards"]))
     if key in _RENDERS:
         return _RENDERS[key]
     generator = MadmanGenerator.from_config(ds.manifest["config"], ds.manifest["seed"])
@@ -183,7 +190,14 @@ def single_digit_renders(ds: Dataset, split: str) -> dict[int, tuple[np.ndarray,
         if not sample.spec.get("digits"):
             raise DatasetError(f"{ds.path}: sample {sample.index} of split {split!r} has no stored plan to render "
                                "its digits from")
-        out[sample.index] = (generator.render_alone(sample.spec, 1)[0], generator.render_alone(sample.spec, 2)[0])
+        (one, mask1), (two, mask2) = generator.render_alone(sample.spec, 1), generator.render_alone(sample.spec, 2)
+        if not (np.array_equal(one.astype(np.int32) + two, sample.image)
+                and np.array_equal(mask1.astype(np.int32) + mask2, sample.mask)):
+            raise DatasetError(f"{ds.path}: sample {sample.index} of split {split!r}: its single-digit renders do not "
+                               f"add up to its stored image (dataset made by MADMAN generator version "
+                               f"{ds.manifest['generator']['version']}, this one is {generator.version}); "
+                               "regenerate the dataset with this version")
+        out[sample.index] = (one, two)
     _RENDERS.clear()
     _RENDERS[key] = out
     return out
