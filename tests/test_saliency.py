@@ -22,8 +22,8 @@ from bindscope.generators.madman import config as madman_config
 from bindscope.generators.madman.captions import parse_caption
 from bindscope.generators.madman.planning import salient_object
 from bindscope.io.canonical import config_sha256
-from tests.eval_fakes import unit
-from tests.tiny_madman import tiny_madman
+from eval_fakes import unit
+from tiny_madman import tiny_madman
 
 SIZES = {"small": 0.2, "large": 0.41}
 ONE_OF_EACH = {"thickness": {"regular": 0.12}, "rotation": {"upright": 0}, "swelling": {"unswollen": 0.0},

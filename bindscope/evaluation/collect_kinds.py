@@ -61,18 +61,16 @@ def _binding(c: Columns, block: dict, prefix: str, where: str) -> None:
 def madman_eval(result: dict, c: Columns) -> None:
     for split, block in result["metrics"].get("splits", {}).items():
         _binding(c, block, f"{split}/", f"split {split}: ")
-    for split, block in result["metrics"].get("first_mention", {}).items():
-        text = (f"split {split}: share of two-digit captions more similar to the description of their "
-                "first-mentioned digit than to the other's (chance 50%), unconditional")
-        c.proportion(f"{split}/first_mention", block["all"], text)
-        for relation, p in block["by_relation"].items():
-            c.proportion(f"{split}/first_mention/{relation}", p, f"{text}, among captions with {relation}")
-    for split, block in result["metrics"].get("large_object", {}).items():
-        text = (f"split {split}: share of images of two digits of different size levels more similar to the render "
-                "of the larger digit alone than to the smaller's (chance 50%)")
-        c.proportion(f"{split}/large_object", block["all"], text)
-        for pair, p in block["by_size_pair"].items():
-            c.proportion(f"{split}/large_object/{pair}", p, f"{text}, size levels {pair}")
+    shares = (("first_mention", "by_relation", "share of two-digit captions more similar to the description of their "
+               "first-mentioned digit than to the other's (chance 50%), unconditional", "among captions with"),
+              ("large_object", "by_size_pair", "share of images of two digits of different size levels more similar to "
+               "the render of the larger digit alone than to the smaller's (chance 50%)", "size levels"))
+    for key, parts, definition, part_text in shares:
+        for split, block in result["metrics"].get(key, {}).items():
+            text = f"split {split}: {definition}"
+            c.proportion(f"{split}/{key}", block["all"], text)
+            for part, p in block[parts].items():
+                c.proportion(f"{split}/{key}/{part}", p, f"{text}, {part_text} {part}")
 
 
 def bench(result: dict, c: Columns) -> None:
