@@ -63,8 +63,8 @@ def parse_madman_tasks(tasks: str | list[str] | None) -> list[str]:
     names = [t.strip() for t in given if t.strip()]
     unknown = [t for t in names if t not in TASKS]
     if not names or unknown:
-        raise BadInput(f"tasks {tasks!r}: {'unknown task(s) ' + ', '.join(unknown) if unknown else 'empty'}; "
-                       f"allowed for MADMAN: {', '.join(TASKS)}", param="tasks")
+        what = f"unknown task {', '.join(repr(t) for t in unknown)}" if unknown else "no task"
+        raise BadInput(f"tasks {tasks!r}: {what}; allowed for MADMAN: {', '.join(TASKS)}", param="tasks")
     return [t for t in TASKS if t in names]
 
 
