@@ -23,9 +23,9 @@ Each share has a Wilson 95 % interval and a bootstrap interval over images (one 
 
 Model (the MADMAN reproduction's small ViT, docs/training.md): embed 64, both towers width 64 and 2 blocks,
 patch 12, word tokenizer, batch 128, lr 2e-3, 100 warm-up steps, seed 0, one torch thread per run, ``--jobs``
-runs at a time. Measured cost on the project's 2-core CPU: about 0.15 CPU s per training step (200 steps with
-two evaluations: 42 s wall, 38.5 s CPU, load 0), so the default (4 models x 3,000 steps) is about 30 CPU minutes,
-about 16 wall minutes with 2 jobs on an idle machine, plus generation and the checkpoint evaluations.
+runs at a time. Measured on the project's 2-core CPU: the default (4 models x 2,000 steps, 20,000 training
+images each) took 27.2 min wall (training 25.2) and 32.6 CPU min with the test suite running beside it (load
+1.9-3.2); figures in docs/results.md.
 
 Usage::
 
@@ -147,7 +147,7 @@ def plot(rows: list[dict], path: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=3000, help="training steps per model")
+    parser.add_argument("--steps", type=int, default=2000, help="training steps per model")
     parser.add_argument("--eval-every", type=int, default=500, help="steps between kept (scored) models")
     parser.add_argument("--train-images", type=int, default=20000)
     parser.add_argument("--test-images", type=int, default=1000, help="images of the shared evaluation split")
