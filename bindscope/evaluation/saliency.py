@@ -68,10 +68,6 @@ def parse_madman_tasks(tasks: str | list[str] | None) -> list[str]:
     return [t for t in TASKS if t in names]
 
 
-def _share(outcomes: list[bool], images: list[int], seed: int) -> dict:
-    return clustered_proportion(outcomes, images, seed=seed)
-
-
 def score_first_mention(caption_emb: np.ndarray, description_emb: np.ndarray, relation: list[str],
                         sample_ids: list[int] | None = None, rows: list | None = None, seed: int = 0) -> dict:
     """The first-mention share from embeddings (pure numpy; the text-side core).
@@ -104,8 +100,8 @@ def score_first_mention(caption_emb: np.ndarray, description_emb: np.ndarray, re
     for name in RELATIONS:
         pick = [i for i, r in enumerate(relation) if r == name]
         if pick:
-            by[name] = _share([bool(wins[i]) for i in pick], [sample_ids[i] for i in pick], seed)
-    return {"all": _share([bool(w) for w in wins], sample_ids, seed), "by_relation": by}
+            by[name] = clustered_proportion([bool(wins[i]) for i in pick], [sample_ids[i] for i in pick], seed=seed)
+    return {"all": clustered_proportion([bool(w) for w in wins], sample_ids, seed=seed), "by_relation": by}
 
 
 def score_large_object(image_emb: np.ndarray, render_emb: np.ndarray, sizes: list[tuple[str, str]],
@@ -154,8 +150,8 @@ def score_large_object(image_emb: np.ndarray, render_emb: np.ndarray, sizes: lis
                          "pair": pair, "larger_similarity": float(sims[i, larger]),
                          "smaller_similarity": float(sims[i, 1 - larger]), "larger_wins": win})
     order = sorted(outcomes, key=lambda p: tuple(-levels[s] for s in p.split(">")))
-    by = {p: _share([w for _, w in outcomes[p]], [s for s, _ in outcomes[p]], seed) for p in order}
-    return {"all": _share([w for _, w in every], [s for s, _ in every], seed), "by_size_pair": by,
+    by = {p: clustered_proportion([w for _, w in outcomes[p]], [s for s, _ in outcomes[p]], seed=seed) for p in order}
+    return {"all": clustered_proportion([w for _, w in every], [s for s, _ in every], seed=seed), "by_size_pair": by,
             "equal_size_skipped": skipped}
 
 
