@@ -218,49 +218,38 @@ class Embedder:
 
     def _resolve(self, keys: list, items, encode, kind: str) -> np.ndarray:
         """Rows ``(len(keys), D)`` for ``items`` (a list, or an array indexed by position), taking each key from
-        this run's rows, else the disk cache, else encoding it once (the first item with that key)."""
+        this run's rows, else the disk cache, else encoding it once (the first item with that key; the items to
+        encode go to ``encode`` in input order)."""
         memory, disk = self._memory, self.cache
-        ids: list[int] = []  # row numbers in self._rows; -1 - k for the k-th key this call adds
-        new: dict = {}
-        from_disk: list[tuple[int, np.ndarray]] = []
-        todo: list[int] = []  # positions of the items to encode
-        todo_keys: list = []
-        for position, key in enumerate(keys):
-            found = memory.get(key)
-            if found is None:
-                found = new.get(key)
-                if found is None:
-                    found = new[key] = -1 - len(new)
-                    row = disk.get(key) if disk is not None else None
-                    if row is None:
-                        todo.append(position)
-                        todo_keys.append(key)
-                    else:
-                        from_disk.append((-1 - found, row))
-            ids.append(found)
-        self.stats[f"{kind}_hits"] += len(from_disk)
-        self.stats[f"{kind}_misses"] += len(todo)
-        index = np.asarray(ids, np.int64)
-        if new:
-            block = None
-            if todo:
-                encoded = self._encode(items, todo, encode, kind)
-                block = np.empty((len(new), encoded.shape[1]), np.float32)
-                block[[-1 - new[key] for key in todo_keys]] = encoded
-                if disk is not None:
-                    for key, row in zip(todo_keys, encoded):
-                        disk.put(key, row)
-            for k, row in from_disk:
-                if block is None:
-                    block = np.empty((len(new), len(row)), np.float32)
-                block[k] = row
-            start = self._rows.add(block)
-            memory.update(zip(new, range(start, start + len(new))))
-            pending = index < 0
-            index[pending] = start - 1 - index[pending]
         if not keys:
             return np.zeros((0, self.adapter.embed_dim), np.float32)
-        return self._rows.take(index)
+        found = list(map(memory.get, keys))
+        if None in found:
+            missing = [i for i, row in enumerate(found) if row is None]
+            first = dict(zip(map(keys.__getitem__, reversed(missing)), reversed(missing)))  # key -> first place
+            new = sorted(first.values())  # the first place of each new key, in input order
+            new_keys = list(map(keys.__getitem__, new))
+            stored = [None] * len(new) if disk is None else list(map(disk.get, new_keys))
+            todo = [k for k, row in enumerate(stored) if row is None]  # of new
+            self.stats[f"{kind}_hits"] += len(new) - len(todo)
+            self.stats[f"{kind}_misses"] += len(todo)
+            block = None
+            if todo:
+                encoded = self._encode(items, [new[k] for k in todo], encode, kind)
+                block = np.empty((len(new), encoded.shape[1]), np.float32)
+                block[todo] = encoded
+                if disk is not None:
+                    for k, row in zip(todo, encoded):
+                        disk.put(new_keys[k], row)
+            for k, row in enumerate(stored):
+                if row is not None:
+                    if block is None:
+                        block = np.empty((len(new), len(row)), np.float32)
+                    block[k] = row
+            start = self._rows.add(block)
+            memory.update(zip(new_keys, range(start, start + len(new))))
+            found = map(memory.__getitem__, keys)
+        return self._rows.take(np.fromiter(found, np.int64, len(keys)))
 
     def _encode(self, items, positions: list[int], encode, kind: str) -> np.ndarray:
         """``encode`` of the items at ``positions`` as float32 ``(len(positions), D)`` (texts in chunks, under a

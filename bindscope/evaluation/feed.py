@@ -56,9 +56,9 @@ def embed_texts(embedder: Embedder, texts: list[str]) -> np.ndarray:
     The embedder's counters come out as if ``texts`` had been passed whole (``texts_requested`` counts every
     text; hits and misses count distinct texts, as the embedder does).
     """
-    position: dict[str, int] = {}
-    inverse = np.fromiter((position.setdefault(t, len(position)) for t in texts), np.int64, len(texts))
-    unique = list(position)
+    unique = list(dict.fromkeys(texts))
+    position = dict(zip(unique, range(len(unique))))
+    inverse = np.fromiter(map(position.__getitem__, texts), np.int64, len(texts))
     emb = embedder.texts(unique)
     embedder.stats["texts_requested"] += len(texts) - len(unique)
     return emb[inverse]

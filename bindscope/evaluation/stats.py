@@ -51,11 +51,25 @@ def clustered_proportion(outcomes, clusters, seed: int = 0) -> dict:
         ``{"correct", "total", "accuracy", "ci95", "ci95_cluster", "clusters"}`` (intervals None when M = 0).
     """
     outcomes = np.asarray(outcomes, dtype=bool)
-    clusters = np.asarray(clusters)
+    codes, count = cluster_codes(np.asarray(clusters))
     out = proportion(int(outcomes.sum()), int(outcomes.size))
-    out["ci95_cluster"] = cluster_bootstrap(outcomes.astype(np.float64), np.ones(outcomes.size), clusters, seed=seed)
-    out["clusters"] = int(np.unique(clusters).size)
+    out["ci95_cluster"] = cluster_bootstrap(outcomes.astype(np.float64), np.ones(outcomes.size), codes, seed=seed)
+    out["clusters"] = count
     return out
+
+
+def cluster_codes(labels: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(codes, K)``: each label's rank among the K distinct ``labels`` (what ``np.unique(labels,
+    return_inverse=True)`` gives as its inverse, int64), by counting when the labels are small non-negative
+    integers (sample indices), else by sorting."""
+    labels = np.asarray(labels).reshape(-1)
+    if labels.dtype.kind in "iu" and labels.size and 0 <= labels.min() and labels.max() < 4 * labels.size + 1024:
+        present = np.zeros(int(labels.max()) + 1, bool)
+        present[labels] = True
+        rank = np.cumsum(present, dtype=np.int64) - 1
+        return rank[labels], int(rank[-1]) + 1
+    uniq, inverse = np.unique(labels, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64, copy=False), len(uniq)
 
 
 def share(count: int, total: int) -> dict:
@@ -126,8 +140,7 @@ def cluster_bootstrap(numerators, denominators, clusters, resamples: int = BOOTS
                          f"{den.shape}, {labels.shape}")
     if num.size == 0 or den.sum() == 0:
         return None
-    _, inverse = np.unique(labels, return_inverse=True)
-    k = int(inverse.max()) + 1
+    inverse, k = cluster_codes(labels)
     num_c = np.bincount(inverse, weights=num, minlength=k)
     den_c = np.bincount(inverse, weights=den, minlength=k)
     pairs, sizes = np.unique(np.stack([num_c, den_c], axis=1), axis=0, return_counts=True)

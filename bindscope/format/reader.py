@@ -41,13 +41,17 @@ ITER_BATCH = 64  # samples read at a time when iterating a split
 _HASHED: dict[tuple[int, ...], tuple[int, str]] = {}  # (dev, inode, size, mtime_ns, ctime_ns) -> (pid, sha256)
 
 
+def _file_key(path: Path) -> tuple[int, ...]:
+    info = os.stat(path)
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
 def shard_sha256(path: Path) -> str:
     """The sha256 of a shard file. A process hashes every file it opens; a forked child (a DataLoader worker)
     reuses the digest its parent computed while the file is unchanged since: same device, inode, size,
     modification and status-change times (any write changes the status-change time, which cannot be set
     back; a replaced file has another inode)."""
-    info = os.stat(path)
-    key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    key = _file_key(path)
     found = _HASHED.get(key)
     if found is not None and found[0] != os.getpid():
         return found[1]
@@ -118,12 +122,13 @@ class Split:
         return self._entries[number]["sha256"]
 
     def hash_shards(self) -> None:
-        """Hash every shard file of the split now (one read of each; the files are not opened as HDF5), so that
-        worker processes forked afterwards reuse the digests (:func:`shard_sha256`) instead of each reading
-        every file again. Raises DatasetError for a shard path outside the dataset folder."""
+        """Hash every shard file of the split that this process has not hashed as it is now (one read of each;
+        the files are not opened as HDF5), so that worker processes forked afterwards reuse the digests
+        (:func:`shard_sha256`) instead of each reading every file again. Raises DatasetError for a shard path
+        outside the dataset folder."""
         for entry in self._entries:
             path = file_inside(self.dataset.path, entry["file"], "shard", DatasetError)
-            if path.is_file():  # a missing file is reported where it is opened
+            if path.is_file() and _file_key(path) not in _HASHED:  # a missing file is reported where it is opened
                 shard_sha256(path)
 
     def as_torch(self, transform=None, fields=None):

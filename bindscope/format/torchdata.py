@@ -448,7 +448,8 @@ class ShardLoader:
     def _copy_out(self, ref: _InRing) -> torch.Tensor:
         held = (self.ring.images if ref.key == "image" else self.ring.masks)[ref.slot, :ref.count]
         out = torch.empty(held.shape, dtype=torch.uint8, pin_memory=self.pin_memory)
-        out.copy_(held)
+        np.copyto(out.numpy(), held.numpy())  # numpy's copy: torch's runs on its thread pool, whose spinning
+        # threads take the CPUs from the workers
         if int(self.ring.seq[ref.slot]) != ref.seq:
             raise RuntimeError(f"batch {ref.seq}: its shared-memory slot was overwritten before it was read "
                                "(a bindscope bug)")
