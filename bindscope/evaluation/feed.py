@@ -18,12 +18,16 @@ import gc
 import importlib.util
 import os
 from contextlib import contextmanager
+from typing import Iterable, Iterator
 
 import numpy as np
 
 from bindscope.encoders.embedding_cache import Embedder
+from bindscope.io.ahead import ReadAhead
 
 IMAGE_BATCH = 256  # images per HDF5 read (and per worker message)
+READ_SLICE_BYTES = 32 << 20  # images per HDF5 read in this process (a whole number of batches, at least one)
+READ_AHEAD_BYTES = 128 << 20  # images read ahead of the encoder (bindscope.io.ahead.ReadAhead)
 WORKER_MIN_IMAGES = 4 * IMAGE_BATCH  # below this a worker process costs more to start than it saves
 MAX_WORKERS = 8
 
@@ -48,6 +52,31 @@ def reader_workers(images: int, workers: int | None = None) -> int:
     if images < WORKER_MIN_IMAGES or cpus <= 2 or importlib.util.find_spec("torch") is None:
         return 0
     return min(MAX_WORKERS, cpus - 1)
+
+
+def read_images_ahead(split, workers: int) -> ReadAhead:
+    """The images of ``split`` in index order, read (``split.image_batches``) in a thread started at once, up to
+    :data:`READ_AHEAD_BYTES` ahead of the consumer: ``(index of the first, (B, H, W, 3) uint8)`` pieces of a
+    shard. With ``workers`` 0 each piece is one HDF5 read of up to :data:`READ_SLICE_BYTES` (a whole number of
+    :data:`IMAGE_BATCH` batches: the thread waits for the interpreter lock after each read, so fewer and larger
+    reads keep it busy); with worker processes, one batch. Cut the pieces with :func:`batches_of`. Close the
+    result when done (``with``).
+
+    The thread does nothing but read images (h5py, which lets one thread at a time into HDF5, holds the other
+    threads back meanwhile): open the shards and check their specs (:meth:`ShardReader.check_specs`) before,
+    and leave h5py alone while it runs."""
+    height, width = split.image_size
+    batch_bytes = IMAGE_BATCH * height * width * 3
+    per_read = IMAGE_BATCH * (1 if workers > 0 else max(1, READ_SLICE_BYTES // batch_bytes))
+    depth = max(1, READ_AHEAD_BYTES // (per_read // IMAGE_BATCH * batch_bytes))
+    return ReadAhead(split.image_batches(per_read, workers), depth)
+
+
+def batches_of(pieces: Iterable[tuple[int, np.ndarray]], size: int = IMAGE_BATCH) -> Iterator[tuple[int, np.ndarray]]:
+    """``(first index, images)`` pieces cut into batches of at most ``size`` (views, in order)."""
+    for first, images in pieces:
+        for start in range(0, len(images), size):
+            yield first + start, images[start:start + size]
 
 
 def embed_texts(embedder: Embedder, texts: list[str]) -> np.ndarray:

@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache, stored_image_key
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput, DatasetError
-from bindscope.evaluation.feed import IMAGE_BATCH, embed_texts, paused_gc, reader_workers
+from bindscope.evaluation.feed import batches_of, embed_texts, paused_gc, read_images_ahead, reader_workers
 from bindscope.evaluation.results import (
     TextTransform,
     apply_text_transform,
@@ -190,34 +190,53 @@ def default_splits(ds: Dataset) -> list[str]:
     return splits
 
 
-def _scored_images(split, captions: list, columns: NegativeColumns, ids: list, workers: int, bar):
-    """Yield ``(cache keys, images)`` batches of the samples of ``split`` that have negatives, in index order,
-    appending their captions, negatives (to ``columns``, whose ``bounds`` is then a list) and indices as it goes.
-    Images are read a shard slice at a time (in ``workers`` processes when > 0) and keyed by their verified
-    shard's sha256 and place (:func:`~bindscope.encoders.embedding_cache.stored_image_key`); each shard's tables
-    are read once, while the workers decompress the next slices."""
-    tables: dict[int, tuple] = {}
-    for first, batch in split.image_batches(IMAGE_BATCH, workers, check_specs=True):
-        number, local = split.locate(first)
-        if number not in tables:
-            reader = split.shard(number)
-            tables = {number: (split.shard_digest(number), reader.captions,
-                               reader.negative_offsets.tolist(),
-                               *(reader.negative_column(c) for c in ("kind", "attribute", "objects", "caption")))}
-        digest, shard_captions, offsets, kind, attribute, objects, caption = tables[number]
-        lo, hi = offsets[local], offsets[local + len(batch)]
-        columns.kind += kind[lo:hi]
-        columns.attribute += attribute[lo:hi]
-        columns.objects += objects[lo:hi]
-        columns.caption += caption[lo:hi]
-        keep = [j for j in range(len(batch)) if offsets[local + j + 1] > offsets[local + j]]
-        for j in keep:
-            captions.append(shard_captions[local + j])
-            columns.bounds.append(columns.bounds[-1] + offsets[local + j + 1] - offsets[local + j])
-            ids.append(first + j)
-        if keep:
-            yield ([stored_image_key(digest, local + j) for j in keep],
-                   batch if len(keep) == len(batch) else batch[keep])
+@dataclass
+class _ScoredSamples:
+    """The samples of a split that have negatives, in index order: ``ids`` (indices in the split), ``captions``,
+    ``negatives`` and ``keys`` (image cache keys: :func:`~bindscope.encoders.embedding_cache.stored_image_key`),
+    with ``scored`` (len(split),) bool marking them."""
+
+    ids: list[int]
+    captions: list[str]
+    negatives: NegativeColumns
+    keys: list[bytes]
+    scored: np.ndarray
+
+
+def _scored_samples(split) -> _ScoredSamples:
+    """The tables of the samples of ``split`` that have negatives, read a shard at a time (whole columns). Every
+    shard's specs are checked too (:meth:`~bindscope.format.shard.ShardReader.check_specs`): an evaluation that
+    reads none still refuses a shard whose specs are not JSON."""
+    out = _ScoredSamples([], [], NegativeColumns([0], [], [], [], []), [], np.zeros(len(split), bool))
+    columns = out.negatives
+    for number, reader in enumerate(split.shards()):
+        reader.check_specs()
+        digest = split.shard_digest(number)
+        sizes = np.diff(reader.negative_offsets)
+        keep = np.flatnonzero(sizes).tolist()
+        shard_captions = reader.captions
+        out.ids += [reader.first_index + j for j in keep]
+        out.captions += [shard_captions[j] for j in keep]
+        out.keys += [stored_image_key(digest, j) for j in keep]
+        out.scored[reader.first_index + np.asarray(keep, np.int64)] = True
+        columns.bounds += (columns.bounds[-1] + np.cumsum(sizes[keep])).tolist()
+        columns.kind += reader.negative_column("kind")  # samples without negatives have no rows
+        columns.attribute += reader.negative_column("attribute")
+        columns.objects += reader.negative_column("objects")
+        columns.caption += reader.negative_column("caption")
+    columns.bounds = np.asarray(columns.bounds, dtype=np.int64)
+    return out
+
+
+def _scored_images(batches, samples: _ScoredSamples, bar):
+    """``(cache keys, images)`` of the scored samples among ``(first index, (B, H, W, 3) uint8)`` batches of their
+    split in index order (those without negatives are left out)."""
+    done = 0
+    for first, batch in batches:
+        keep = np.flatnonzero(samples.scored[first:first + len(batch)])
+        if len(keep):
+            yield (samples.keys[done:done + len(keep)], batch if len(keep) == len(batch) else batch[keep])
+            done += len(keep)
         bar.update(len(batch))
 
 
@@ -269,18 +288,19 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
     try:
         for name in splits:
             split = ds.split(name)
-            captions, ids = [], []
-            negatives = NegativeColumns([0], [], [], [], [])
-            scored = sum(int(np.count_nonzero(np.diff(r.negative_offsets))) for r in split.shards())
-            with tqdm(total=len(split), desc=f"madman eval {name}", disable=not progress, unit="img") as bar:
-                images = _scored_images(split, captions, negatives, ids, reader_workers(scored, workers), bar)
-                image_emb = embedder.image_batches(images, total=scored)
-            negatives.bounds = bounds = np.asarray(negatives.bounds, dtype=np.int64)
-            neg_texts = negatives.caption
-            text_emb = apply_text_transform(embed_texts(embedder, captions + neg_texts), text_transform)
+            samples = _scored_samples(split)
+            captions, negatives, bounds = samples.captions, samples.negatives, samples.negatives.bounds
+            # the images are read and decompressed (in a thread, and in worker processes when there are any)
+            # while the texts are encoded here
+            with read_images_ahead(split, reader_workers(len(captions), workers)) as pieces:
+                neg_texts = negatives.caption
+                text_emb = apply_text_transform(embed_texts(embedder, captions + neg_texts), text_transform)
+                with tqdm(total=len(split), desc=f"madman eval {name}", disable=not progress, unit="img") as bar:
+                    images = _scored_images(batches_of(pieces), samples, bar)
+                    image_emb = embedder.image_batches(images, total=len(captions))
             caption_emb, flat_neg = text_emb[:len(captions)], text_emb[len(captions):]
             negative_emb = [flat_neg[bounds[i]:bounds[i + 1]] for i in range(len(captions))]
-            scored = score_split(image_emb, caption_emb, negatives, negative_emb, ds.attribute_names, ids,
+            scored = score_split(image_emb, caption_emb, negatives, negative_emb, ds.attribute_names, samples.ids,
                                  rows, seed, row_fields={"split": name})
             metrics["splits"][name] = {"role": SPLIT_ROLES.get(name, "evaluation"), "num_samples": len(split),
                                        "num_scored": len(captions), **scored}

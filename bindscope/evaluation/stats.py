@@ -143,7 +143,7 @@ def cluster_bootstrap(numerators, denominators, clusters, resamples: int = BOOTS
     inverse, k = cluster_codes(labels)
     num_c = np.bincount(inverse, weights=num, minlength=k)
     den_c = np.bincount(inverse, weights=den, minlength=k)
-    pairs, sizes = np.unique(np.stack([num_c, den_c], axis=1), axis=0, return_counts=True)
+    pairs, sizes = _distinct_pairs(num_c, den_c)
     rng = np.random.default_rng(seed)
     stats = []
     step = max(1, min(resamples, 2_000_000 // len(pairs)))  # replicates per draw (bounded memory)
@@ -156,3 +156,16 @@ def cluster_bootstrap(numerators, denominators, clusters, resamples: int = BOOTS
     alpha = (1.0 - confidence) / 2
     low, high = np.quantile(values, [alpha, 1.0 - alpha])
     return [float(low), float(high)]
+
+
+def _distinct_pairs(num: np.ndarray, den: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``(num, den)`` in lexicographic order, ``(P, 2)`` float64, and how often each occurs
+    (what ``np.unique(np.stack([num, den], axis=1), axis=0, return_counts=True)`` gives): by counting one
+    integer key per row when both are small non-negative integers (counts of comparisons), else by sorting."""
+    if num.size and min(num.min(), den.min()) >= 0 and max(num.max(), den.max()) < 4096 \
+            and np.array_equal(num, np.floor(num)) and np.array_equal(den, np.floor(den)):
+        width = int(den.max()) + 1
+        counts = np.bincount((num.astype(np.int64) * width + den.astype(np.int64)))
+        keys = np.flatnonzero(counts)
+        return np.stack([keys // width, keys % width], axis=1).astype(np.float64), counts[keys]
+    return np.unique(np.stack([num, den], axis=1), axis=0, return_counts=True)
