@@ -331,6 +331,8 @@ def run(images: int = 10000, comco_images: int = 2000, vit_images: int | None = 
     warm = vit_data if vit_data is not None and vit_images <= 64 else madman_dataset(
         folder, 32, digits_per_class=digits_per_class)
     evaluate_rate(warm, "zero:", 32, device="cpu")  # imports and first calls, not per image
+    if comco is not None:
+        evaluate_rate(comco, "zero:", comco_images, device="cpu")  # the ComCO tasks' imports and first calls
     out: dict = {"machine": info, "images": {"madman": images, "comco": comco_images, "vit": vit_images},
                  "device": device, "precision": precision, "torch": torch.__version__, "rates": {}, "ratios": {}}
     rates, ratios = out["rates"], out["ratios"]

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
+from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache, stored_image_key
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput, check_int
 from bindscope.evaluation.feed import IMAGE_BATCH, reader_workers
@@ -269,9 +269,12 @@ def _spec_for_mentions(text: str) -> dict:
     return json.loads(text) if '"captions"' in text or "\\u" in text else {}
 
 
-def scene_records(split, workers: int = 0, images: bool = True, negatives: bool = True):
-    """``(scene, image or None)`` per sample of ``split`` in index order, the tables read a shard at a time and
-    the images a shard slice at a time (in ``workers`` processes when > 0).
+def scene_batches(split, workers: int = 0, images: bool = True, negatives: bool = True):
+    """``(scenes, images, keys)`` per batch of :data:`~bindscope.evaluation.feed.IMAGE_BATCH` consecutive samples
+    of ``split``, in index order: the scenes (what the tasks read of each sample), their ``(B, H, W, 3)`` uint8
+    images and the images' cache keys (:func:`~bindscope.encoders.embedding_cache.stored_image_key`: the
+    verified shard's sha256 and the place in it), or None and None with ``images=False``. The tables are read a
+    shard at a time and the images a shard slice at a time (in ``workers`` processes when > 0).
 
     Raises:
         DatasetError: a shard that cannot be read, or a spec that may name captions and is not JSON.
@@ -288,15 +291,18 @@ def scene_records(split, workers: int = 0, images: bool = True, negatives: bool 
             tables = {number: (reader, reader.captions, reader.all_objects(),
                                reader.all_negatives() if negatives else None)}
         reader, captions, objects, negs = tables[number]
+        scenes = []
         for local in range(lo, hi):
             text = reader.spec_text(local, check=False)
             try:
                 spec = _spec_for_mentions(text)
             except ValueError:
                 spec = reader.spec(local)  # raises the reader's DatasetError naming the file
-            scene = _Scene(reader.first_index + local, captions[local], objects[local],
-                           negs[local] if negs is not None else [], spec)
-            yield scene, None if pixels is None else pixels[local - lo]
+            scenes.append(_Scene(reader.first_index + local, captions[local], objects[local],
+                                 negs[local] if negs is not None else [], spec))
+        keys = None if pixels is None else [stored_image_key(split.shard_digest(number), local)
+                                            for local in range(lo, hi)]
+        yield scenes, pixels, keys
 
 
 def caption_mentions(sample) -> list[tuple[str, list[str]]]:
@@ -509,28 +515,31 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
     in_order: list[list[str]] = []  # per scene, its categories in object_order (the authors' file-name order)
 
     def read_scenes():
-        """One pass over the scenes: collect captions and objects, yield each image (read from disk once)."""
-        records = scene_records(scenes, reader_workers(len(scenes), workers) if needs_images else 0,
+        """One pass over the scenes: collect captions and objects, yield ``(keys, images)`` of each batch (read
+        from disk once)."""
+        batches = scene_batches(scenes, reader_workers(len(scenes), workers) if needs_images else 0,
                                 images=bool(needs_images), negatives="binding" in tasks)
-        for sample, image in tqdm(records, total=len(scenes), desc="comco eval: scenes", disable=not progress,
-                                  unit="img"):
-            for caption, mentioned in caption_mentions(sample):
-                captions.append(caption)
-                mentions.append(mentioned)
-                caption_ids.append(sample.index)
-            distinct = distinct_by_rank(sample.objects)
-            by_rank.append([o.category for o in distinct])
-            in_order.append([o.category for o in oscope.ordered_objects(distinct, object_order)])
-            objects.append(distinct)
-            ids.append(sample.index)
-            scene_negatives.append((sample.caption, sample.negatives))
-            yield image
+        with tqdm(total=len(scenes), desc="comco eval: scenes", disable=not progress, unit="img") as bar:
+            for batch, pixels, keys in batches:
+                for sample in batch:
+                    for caption, mentioned in caption_mentions(sample):
+                        captions.append(caption)
+                        mentions.append(mentioned)
+                        caption_ids.append(sample.index)
+                    distinct = distinct_by_rank(sample.objects)
+                    by_rank.append([o.category for o in distinct])
+                    in_order.append([o.category for o in oscope.ordered_objects(distinct, object_order)])
+                    objects.append(distinct)
+                    ids.append(sample.index)
+                    scene_negatives.append((sample.caption, sample.negatives))
+                bar.update(len(batch))
+                yield keys, pixels
 
     metrics: dict = {}
     texts_used: list[str] = list(vocab)
     try:
         if needs_images:
-            scene_emb = embedder.images(read_scenes(), total=len(scenes))
+            scene_emb = embedder.image_batches(read_scenes(), total=len(scenes))
         else:
             for _ in read_scenes():
                 pass
@@ -550,9 +559,9 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
                 oscope.oscope_rows(sims, vocab, mentions, "tor", captions, caption_ids, rows)
         if "ior" in tasks:
             if references is None:
-                refs = [(s, image) for s, image in scene_records(ds.split("references"), negatives=False)]
-                ref_names = [(s.objects[0].category if s.objects else s.caption) for s, _ in refs]
-                ref_emb = embedder.images(image for _, image in refs)
+                refs = list(scene_batches(ds.split("references"), negatives=False))
+                ref_names = [(s.objects[0].category if s.objects else s.caption) for batch, _, _ in refs for s in batch]
+                ref_emb = embedder.image_batches((keys, pixels) for _, pixels, keys in refs)
             else:
                 ref_names, ref_emb = references.prototypes(embedder)
             if protocol != "clip-oscope":
