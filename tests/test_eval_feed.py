@@ -15,18 +15,20 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from eval_fakes import madman_fixture
+from eval_fakes import comco_fixture, madman_fixture
 from tiny_madman import tiny_madman
 
 from bindscope.build.builder import build_dataset
 from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache, image_hash, stored_image_key, text_hash
 from bindscope.encoders.interface import device_preprocess
 from bindscope.errors import DatasetError
+from bindscope.evaluation.comco import evaluate_comco
 from bindscope.evaluation.madman import evaluate_madman, score_split
-from bindscope.evaluation.stats import averages, cluster_bootstrap, clustered_proportion
+from bindscope.evaluation.stats import _distinct_pairs, averages, cluster_bootstrap, cluster_codes, clustered_proportion
 from bindscope.format.reader import Dataset
 from bindscope.format.records import Negative
 from bindscope.format.torchdata import ShardBatchSampler, collate, loader, sample_dict
+from bindscope.io.ahead import ReadAhead
 from bindscope.io.canonical import canonical_json, sha256_file
 
 
@@ -268,6 +270,26 @@ def test_vectorised_scoring_follows_the_per_comparison_rules(seed):
     assert prefixed == [{"split": "x", **r} for r in expected_rows] and list(prefixed[0])[0] == "split"
 
 
+def test_cluster_codes_and_distinct_pairs_by_counting_equal_numpy_unique():
+    rng = np.random.default_rng(3)
+    labels = [np.array([7, 3, 3, 9, 7]), rng.integers(0, 50, 300), rng.integers(0, 10**9, 40), np.array([-2, 5, -2]),
+              np.array(["b", "a", "b"]), np.array([4, 4], np.uint8), np.zeros(0, np.int64)]
+    for label in labels:
+        codes, count = cluster_codes(label)
+        uniq, inverse = np.unique(label, return_inverse=True)
+        assert codes.tolist() == inverse.reshape(-1).tolist() and count == len(uniq)
+    assert cluster_codes(np.array([7, 3, 3, 9, 7]))[0].tolist() == [1, 0, 0, 2, 1]
+    pairs = [(np.array([1.0, 0.0, 1.0, 2.0]), np.array([2.0, 1.0, 2.0, 2.0])),  # counts of comparisons: counted
+             (rng.integers(0, 4, 500).astype(float), rng.integers(1, 6, 500).astype(float)),
+             (np.array([0.5, 0.25, 0.5]), np.ones(3)), (np.array([5000.0, 1.0]), np.array([1.0, 1.0]))]  # sorted
+    for num, den in pairs:
+        got, sizes = _distinct_pairs(num, den)
+        expected, expected_sizes = np.unique(np.stack([num, den], axis=1), axis=0, return_counts=True)
+        assert got.tolist() == expected.tolist() and sizes.tolist() == expected_sizes.tolist()
+    assert _distinct_pairs(*pairs[0])[0].tolist() == [[0.0, 1.0], [1.0, 2.0], [2.0, 2.0]]
+    assert _distinct_pairs(*pairs[0])[1].tolist() == [1, 2, 1]
+
+
 def test_cluster_bootstrap_over_distinct_pairs_has_the_distribution_over_clusters():
     rng = np.random.default_rng(5)
     clusters = np.repeat(np.arange(400), rng.integers(1, 4, 400))
@@ -363,6 +385,82 @@ def test_a_changed_image_is_encoded_again_with_its_shard_and_the_other_shards_co
     encoder.image_calls.clear()
     again = evaluate_madman(changed, encoder, cache=EmbeddingCache(cache_dir, encoder.cache_key), progress=False)
     assert encoder.image_calls == [] and again["counts"]["image_cache_hits"] == 4
+
+
+def test_a_changed_scene_is_encoded_again_with_its_shard_and_the_references_come_from_the_cache(tmp_path):
+    """ComCO scenes and references are keyed by their verified shard's sha256 and place, as MADMAN's images."""
+    path, encoder = comco_fixture(tmp_path)
+    cache_dir = tmp_path / "cache"
+    first = evaluate_comco(path, encoder, tasks="ior,i2tor", cache=EmbeddingCache(cache_dir, encoder.cache_key),
+                           progress=False)
+    assert sorted(encoder.image_calls) == [10, 11, 12, 13, 14, 100, 101, 102, 103]
+    changed = tmp_path / "changed"
+    shutil.copytree(path, changed)
+    with h5py.File(changed / "shards" / "scenes-00000.h5", "a") as f:
+        image = f["images"][1]
+        image[5, 5] = (9, 9, 9)  # not the id pixel, which picks the scene's vector
+        f["images"][1] = image
+    rehash(changed)
+    encoder.image_calls.clear()
+    second = evaluate_comco(changed, encoder, tasks="ior,i2tor", cache=EmbeddingCache(cache_dir, encoder.cache_key),
+                            progress=False)
+    assert sorted(encoder.image_calls) == [10, 11, 12]  # every scene of the changed shard (scenes-00000 holds 3)
+    assert (second["counts"]["images_encoded"], second["counts"]["image_cache_hits"]) == (3, 6)
+    assert second["metrics"] == first["metrics"]
+
+
+def test_read_ahead_keeps_order_raises_where_the_item_failed_and_stops_when_closed():
+    assert list(ReadAhead(range(50), 3)) == list(range(50))
+    assert list(ReadAhead([], 1)) == []
+
+    def failing():
+        yield 1
+        yield 2
+        raise DatasetError("shard x: broken")
+
+    got = []
+    with pytest.raises(DatasetError, match="^shard x: broken$"):
+        for item in ReadAhead(failing(), 5):
+            got.append(item)
+    assert got == [1, 2]
+    produced, closed = [], []
+
+    def endless():
+        try:
+            for i in range(10**9):
+                produced.append(i)
+                yield i
+        finally:
+            closed.append(True)
+
+    with ReadAhead(endless(), 2) as ahead:
+        assert [next(ahead) for _ in range(3)] == [0, 1, 2]
+    assert closed == [True] and not ahead._thread.is_alive()
+    assert len(produced) <= 3 + 2 + 1  # taken, held in the queue, the one being offered
+    with pytest.raises(StopIteration):
+        next(ahead)
+    with pytest.raises(ValueError, match="depth must be >= 1"):
+        ReadAhead([1], 0)
+
+
+def test_specs_are_checked_by_the_scanner_as_json_loads_would(data, tmp_path):
+    """The fast check accepts what json.loads accepts (spaces around a value included) and refuses the rest with
+    the same message."""
+    from bindscope.format.shard import _is_bare_json
+
+    assert _is_bare_json('{"a": [1, 2.5, "x"]}') and _is_bare_json("[]") and _is_bare_json("3")
+    assert not _is_bare_json(' {"a": 1}') and not _is_bare_json('{"a": 1} ') and not _is_bare_json("{} {}")
+    assert not _is_bare_json("{not json") and not _is_bare_json("") and not _is_bare_json("[1,]")
+    spaced = tmp_path / "spaced"
+    shutil.copytree(data, spaced)
+    with h5py.File(spaced / "shards" / "train-00000.h5", "a") as f:
+        specs = f["specs"][()]
+        specs[1] = b"  " + specs[1] + b"\n"  # still JSON
+        del f["specs"]
+        f.create_dataset("specs", data=specs.astype(object), dtype=h5py.string_dtype("utf-8"))
+    rehash(spaced)
+    with Dataset(data) as ds, Dataset(spaced) as other:
+        assert other.split("train")[1].spec == ds.split("train")[1].spec
 
 
 def test_precision_and_the_batch_size_by_device_reach_the_encoder(tmp_path):
