@@ -204,13 +204,12 @@ class _ScoredSamples:
 
 
 def _scored_samples(split) -> _ScoredSamples:
-    """The tables of the samples of ``split`` that have negatives, read a shard at a time (whole columns). Every
-    shard's specs are checked too (:meth:`~bindscope.format.shard.ShardReader.check_specs`): an evaluation that
-    reads none still refuses a shard whose specs are not JSON."""
+    """The tables of the samples of ``split`` that have negatives, read a shard at a time (whole columns), and
+    every shard's specs (not yet parsed: :meth:`~bindscope.format.shard.ShardReader.check_specs`)."""
     out = _ScoredSamples([], [], NegativeColumns([0], [], [], [], []), [], np.zeros(len(split), bool))
     columns = out.negatives
     for number, reader in enumerate(split.shards()):
-        reader.check_specs()
+        reader.check_specs(parse=False)  # read here, parsed by check_specs() while the images are read
         digest = split.shard_digest(number)
         sizes = np.diff(reader.negative_offsets)
         keep = np.flatnonzero(sizes).tolist()
@@ -293,6 +292,8 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
             # the images are read and decompressed (in a thread, and in worker processes when there are any)
             # while the texts are encoded here
             with read_images_ahead(split, reader_workers(len(captions), workers)) as pieces:
+                for reader in split.shards():  # an evaluation that reads no spec still refuses non-JSON ones
+                    reader.check_specs()
                 neg_texts = negatives.caption
                 text_emb = apply_text_transform(embed_texts(embedder, captions + neg_texts), text_transform)
                 with tqdm(total=len(split), desc=f"madman eval {name}", disable=not progress, unit="img") as bar:

@@ -340,10 +340,18 @@ class ShardReader:
             self._column(name)
         self._checked_specs()
 
-    def check_specs(self) -> None:
-        """Parse every spec of the shard (once; later calls return at once). Raises DatasetError naming the file
-        and the first sample whose spec is not JSON."""
-        self._checked_specs()
+    def check_specs(self, parse: bool = True) -> None:
+        """Parse every spec of the shard (once; later calls return at once). With ``parse=False``, only read the
+        column (one HDF5 read), so that a later call parses it without touching the file.
+
+        Raises:
+            DatasetError: naming the file and the first sample whose spec is not JSON, or the column when it
+                cannot be read.
+        """
+        if parse:
+            self._checked_specs()
+        else:
+            self._column("specs")
 
     def _checked_specs(self) -> list[str]:
         texts = self._column("specs")
