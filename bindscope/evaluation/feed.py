@@ -1,15 +1,16 @@
 """Feeding an encoder from a dataset fast: images read a shard slice at a time (decompressed in worker processes
-on large splits, while this process reads the tables and hashes), each unique text sent to the embedder once.
+on large splits), each unique text sent to the embedder once.
 
 The evaluations (:mod:`bindscope.evaluation.madman`, :mod:`bindscope.evaluation.comco`) read through these
 (``benchmarks/eval_ceiling.py`` measures them); results are the same as reading sample by sample, and a shard is
-refused as when opened with every check: each string column when first read, the specs where the images are.
+refused as when opened with every check: each string column when first read, every spec before the result.
 
-MADMAN's stored images go to the embedder a batch at a time, keyed by their verified shard's sha256 and place
-(:func:`~bindscope.encoders.embedding_cache.stored_image_key`), so no pixel is hashed (ComCO scenes are still
-keyed by their pixels). What stays per image besides the decompression: HDF5's variable-length strings of the
-captions and negatives, the specs' JSON, one look-up per text, the scoring and the per-comparison rows. Today's
-figures (``benchmarks/eval_ceiling.py``) are in docs/results.md ("Evaluation feed ceiling").
+Stored images go to the embedder a batch at a time, keyed by their verified shard's sha256 and place
+(:func:`~bindscope.encoders.embedding_cache.stored_image_key`), so no pixel is hashed. A MADMAN evaluation reads
+every shard's tables first, then encodes the texts while a thread of this process reads the images ahead
+(:func:`read_images_ahead`). What stays besides the decompression: HDF5's variable-length strings of the
+captions and negatives, parsing the specs' JSON, one look-up per text, the scoring and the per-comparison rows.
+Today's figures are in docs/results.md ("Evaluation feed ceiling").
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ def reader_workers(images: int, workers: int | None = None) -> int:
     """Worker processes that read and decompress ``images`` images for an evaluation.
 
     ``workers`` given: that number (>= 0). None (auto): none for fewer than :data:`WORKER_MIN_IMAGES` images,
-    when torch is missing or on two CPUs or fewer (measured on 2 CPUs: one or two workers gave a MADMAN
-    evaluation 0.5-1.1x and a ComCO one 0.9-1.8x the rate without, varying from run to run; this process's own
-    work per image, not the decompression, sets the rate there); else one fewer than the CPUs (this process
-    hashes, looks up and scores meanwhile), at most :data:`MAX_WORKERS`.
+    when torch is missing or on two CPUs or fewer (measured on 2 CPUs, medians of 5-7 runs: one or two workers
+    gave a MADMAN evaluation of 10,000 images 0.75x and a ComCO one of 500 scenes 0.66x the rate without: the
+    workers' start and the copy of their pages cost more than the decompression they take over); else one
+    fewer than the CPUs (this process looks up, encodes and scores meanwhile), at most :data:`MAX_WORKERS`.
 
     Raises:
         ValueError: a negative ``workers``.

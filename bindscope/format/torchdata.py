@@ -25,11 +25,13 @@ device (:func:`bindscope.encoders.interface.device_preprocess`). A plain
 pins every table entry.
 
 Measured on 2 CPUs (``benchmarks/eval_ceiling.py``, one pass over 10,000 MADMAN images of 96 px, quiet machine):
-with the fields a training loop reads (index, image, caption) the loader delivers 0.67 of the rate of bare h5py
-reads in this process and 0.56 with two workers (which share the two CPUs with the consumer; starting them,
-0.2 s, is a good part of one pass); every field (masks, object and negative dicts, specs parsed from JSON) costs
-three times as much with no worker (0.20) and more with two (0.08), since those tables are pickled to the main
-process item by item.
+with the fields a training loop reads (index, image, caption) the loader delivers 0.63 of the rate of bare h5py
+reads in this process and 0.70 with two workers (which share the two CPUs with the consumer; starting them,
+0.1-0.15 s, is a good part of one pass). The main process copies each batch out of the ring with numpy, not
+torch: torch's copy ran on its thread pool, whose threads then spin on both CPUs and held the workers back (the
+consumer's CPU time fell from 0.5 s to 0.1 s per pass). Every field (masks, object and negative dicts, specs parsed
+from JSON) costs about three times as much with no worker (0.18) and more with two (0.13): building about
+110,000 dicts per pass, and with workers pickling them to the main process, is Python work.
 
 The dataset pickles without open file handles, and each process (each DataLoader worker) opens the shards
 itself on first access, so it works with any ``num_workers`` and start method.

@@ -1,2 +1,2 @@
 """Files on disk: atomic writes, canonical JSON and hashing, output ownership and locks, worker lifetime, the cache
-folder."""
+folder, reading ahead in a thread."""
