@@ -409,6 +409,22 @@ def test_a_changed_scene_is_encoded_again_with_its_shard_and_the_references_come
     assert second["metrics"] == first["metrics"]
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_an_evaluation_refuses_a_shard_whose_specs_are_not_json_and_stops_its_reader(tmp_path, workers):
+    import threading
+
+    path, encoder = madman_fixture(tmp_path)
+    with h5py.File(Path(path) / "shards" / "ood-00000.h5", "a") as f:
+        specs = f["specs"][()]
+        specs[0] = b"{not json"
+        del f["specs"]
+        f.create_dataset("specs", data=specs.astype(object), dtype=h5py.string_dtype("utf-8"))
+    rehash(Path(path))
+    with pytest.raises(DatasetError, match=r"ood-00000.h5: specs: sample 0 is not JSON"):
+        evaluate_madman(path, encoder, progress=False, workers=workers)
+    assert not [t for t in threading.enumerate() if t.name == "bindscope-read-ahead"]
+
+
 def test_read_ahead_keeps_order_raises_where_the_item_failed_and_stops_when_closed():
     assert list(ReadAhead(range(50), 3)) == list(range(50))
     assert list(ReadAhead([], 1)) == []

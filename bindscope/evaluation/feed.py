@@ -59,9 +59,8 @@ def read_images_ahead(split, workers: int) -> ReadAhead:
     """The images of ``split`` in index order, read (``split.image_batches``) in a thread started at once, up to
     :data:`READ_AHEAD_BYTES` ahead of the consumer: ``(index of the first, (B, H, W, 3) uint8)`` pieces of a
     shard. With ``workers`` 0 each piece is one HDF5 read of up to :data:`READ_SLICE_BYTES` (a whole number of
-    :data:`IMAGE_BATCH` batches: the thread waits for the interpreter lock after each read, so fewer and larger
-    reads keep it busy); with worker processes, one batch. Cut the pieces with :func:`batches_of`. Close the
-    result when done (``with``).
+    :data:`IMAGE_BATCH` batches: fewer Python calls and hand-overs between the threads per image); with worker
+    processes, one batch. Cut the pieces with :func:`batches_of`. Close the result when done (``with``).
 
     The thread does nothing but read images (h5py, which lets one thread at a time into HDF5, holds the other
     threads back meanwhile): open the shards and check their specs (:meth:`ShardReader.check_specs`) before,
