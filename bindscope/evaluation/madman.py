@@ -193,20 +193,18 @@ def default_splits(ds: Dataset) -> list[str]:
 @dataclass
 class _ScoredSamples:
     """The samples of a split that have negatives, in index order: ``ids`` (indices in the split), ``captions``,
-    ``negatives`` and ``keys`` (image cache keys: :func:`~bindscope.encoders.embedding_cache.stored_image_key`),
-    with ``scored`` (len(split),) bool marking them."""
+    ``negatives`` and ``keys`` (image cache keys: :func:`~bindscope.encoders.embedding_cache.stored_image_key`)."""
 
     ids: list[int]
     captions: list[str]
     negatives: NegativeColumns
     keys: list[bytes]
-    scored: np.ndarray
 
 
 def _scored_samples(split) -> _ScoredSamples:
     """The tables of the samples of ``split`` that have negatives, read a shard at a time (whole columns), and
     every shard's specs (not yet parsed: :meth:`~bindscope.format.shard.ShardReader.check_specs`)."""
-    out = _ScoredSamples([], [], NegativeColumns([0], [], [], [], []), [], np.zeros(len(split), bool))
+    out = _ScoredSamples([], [], NegativeColumns([0], [], [], [], []), [])
     columns = out.negatives
     for number, reader in enumerate(split.shards()):
         reader.check_specs(parse=False)  # read here, parsed by check_specs() while the images are read
@@ -217,7 +215,6 @@ def _scored_samples(split) -> _ScoredSamples:
         out.ids += [reader.first_index + j for j in keep]
         out.captions += [shard_captions[j] for j in keep]
         out.keys += [stored_image_key(digest, j) for j in keep]
-        out.scored[reader.first_index + np.asarray(keep, np.int64)] = True
         columns.bounds += (columns.bounds[-1] + np.cumsum(sizes[keep])).tolist()
         columns.kind += reader.negative_column("kind")  # samples without negatives have no rows
         columns.attribute += reader.negative_column("attribute")
@@ -227,12 +224,14 @@ def _scored_samples(split) -> _ScoredSamples:
     return out
 
 
-def _scored_images(batches, samples: _ScoredSamples, bar):
+def _scored_images(batches, samples: _ScoredSamples, size: int, bar):
     """``(cache keys, images)`` of the scored samples among ``(first index, (B, H, W, 3) uint8)`` batches of their
-    split in index order (those without negatives are left out)."""
+    split (``size`` samples) in index order (those without negatives are left out)."""
+    scored = np.zeros(size, bool)
+    scored[samples.ids] = True
     done = 0
     for first, batch in batches:
-        keep = np.flatnonzero(samples.scored[first:first + len(batch)])
+        keep = np.flatnonzero(scored[first:first + len(batch)])
         if len(keep):
             yield (samples.keys[done:done + len(keep)], batch if len(keep) == len(batch) else batch[keep])
             done += len(keep)
@@ -297,7 +296,7 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
                 neg_texts = negatives.caption
                 text_emb = apply_text_transform(embed_texts(embedder, captions + neg_texts), text_transform)
                 with tqdm(total=len(split), desc=f"madman eval {name}", disable=not progress, unit="img") as bar:
-                    images = _scored_images(batches_of(pieces), samples, bar)
+                    images = _scored_images(batches_of(pieces), samples, len(split), bar)
                     image_emb = embedder.image_batches(images, total=len(captions))
             caption_emb, flat_neg = text_emb[:len(captions)], text_emb[len(captions):]
             negative_emb = [flat_neg[bounds[i]:bounds[i + 1]] for i in range(len(captions))]
