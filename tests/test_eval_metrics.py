@@ -210,7 +210,7 @@ def test_comco_errors(tmp_path):
     madman_path, _ = madman_fixture(tmp_path)
     with pytest.raises(BadInput, match="has several splits \\(ood, test\\); choose one"):
         evaluate_comco(madman_path, enc, "tor", progress=False)
-    with pytest.raises(BadInput, match="task ior needs references .*or give option references.*split 'test'"):
+    with pytest.raises(BadInput, match="task ior needs references .*or give references=DIR.*split 'test'"):
         evaluate_comco(madman_path, enc, "tor,ior", split="test", progress=False)
     enc.supports_images = False
     with pytest.raises(BadInput, match="need an image encoder"):

@@ -48,40 +48,22 @@ category names joined with " and " (the paper's form); TOR on a dataset uses the
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
 from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
 from bindscope.encoders.interface import EncoderAdapter
-from bindscope.errors import BadInput
 from bindscope.evaluation.results import TextTransform
 from bindscope.evaluation.stats import clustered_proportion, share, strict_top1
+from bindscope.evaluation.sampled import (  # noqa: F401 (part of this API)
+    JOIN,
+    VocabEntry,
+    claim1_captions,
+    load_vocabulary,
+    sample_captions,
+)
+from bindscope.evaluation.scenes import distinct_by_rank  # noqa: F401 (part of this API)
 from bindscope.format.reader import Dataset
-
-JOIN = " and "
-
-
-@dataclass(frozen=True)
-class VocabEntry:
-    """A category as the evaluation needs it: caption name and size class (``""`` when unknown)."""
-
-    name: str
-    size_class: str = ""
-
-
-def load_vocabulary(spec: str) -> list[VocabEntry]:
-    """Categories of a set: ``comco72``, ``simco18`` or an imported asset folder, in registry order.
-
-    Reads them with :func:`bindscope.generators.comco.registry.load_set` (pure Python, no Blender).
-
-    Raises:
-        BadInput: an unknown set or a broken asset folder (the message names the registry's ``set`` parameter).
-    """
-    from bindscope.generators.comco.registry import load_set
-
-    return [VocabEntry(c.name, c.size_class) for c in load_set(spec)]
-
 
 def retrieval_shares(query_emb: np.ndarray, candidate_emb: np.ndarray, candidate_names: list[str],
                      ordered: list[list[str]], rows: list | None = None, task: str = "",
@@ -194,20 +176,6 @@ def matching_captions(objects: list, absent: list[str]) -> dict[str, tuple[str, 
                            [JOIN.join([large.category] + names[:-1] + [a]) for a in absent])}
 
 
-def distinct_by_rank(objects: list) -> list:
-    """One object per category, the largest instance (lowest size rank), in size-rank order.
-
-    COCO images often hold several instances of a category; retrieval and matching compare category names, so
-    each category counts once, by its largest instance. (ComCO scenes hold distinct categories: no change.)
-    """
-    out, seen = [], set()
-    for o in sorted(objects, key=lambda o: (o.size_rank, o.index)):
-        if o.category not in seen:
-            seen.add(o.category)
-            out.append(o)
-    return out
-
-
 def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, tasks: list[str] | str | None = None,
                    *, options: dict | None = None, text_transform: TextTransform | None = None,
                    cache: EmbeddingCache | None = None, embedder: Embedder | None = None, seed: int = 0,
@@ -259,46 +227,6 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
         ds.check(plan.splits)
     return run_scenes(plan, adapter, text_transform=text_transform, embedder=embedder, cache=cache, seed=seed,
                       progress=progress, rows=rows, workers=workers)
-
-
-def sample_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int) -> list[list[str]]:
-    """``n`` lists of ``objects`` distinct category names in uniformly random order; caption i uses the seed
-    sequence ``(seed, i)`` alone.
-
-    Raises:
-        BadInput: fewer categories than ``objects``.
-    """
-    if objects > len(vocab):
-        raise BadInput(f"objects {objects} is more than the {len(vocab)} categories of the vocabulary",
-                       param="objects")
-    names = [v.name for v in vocab]
-    out = []
-    for i in range(n):
-        rng = np.random.default_rng([seed, i])
-        out.append([names[j] for j in rng.choice(len(names), size=objects, replace=False)])
-    return out
-
-
-def claim1_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int, first: str) -> list[list[str]]:
-    """Claim-1 captions: a ``first``-class category (``large`` or ``small``) first, then ``objects - 1``
-    distinct ``medium`` categories in random order; caption i uses the seed sequence ``(seed, i, group)``.
-
-    Raises:
-        BadInput: the vocabulary has no size classes, no ``first`` category or too few medium ones.
-    """
-    firsts = [v.name for v in vocab if v.size_class == first]
-    mediums = [v.name for v in vocab if v.size_class == "medium"]
-    if not firsts or len(mediums) < objects - 1:
-        raise BadInput(f"claim1 needs categories of size class {first!r} and at least {objects - 1} 'medium' ones; "
-                       f"the vocabulary has {len(firsts)} {first} and {len(mediums)} medium (SimCO has no size "
-                       "classes: use comco72)")
-    group = 1 if first == "large" else 2
-    out = []
-    for i in range(n):
-        rng = np.random.default_rng([seed, i, group])
-        rest = [mediums[j] for j in rng.choice(len(mediums), size=objects - 1, replace=False)]
-        out.append([firsts[int(rng.integers(len(firsts)))]] + rest)
-    return out
 
 
 def evaluate_tor_sampled(adapter: EncoderAdapter, source=None, tasks: list[str] | str = ("tor",), *,

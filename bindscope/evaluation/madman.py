@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,6 +33,7 @@ from bindscope.errors import BadInput
 from bindscope.evaluation.feed import paused_gc
 from bindscope.evaluation.results import TextTransform, open_dataset
 from bindscope.evaluation.stats import averages, clustered_proportion, proportion
+from bindscope.evaluation.splits import NegativeColumns  # noqa: F401 (part of this API)
 from bindscope.format.reader import Dataset
 from bindscope.generators.madman.attributes import ATTRIBUTES
 
@@ -41,30 +41,6 @@ DIGITS = tuple(str(d) for d in range(10))
 INTERVALS = ("ci95: Wilson score 95% per comparison (treats comparisons as independent); ci95_cluster: 95% "
              "percentile bootstrap over images, all comparisons of one image resampled together (2,000 resamples)")
 SPLIT_ROLES = {"test": "in-distribution", "ood": "out-of-distribution (held-out object-attribute combinations)"}
-
-
-@dataclass
-class NegativeColumns:
-    """The negatives of N samples as columns (M rows in all): sample ``i``'s are rows ``bounds[i]:bounds[i+1]``.
-
-    Attributes:
-        bounds: (N + 1,) int64, non-decreasing from 0 to M.
-        kind, attribute, caption: M str each (the fields of :class:`~bindscope.format.records.Negative`).
-        objects: M tuples of 1-based object indices.
-    """
-
-    bounds: np.ndarray
-    kind: list[str]
-    attribute: list[str]
-    objects: list[tuple[int, ...]]
-    caption: list[str]
-
-    @classmethod
-    def from_records(cls, negatives: list[list]) -> "NegativeColumns":
-        """The columns of per-sample lists of :class:`~bindscope.format.records.Negative`."""
-        flat = [n for negs in negatives for n in negs]
-        return cls(np.cumsum([0] + [len(negs) for negs in negatives], dtype=np.int64), [n.kind for n in flat],
-                   [n.attribute for n in flat], [tuple(n.objects) for n in flat], [n.caption for n in flat])
 
 
 def score_split(image_emb: np.ndarray, caption_emb: np.ndarray, negatives: list[list] | NegativeColumns,

@@ -23,7 +23,6 @@ with one comparison per image both describe the same unit). Shares are unconditi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -177,46 +176,6 @@ def single_digit_renders(ds: Dataset, split: str, generator=None) -> dict[int, t
 
 def _relation(first: float, second: float) -> str:
     return "equal_size" if first == second else ("first_larger" if first > second else "first_smaller")
-
-
-def size_levels(ds: Dataset) -> dict[str, float]:
-    """Size-level name -> its parameter, from the manifest's ``config.attributes.size`` (a mapping of numbers).
-
-    Raises:
-        DatasetError: the config records no numeric size levels.
-    """
-    sizes = ds.manifest.get("config", {}).get("attributes", {})
-    sizes = sizes.get("size") if isinstance(sizes, dict) else None
-    if not isinstance(sizes, dict) or not sizes or not all(isinstance(v, (int, float)) for v in sizes.values()):
-        raise DatasetError(f"{str(ds.path)!r}: its config records no size levels (config.attributes.size, a mapping "
-                           "of level names to numbers); first-mention and large-object compare digits by them",
-                           param="tasks")
-    return {k: float(v) for k, v in sizes.items()}
-
-
-@dataclass
-class PairsPart:
-    """The ``saliency`` part of a split: its two-object samples whose caption mentions both objects
-    (:class:`~bindscope.format.records.Sample`, images included), their indices and the size levels."""
-
-    samples: list
-    ids: list[int]
-    levels: dict[str, float]
-
-
-def read_pairs(run, name: str) -> PairsPart:
-    """The ``saliency`` part of split ``name`` of ``run.dataset``.
-
-    Raises:
-        DatasetError: the split has no such sample, or the config no size levels.
-    """
-    ds = run.dataset
-    levels = size_levels(ds)
-    picked = [s for s in ds.split(name) if len(s.objects) == 2 and sum(o.mention_position > 0 for o in s.objects) == 2]
-    if not picked:
-        raise DatasetError(f"split {name!r} of {str(ds.path)!r} has no two-digit image whose caption describes both "
-                           "digits", param="splits")
-    return PairsPart(picked, [s.index for s in picked], levels)
 
 
 def evaluate_saliency(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, tasks: list[str],

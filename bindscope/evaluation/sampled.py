@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from bindscope.encoders.embedding_cache import Embedder
 from bindscope.errors import BadInput, check_int
 from bindscope.evaluation.results import encoder_counts, envelope, short_hash, slug, transform_name, truncation_counts
@@ -15,6 +17,69 @@ from bindscope.evaluation.scenes import KIND, SceneRun, oscope_suffix, task_sett
 from bindscope.evaluation.tasks.registry import Task, parse_tasks, resolve_options, shared_option, tasks
 
 MAX_SAMPLED_CAPTIONS = 1_000_000  # captions per group
+JOIN = " and "
+"""How captions join category names (the ComCO paper's form)."""
+
+
+@dataclass(frozen=True)
+class VocabEntry:
+    """A category as the evaluation needs it: caption name and size class (``""`` when unknown)."""
+
+    name: str
+    size_class: str = ""
+
+
+def load_vocabulary(spec: str) -> list[VocabEntry]:
+    """Categories of a set: ``comco72``, ``simco18`` or an imported asset folder, in registry order.
+
+    Reads them with :func:`bindscope.generators.comco.registry.load_set` (pure Python, no Blender).
+
+    Raises:
+        BadInput: an unknown set or a broken asset folder (the message names the registry's ``set`` parameter).
+    """
+    from bindscope.generators.comco.registry import load_set
+
+    return [VocabEntry(c.name, c.size_class) for c in load_set(spec)]
+
+
+def sample_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int) -> list[list[str]]:
+    """``n`` lists of ``objects`` distinct category names in uniformly random order; caption i uses the seed
+    sequence ``(seed, i)`` alone.
+
+    Raises:
+        BadInput: fewer categories than ``objects``.
+    """
+    if objects > len(vocab):
+        raise BadInput(f"objects {objects} is more than the {len(vocab)} categories of the vocabulary",
+                       param="objects")
+    names = [v.name for v in vocab]
+    out = []
+    for i in range(n):
+        rng = np.random.default_rng([seed, i])
+        out.append([names[j] for j in rng.choice(len(names), size=objects, replace=False)])
+    return out
+
+
+def claim1_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int, first: str) -> list[list[str]]:
+    """Claim-1 captions: a ``first``-class category (``large`` or ``small``) first, then ``objects - 1``
+    distinct ``medium`` categories in random order; caption i uses the seed sequence ``(seed, i, group)``.
+
+    Raises:
+        BadInput: the vocabulary has no size classes, no ``first`` category or too few medium ones.
+    """
+    firsts = [v.name for v in vocab if v.size_class == first]
+    mediums = [v.name for v in vocab if v.size_class == "medium"]
+    if not firsts or len(mediums) < objects - 1:
+        raise BadInput(f"claim1 needs categories of size class {first!r} and at least {objects - 1} 'medium' ones; "
+                       f"the vocabulary has {len(firsts)} {first} and {len(mediums)} medium (SimCO has no size "
+                       "classes: use comco72)")
+    group = 1 if first == "large" else 2
+    out = []
+    for i in range(n):
+        rng = np.random.default_rng([seed, i, group])
+        rest = [mediums[j] for j in rng.choice(len(mediums), size=objects - 1, replace=False)]
+        out.append([firsts[int(rng.integers(len(firsts)))]] + rest)
+    return out
 
 
 @dataclass(frozen=True)
@@ -65,8 +130,6 @@ def plan_sampled(source: SampledCaptions | None = None, task_names=None, options
         BadInput: an unknown task or option, a bad or inapplicable caption setting (named), claim1 with given
             captions, a vocabulary without the size classes claim1 needs.
     """
-    from bindscope.evaluation.comco import claim1_captions, load_vocabulary, sample_captions
-
     source = source or SampledCaptions()
     check_int("seed", seed, 0)
     allowed = tasks(KIND, "sampled")
@@ -113,7 +176,6 @@ def plan_sampled(source: SampledCaptions | None = None, task_names=None, options
 def _given_captions(source: SampledCaptions, names: list[str]):
     """``(candidates, caption lists, settings entries, file stem)`` of a given caption set."""
     from bindscope.evaluation.clip_oscope import combination_captions, read_caption_file, read_names
-    from bindscope.evaluation.comco import VocabEntry
 
     if source.captions is None:
         raise BadInput(f"names {source.names!r} applies with captions (captions='combinations' or a caption file)",
@@ -156,8 +218,6 @@ def run_sampled(plan: SampledPlan, adapter, *, text_transform=None, embedder: Em
                 seed: int = 0, progress: bool = True, rows: list | None = None) -> dict:
     """Run a checked :class:`SampledPlan` with ``adapter`` (any encoder with a text tower); return the result
     (schema ``eval_result``, ``kind = "comco-eval"``, ``dataset = null``)."""
-    from bindscope.evaluation.comco import JOIN
-
     run = SceneRun(adapter, embedder or Embedder(adapter, cache, progress=progress), text_transform, plan.chosen,
                    plan.options, plan.names, seed, rows, progress, oscope_rows_first=True)
     run.vocab = [e.name for e in plan.entries]

@@ -223,6 +223,20 @@ def dataset_vocabulary(ds: Dataset, scenes: str) -> tuple[list[str], str]:
     return sorted(seen, key=lambda n: (seen[n], n)), "categories present in the scenes"
 
 
+def distinct_by_rank(objects: list) -> list:
+    """One object per category, the largest instance (lowest size rank), in size-rank order.
+
+    COCO images often hold several instances of a category; retrieval and matching compare category names, so
+    each category counts once, by its largest instance. (ComCO scenes hold distinct categories: no change.)
+    """
+    out, seen = [], set()
+    for o in sorted(objects, key=lambda o: (o.size_rank, o.index)):
+        if o.category not in seen:
+            seen.add(o.category)
+            out.append(o)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- planning
 @dataclass
 class ScenePlan:
@@ -335,8 +349,6 @@ def run_scenes(plan: ScenePlan, adapter, *, text_transform=None, embedder: Embed
     def read_scenes():
         """One pass over the scenes: collect captions and objects, yield ``(keys, images)`` of each batch (read
         from disk once)."""
-        from bindscope.evaluation.comco import distinct_by_rank
-
         batches = scene_batches(scenes, reader_workers(len(scenes), workers) if needs_images else 0,
                                 images=needs_images, negatives=run.reads("negatives"))
         with tqdm(total=len(scenes), desc="comco eval: scenes", disable=not progress, unit="img") as bar:

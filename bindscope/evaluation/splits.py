@@ -9,8 +9,8 @@ every chosen task that reads it, in the order the tasks are registered:
 - ``saliency``: the two-object samples whose caption mentions both objects (:class:`PairsPart`; the
   ``first-mention`` and ``large-object`` tasks, :mod:`bindscope.evaluation.saliency`).
 
-Settings and truncation counts are kept per part: the first part's at the top of the result, a later part's under
-its name (``settings["saliency"]``, ``counts["truncation_saliency"]``).
+The tasks' settings entries and the truncation counts are kept per part: the first part's at the top of the result,
+a later part's under its name (``settings["saliency"]``, ``counts["truncation_saliency"]``).
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def run_splits(ds: Dataset, adapter, chosen: list[Task], splits: list[str], opti
     Raises:
         BadInput: a task that needs images with a text-only encoder.
     """
-    from bindscope.evaluation.scenes import check_image_tasks, task_settings
+    from bindscope.evaluation.scenes import check_image_tasks
 
     check_image_tasks(chosen, adapter)
     run = SplitRun(adapter, embedder or Embedder(adapter, cache, progress=progress), text_transform, chosen,
@@ -146,7 +146,7 @@ def run_splits(ds: Dataset, adapter, chosen: list[Task], splits: list[str], opti
             run.texts.setdefault(part, [])
             run.captions.setdefault(part, [])
             for name in splits:
-                run.split, run.part = name, PARTS[part][0](run, name)
+                run.split, run.part = name, PARTS[part](run, name)
                 for task in chosen:
                     if part in task.reads:
                         task.compute(run, run.options.get(task.name))
@@ -159,17 +159,44 @@ def run_splits(ds: Dataset, adapter, chosen: list[Task], splits: list[str], opti
     if chosen != defaults:
         settings["tasks"] = run.names
     for k, part in enumerate(parts):
-        truncation = truncation_counts(adapter, run.texts[part], run.captions[part])
-        counts["truncation" if k == 0 else f"truncation_{part}"] = truncation
+        counts["truncation" if k == 0 else f"truncation_{part}"] = truncation_counts(adapter, run.texts[part],
+                                                                                     run.captions[part])
+        entries: dict = {}
+        for task in chosen:
+            if part in task.reads and task.settings is not None:
+                entries.update(task.settings(run, run.options.get(task.name)))
         if k == 0:
-            settings.update(PARTS[part][1](run))
+            settings.update(entries)
         else:
-            settings[part] = PARTS[part][1](run)
-    settings.update(task_settings(run))
+            settings[part] = entries
     return envelope(KIND, adapter, dataset_info(ds, splits), settings, run.metrics, counts)
 
 
 # ---------------------------------------------------------------------------------------------- negatives
+@dataclass
+class NegativeColumns:
+    """The negatives of N samples as columns (M rows in all): sample ``i``'s are rows ``bounds[i]:bounds[i+1]``.
+
+    Attributes:
+        bounds: (N + 1,) int64, non-decreasing from 0 to M.
+        kind, attribute, caption: M str each (the fields of :class:`~bindscope.format.records.Negative`).
+        objects: M tuples of 1-based object indices.
+    """
+
+    bounds: np.ndarray
+    kind: list[str]
+    attribute: list[str]
+    objects: list[tuple[int, ...]]
+    caption: list[str]
+
+    @classmethod
+    def from_records(cls, negatives: list[list]) -> "NegativeColumns":
+        """The columns of per-sample lists of :class:`~bindscope.format.records.Negative`."""
+        flat = [n for negs in negatives for n in negs]
+        return cls(np.cumsum([0] + [len(negs) for negs in negatives], dtype=np.int64), [n.kind for n in flat],
+                   [n.attribute for n in flat], [tuple(n.objects) for n in flat], [n.caption for n in flat])
+
+
 @dataclass
 class ScoredSamples:
     """The samples of a split that have negatives, in index order: ``ids`` (indices in the split), ``captions``,
@@ -178,7 +205,7 @@ class ScoredSamples:
 
     ids: list[int]
     captions: list[str]
-    negatives: object
+    negatives: NegativeColumns
     keys: list[bytes]
 
 
@@ -197,8 +224,6 @@ class NegativesPart:
 def scored_samples(split) -> ScoredSamples:
     """The tables of the samples of ``split`` that have negatives, read a shard at a time (whole columns), and
     every shard's specs (not yet parsed: :meth:`~bindscope.format.shard.ShardReader.check_specs`)."""
-    from bindscope.evaluation.madman import NegativeColumns
-
     out = ScoredSamples([], [], NegativeColumns([0], [], [], [], []), [])
     columns = out.negatives
     for number, reader in enumerate(split.shards()):
@@ -254,24 +279,46 @@ def read_negatives(run: SplitRun, name: str) -> NegativesPart:
                          [flat_neg[bounds[i]:bounds[i + 1]] for i in range(len(captions))])
 
 
-def _negatives_settings(run: SplitRun) -> dict:
-    from bindscope.evaluation.madman import INTERVALS
+# ---------------------------------------------------------------------------------------------- pairs
+def size_levels(ds: Dataset) -> dict[str, float]:
+    """Size-level name -> its parameter, from the manifest's ``config.attributes.size`` (a mapping of numbers).
 
-    return {"interval": INTERVALS, "binding": "conditional on recognition of the attribute for both digits (paper)"}
-
-
-# ---------------------------------------------------------------------------------------------- the parts
-def _pairs(run: SplitRun, name: str):
-    from bindscope.evaluation.saliency import read_pairs
-
-    return read_pairs(run, name)
-
-
-def _pairs_settings(run: SplitRun) -> dict:
-    from bindscope.evaluation.saliency import INTERVALS
-
-    return {"interval": INTERVALS, "size_levels": "compared by their parameter in the config's attributes.size"}
+    Raises:
+        DatasetError: the config records no numeric size levels.
+    """
+    sizes = ds.manifest.get("config", {}).get("attributes", {})
+    sizes = sizes.get("size") if isinstance(sizes, dict) else None
+    if not isinstance(sizes, dict) or not sizes or not all(isinstance(v, (int, float)) for v in sizes.values()):
+        raise DatasetError(f"{str(ds.path)!r}: its config records no size levels (config.attributes.size, a mapping "
+                           "of level names to numbers); first-mention and large-object compare digits by them",
+                           param="tasks")
+    return {k: float(v) for k, v in sizes.items()}
 
 
-PARTS = {"negatives": (read_negatives, _negatives_settings), "saliency": (_pairs, _pairs_settings)}
-"""Part name -> (reader ``(run, split) -> part``, the settings of the part)."""
+@dataclass
+class PairsPart:
+    """The ``saliency`` part of a split: its two-object samples whose caption mentions both objects
+    (:class:`~bindscope.format.records.Sample`, images included), their indices and the size levels."""
+
+    samples: list
+    ids: list[int]
+    levels: dict[str, float]
+
+
+def read_pairs(run, name: str) -> PairsPart:
+    """The ``saliency`` part of split ``name`` of ``run.dataset``.
+
+    Raises:
+        DatasetError: the split has no such sample, or the config no size levels.
+    """
+    ds = run.dataset
+    levels = size_levels(ds)
+    picked = [s for s in ds.split(name) if len(s.objects) == 2 and sum(o.mention_position > 0 for o in s.objects) == 2]
+    if not picked:
+        raise DatasetError(f"split {name!r} of {str(ds.path)!r} has no two-digit image whose caption describes both "
+                           "digits", param="splits")
+    return PairsPart(picked, [s.index for s in picked], levels)
+
+
+PARTS = {"negatives": read_negatives, "saliency": read_pairs}
+"""Part name -> its reader ``(run, split) -> part``."""

@@ -34,6 +34,12 @@ def compute_split(run, options) -> None:
         "num_scored": len(part.samples.captions), **scored}
 
 
+def split_settings(run, options) -> dict:
+    from bindscope.evaluation.madman import INTERVALS
+
+    return {"interval": INTERVALS, "binding": "conditional on recognition of the attribute for both digits (paper)"}
+
+
 def split_report(result: dict) -> list[str]:
     from bindscope.evaluation.report import recognition_binding_lines
 
@@ -102,7 +108,8 @@ TASKS = [
          needs=frozenset({"negatives"}), images=True, default=True, reads=frozenset({"negatives"}),
          schema={"splits": {"type": "object", "minProperties": 1,
                             "additionalProperties": {"$ref": "#/$defs/madman_split"}}},
-         report=split_report, note=SPLIT_NOTE, columns=split_columns, panels=split_panels),
+         settings=split_settings, report=split_report, note=SPLIT_NOTE, columns=split_columns,
+         panels=split_panels),
     Task(name="binding", kind="comco-eval", summary="recognition and binding on the scenes that store negatives "
          "(datasets rendered with --attributes)", compute=compute_scenes, needs=frozenset({"negatives"}),
          images=True, default=True, reads=frozenset({"negatives"}), schema={"binding": BINDING_BLOCK},

@@ -36,6 +36,13 @@ def compute(run, options) -> None:
         run.rows.extend({"split": name, **row} for row in split_rows)
 
 
+def share_settings(run, options) -> dict:
+    """The settings of the ``saliency`` part (first-mention, large-object)."""
+    from bindscope.evaluation.saliency import INTERVALS
+
+    return {"interval": INTERVALS, "size_levels": "compared by their parameter in the config's attributes.size"}
+
+
 def share_lines(result: dict, task: str, key: str, groups: str, title: str) -> list[str]:
     """The per-split share lines of a saliency block (``first_mention`` / ``large_object``)."""
     from bindscope.evaluation.report import ci, pct
@@ -77,7 +84,7 @@ TASKS = [Task(
                               "additionalProperties": {"$ref": "#/$defs/first_mention"}}},
     report=lambda r: share_lines(r, "first_mention", "by_relation", "caption ~ first-mentioned digit",
                                  "first-mention (text side)"),
-    note=NOTE,
+    settings=share_settings, note=NOTE,
     columns=lambda r, c: share_columns(r, c, "first_mention", "by_relation", "share of two-digit captions more "
                                        "similar to the description of their first-mentioned digit than to the "
                                        "other's (chance 50%), unconditional", "among captions with"),

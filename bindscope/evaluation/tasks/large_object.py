@@ -4,7 +4,7 @@ generator); the share where the larger object's render is the more similar (chan
 
 from __future__ import annotations
 
-from bindscope.evaluation.tasks.first_mention import NOTE, share_columns, share_lines, share_panels
+from bindscope.evaluation.tasks.first_mention import NOTE, share_columns, share_lines, share_panels, share_settings
 from bindscope.evaluation.tasks.registry import Task
 
 
@@ -32,7 +32,7 @@ TASKS = [Task(
     schema={"large_object": {"type": "object", "minProperties": 1,
                              "additionalProperties": {"$ref": "#/$defs/large_object"}}},
     report=lambda r: share_lines(r, "large_object", "by_size_pair", "image ~ larger digit", "large-object (image side)"),
-    note=NOTE,
+    settings=share_settings, note=NOTE,
     columns=lambda r, c: share_columns(r, c, "large_object", "by_size_pair", "share of images of two digits of "
                                        "different size levels more similar to the render of the larger digit alone "
                                        "than to the smaller's (chance 50%)", "size levels"),

@@ -46,7 +46,8 @@ class Task:
             ``run.rows`` when that is a list) from what the runner of its kind read (the run object's documented
             attributes).
         needs: dataset holdings it needs (:data:`bindscope.format.reader.HOLDINGS`) on the split it reads.
-        supplied_by: holding -> option field that supplies it instead (IOR's ``references`` folder).
+        supplied_by: holding -> ``"field=PLACEHOLDER"``: the option that supplies it instead (IOR's
+            ``"references=DIR"``, an external reference folder).
         images: it needs an image encoder.
         default: it runs when no task is named and the dataset holds what it needs.
         sources: ``"dataset"`` and/or ``"sampled"`` (captions sampled from a vocabulary, no dataset).
@@ -171,7 +172,8 @@ def parse_tasks(text: str | list[str], allowed: list[Task], keep_order: bool = T
 
 def missing_needs(task: Task, holds: frozenset[str], options=None) -> list[str]:
     """The holdings ``task`` needs that ``holds`` lacks and its ``options`` do not supply, sorted."""
-    supplied = {h for h, name in task.supplied_by.items() if options is not None and getattr(options, name, None)}
+    supplied = {h for h, given in task.supplied_by.items()
+                if options is not None and getattr(options, given.split("=")[0], None)}
     return sorted(set(task.needs) - set(holds) - supplied)
 
 
@@ -180,7 +182,7 @@ def describe_missing(task: Task, missing: list[str], where: str, holds: frozense
     that can supply it) and what ``where`` holds."""
     from bindscope.format.reader import HOLDINGS
 
-    what = "; ".join(f"{h} ({HOLDINGS.get(h, h)}" + (f"; or give option {task.supplied_by[h]}"
+    what = "; ".join(f"{h} ({HOLDINGS.get(h, h)}" + (f"; or give {task.supplied_by[h]}"
                                                       if h in task.supplied_by else "") + ")" for h in missing)
     return f"task {task.name} needs {what}; {where} holds: {', '.join(sorted(holds)) or 'none of these'}"
 
