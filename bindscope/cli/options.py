@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import click
 
 from bindscope.cli.types import DEVICE
+from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, check_utf8_path
 
 
@@ -99,6 +101,45 @@ def encoder_options(func):
                           "$XDG_CACHE_HOME/bindscope/embeddings, else ~/.cache/bindscope/embeddings)."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk embedding cache."),
     ])
+
+
+def _setting_option(setting: dataclasses.Field) -> click.Option:
+    """The click option of one :class:`~bindscope.encoders.settings.EncoderSettings` field, from its metadata
+    (flag, help, ``choices`` shown as the metavar, ``type``, ``negated`` for a flag that turns the field off).
+    The values reach the settings object unchecked: its one check gives the ``Error:`` line."""
+    meta = setting.metadata
+    if meta.get("negated"):
+        return click.option(meta["flag"], _param_name(setting), is_flag=True, help=meta["help"])
+    choices = meta.get("choices")
+    default = None if setting.default is dataclasses.MISSING else setting.default
+    return click.option(meta["flag"], _param_name(setting), type=meta.get("type", str), default=default,
+                        required=meta.get("required", False), help=meta["help"],
+                        show_default=default is not None,
+                        metavar="[" + "|".join(choices) + "]" if choices else meta.get("metavar"))
+
+
+def _param_name(setting: dataclasses.Field) -> str:
+    """The command's keyword for a setting: its flag without dashes (``--no-cache`` -> ``no_cache``)."""
+    return setting.metadata["flag"].lstrip("-").replace("-", "_")
+
+
+def encoder_settings(func):
+    """Click decorator: one option per :class:`~bindscope.encoders.settings.EncoderSettings` field (``--model``,
+    ``--pretrained``, ``--device``, ``--precision``, ``--batch-size``, ``--pooling``, ``--context-length``,
+    ``--cache-dir``, ``--no-cache``; generated from the fields, so every command that loads an encoder offers
+    the same options), and the command receives them as one keyword argument ``encoder``, an
+    ``EncoderSettings`` checked before the command body runs (a bad value: one ``Error:`` line naming the flag,
+    exit status 2). The command's other string arguments are checked for UTF-8 (:func:`utf8_arguments`)."""
+    settings = dataclasses.fields(EncoderSettings)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        values = {s.name: kwargs.pop(_param_name(s)) for s in settings}
+        values.update({s.name: not values[s.name] for s in settings if s.metadata.get("negated")})
+        check_utf8_arguments(kwargs)
+        return func(*args, encoder=EncoderSettings(**values), **kwargs)
+
+    return _apply(wrapper, [_setting_option(s) for s in settings])
 
 
 def _apply(func, options):
