@@ -66,6 +66,7 @@ def _sweep(**fields):
 
 
 TRAIN = ["--steps", "1", "--embed-dim", "8", "--quiet"]
+NONE = bindscope.EncoderSettings("ViT-B-32", pretrained="none")  # random weights
 
 # (id, library call on the place folder P, library message (regex from the start), its param,
 #  command group, command arguments, the command's message (regex from the start))
@@ -118,7 +119,7 @@ CASES = [
      r"device 'tpu' is not allowed", "device",
      madman, ["eval", "madman", "--model", "ViT-B-32", "--pretrained", "none", "--device", "tpu", "--out", "r.json"],
      r"--device 'tpu' is not allowed"),
-    ("references", lambda p: bindscope.evaluate(p / "coco", "ViT-B-32", pretrained="none", tasks="ior",
+    ("references", lambda p: bindscope.evaluate(p / "coco", NONE, tasks="ior",
                                                 references=p / "nope", out=False),
      r"references '.*nope' is not a folder", "references",
      comco, ["eval", "coco", "--model", "ViT-B-32", "--pretrained", "none", "--tasks", "ior", "--reference-images",
@@ -170,7 +171,7 @@ def test_library_names_the_parameter_and_the_command_the_flag(place, call, libra
 
 
 def _madman_eval(p, **options):
-    return bindscope.evaluate(p / "madman", "ViT-B-32", pretrained="none", device="cpu", out=False, **options)
+    return bindscope.evaluate(p / "madman", NONE.replace(device="cpu"), out=False, **options)
 
 
 def _probe(p, **options):
@@ -207,7 +208,7 @@ LIBRARY_CASES = [
      rf"category_map 'x.json' {SCENE_ONLY} \(splits=\)", "category_map"),
     ("eval splits string", lambda p: _madman_eval(p, splits="tset"),
      r"splits 'tset': dataset '.*madman' has no such split; it has: ood, test, train", "splits"),
-    ("eval existing out", lambda p: bindscope.evaluate(p / "madman", "ViT-B-32", pretrained="none", out=p / "old.json"),
+    ("eval existing out", lambda p: bindscope.evaluate(p / "madman", NONE, out=p / "old.json"),
      r"out '.*old.json' already exists; pass overwrite=True to replace it, or choose another file", "out"),
     ("eval unknown model", lambda p: bindscope.evaluate(p / "madman", "ViT-B-23", out=p / "new.json"),
      r"model 'ViT-B-23' is not known: .*did you mean .*ViT-B-32.*", "model"),

@@ -92,8 +92,8 @@ def test_comco_eval_writes_the_bytes_of_the_command(trained, tmp_path):
         sampled.parent, lambda: _cli(comco, "eval", "--model", model, "-n", "40", "--objects", "3", "--vocab",
                                      "simco18", "--seed", "2", "--device", "cpu", "--no-cache", "--quiet", "--out",
                                      sampled),
-        lambda: bindscope.evaluate(None, str(model), n=40, objects=3, vocab="simco18", seed=2, device="cpu",
-                                   use_cache=False, progress=False, out=sampled))
+        lambda: bindscope.evaluate(None, bindscope.EncoderSettings(model, device="cpu", use_cache=False), n=40,
+                                   objects=3, vocab="simco18", seed=2, progress=False, out=sampled))
     assert cli == api and set(cli) == {"result.json", "result.samples.jsonl"}
     assert run.result == json.loads(api["result.json"])
     assert run.result["metrics"]["tor"]["by_num_objects"]["3"]["num_queries"] == 40
@@ -107,7 +107,8 @@ def test_comco_eval_writes_the_bytes_of_the_command(trained, tmp_path):
     cli, api, run = _then_api(
         out.parent, lambda: _cli(comco, "eval", coco, "--model", model, "--device", "cpu", "--no-cache", "--quiet",
                           "--out", out),
-        lambda: bindscope.evaluate(coco, str(model), device="cpu", use_cache=False, progress=False, out=out))
+        lambda: bindscope.evaluate(coco, bindscope.EncoderSettings(model, device="cpu", use_cache=False),
+                                   progress=False, out=out))
     assert cli == api and set(cli) == {"result.json", "result.samples.jsonl"}
     assert set(run.result["metrics"]) >= {"tor", "i2tor", "matching"}
 
