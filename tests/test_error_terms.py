@@ -147,7 +147,7 @@ CASES = [
      r"batch_size 64 is larger than num_train=32", "batch_size",
      madman, ["sweep", "--property", "saliency-bias", "--values", "0,1", "--num-train", "32", "--batch-size", "64",
               "--out", "sweep", "--quiet"], r"--batch-size 64 is larger than --num-train 32"),
-    ("conjunctive probe", lambda p: bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", device="cpu",
+    ("conjunctive probe", lambda p: bindscope.probe(p / "madman", NONE.replace(device="cpu"),
                                                     task="conjunctive-search", out=False),
      r"task conjunctive-search needs a dataset rendered with task='conjunctive-search'", "task",
      bindscope_cli, ["probe", "madman", "--model", "ViT-B-32", "--pretrained", "none", "--device", "cpu",
@@ -175,11 +175,11 @@ def _madman_eval(p, **options):
 
 
 def _probe(p, **options):
-    return bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", device="cpu", out=False, **options)
+    return bindscope.probe(p / "madman", NONE.replace(device="cpu"), out=False, **options)
 
 
 def _fit(p, **options):
-    return bindscope.labclip.fit(p / "madman", "ViT-B-32", p / "map.pt", pretrained="none", device="cpu", **options)
+    return bindscope.labclip.fit(p / "madman", NONE.replace(device="cpu"), p / "map.pt", **options)
 
 
 def _train(p, **options):
@@ -234,7 +234,7 @@ LIBRARY_CASES = [
     ("probe steps -1", lambda p: _probe(p, steps=-1), r"steps -1 is not allowed; use an integer >= 1", "steps"),
     ("probe attributes string", lambda p: _probe(p, attributes="color"),
      r"attributes: 'color' is not an attribute of this dataset; it has colour, .*", "attributes"),
-    ("probe existing out", lambda p: bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", out=p / "old.json"),
+    ("probe existing out", lambda p: bindscope.probe(p / "madman", NONE, out=p / "old.json"),
      r"out '.*old.json' already exists; pass overwrite=True to replace it, or choose another file", "out"),
     ("labclip seed", lambda p: _fit(p, seed=-1), r"seed -1 is not allowed; use an integer >= 0", "seed"),
     ("labclip epochs", lambda p: _fit(p, epochs=0), r"epochs 0 is not allowed; use an integer >= 1", "epochs"),

@@ -133,11 +133,12 @@ def test_probe_and_labclip_write_the_bytes_of_the_commands(trained, tmp_path):
     _, data, model = trained
     model = str(model)
     common = ["--model", model, "--device", "cpu", "--no-cache"]
+    encoder = bindscope.EncoderSettings(model, device="cpu", use_cache=False)
     out = tmp_path / "probe" / "result.json"
     out.parent.mkdir()
     cli, api, run = _then_api(
         out.parent, lambda: _cli(bindscope_cli, "probe", data, *common, "--steps", "20", "--out", out, "--quiet"),
-        lambda: bindscope.probe(data, model, device="cpu", use_cache=False, steps=20, out=out, progress=False))
+        lambda: bindscope.probe(data, encoder, steps=20, out=out, progress=False))
     assert cli == api and "result.json" in cli
     assert run.result == json.loads(api["result.json"]) and run.result["metrics"]["modalities"]
 
@@ -146,7 +147,7 @@ def test_probe_and_labclip_write_the_bytes_of_the_commands(trained, tmp_path):
     cli, api, labclip = _then_api(
         fit.parent, lambda: _cli(bindscope_cli, "labclip", "fit", data, *common, "--epochs", "4", "--holdout-fraction", "0.2",
                           "--fit-batch-size", "32", "--out", fit),
-        lambda: bindscope.labclip.fit(data, model, fit, device="cpu", use_cache=False, epochs=4, holdout=0.2,
+        lambda: bindscope.labclip.fit(data, encoder, fit, epochs=4, holdout=0.2,
                                       fit_batch_size=32, progress=False))
     assert cli == api and set(cli) == {"labclip.pt"}
     assert len(labclip.meta["loss_history"]) == 5
@@ -155,6 +156,6 @@ def test_probe_and_labclip_write_the_bytes_of_the_commands(trained, tmp_path):
     out.parent.mkdir()
     cli, api, run = _then_api(
         out.parent, lambda: _cli(bindscope_cli, "labclip", "eval", data, *common, "--labclip", fit, "--out", out),
-        lambda: bindscope.labclip.eval(data, model, fit, device="cpu", use_cache=False, out=out, progress=False))
+        lambda: bindscope.labclip.eval(data, encoder, fit, out=out, progress=False))
     assert cli == api and "result.json" in cli
     assert run.result["metrics"]["before"]["binding"]["n"] > 0
