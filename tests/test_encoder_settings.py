@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import click
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -99,3 +100,34 @@ def test_the_decorator_offers_one_option_per_field_and_builds_the_object():
 def test_a_bad_option_is_the_settings_objects_error_line(args, line):
     result = CliRunner().invoke(_command(), ["run", "D", "--model", "m", *args])
     assert (result.exit_code, result.output) == (2, line + "\n")
+
+
+def test_context_length_cuts_open_clip_and_sentence_transformers_texts():
+    import open_clip
+    import torch
+
+    from bindscope.encoders.registry import load_encoder
+
+    short, long = "a red cube", "a photo of a red cube beside a blue sphere on a wooden table"
+    own = load_encoder(EncoderSettings("ViT-B-32", "none", device="cpu"))
+    cut = load_encoder(EncoderSettings("ViT-B-32", "none", device="cpu", context_length=8))
+    assert (own.context_length, cut.context_length) == (77, 8)
+    assert cut.cache_key == own.cache_key + "|context=8"
+    assert cut.truncated([short, long]) == [False, True] and own.truncated([short, long]) == [False, False]
+    # by hand: the first 6 BPE tokens between the start and end tokens, zero-padded to the model's 77
+    ids = open_clip.get_tokenizer("ViT-B-32")([long], context_length=8)
+    assert int(ids[0, -1]) == open_clip.get_tokenizer("ViT-B-32").eot_token_id
+    with torch.inference_mode():
+        expected = own.model.encode_text(torch.nn.functional.pad(ids, (0, 69)), normalize=True).numpy()
+    np.testing.assert_allclose(cut.encode_texts([long]), expected, atol=1e-6)
+    np.testing.assert_allclose(cut.encode_texts([short]), own.encode_texts([short]), atol=1e-6)
+    with pytest.raises(BadInput, match=r"^context_length 78 is not allowed for model 'ViT-B-32': its own context "
+                                       r"length is 77 tokens; use 2\.\.77$"):
+        load_encoder(EncoderSettings("ViT-B-32", "none", device="cpu", context_length=78))
+
+    sbert = EncoderSettings("sentence-transformers/all-MiniLM-L6-v2", device="cpu")
+    own, cut = load_encoder(sbert), load_encoder(sbert.replace(context_length=4))
+    assert (own.context_length, cut.context_length, cut.model.max_seq_length) == (256, 4, 4)
+    assert cut.truncated(["a cat", "a black cat"]) == [False, True]  # [CLS] a cat [SEP]: 4 word pieces
+    np.testing.assert_allclose(cut.encode_texts(["a cat"]), own.encode_texts(["a cat"]), atol=1e-6)
+    np.testing.assert_allclose(cut.encode_texts(["a black cat"]), own.encode_texts(["a black"]), atol=1e-6)
