@@ -55,8 +55,9 @@ class EncoderSettings:
     """Which encoder, how it runs, and its embedding cache (frozen; :meth:`replace` gives a changed copy).
 
     Attributes:
-        model: open_clip name (``ViT-B-32``, ``RN50``, ...), ``hf-hub:<org>/<repo>``, ``hf:<repo id or folder>``
-            (a ``transformers`` text encoder), ``sentence-transformers/<name>`` or a sentence-transformers folder
+        model: open_clip name (``ViT-B-32``, ``RN50``, ...), ``hf-hub:<org>/<repo>``, ``hf-vlm:<repo id or
+            folder>`` (a ``transformers`` CLIP / SigLIP model), ``hf:<repo id or folder>`` (a ``transformers`` text
+            encoder), ``sentence-transformers/<name>`` or a sentence-transformers folder
             (text only), a checkpoint file or run folder of ``bindscope train``, an open_clip model config
             ``.json`` (with ``pretrained`` its checkpoint), or a kind registered with
             :func:`bindscope.encoders.registry.register_encoder` (the registry's module docstring lists the
@@ -85,8 +86,8 @@ class EncoderSettings:
     """
 
     model: str = field(metadata=_option(
-        "--model", "open_clip name (ViT-B-32, RN50, ...), hf-hub:<org>/<repo>, hf:<repo or folder> (a transformers "
-        "text encoder, see --pooling), sentence-transformers/<name> (text only), a checkpoint file or run folder "
+        "--model", "open_clip name (ViT-B-32, RN50, ...), hf-hub:<org>/<repo>, hf-vlm:<repo or folder> (a "
+        "transformers CLIP / SigLIP), hf:<repo or folder> (a transformers text encoder, see --pooling), sentence-transformers/<name> (text only), a checkpoint file or run folder "
         "from `bindscope train`, or an open_clip model config .json (`bindscope export open-clip-config`) with "
         "--pretrained its checkpoint (open_clip_train's epoch_N.pt).", required=True))
     pretrained: str | None = field(default=None, metadata=_option(
