@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from bindscope.cli.options import _apply, encoder_settings
+from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput
 from bindscope.evaluation import AUDIT_SHIFT
 from bindscope.evaluation.api import check_locations
@@ -29,8 +30,8 @@ def _model_options(func):
     return encoder_settings(_apply(func, _result_options()))
 
 
-def _plan_outputs(encoder, out: str | None, plot: str | None, overwrite: bool,
-                  plan) -> list[tuple[object, Path, Path | None]]:
+def _plan_outputs(encoder: EncoderSettings, out: str | None, plot: str | None, overwrite: bool,
+                  plan) -> list[tuple[EncoderSettings, Path, Path | None]]:
     """``(encoder settings of one model, result path, plot path)`` per model named by ``--model`` /
     ``--pretrained``, checked before any model is loaded (:func:`bindscope.evaluation.model_list.expand_models`).
 
@@ -61,7 +62,7 @@ def _plan_outputs(encoder, out: str | None, plot: str | None, overwrite: bool,
     return planned
 
 
-def _run(plan, encoder, out, plot, overwrite, quiet, formatter=None) -> None:
+def _run(plan, encoder: EncoderSettings, out, plot, overwrite, quiet, formatter=None) -> None:
     """Check every model's output paths, then evaluate the models one by one and print each result (with
     ``formatter``, default :func:`bindscope.evaluation.report.format_result`)."""
     from bindscope.evaluation.api import run_evaluation

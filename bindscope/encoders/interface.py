@@ -2,7 +2,8 @@
 
 Concrete adapters live in their own modules: open_clip models in :mod:`bindscope.encoders.open_clip`,
 sentence-transformers text models in :mod:`bindscope.encoders.sentence_transformers`, ``transformers`` text
-encoders in :mod:`bindscope.encoders.hf_text`, CLIPs trained by ``bindscope train`` in
+encoders in :mod:`bindscope.encoders.hf_text`, ``transformers`` vision-language models in
+:mod:`bindscope.encoders.hf_vision_language`, CLIPs trained by ``bindscope train`` in
 :mod:`bindscope.training.checkpoint`. :mod:`bindscope.encoders.registry` maps a model name or path to the loader of
 one (:func:`bindscope.encoders.registry.load_encoder`, from an
 :class:`~bindscope.encoders.settings.EncoderSettings`).

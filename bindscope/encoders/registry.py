@@ -197,8 +197,8 @@ def load_adapter(model: str, pretrained: str | None = None, **settings) -> Encod
     ``load_adapter("ViT-B-32", "none", device="cpu", batch_size=32)``. ``settings``: the other fields of
     :class:`~bindscope.encoders.settings.EncoderSettings` (``device``, ``precision``, ``batch_size``,
     ``pooling``, ``context_length``). Raises BadInput as :func:`load_encoder`, and for an unknown keyword."""
-    unknown = sorted(set(settings) - set(SETTING_NAMES))
+    allowed = SETTING_NAMES[2:]  # after model and pretrained
+    unknown = sorted(set(settings) - set(allowed))
     if unknown:
-        raise BadInput(f"{unknown[0]} is not an encoder setting; allowed: {', '.join(SETTING_NAMES)}",
-                       param=unknown[0])
+        raise BadInput(f"{unknown[0]} is not an encoder setting; allowed: {', '.join(allowed)}", param=unknown[0])
     return load_encoder(EncoderSettings(model, pretrained, **settings))

@@ -31,7 +31,7 @@ class Evaluation(NamedTuple):
 
 def model_slug(encoder: EncoderSettings) -> str:
     """File-name part naming the model, its weights and the settings that change its embeddings: the pooling of
-    an ``hf:`` model (``hf-simcse-cls``, ``hf-simcse-mean``) and a ``context_length`` (``-context32``), so runs
+    an ``hf:`` model (``...-cls``, ``...-mean``) and a ``context_length`` (``...-context32``), so runs
     that differ in them never share a default result file. Resolves (and so validates) open_clip names without
     loading."""
     from bindscope.encoders.registry import encoder_kind
