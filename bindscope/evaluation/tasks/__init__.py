@@ -4,6 +4,6 @@ attention, the benchmarks), each defining its :class:`Task` objects in ``TASKS``
 :func:`register_task` or the ``bindscope.tasks`` entry-point group. The result schema of each kind is composed
 from the tasks' block schemas (:mod:`bindscope.evaluation.tasks.schema`)."""
 
-from bindscope.evaluation.tasks.registry import Task, get_task, register_task, tasks
+from bindscope.evaluation.tasks.registry import Task, get_task, register_task, tasks, unregister_task
 
-__all__ = ["Task", "get_task", "register_task", "tasks"]
+__all__ = ["Task", "get_task", "register_task", "tasks", "unregister_task"]

@@ -10,7 +10,7 @@ columns with their definitions. ``madman eval``, ``comco eval``, :func:`bindscop
 
 bindscope's own tasks are the modules of this package (:data:`BUILTIN`, imported on first use); an installed
 package adds tasks through the entry-point group ``bindscope.tasks`` (each entry point names a :class:`Task`, or a
-list of them), and a script or test through :func:`register_task`. Tasks run, report and are collected in
+list of them), and a script or test through :func:`register_task` (:func:`unregister_task` removes one). Tasks run, report and are collected in
 registration order within their kind.
 """
 
@@ -110,6 +110,12 @@ def register_task(task: Task) -> Task:
     _load()
     _REGISTERED[(task.kind, task.name)] = task.check()
     return task
+
+
+def unregister_task(task: Task) -> None:
+    """Remove ``task`` (by kind and name) from the registry; no-op when it is not registered."""
+    _load()
+    _REGISTERED.pop((task.kind, task.name), None)
 
 
 def _load() -> None:
