@@ -5,10 +5,10 @@ The public Python API (docs/python-api.md); every command-line tool is a thin wr
     import bindscope
     bindscope.madman.generate(out, config=None, **overrides)    # MADMAN dataset -> BuildResult
     bindscope.comco.render(out, config=None, **overrides)       # ComCO / SimCO dataset (Blender) -> BuildResult
-    bindscope.evaluate(data, model, ...)                        # recognition / binding, TOR / IOR -> result dict
+    bindscope.evaluate(data, encoder, ...)                      # recognition / binding, TOR / IOR -> result dict
     bindscope.audit / caption_bias / collect                    # oracle audit, caption bias, result tables
     bindscope.train(data, out, ...)                             # a small CLIP on MADMAN -> summary dict
-    bindscope.probe(data, model, ...)                           # linear probes -> result dict
+    bindscope.probe(data, encoder, ...)                         # linear probes -> result dict
     bindscope.labclip.fit / eval / apply                        # LABCLIP alignment
     bindscope.EncoderSettings(model, ...)                       # which encoder, how it runs, its cache
     bindscope.SampledCaptions(objects=4, vocab="comco72", ...)  # evaluate's data when no dataset: sampled captions

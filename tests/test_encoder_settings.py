@@ -49,6 +49,7 @@ def test_defaults_and_the_model_string_convenience(tmp_path):
     assert EncoderSettings.of("ViT-B-32") == default
     assert EncoderSettings.of(default) is default
     assert EncoderSettings.of(tmp_path / "run", device="cpu") == EncoderSettings(str(tmp_path / "run"), device="cpu")
+    assert EncoderSettings(tmp_path / "run").model == str(tmp_path / "run")
     changed = default.replace(pooling="mean", batch_size=8)
     assert (changed.pooling, changed.batch_size, default.pooling) == ("mean", 8, "cls")
     assert EncoderSettings("m", pretrained=tmp_path / "w.pt", cache_dir=tmp_path).pretrained == str(tmp_path / "w.pt")

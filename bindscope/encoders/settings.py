@@ -62,7 +62,8 @@ class EncoderSettings:
             ``.json`` (with ``pretrained`` its checkpoint), or a kind registered with
             :func:`bindscope.encoders.registry.register_encoder` (the registry's module docstring lists the
             order in which they are tried). A non-empty string. The eval commands also take a comma-separated
-            list, a list file or a glob here (:mod:`bindscope.evaluation.model_list`).
+            list, a list file or a glob here (:mod:`bindscope.evaluation.model_list`). A path is kept as its
+            string.
         pretrained: open_clip pretrained tag (``openai``, ``laion2b_s34b_b79k``, ...), ``"none"`` (random
             weights, seed 0), a local checkpoint file or ``hf-hub:<org>/<repo>``; None: ``openai`` where listed,
             else the model's first listed tag. Ignored by text-only kinds and run folders.
@@ -116,10 +117,11 @@ class EncoderSettings:
         "--no-cache", "Do not read or write the on-disk embedding cache.", negated=True))
 
     def __post_init__(self):
-        if not isinstance(self.model, str) or not self.model.strip():
+        if not isinstance(self.model, (str, os.PathLike)) or not os.fspath(self.model).strip():
             raise BadInput(f"model {self.model!r} is not allowed; give a model name, a checkpoint or a folder",
                            param="model")
         check_utf8_path("model", self.model)
+        object.__setattr__(self, "model", os.fspath(self.model))
         if self.pretrained is not None:
             if not isinstance(self.pretrained, (str, os.PathLike)) or not os.fspath(self.pretrained).strip():
                 raise BadInput(f"pretrained {self.pretrained!r} is not allowed; give a tag, 'none', a checkpoint "
@@ -159,7 +161,7 @@ class EncoderSettings:
         if isinstance(encoder, cls):
             return encoder.replace(**changes) if changes else encoder
         if isinstance(encoder, (str, os.PathLike)):
-            return cls(model=os.fspath(encoder), **changes)
+            return cls(model=encoder, **changes)
         raise BadInput(f"encoder {encoder!r} is not allowed; give an EncoderSettings or a model name or path",
                        param="encoder")
 
