@@ -218,10 +218,10 @@ def run_sampled(plan: SampledPlan, adapter, *, text_transform=None, embedder: Em
                 seed: int = 0, progress: bool = True, rows: list | None = None) -> dict:
     """Run a checked :class:`SampledPlan` with ``adapter`` (any encoder with a text tower); return the result
     (schema ``eval_result``, ``kind = "comco-eval"``, ``dataset = null``)."""
-    run = SceneRun(adapter, embedder or Embedder(adapter, cache, progress=progress), text_transform, plan.chosen,
-                   plan.options, plan.names, seed, rows, progress, oscope_rows_first=True)
-    run.vocab = [e.name for e in plan.entries]
-    run.claim1_groups = plan.claim1
+    run = SceneRun(adapter=adapter, embedder=embedder or Embedder(adapter, cache, progress=progress),
+                   text_transform=text_transform, chosen=plan.chosen, options=plan.options, names=plan.names,
+                   seed=seed, rows=rows, progress=progress, vocab=[e.name for e in plan.entries],
+                   claim1_groups=plan.claim1, oscope_rows_first=True)
     run.texts_used = list(run.vocab)
     try:
         run.name_emb = run.embed(run.vocab)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -21,7 +20,6 @@ from bindscope.encoders.embedding_cache import Embedder, stored_image_key
 from bindscope.errors import BadInput
 from bindscope.evaluation.feed import IMAGE_BATCH, reader_workers
 from bindscope.evaluation.results import (
-    apply_text_transform,
     dataset_info,
     encoder_counts,
     envelope,
@@ -37,6 +35,7 @@ from bindscope.evaluation.tasks.registry import (
     shared_option,
     tasks,
 )
+from bindscope.evaluation.tasks.run import TaskRun
 from bindscope.format.reader import Dataset
 from bindscope.format.records import ordered_objects
 
@@ -45,17 +44,12 @@ MATCHING_INTERVALS = ("ci95 = Wilson score 95% per (image, wrong caption) pair; 
                       "bootstrap over images (an image's wrong captions resampled together)")
 
 
-@dataclass
-class SceneRun:
-    """What the scene tasks compute on (``Task.compute(run, options)``), filled by the runner before they run.
+@dataclass(kw_only=True)
+class SceneRun(TaskRun):
+    """What the scene tasks compute on: :class:`~bindscope.evaluation.tasks.run.TaskRun` and what the runner read
+    and embedded before they run.
 
     Attributes:
-        adapter / embedder / text_transform: the encoder, its :class:`~bindscope.encoders.embedding_cache.Embedder`
-            and the map applied to text embeddings (:meth:`texts` applies it).
-        chosen / options: the tasks that run (registration order) and their checked options by task name.
-        names: the task names as given (the result's ``settings.tasks``).
-        seed: seed of samplings and bootstraps. rows: a list the tasks append per-sample rows to, or None.
-        progress: tqdm bars.
         dataset / split: the dataset and its split of scenes (None for sampled captions).
         vocab / vocab_source / name_emb: candidate category names, where they come from, and their (C, D) text
             embeddings.
@@ -63,27 +57,17 @@ class SceneRun:
             scene's sample index (None for sampled captions: a row's ``sample`` is then the caption's position).
         cap_emb: (len(captions), D) caption embeddings, when a chosen task reads ``captions``.
         ids / objects / by_rank: per scene its sample index, its objects (one per category, the largest
-            instance, in size-rank order: :func:`~bindscope.evaluation.comco.distinct_by_rank`) and their names.
+            instance, in size-rank order: :func:`distinct_by_rank`) and their names.
         scene_emb: (len(ids), D) image embeddings, when a chosen task needs images.
         scene_negatives: per scene ``(caption, stored negatives)``, when a chosen task reads ``negatives``.
         references: external single-object references (:class:`~bindscope.evaluation.references.ReferenceSet`)
             or None.
-        metrics: the result's ``metrics``, filled by the tasks.
         texts_used / truncation_captions: the texts encoded and the captions counted in the result's truncation
             counts (tasks add theirs).
         claim1_groups: sampled captions' Claim 1 groups, ``{"large_first" | "small_first": caption lists}``.
         oscope_rows_first: sampled captions write TOR's clip-oscope rows before bindscope's.
     """
 
-    adapter: object
-    embedder: Embedder
-    text_transform: Callable | None
-    chosen: list[Task]
-    options: dict
-    names: list[str]
-    seed: int = 0
-    rows: list | None = None
-    progress: bool = True
     dataset: Dataset | None = None
     split: str | None = None
     vocab: list[str] = field(default_factory=list)
@@ -99,19 +83,10 @@ class SceneRun:
     scene_emb: np.ndarray | None = None
     scene_negatives: list[tuple] = field(default_factory=list)
     references: object = None
-    metrics: dict = field(default_factory=dict)
     texts_used: list[str] = field(default_factory=list)
     truncation_captions: list[str] = field(default_factory=list)
     claim1_groups: dict = field(default_factory=dict)
     oscope_rows_first: bool = False
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """(len(texts), D) embeddings of ``texts`` with the text transform applied."""
-        return apply_text_transform(self.embedder.texts(texts), self.text_transform)
-
-    def option(self, name: str, default=None):
-        """The value of option field ``name`` in the chosen tasks that have it, else ``default``."""
-        return shared_option(self.chosen, self.options, name, default)
 
     def ordered(self, object_order: str) -> list[list[str]]:
         """Per scene, its objects' names in ``object_order`` (``mention`` or ``size``;
@@ -339,8 +314,9 @@ def run_scenes(plan: ScenePlan, adapter, *, text_transform=None, embedder: Embed
     """
     check_image_tasks(plan.chosen, adapter)
     ds, scene_name = plan.dataset, plan.split
-    run = SceneRun(adapter, embedder or Embedder(adapter, cache, progress=progress), text_transform, plan.chosen,
-                   plan.options, plan.names, seed, rows, progress, ds, scene_name, references=plan.references)
+    run = SceneRun(adapter=adapter, embedder=embedder or Embedder(adapter, cache, progress=progress),
+                   text_transform=text_transform, chosen=plan.chosen, options=plan.options, names=plan.names,
+                   seed=seed, rows=rows, progress=progress, dataset=ds, split=scene_name, references=plan.references)
     run.vocab, run.vocab_source = dataset_vocabulary(ds, scene_name)
     run.caption_ids = []
     needs_images = any(t.images for t in plan.chosen)

@@ -16,7 +16,6 @@ a later part's under its name (``settings["saliency"]``, ``counts["truncation_sa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -33,48 +32,33 @@ from bindscope.evaluation.results import (
     truncation_counts,
 )
 from bindscope.evaluation.tasks.registry import Task, describe_missing, missing_needs, parse_tasks, tasks
+from bindscope.evaluation.tasks.run import TaskRun
 from bindscope.format.reader import Dataset
 
 KIND = "madman-eval"
 EVAL_SPLITS = ("test", "ood")
 
 
-@dataclass
-class SplitRun:
-    """What the split tasks compute on (``Task.compute(run, options)``).
+@dataclass(kw_only=True)
+class SplitRun(TaskRun):
+    """What the split tasks compute on: :class:`~bindscope.evaluation.tasks.run.TaskRun` and the split at hand.
 
     Attributes:
-        adapter / embedder / text_transform: the encoder, its embedder, the map applied to text embeddings.
-        chosen / options / names: the tasks that run (registration order), their options, their names.
-        dataset / splits: the dataset and the splits evaluated, in order. seed / rows / progress / workers: as
-            :func:`run_splits`. generator: the dataset's generator for renders (None: rebuilt from the manifest).
+        dataset / splits: the dataset and the splits evaluated, in order. workers: as :func:`run_splits`.
+        generator: the dataset's generator for renders (None: rebuilt from the manifest).
         split / part: the split being scored and the part of it the running task reads.
-        metrics: the result's ``metrics``. texts / captions: per part, the texts encoded and the captions, for
-            its truncation counts (tasks add theirs).
+        texts / captions: per part, the texts encoded and the captions, for its truncation counts (tasks add
+            theirs).
     """
 
-    adapter: object
-    embedder: Embedder
-    text_transform: Callable | None
-    chosen: list[Task]
-    options: dict
-    names: list[str]
     dataset: Dataset
     splits: list[str]
-    seed: int = 0
-    rows: list | None = None
-    progress: bool = True
     workers: int | None = None
     generator: object = None
     split: str = ""
     part: object = None
-    metrics: dict = field(default_factory=dict)
     texts: dict = field(default_factory=dict)
     captions: dict = field(default_factory=dict)
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """(len(texts), D) embeddings of ``texts`` with the text transform applied."""
-        return apply_text_transform(self.embedder.texts(texts), self.text_transform)
 
 
 def default_splits(ds: Dataset) -> list[str]:
@@ -137,9 +121,10 @@ def run_splits(ds: Dataset, adapter, chosen: list[Task], splits: list[str], opti
     from bindscope.evaluation.scenes import check_image_tasks
 
     check_image_tasks(chosen, adapter)
-    run = SplitRun(adapter, embedder or Embedder(adapter, cache, progress=progress), text_transform, chosen,
-                   dict(options or {}), [t.name for t in chosen], ds, list(splits), seed, rows, progress, workers,
-                   generator)
+    run = SplitRun(adapter=adapter, embedder=embedder or Embedder(adapter, cache, progress=progress),
+                   text_transform=text_transform, chosen=chosen, options=dict(options or {}),
+                   names=[t.name for t in chosen], seed=seed, rows=rows, progress=progress, dataset=ds,
+                   splits=list(splits), workers=workers, generator=generator)
     parts = list(dict.fromkeys(p for t in chosen for p in sorted(t.reads)))
     try:
         for part in parts:
