@@ -77,8 +77,9 @@ def described_attributes(caption: str, objects: list[ObjectRecord], attributes: 
     """Which attributes the caption gives for each mentioned object.
 
     With ``parser`` (the generator's, :func:`caption_parser`: e.g. MADMAN's, which returns one ``(digit,
-    {attribute: value})`` pair per described digit in mention order) the parsed attributes are used. Otherwise the caption is cut at ``" and "`` into one part per mentioned object (mention order)
-    and an attribute counts as described when its value occurs as a whole phrase in that object's part.
+    {attribute: value})`` pair per described digit in mention order) the parsed attributes are used. Otherwise
+    the caption is cut at ``" and "`` into one part per mentioned object (mention order) and an attribute counts
+    as described when its value occurs as a whole phrase in that object's part.
 
     Returns:
         ``{object index: set(attribute names)}`` for every object with ``mention_position > 0``.

@@ -363,7 +363,8 @@ def run_scenes(plan: ScenePlan, adapter, *, text_transform=None, embedder: Embed
                                                                     "size": len(run.vocab)},
                 "scenes": scene_name, "references": None if plan.references is None else plan.references.describe(),
                 "objects": "one per category (its largest instance)",
-                "text_transform": transform_name(text_transform), "matching_negatives": run.option("matching_negatives"),
+                "text_transform": transform_name(text_transform),
+                "matching_negatives": run.option("matching_negatives"),
                 "seed": seed, "comparison": "strict > (ties count as wrong)",
                 "interval": "shares: Wilson score 95% (one query per scene); matching: " + MATCHING_INTERVALS,
                 "caption_form": "dataset captions for TOR; category names joined with ' and ' for matching"}

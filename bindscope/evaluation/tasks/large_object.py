@@ -31,7 +31,8 @@ TASKS = [Task(
     images=True, reads=frozenset({"saliency"}),
     schema={"large_object": {"type": "object", "minProperties": 1,
                              "additionalProperties": {"$ref": "#/$defs/large_object"}}},
-    report=lambda r: share_lines(r, "large_object", "by_size_pair", "image ~ larger digit", "large-object (image side)"),
+    report=lambda r: share_lines(r, "large_object", "by_size_pair", "image ~ larger digit",
+                                 "large-object (image side)"),
     settings=share_settings, note=NOTE,
     columns=lambda r, c: share_columns(r, c, "large_object", "by_size_pair", "share of images of two digits of "
                                        "different size levels more similar to the render of the larger digit alone "

@@ -136,6 +136,6 @@ TASKS = [Task(
     schema={"matching": {"type": "object", "required": ["scenario_1", "scenario_2"], "additionalProperties": False,
                          "properties": {"scenario_1": {"$ref": "#/$defs/matching"},
                                         "scenario_2": {"$ref": "#/$defs/matching"}}}},
-    settings=settings, report=report, note=("image-text matching: ties count as wrong; CI: Wilson 95% per pair, and a 95% bootstrap over "
-                                        "images."),
+    settings=settings, report=report,
+    note="image-text matching: ties count as wrong; CI: Wilson 95% per pair, and a 95% bootstrap over images.",
     columns=columns, panels=panels)]

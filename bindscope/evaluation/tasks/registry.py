@@ -3,15 +3,15 @@
 A task says what it is (``name``, ``kind``: the result it writes into, ``summary``), what it needs (the dataset
 holdings of :data:`bindscope.format.reader.HOLDINGS`, an image encoder), its options (a frozen dataclass with
 defaults and a ``check()``), how it computes its figures (``compute(run, options)``, on what the runner of its
-kind read and embedded: :class:`bindscope.evaluation.scenes.SceneRun`, :class:`bindscope.evaluation.madman.SplitRun`,
+kind read and embedded: :class:`bindscope.evaluation.scenes.SceneRun`, :class:`bindscope.evaluation.splits.SplitRun`,
 ...), the JSON Schema of its result block, its terminal lines, its plot panels and its ``bindscope collect``
 columns with their definitions. ``madman eval``, ``comco eval``, :func:`bindscope.evaluate`, the report
 (:mod:`bindscope.evaluation.report`) and ``bindscope collect`` read this registry.
 
 bindscope's own tasks are the modules of this package (:data:`BUILTIN`, imported on first use); an installed
 package adds tasks through the entry-point group ``bindscope.tasks`` (each entry point names a :class:`Task`, or a
-list of them), and a script or test through :func:`register_task` (:func:`unregister_task` removes one). Tasks run, report and are collected in
-registration order within their kind.
+list of them), and a script or test through :func:`register_task` (:func:`unregister_task` removes one). Tasks
+run, report and are collected in registration order within their kind.
 """
 
 from __future__ import annotations
