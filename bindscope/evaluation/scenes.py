@@ -255,15 +255,7 @@ def default_scene_tasks(holds: frozenset[str], options: dict | None = None) -> l
     """The scene tasks that run when none is named: the default ones whose needs ``holds`` (or the options given
     for them) meets."""
     options = options or {}
-    return [t for t in tasks(KIND, "dataset")
-            if t.default and not missing_needs(t, holds, _given(t, options.get(t.name)))]
-
-
-def _given(task: Task, value):
-    """Options given for ``task`` as an instance (for :func:`missing_needs`), or None."""
-    if value is None or task.options is None:
-        return None
-    return value if isinstance(value, task.options) else task.options(**value)
+    return [t for t in tasks(KIND, "dataset") if t.default and not missing_needs(t, holds, options.get(t.name))]
 
 
 def plan_scenes(ds: Dataset, task_names=None, split: str | None = None, options: dict | None = None,

@@ -177,9 +177,12 @@ def parse_tasks(text: str | list[str], allowed: list[Task], keep_order: bool = T
 
 
 def missing_needs(task: Task, holds: frozenset[str], options=None) -> list[str]:
-    """The holdings ``task`` needs that ``holds`` lacks and its ``options`` do not supply, sorted."""
-    supplied = {h for h, given in task.supplied_by.items()
-                if options is not None and getattr(options, given.split("=")[0], None)}
+    """The holdings ``task`` needs that ``holds`` lacks and its ``options`` (an instance or a dict of fields) do not
+    supply, sorted."""
+    def given(name):
+        return options.get(name) if isinstance(options, Mapping) else getattr(options, name, None)
+
+    supplied = {h for h, field_name in task.supplied_by.items() if given(field_name.split("=")[0])}
     return sorted(set(task.needs) - set(holds) - supplied)
 
 
