@@ -200,9 +200,11 @@ def resolve_options(chosen: list[Task], given: Mapping[str, object] | None, kind
     """Per chosen task, its checked options: the instance given for it (or a dict of its fields), else its
     defaults.
 
-    ``given`` maps task names of ``kind`` to options. Options given for a task that does not run are refused
-    unless a task that runs has the same fields (so one value can be given to every task that has a field, as
-    the commands do). A field that several chosen tasks have must take one value in all of them.
+    ``given`` maps task names of ``kind`` to options. A field takes one value in every chosen task that has it: a
+    chosen task given no options takes the values given for the same fields of other tasks (``{"tor": {"protocol":
+    "both"}}`` with tasks tor and ior sets IOR's protocol too), and two chosen tasks given different values are
+    refused. Options given for a task that does not run are refused unless a chosen task has the changed fields
+    (so the commands can give one value to every task that has a field).
 
     Raises:
         BadInput: an unknown task or field, a value its options refuse, a field no chosen task uses, or one
