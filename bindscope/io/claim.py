@@ -37,7 +37,7 @@ ours, another run                     ``"overwrite"`` with ``overwrite``, else B
    the lock (BadInput if another command changed it meanwhile: nothing another command finished is deleted).
    Then, with an exclusive lock: what killed runs left is removed (temporary files in the folder, staging and
    scratch folders beside it); ``"overwrite"`` of an unstaged kind deletes everything in the folder but the lock;
-   an unstaged kind writes its marker (the claim).
+   an unstaged kind writes its marker (the claim) for ``"new"``, ``"overwrite"`` and ``"extend"``.
 2. The writer works. A staged kind writes into :meth:`OutputClaim.staging` and calls :meth:`OutputClaim.publish`,
    which marks the staging folder and exchanges it with the folder in one rename (an earlier output is deleted
    after it, still under the lock).
@@ -153,7 +153,10 @@ def inspect_output(path: str | os.PathLike, kind: OutputKind) -> FolderState:
 
 
 def _foreign(path: Path, kind: OutputKind, state: FolderState, overwrite: bool, flag: str) -> BadInput:
-    held = f" (it holds {state.example})" if state.example else ""
+    if state.example and state.example.startswith("a bindscope"):
+        held = f" (it holds {state.example})"
+    else:
+        held = f" (it holds no {MARKER} marker of one" + (f"; e.g. {state.example})" if state.example else ")")
     return BadInput(f"{flag} {str(path)!r} is not empty and is not a {kind.what}{held}; choose a new or empty "
                     "folder" + ("; overwrite=True only replaces a folder this command made: delete it yourself if "
                                 "you mean to" if overwrite else ""), param=flag)
@@ -214,8 +217,9 @@ def claim_output(out: str | os.PathLike, kind: OutputKind, run_id: str, *, overw
         run_id: what names this run (e.g. the hex sha256 of its config); the marker records it.
         overwrite: replace another run's output of this kind (never a foreign folder, never another kind's).
         flag: the parameter named in messages (``"out"``; the command line shows its flag).
-        shared: take the lock shared (parts of one run writing into one folder together): no ``"overwrite"``,
-            no clean-up of what killed runs left, no removal on failure.
+        shared: take the lock shared (parts of one run writing into one folder together): no clean-up of what
+            killed runs left, no removal on failure; a decision ``"overwrite"`` takes it exclusive (so the parts
+            of an overwriting run after the first are refused while it holds the folder).
         extends: ``extends(folder) -> bool`` for a finished output of another run that this run continues
             (e.g. a smaller dataset of the same config): decision ``"extend"``.
 
@@ -290,7 +294,8 @@ class OutputClaim:
     def __init__(self, path: Path, kind: OutputKind, run_id: str, decision: str, overwrite: bool, flag: str,
                  shared: bool, extends: Callable[[Path], bool] | None):
         self.path, self.kind, self.run_id, self.decision = path, kind, run_id, decision
-        self._overwrite, self._flag, self._shared, self._extends = overwrite, flag, shared, extends
+        self._overwrite, self._flag, self._extends = overwrite, flag, extends
+        self._shared = shared and decision != "overwrite"  # an overwrite is made under the exclusive lock
         self._stack: contextlib.ExitStack | None = None
         self._lock: OutputLock | None = None
         self._created: Path | None = None
@@ -307,14 +312,14 @@ class OutputClaim:
             self._lock = stack.enter_context(OutputLock(self.path, shared=self._shared, flag=self._flag))
             self.decision = _decide(self.path, self.kind, self.run_id, self._overwrite, self._flag, self._extends)
             if self._shared and self.decision == "overwrite":
-                raise BadInput(f"{self._flag} {str(self.path)!r} holds another run's output; parts of a run "
-                               "never replace it: run without parts, or choose another folder", param=self._flag)
+                raise BadInput(f"{self._flag} {str(self.path)!r} changed while this run started (it holds another "
+                               "run's output now); repeat the command", param=self._flag)
             if not self._shared:
                 remove_temp_files(self.path)
                 self._remove_leftovers()
             if self.decision == "overwrite" and not self.kind.staged:
                 self._clear()
-            if not self.kind.staged:
+            if not self.kind.staged and self.decision in ("new", "overwrite", "extend"):
                 write_marker(self.path, self.kind.kind, self.run_id)
         except BaseException:
             self._stack = stack
