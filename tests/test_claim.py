@@ -170,6 +170,13 @@ def test_overwrite_deletes_only_under_the_lock_and_only_this_kind(tmp_path):
             pass
     assert _names(out) == [MARKER, "manifest.json"] and read_marker(out)["kind"] == "dataset"
     write_marker(out, "thing", "r1")
+    claim = claim_output(out, THING, "r2", overwrite=True)
+    _finish(out, "r3")
+    write_marker(out, "thing", "r3")  # meanwhile another run of this kind finished its own output there
+    with pytest.raises(BadInput, match="changed while this command started .*; nothing was deleted"):
+        with claim:
+            pass
+    assert _names(out) == [MARKER, "data.txt", "done.json", "manifest.json"] and read_marker(out)["run_id"] == "r3"
     with claim_output(out, THING, "r2", overwrite=True) as claim:
         assert claim.decision == "overwrite" and _names(out) == [MARKER, LOCK]
     assert read_marker(out)["run_id"] == "r2"
@@ -189,7 +196,7 @@ def test_shared_claims_run_together_and_never_overwrite(tmp_path):
     assert read_marker(out)["run_id"] == "r2"
     claim = claim_output(out, THING, "r2", shared=True, overwrite=True)  # decided resume: shared
     write_marker(out, "thing", "r3")  # meanwhile another run took the folder over
-    with pytest.raises(BadInput, match="changed while this run started"):
+    with pytest.raises(BadInput, match="changed while this command started"):
         with claim:
             pass
     assert read_marker(out)["run_id"] == "r3"
