@@ -751,8 +751,138 @@ def cases() -> list[Case]:
         Case("train:weight-decay-negative", "madman", [*readers["train"][1], "--weight-decay", "-1"], "-1",
              needs=("data",)),
     ]
+    # 10. one claim on every output: foreign folders, other commands' outputs, held and linked locks
+    out += writer_cases()
     return out
 
+
+
+# ----------------------------------------------------------------------------------------------- writers
+
+# Every writer of an output (bindscope.io.claim), its command with OUT for the output path, and what it needs in
+# the work folder before it runs.
+_MODEL = ["--embed-dim", "32", "--image-size", "32", "--patch-size", "8", "--vision-width", "64",
+          "--vision-layers", "2", "--text-width", "64", "--text-layers", "2", "--head-width", "32",
+          "--context-length", "32"]
+WRITERS: dict[str, tuple[str, list[str]]] = {
+    "generate": ("madman", ["generate", "--out", "OUT", "-n", "4", "--mnist-root", "mn", "--quiet"]),
+    "render": ("comco", ["render", "--set", "simco18", "--objects", "2-2", "-n", "1", "--no-references",
+                         "--resolution", "32", "--samples", "1", "--device", "cpu", "--quiet", "--out", "OUT"]),
+    "import-coco": ("bindscope", ["import", "coco", "--images", "src/images", "--instances", "src/instances.json",
+                                  "--captions", "src/captions.json", "--out", "OUT", "--image-size", "32",
+                                  "--quiet"]),
+    "merge": ("bindscope", ["merge", "p0", "p1", "--out", "OUT"]),
+    "release": ("bindscope", ["release", "d", "--out", "OUT"]),
+    "export-webdataset": ("bindscope", ["export", "webdataset", "d", "--out", "OUT", "--quiet"]),
+    "export-open-clip-config": ("bindscope", ["export", "open-clip-config", "--out", "OUT.json", *_MODEL]),
+    "export-clip-oscope": ("bindscope", ["export", "clip-oscope", "c", "--out", "OUT"]),
+}
+_DATASET_WRITERS = ("generate", "render", "import-coco", "merge")
+
+
+def _writer_inputs(name: str) -> Callable[[Path], None]:
+    """Write what the writer ``name`` reads (the dataset ``d`` comes with ``needs``)."""
+    def prepare(work: Path) -> None:
+        if name == "generate":
+            from madman_support import write_fake_mnist_root
+
+            write_fake_mnist_root(work / "mn", train_per_class=8, test_per_class=4)
+        elif name == "import-coco":
+            from coco_fixture import write_coco
+
+            write_coco(work / "src")
+        elif name == "merge":
+            from toy_generator import Squares
+
+            from bindscope.build.builder import build_dataset
+
+            for part in (0, 1):
+                build_dataset(Squares(), work / f"p{part}", num_parts=2, part=part, progress=False)
+        elif name == "export-clip-oscope":
+            from eval_fakes import comco_fixture
+
+            comco_fixture(work, "c")
+    return prepare
+
+
+def _foreign_out(name: str) -> Callable[[Path], None]:
+    """--out holds the user's own files (a stranger's ``manifest.json`` among them), or is the user's file."""
+    def prepare(work: Path) -> None:
+        if name == "export-open-clip-config":
+            (work / "OUT.json").write_text("my notes, not a model config")
+            return
+        (work / "OUT" / "src").mkdir(parents=True)
+        (work / "OUT" / "src" / "app.js").write_text("x\n")
+        (work / "OUT" / "manifest.json").write_text("{}")
+    return prepare
+
+
+def _other_command_out(name: str) -> Callable[[Path], None]:
+    """--out holds another command's finished output: a webdataset export for the dataset writers, a dataset
+    for the others, a results file for the model-config export."""
+    def prepare(work: Path) -> None:
+        from bindscope.io.ownership import write_marker
+
+        if name == "export-open-clip-config":
+            (work / "OUT.json").write_text(json.dumps({"metrics": {"accuracy": 0.5}}))
+        elif name in _DATASET_WRITERS:
+            (work / "OUT").mkdir()
+            write_marker(work / "OUT", "webdataset", "e" * 64)
+            (work / "OUT" / "webdataset.json").write_text("{}")
+        else:
+            shutil.copytree(work / "d", work / "OUT", symlinks=True)
+    return prepare
+
+
+_HELD: list[int] = []  # the descriptor of the lock a "held" case keeps while its command runs (one at a time)
+
+
+def _held_lock(name: str) -> Callable[[Path], None]:
+    """Another run holds the output's lock (a descriptor of this process, so the command's own open conflicts)."""
+    def prepare(work: Path) -> None:
+        import fcntl
+
+        from bindscope.io.ownership import LOCK
+
+        while _HELD:
+            os.close(_HELD.pop())
+        path = work / ".bindscope-OUT.json.lock" if name == "export-open-clip-config" else work / "OUT" / LOCK
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, b"pid 1 on elsewhere: another writer\n")
+        _HELD.append(fd)
+    return prepare
+
+
+def _writer_lock_link(name: str) -> Callable[[Path], None]:
+    if name == "export-open-clip-config":
+        def prepare(work: Path) -> None:
+            (work / "victim.txt").write_text("precious")
+            os.symlink(work / "victim.txt", work / ".bindscope-OUT.json.lock")
+        return prepare
+    return _lock_link("OUT", "victim.txt")
+
+
+def writer_cases() -> list[Case]:
+    """One claim on every output: per writer, a foreign --out and another command's output (with --overwrite
+    where the command has it), a lock another run holds, a lock that is a link."""
+    fast = {("generate", "foreign"), ("export-clip-oscope", "other-command"), ("export-webdataset", "held"),
+            ("export-open-clip-config", "foreign"), ("merge", "lock-link"), ("import-coco", "held")}
+    out: list[Case] = []
+    for name, (group, args) in WRITERS.items():
+        overwrite = [] if name == "merge" else ["--overwrite"]
+        needs = ("data",) if name in ("release", "export-webdataset", "export-clip-oscope") else ()
+        out_name = "OUT.json" if name == "export-open-clip-config" else "OUT"
+        trials = {"foreign": ([*args, *overwrite], out_name, _foreign_out(name)),
+                  "other-command": ([*args, *overwrite], out_name, _other_command_out(name)),
+                  "held": (args, "another writer", _held_lock(name))}
+        if name not in ("generate", "release"):  # those two: the lock: rows
+            trials["lock-link"] = (args, "symlink", _writer_lock_link(name))
+        for trial, (command, needle, craft) in trials.items():
+            out.append(Case(f"writer:{name}:{trial}", group, command, needle,
+                            _steps(_writer_inputs(name), craft), fast=(name, trial) in fast, needs=needs))
+    return out
 
 # ----------------------------------------------------------------------------------------------- running
 
