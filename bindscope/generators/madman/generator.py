@@ -50,9 +50,9 @@ def load_source(mnist_root: str | None = None, download: bool = False, eval_frac
 
 
 #: Version of the MADMAN generator recorded in every manifest (``generator.version``). It changes whenever the
-#: same config and seed would give other pixels; CHANGELOG.md says what each version drew. Datasets of every
-#: version read the same way.
-GENERATOR_VERSION = "6"
+#: same config and seed would give other bytes (pixels, records or the shard files); CHANGELOG.md says what each
+#: version drew. Datasets of every version read the same way.
+GENERATOR_VERSION = "7"
 
 
 class MadmanGenerator:
