@@ -257,9 +257,10 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
             no ``pretrained`` given, or a checkpoint that is missing or does not fit the config.
     """
     import json
-    from importlib import resources
 
     import open_clip
+
+    from bindscope.publish.open_clip_config import shipped_by_open_clip
 
     path = Path(model).resolve()
     try:
@@ -269,8 +270,7 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
     if not isinstance(config, dict) or not all(key in config for key in CONFIG_KEYS):
         raise BadInput(f"model {model!r} is not an open_clip model config: it needs the keys "
                        f"{', '.join(CONFIG_KEYS)} (bindscope export open-clip-config writes one)", param="model")
-    shipped = resources.files("open_clip").joinpath("model_configs", f"{path.stem}.json")
-    if shipped.is_file():
+    if shipped_by_open_clip(path.stem):
         raise BadInput(f"model {model!r}: its name {path.stem!r} (the file's stem) is a model open_clip ships; "
                        "rename the file", param="model")
     if pretrained is None:
