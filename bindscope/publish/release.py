@@ -306,19 +306,22 @@ def _check_out(out: Path, overwrite: bool) -> None:
                        "replaces an earlier release", param="out")
 
 
-def _arrow_files(source: str, split: str, shards: list[int], features, cache: str) -> list[str]:
+def _arrow_files(source: str, split: str, shards: list[int], features, cache: str, progress: bool = True) -> list[str]:
     """Encode the rows of ``shards`` into an Arrow file under ``cache``; return its path(s). Runs in this process or
-    in a joblib worker."""
+    in a joblib worker; ``progress``: show ``datasets``' progress bar."""
     import datasets
 
-    part = datasets.Dataset.from_generator(
-        _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
-        gen_kwargs={"source": source, "split": split, "shards": shards})
+    from bindscope.publish.hub import progress_bars
+
+    with progress_bars(progress):
+        part = datasets.Dataset.from_generator(
+            _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
+            gen_kwargs={"source": source, "split": split, "shards": shards})
     return [entry["filename"] for entry in part.cache_files]
 
 
 def _write_parquet(source: Path, split: str, num_shards: int, features, staging: Path, config: str,
-                   max_bytes: int, jobs: int, out: Path) -> tuple[int, list[str]]:
+                   max_bytes: int, jobs: int, out: Path, progress: bool) -> tuple[int, list[str]]:
     """Convert one split to Parquet files under ``staging/config`` (each at most about ``max_bytes``); return
     ``(rows, relative file names)``. ``datasets`` keeps an Arrow copy of the split next to ``out`` (same file
     system, usually more room than /tmp), deleted once the split's Parquet files are written.
@@ -330,12 +333,14 @@ def _write_parquet(source: Path, split: str, num_shards: int, features, staging:
     import datasets
     from joblib import Parallel, delayed
 
+    from bindscope.publish.hub import progress_bars
+
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.cache-", dir=out.parent) as cache:
         groups = [list(g) for g in _contiguous_groups(num_shards, max(1, min(jobs, num_shards)))]
-        tasks = [delayed(_arrow_files)(str(source), split, group, features, os.path.join(cache, str(i)))
+        tasks = [delayed(_arrow_files)(str(source), split, group, features, os.path.join(cache, str(i)), progress)
                  for i, group in enumerate(groups)]
         if len(tasks) == 1:
-            files = [_arrow_files(str(source), split, groups[0], features, os.path.join(cache, "0"))]
+            files = [_arrow_files(str(source), split, groups[0], features, os.path.join(cache, "0"), progress)]
         else:
             files = Parallel(n_jobs=len(tasks), backend="loky")(tasks)
         parts = [datasets.Dataset.from_file(name) for group in files for name in group]
@@ -344,7 +349,8 @@ def _write_parquet(source: Path, split: str, num_shards: int, features, staging:
         names = []
         for i in range(num_files):
             name = f"{config}/{split}-{i:05d}-of-{num_files:05d}.parquet"
-            table.shard(num_files, i, contiguous=True).to_parquet(str(staging / name))
+            with progress_bars(progress):
+                table.shard(num_files, i, contiguous=True).to_parquet(str(staging / name))
             names.append(name)
         rows = len(table)
         del table, parts
@@ -372,7 +378,7 @@ def _swap_into_place(staging: Path, out: Path) -> None:
 
 def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str = "other",
                  pretty_name: str | None = None, max_shard_size: str | int = DEFAULT_MAX_SHARD_SIZE,
-                 jobs: int = 1, overwrite: bool = False, repo_id: str | None = None) -> dict:
+                 jobs: int = 1, overwrite: bool = False, repo_id: str | None = None, progress: bool = True) -> dict:
     """Write the release folder ``out`` for the dataset ``source``; return a summary.
 
     The folder is assembled under a temporary name next to ``out`` and renamed into place when complete, so
@@ -388,6 +394,7 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
         jobs: processes that encode PNGs (joblib loky workers); the output does not depend on it.
         overwrite: replace an existing release folder (only one made by ``bindscope release``).
         repo_id: Hub repository named in the card's loading example.
+        progress: show ``datasets``' progress bars (encoding, Parquet writing).
 
     Returns:
         ``{"configs": {config: [splits]}, "rows": {split: n}, "files": [relative paths]}``.
@@ -408,7 +415,7 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
     out.mkdir(parents=True, exist_ok=True)
     try:
         return _release_into(source, out, manifest, layout, features, licence, pretty_name, source_card,
-                             max_bytes, jobs, overwrite, repo_id)
+                             max_bytes, jobs, overwrite, repo_id, progress)
     except BaseException:
         if created and out.is_dir() and not any(out.iterdir()):
             out.rmdir()  # the folder this run made, left empty: no trace of a failed release
@@ -416,7 +423,8 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
 
 
 def _release_into(source: Path, out: Path, manifest: dict, layout: dict, features, licence: str, pretty_name: str,
-                  source_card: str, max_bytes: int, jobs: int, overwrite: bool, repo_id: str | None) -> dict:
+                  source_card: str, max_bytes: int, jobs: int, overwrite: bool, repo_id: str | None,
+                  progress: bool) -> dict:
     """The body of :func:`make_release`, once ``out`` exists: lock, convert into a staging folder, swap."""
     # The lock every writer of a folder takes, on --out itself: a generate, merge or train on the same folder
     # is refused while the release runs, and the release is refused while one of them runs. What --out holds
@@ -434,7 +442,7 @@ def _release_into(source: Path, out: Path, manifest: dict, layout: dict, feature
                 (staging / config).mkdir()
                 for split in splits:
                     rows[split], names = _write_parquet(source, split, len(manifest["splits"][split]["shards"]),
-                                                        features, staging, config, max_bytes, jobs, out)
+                                                        features, staging, config, max_bytes, jobs, out, progress)
                     files += names
             card = release_card(manifest, layout, rows, licence, pretty_name, source_card, repo_id)
             (staging / "README.md").write_text(card, encoding="utf-8")
