@@ -145,7 +145,7 @@ def fill(disk: Path, leave_kib: int) -> Path:
 def run_child(code: str, *args: str) -> subprocess.CompletedProcess:
     tests = Path(__file__).parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tests.parent), str(tests)]), PYTHONFAULTHANDLER="1")
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=1800)
 
 
 CLI = """

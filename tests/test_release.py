@@ -217,7 +217,7 @@ def _run_cli(args, env_extra):
     env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_standin_token", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
            **env_extra}
     return subprocess.run([str(ROOT / ".venv" / "bin" / "bindscope"), *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=1800)
 
 
 def test_push_uploads_the_release_folder_to_a_hub_standin(tmp_path):
