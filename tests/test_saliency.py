@@ -308,7 +308,12 @@ def test_every_generated_plan_passes_the_check_and_crafted_ones_are_named(eval_d
         "has digits {'source': 1}, not a list of 1 or 2 digits": lambda s: s.update(digits={"source": 1}),
         "has digits [], not a list of 1 or 2 digits": lambda s: s.update(digits=[]),
         "digit 1 is int, not an object": lambda s: s["digits"].__setitem__(0, 7),
-        "has layout None, not {'jitter': [2 numbers], 'direction': a number}": lambda s: s.update(layout=None),
+        "has layout None, not {'jitter': [2 numbers within ±2.0 pixels], 'direction': a number}":
+            lambda s: s.update(layout=None),
+        "has layout {'direction': 1.0, 'jitter': [0.0, 1e+300]}, not {'jitter': [2 numbers within ±2.0 pixels], "
+        "'direction': a number}": lambda s: s.update(layout={"direction": 1.0, "jitter": [0.0, 1e300]}),
+        "digit 1 has cuts [10000000000000000000000000000000000000000], not a list of 0 number(s) 0..1 (its fracture)":
+            lambda s: s["digits"][0].update(cuts=[10 ** 40]),
         "has mentions [{'index': 3, 'attributes': []}], not a list of {'index': 1..2, 'attributes': [...]}":
             lambda s: s.update(mentions=[{"index": 3, "attributes": []}]),
     }
@@ -324,7 +329,8 @@ def test_every_generated_plan_passes_the_check_and_crafted_ones_are_named(eval_d
     rebuilt = MadmanGenerator.from_config(gen.config, gen.seed)  # no digits loaded: the named source's 5,000
     bad = json.loads(json.dumps(spec))
     bad["digits"][0]["source"] = 5000
-    assert rebuilt.plan_problem(bad) == "digit 1 has source 5000, not an integer 0..4,999 (an index of the digit source)"
+    assert rebuilt.plan_problem(bad) == ("digit 1 has source 5000, not an integer 0..4,999 (an index of the digit "
+                                         "source)")
     assert rebuilt.table is None
 
 

@@ -170,8 +170,9 @@ def single_digit_renders(ds: Dataset, split: str, generator=None) -> dict[int, t
 
     Raises:
         DatasetError: a sample whose stored plan cannot be drawn (see
-            :meth:`~bindscope.generators.madman.generator.MadmanGenerator.plan_problem`), or whose renders do not
-            add up to its stored image and mask (a dataset of another generator version). BadInput: a dataset made from torchvision MNIST digits (their
+            :meth:`~bindscope.generators.madman.generator.MadmanGenerator.plan_problem`; every plan is checked
+            before the first digit is drawn), or whose renders do not add up to its stored image and mask (a
+            dataset of another generator version). BadInput: a dataset made from torchvision MNIST digits (their
             folder is not recorded, so the generator cannot redraw them) or other digits than those installed.
     """
     from bindscope.generators.madman.generator import MadmanGenerator
@@ -183,8 +184,9 @@ def single_digit_renders(ds: Dataset, split: str, generator=None) -> dict[int, t
     if generator is None:
         generator = MadmanGenerator.from_config(ds.manifest["config"], ds.manifest["seed"])
     for reader in ds.split(split).shards():  # every plan is checked before the first digit is drawn
-        for local in np.flatnonzero(np.diff(reader.object_offsets) == 2).tolist():
-            problem = generator.plan_problem(reader.spec(local), reader.objects(local))
+        objects = reader.all_objects()
+        for local in (k for k, found in enumerate(objects) if len(found) == 2):
+            problem = generator.plan_problem(reader.spec(local), objects[local])
             if problem:
                 raise DatasetError(f"{ds.path}: sample {reader.first_index + local} of split {split!r}: its stored "
                                    f"plan {problem}; it cannot be redrawn (bindscope verify lists every such sample)")

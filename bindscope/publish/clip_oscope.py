@@ -22,8 +22,7 @@ compression level 6 without metadata, ``clip-oscope.json`` as canonical JSON.
 Refused with :class:`~bindscope.errors.BadInput` before anything is written: two scenes that would get the same
 file name (the same objects in the same order), two references of one class, a category name that cannot be
 read back from a file name (containing ``_`` or ``/``, or empty) or too long for one (a file name holds at most
-255 bytes), and a scene object without a reference image
-(the scripts look every object up among the references). The folder is written under a temporary name beside
+255 bytes), and a scene object without a reference image (the scripts look every object up among the references). The folder is written under a temporary name beside
 ``out`` and renamed into place when complete; the export's folders get the permissions of any new folder (the
 umask's), so others may read what the umask lets them.
 """
@@ -80,8 +79,9 @@ def plan_export(dataset: Dataset, split: str = "scenes", object_order: str = "me
 
     Raises:
         BadInput: a bad ``object_order``, no ``references`` split, a split name that is ``references``, a
-            category that cannot be a file-name part (or is too long for a file name), two references of one class, a scene object without a
-            reference, or two scenes with the same file name (both sample indices named).
+            category that cannot be a file-name part (or is too long for a file name), two references of one
+            class, a scene object without a reference, or two scenes with the same file name (both sample indices
+            named).
         DatasetError: no such split.
     """
     ordered_objects([], object_order)

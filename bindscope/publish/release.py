@@ -306,7 +306,8 @@ def _check_out(out: Path, overwrite: bool) -> None:
                        "replaces an earlier release", param="out")
 
 
-def _arrow_files(source: str, split: str, shards: list[int], features, cache: str, progress: bool = True) -> list[str]:
+def _arrow_files(source: str, split: str, shards: list[int], features, cache: str,
+                 progress: bool = True) -> list[str]:
     """Encode the rows of ``shards`` into an Arrow file under ``cache``; return its path(s). Runs in this process or
     in a joblib worker; ``progress``: show ``datasets``' progress bar."""
     import datasets

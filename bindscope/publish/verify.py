@@ -126,9 +126,10 @@ def _shard_problems(root: Path, entry: dict, split: str, manifest: dict, check_m
             problems.append(f"{where}: per-sample arrays {layout} differ from the manifest's sample_arrays "
                             f"{manifest.get('sample_arrays', {})}")
         shard_counts = _json(attrs.get("statistics", "{}"))
-        for local in range(reader.count if plan_problem is not None else 0):
+        objects = reader.all_objects() if plan_problem is not None else []
+        for local in range(len(objects)):
             try:
-                problem = plan_problem(reader.spec(local), reader.objects(local))
+                problem = plan_problem(reader.spec(local), objects[local])
             except (AttributeError, KeyError, TypeError, ValueError):  # a config the check cannot read
                 problems.append(f"{where}: its plans cannot be checked against the manifest's config")
                 break

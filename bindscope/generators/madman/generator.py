@@ -181,9 +181,10 @@ class MadmanGenerator:
 
     def plan_problem(self, spec, objects: list | None = None) -> str | None:
         """What makes the stored plan ``spec`` (any parsed JSON) of a sample with ``objects`` (or unknown objects)
-        unusable, as a phrase, or None (:func:`~bindscope.generators.madman.plans.plan_problem`). Digit sources are checked against the number of
-        digits this generator draws from when they are loaded, else against the size of the source its config
-        names (:data:`~bindscope.generators.madman.mnist.SOURCE_SIZES`); no digits are loaded."""
+        unusable, as a phrase, or None (:func:`~bindscope.generators.madman.plans.plan_problem`). Digit sources
+        are checked against the number of digits this generator draws from when they are loaded, else against the
+        size of the source its config names (:data:`~bindscope.generators.madman.mnist.SOURCE_SIZES`); no digits
+        are loaded."""
         table = self.renderer.table if "renderer" in self.__dict__ else self.table
         sources = len(table.ink_box) if table is not None else SOURCE_SIZES.get(self.config["digits"]["source"])
         return plan_problem(self.config, spec, sources, objects)

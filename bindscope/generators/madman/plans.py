@@ -14,7 +14,8 @@ def _integer(value) -> bool:
 
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number (an int of any size, a float that is not NaN or infinite), not a bool."""
+    return _integer(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _digit_problem(config: dict, digit, sources: int | None) -> str | None:
@@ -53,7 +54,7 @@ def plan_problem(config: dict, spec, sources: int | None = None, objects: list |
     ``source`` and every entry of ``alternates`` an integer ``0 .. sources - 1`` (any non-negative integer when
     ``sources`` is None), ``attributes`` naming a value of ``config`` for every attribute, ``swell`` a number
     0..1 and ``cuts`` as many numbers 0..1 as its fracture value says; ``layout`` an object with ``jitter`` two
-    finite numbers and ``direction`` a finite number (radians); ``mentions`` a list of objects, each naming a
+    numbers within ± the config's ``layout.centre_jitter`` (pixels) and ``direction`` a finite number (radians); ``mentions`` a list of objects, each naming a
     digit (``index`` 1..number of digits) and a list of attribute names; ``placements``, where stored, one object
     per digit whose ``source`` is one of that digit's candidates (``source`` or an alternate). With ``objects``
     (the sample's :class:`~bindscope.format.records.ObjectRecord` list), one digit per object, of its class.
@@ -74,9 +75,12 @@ def plan_problem(config: dict, spec, sources: int | None = None, objects: list |
         if problem:
             return f"digit {k} {problem}"
     layout = spec.get("layout")
+    reach = config["layout"].get("centre_jitter", math.inf)
     if (not isinstance(layout, dict) or not isinstance(layout.get("jitter"), list) or len(layout["jitter"]) != 2
-            or not all(map(_number, layout["jitter"])) or not _number(layout.get("direction"))):
-        return f"has layout {str(layout)[:80]}, not {{'jitter': [2 numbers], 'direction': a number}}"
+            or not all(_number(j) and abs(j) <= reach for j in layout["jitter"])
+            or not _number(layout.get("direction"))):
+        return (f"has layout {str(layout)[:80]}, not {{'jitter': [2 numbers within ±{reach} pixels], "
+                "'direction': a number}")
     mentions = spec.get("mentions")
     if not isinstance(mentions, list) or not all(
             isinstance(m, dict) and _integer(m.get("index")) and 1 <= m["index"] <= len(digits)
