@@ -493,6 +493,46 @@ def _crafted_model(work: Path) -> None:
     torch.save(state, work / "model.pt")
 
 
+def _plan(edit: Callable[[dict], None]) -> Callable[[h5py.File], None]:
+    """A shard craft that edits the stored plan (spec) of the test shard's first sample (two digits)."""
+    def change(f: h5py.File) -> None:
+        specs = [json.loads(text) for text in f["specs"][()]]
+        edit(specs[0])
+        _replace(f, "specs", np.array([json.dumps(s) for s in specs], dtype=object).astype(h5py.string_dtype()))
+    return change
+
+
+def _long_category(work: Path) -> None:
+    """``refs``: a ComCO-layout dataset (scenes of pizza and apple, a reference each) whose third reference's
+    category is 252 bytes long, one more than a file name ``<category>.png`` allows."""
+    from eval_fakes import SpecGenerator, build, image, obj
+
+    from bindscope.format.records import Sample
+
+    mask = np.zeros((8, 8), np.uint8)
+    scenes = [Sample(0, image(1), mask, "pizza and apple", [obj(1, "pizza", {"size_class": "m"}, 1, 1, 9),
+                                                          obj(2, "apple", {"size_class": "m"}, 2, 2, 8)])]
+    refs = [Sample(k, image(10 + k), mask, c, [obj(1, c, {"size_class": "m"}, 1, 1)])
+            for k, c in enumerate(["pizza", "apple", "x" * 252])]
+    build(work, "refs", SpecGenerator({"scenes": scenes, "references": refs}, name="comco",
+                                      attribute_names=["size_class"]))
+
+
+def _huge_step_result(work: Path) -> None:
+    """``results/r.json``: a ``madman eval`` result of the fixtures whose model.step is 10**400."""
+    from click.testing import CliRunner
+
+    from bindscope.cli.main import madman
+
+    out = work / "results" / "r.json"
+    done = CliRunner().invoke(madman, ["eval", str(work / "d"), "--model", str(work / "model.pt"), "--device", "cpu",
+                                       "--no-cache", "--quiet", "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    for rows in out.parent.glob("*.jsonl"):
+        rows.unlink()
+    _edit_json(out, lambda r: r["model"].__setitem__("step", 10 ** 400))
+
+
 def cases() -> list[Case]:
     """Every case of the matrix (``fast`` marks the subset the test suite runs)."""
     out: list[Case] = []
@@ -753,6 +793,28 @@ def cases() -> list[Case]:
     ]
     # 10. one claim on every output: foreign folders, other commands' outputs, held and linked locks
     out += writer_cases()
+    # 10. readers of user files: stored plans, export inputs and names, result files
+    plans = {"plan-source-out-of-range": _plan(lambda s: s["digits"][0].update(source=10 ** 9)),
+             "plan-digits-not-a-list": _plan(lambda s: s.update(digits={"1": 2}))}
+    large_object = ["eval", "d", "--model", "model.pt", "--tasks", "large-object", "--device", "cpu", "--no-cache",
+                    "--quiet", "--out", "r.json"]
+    for name, change in plans.items():
+        out += [Case(f"reader:{name}:verify", "bindscope", ["verify", "d"], "stored plan", craft(change), expect=1,
+                     fast=True, needs=("data",)),
+                Case(f"reader:{name}:large-object", "madman", large_object, "stored plan", craft(change),
+                     fast=name == "plan-source-out-of-range", needs=("data", "model"))]
+    out += [
+        Case("reader:clip-oscope-category-too-long", "bindscope", ["export", "clip-oscope", "refs", "--out", "o"],
+             "252 bytes", _long_category, fast=True),
+        Case("reader:open-clip-config-shipped-name", "bindscope", ["export", "open-clip-config", "--out",
+                                                                   "ViT-B-32.json", "--image-size", "32"],
+             "ViT-B-32", fast=True),
+        Case("reader:open-clip-config-config-a-list", "bindscope", ["export", "open-clip-config", "run", "--out",
+                                                                    "cfg.json"],
+             "run.json", _write("run/run.json", '{"config": ["model"]}'), fast=True),
+        Case("reader:collect-step-huge", "bindscope", ["collect", "results", "--out", "t.md", "--plot", "t.png"],
+             "model.step", _huge_step_result, needs=("data", "model")),
+    ]
     return out
 
 
