@@ -29,6 +29,7 @@ import math
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from bindscope.errors import BadInput
@@ -41,12 +42,16 @@ DTYPES = ("float16", "bfloat16", "float32", "float64", "uint8", "int8", "int16",
 SAFETENSORS_DTYPES = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8, "U8": 1, "I8": 1, "I16": 2, "I32": 4, "I64": 8,
                       "BOOL": 1}
 """The safetensors dtype names of :data:`DTYPES`, with their item sizes in bytes."""
+MAX_PLAIN_DEPTH = 32  # nesting of the plain values (configs, records) stored beside the tensors of a file
+MAX_PLAIN_ITEMS = 1_000_000  # those values, counted as often as they are reached
 SHOWN = 5  # names listed in a message before "and N more"
 
 
-def weights_problem(file, problem: str, param: str | None = None) -> BadInput:
-    """``BadInput("<param> '<file>': <problem>")`` (without ``param``: ``"'<file>': <problem>"``)."""
-    return BadInput(f"{param + ' ' if param else ''}{str(file)!r}: {problem}", param=param)
+def weights_problem(file, problem: str, param: str | None = None, label: str | None = None) -> BadInput:
+    """``BadInput("<label> '<file>': <problem>")``; ``label`` defaults to ``param`` (without either:
+    ``"'<file>': <problem>"``)."""
+    label = param if label is None else label
+    return BadInput(f"{label + ' ' if label else ''}{str(file)!r}: {problem}", param=param)
 
 
 def _listed(names: list, quote: bool = False) -> str:
@@ -54,16 +59,16 @@ def _listed(names: list, quote: bool = False) -> str:
     return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
 
 
-def _regular_file(file: Path, what: str, max_bytes: int, param: str | None) -> int:
+def _regular_file(file: Path, what: str, max_bytes: int, param: str | None, label: str | None = None) -> int:
     """The size of ``file``; BadInput unless it is a regular file of at most ``max_bytes`` bytes."""
     try:
         info = file.stat()
     except OSError as exc:
-        raise weights_problem(file, f"cannot be read ({exc.strerror})", param) from None
+        raise weights_problem(file, f"cannot be read ({exc.strerror})", param, label) from None
     if not stat.S_ISREG(info.st_mode):
-        raise weights_problem(file, f"is not a regular file; expected a {what}", param)
+        raise weights_problem(file, f"is not a regular file; expected a {what}", param, label)
     if info.st_size > max_bytes:
-        raise weights_problem(file, f"is {info.st_size} bytes; a {what} is at most {max_bytes} bytes", param)
+        raise weights_problem(file, f"is {info.st_size} bytes; a {what} is at most {max_bytes} bytes", param, label)
     return info.st_size
 
 
@@ -84,13 +89,17 @@ def load_error(exc: Exception) -> str:
     return f"is not readable as a torch file ({type(exc).__name__}: {first})"
 
 
-def read_torch_file(file: str | os.PathLike, what: str, max_bytes: int | None = None, param: str | None = None):
+def read_torch_file(file: str | os.PathLike, what: str, max_bytes: int | None = None, param: str | None = None,
+                    label: str | None = None):
     """``torch.load(file, map_location="cpu", weights_only=True)`` of a regular file of at most ``max_bytes``
     bytes (default :data:`MAX_WEIGHTS_BYTES`) whose zip entries, if it is a zip file (torch's format since 1.6),
     are all stored uncompressed. Returns whatever the file holds (tensors and plain values only).
 
+    Args:
+        what: the kind of file, for messages (``"LABCLIP map"``). param / label: see :func:`weights_problem`.
+
     Raises:
-        BadInput: naming ``file`` (and ``param``) and the problem: not a regular file, too large, a compressed
+        BadInput: naming ``file`` (after ``label``) and the problem: not a regular file, too large, a compressed
             entry, or not loadable with ``weights_only=True`` (a corrupt file, or one holding objects other than
             tensors and plain values, such as a pickled payload that could run code).
     """
@@ -99,20 +108,21 @@ def read_torch_file(file: str | os.PathLike, what: str, max_bytes: int | None = 
     import torch
 
     file = Path(file)
-    _regular_file(file, what, MAX_WEIGHTS_BYTES if max_bytes is None else max_bytes, param)
+    _regular_file(file, what, MAX_WEIGHTS_BYTES if max_bytes is None else max_bytes, param, label)
     try:
         if zipfile.is_zipfile(file):
             with zipfile.ZipFile(file) as archive:
                 packed = [i.filename for i in archive.infolist() if i.compress_type != zipfile.ZIP_STORED]
             if packed:
                 raise weights_problem(file, f"has compressed entries ({_listed(packed)}); torch.save stores "
-                                            "every entry uncompressed, so this is not a file it wrote", param)
+                                            "every entry uncompressed, so this is not a file it wrote", param, label)
     except (OSError, zipfile.BadZipFile, ValueError) as exc:
-        raise weights_problem(file, f"is not readable as a torch file (a broken zip archive: {exc})", param) from None
+        raise weights_problem(file, f"is not readable as a torch file (a broken zip archive: {exc})", param,
+                              label) from None
     try:
         return torch.load(file, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a file that is not a torch file
-        raise weights_problem(file, load_error(exc), param) from None
+        raise weights_problem(file, load_error(exc), param, label) from None
 
 
 def safetensors_header(file: str | os.PathLike, max_bytes: int | None = None, param: str | None = None) -> dict:
@@ -307,3 +317,35 @@ def check_module_finite(module, source: str, param: str | None = None) -> None:
         if not finite(tensor):
             raise BadInput(f"{source}: tensor {name!r} holds NaN or infinite values; weights must be finite",
                            param=param)
+
+
+def check_plain(value, where: str, fail: Callable[[str], BadInput]) -> None:
+    """Raise ``fail(problem)`` unless ``value`` (read from a weights file beside its tensors: a config, a record)
+    is JSON-like: str, finite number, bool, None, lists and string-keyed dicts of those (no tensor), nested at
+    most :data:`MAX_PLAIN_DEPTH` deep, at most :data:`MAX_PLAIN_ITEMS` values in all. A pickle can share one list
+    many times over (30 levels of ``[a, a]`` are 2**30 values in a few bytes), so values are counted each time
+    they are reached. ``where`` names ``value`` in the problem (``"meta"`` -> ``"meta.loss[1] holds ..."``)."""
+    pending, seen = [(value, where, 0)], 0
+    while pending:
+        value, here, depth = pending.pop()
+        seen += 1 + (len(value) if isinstance(value, (list, tuple, dict)) else 0)
+        if seen > MAX_PLAIN_ITEMS:
+            raise fail(f"{where} holds more than {MAX_PLAIN_ITEMS} values")
+        if depth > MAX_PLAIN_DEPTH:
+            raise fail(f"{here} is nested too deep")
+        if value is None or isinstance(value, (str, bool, int)):
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise fail(f"{here} holds the non-finite number {value!r}")
+            continue
+        if isinstance(value, (list, tuple)):
+            pending.extend((item, f"{here}[{k}]", depth + 1) for k, item in reversed(list(enumerate(value))))
+            continue
+        if isinstance(value, dict):
+            for key in value:
+                if not isinstance(key, str):
+                    raise fail(f"{here} has the key {key!r}, not a string")
+            pending.extend((item, f"{here}.{key}", depth + 1) for key, item in reversed(list(value.items())))
+            continue
+        raise fail(f"{here} is a {type(value).__name__}, not a plain value")

@@ -32,7 +32,7 @@ from bindscope.encoders.interface import (  # one device rule for every encoder
 from bindscope.encoders.registry import EncoderKind
 from bindscope.errors import BadInput
 from bindscope.io.atomic import atomic_open
-from bindscope.io.weights import check_tensors, read_torch_file
+from bindscope.io.weights import check_plain, check_tensors, read_torch_file
 
 CHECKPOINT = "checkpoint.pt"
 MODEL = "model.pt"
@@ -46,7 +46,6 @@ CHECKPOINT_KEYS = MODEL_FILE_KEYS | {"optimizer", "scheduler", "scaler", "rng"}
 MAX_FILE_BYTES = 8 << 30  # a model or checkpoint file larger than this is refused before it is read
 MAX_PARAMETERS = 2_000_000_000  # numbers in a model's state dict
 MAX_JSON_BYTES = 16 << 20  # the JSON-like entries (train_config) of a model file
-MAX_PLAIN_ITEMS = 1_000_000  # values in the JSON-like entries of a model file, counted as often as they are reached
 
 
 def save_atomic(obj: object, path: str | os.PathLike) -> None:
@@ -186,36 +185,6 @@ def _problem(file: Path, problem: str) -> BadInput:
     return BadInput(f"{str(file)!r}: {problem}")
 
 
-def _plain(value, where: str, file: Path) -> None:
-    """Raise BadInput unless ``value`` is JSON-like: str, finite number, bool, None, lists and string-keyed
-    dicts of those (no tensor), nested at most 32 deep, at most :data:`MAX_PLAIN_ITEMS` values in all (a pickle
-    can share one list many times over: 30 levels of ``[a, a]`` are 2**30 values in a few bytes)."""
-    pending, seen = [(value, where, 0)], 0
-    while pending:
-        value, where, depth = pending.pop()
-        seen += 1 + (len(value) if isinstance(value, (list, tuple, dict)) else 0)
-        if seen > MAX_PLAIN_ITEMS:
-            raise _problem(file, f"{where.split('.')[0].split('[')[0]} holds more than {MAX_PLAIN_ITEMS} values")
-        if depth > 32:
-            raise _problem(file, f"{where} is nested too deep")
-        if value is None or isinstance(value, (str, bool, int)):
-            continue
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise _problem(file, f"{where} holds the non-finite number {value!r}")
-            continue
-        if isinstance(value, (list, tuple)):
-            pending.extend((item, f"{where}[{k}]", depth + 1) for k, item in reversed(list(enumerate(value))))
-            continue
-        if isinstance(value, dict):
-            for key in value:
-                if not isinstance(key, str):
-                    raise _problem(file, f"{where} has the key {key!r}, not a string")
-            pending.extend((item, f"{where}.{key}", depth + 1) for key, item in reversed(list(value.items())))
-            continue
-        raise _problem(file, f"{where} is a {type(value).__name__}, not a plain value")
-
-
 def expected_state(config) -> dict:
     """``{name: (shape, dtype)}`` of the state dict of :func:`~bindscope.training.model.build_model`'s model for
     ``config``, built on torch's ``meta`` device (no memory for weights, nothing initialised)."""
@@ -281,10 +250,10 @@ def read_weights_file(file: Path, formats: tuple[str, ...] = (MODEL_FORMAT, CHEC
     if blob["train_config"] is not None:
         import json
 
-        _plain(blob["train_config"], "train_config", file)
+        check_plain(blob["train_config"], "train_config", lambda problem: _problem(file, problem))
         if len(json.dumps(blob["train_config"])) > MAX_JSON_BYTES:
             raise _problem(file, f"train_config is larger than {MAX_JSON_BYTES} bytes")
-    _plain(blob["model_config"], "model_config", file)
+    check_plain(blob["model_config"], "model_config", lambda problem: _problem(file, problem))
     try:
         config = ModelConfig.from_dict(blob["model_config"])
     except BadInput as exc:
