@@ -30,7 +30,7 @@ import numpy as np
 from bindscope.encoders.interface import l2_normalise, torch_threads
 from bindscope.errors import BadInput, check_int, check_number
 from bindscope.io.atomic import atomic_open
-from bindscope.io.weights import check_plain, finite, read_torch_file
+from bindscope.io.weights import all_finite, check_plain, read_torch_file
 
 FORMAT = "bindscope-labclip"
 FORMAT_VERSION = 1
@@ -168,7 +168,7 @@ def load_labclip(path: str | os.PathLike) -> LabclipMap:
         raise _map_problem(path, f"weight is a {weight.layout} {weight.dtype} tensor; expected a dense float32 one")
     if weight.ndim != 2 or weight.shape[0] != weight.shape[1] or not 1 <= weight.shape[0] <= MAX_DIM:
         raise _map_problem(path, f"weight has shape {tuple(weight.shape)}, expected (D, D) with 1 <= D <= {MAX_DIM}")
-    if not finite(weight):
+    if not all_finite(weight):
         raise _map_problem(path, "weight holds NaN or infinite values")
     scale = payload["logit_scale"]
     if not (isinstance(scale, float) and math.isfinite(scale) and 0 < scale <= MAX_LOGIT_SCALE):

@@ -54,6 +54,16 @@ def weights_problem(file, problem: str, param: str | None = None, label: str | N
     return BadInput(f"{label + ' ' if label else ''}{str(file)!r}: {problem}", param=param)
 
 
+def _kind(value) -> str:
+    """``value``'s type for a message: ``"a list"``, ``"an int"``, ``"a tensor"``, ``"None"``."""
+    import torch
+
+    if value is None:
+        return "None"
+    name = "tensor" if isinstance(value, torch.Tensor) else type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
 def _listed(names: list, quote: bool = False) -> str:
     shown = ", ".join(map(repr if quote else str, names[:SHOWN]))
     return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
@@ -134,7 +144,8 @@ def safetensors_header(file: str | os.PathLike, max_bytes: int | None = None, pa
             :data:`MAX_WEIGHTS_BYTES`); a header length beyond :data:`MAX_SAFETENSORS_HEADER_BYTES` or the file's
             end; a header that is not a JSON object of tensor entries; more than :data:`MAX_TENSORS` tensors; a
             dtype outside :data:`SAFETENSORS_DTYPES`; a shape that is not a list of integers >= 0; offsets that
-            are not ``[begin, end]`` inside the data, or whose length differs from the shape's size.
+            are not ``[begin, end]`` inside the data, or whose length differs from the shape's size; tensors
+            that overlap, leave gaps or do not cover the data (the safetensors format packs them end to end).
     """
     from bindscope.io.json_input import parse_json
 
@@ -157,7 +168,7 @@ def safetensors_header(file: str | os.PathLike, max_bytes: int | None = None, pa
         raise weights_problem(file, f"cannot be read ({exc.strerror})", param) from None
     header = parse_json(raw, f"{param + ' ' if param else ''}{str(file)!r}: the safetensors header", param)
     if not isinstance(header, dict):
-        raise weights_problem(file, f"has a safetensors header that is a {type(header).__name__}, not an object "
+        raise weights_problem(file, f"has a safetensors header that is {_kind(header)}, not an object "
                                     "of tensor entries", param)
     header.pop("__metadata__", None)
     if len(header) > MAX_TENSORS:
@@ -186,6 +197,14 @@ def safetensors_header(file: str | os.PathLike, max_bytes: int | None = None, pa
         if offsets[1] - offsets[0] != need:
             raise weights_problem(file, f"tensor {name!r} declares the shape {tuple(shape)} of {dtype} ({need} "
                                         f"bytes) but {offsets[1] - offsets[0]} bytes of data", param)
+    end = 0
+    for name, entry in sorted(header.items(), key=lambda item: item[1]["data_offsets"]):
+        if entry["data_offsets"][0] != end:
+            raise weights_problem(file, f"tensor {name!r} starts at byte {entry['data_offsets'][0]} of the data; "
+                                        f"the tensors before it end at byte {end} (overlapping or with a gap)", param)
+        end = entry["data_offsets"][1]
+    if end != data:
+        raise weights_problem(file, f"its tensors cover {end} bytes of data, but the file holds {data}", param)
     return header
 
 
@@ -207,7 +226,7 @@ def read_safetensors(file: str | os.PathLike, max_bytes: int | None = None, para
         raise weights_problem(file, f"is not a readable safetensors file ({first})", param) from None
 
 
-def finite(tensor) -> bool:
+def all_finite(tensor) -> bool:
     """False when the tensor holds NaN or an infinity (True for a tensor that is not floating point or empty).
     One ``torch.aminmax`` pass on the tensor's device: NaN anywhere makes both ends NaN."""
     import torch
@@ -224,12 +243,12 @@ def check_tensor(file, where: str, tensor, param: str | None = None) -> None:
     import torch
 
     if not isinstance(tensor, torch.Tensor):
-        raise weights_problem(file, f"{where} is a {type(tensor).__name__}, not a tensor", param)
+        raise weights_problem(file, f"{where} is {_kind(tensor)}, not a tensor", param)
     if tensor.layout != torch.strided or tensor.is_quantized or tensor.device.type != "cpu":
         raise weights_problem(file, f"{where} is not a dense CPU tensor ({tensor.layout})", param)
     if str(tensor.dtype).removeprefix("torch.") not in DTYPES:
         raise weights_problem(file, f"{where} has dtype {tensor.dtype}; allowed: {', '.join(DTYPES)}", param)
-    if not finite(tensor):
+    if not all_finite(tensor):
         raise weights_problem(file, f"{where} holds NaN or infinite values; weights must be finite", param)
 
 
@@ -254,12 +273,11 @@ def read_state_dict(file: str | os.PathLike, max_bytes: int | None = None, param
         state = read_torch_file(file, "weights file", max_bytes, param)
         wanted = "a state dict (a mapping of parameter names to tensors)"
         if not isinstance(state, dict):
-            raise weights_problem(file, f"holds a {type(state).__name__}, not {wanted}", param)
+            raise weights_problem(file, f"holds {_kind(state)}, not {wanted}", param)
         if "state_dict" in state:  # open_clip_train's checkpoint layout
             state = state["state_dict"]
             if not isinstance(state, dict):
-                raise weights_problem(file, f"its 'state_dict' entry is a {type(state).__name__}, not {wanted}",
-                                      param)
+                raise weights_problem(file, f"its 'state_dict' entry is {_kind(state)}, not {wanted}", param)
     if not state:
         raise weights_problem(file, "holds no tensors (an empty state dict)", param)
     if len(state) > MAX_TENSORS:
@@ -274,15 +292,16 @@ def read_state_dict(file: str | os.PathLike, max_bytes: int | None = None, param
 
 
 def check_tensors(file, where: str, tensors, expected: dict, *, model: str = "the model", exact_dtype: bool = True,
-                  param: str | None = None) -> None:
+                  finite: bool = True, param: str | None = None) -> None:
     """Raise BadInput (naming ``file`` and the entry) unless ``tensors`` is a dict with exactly the names of
-    ``expected`` (``{name: (shape, dtype)}``), each a dense CPU tensor of that shape, finite, and of that dtype
+    ``expected`` (``{name: (shape, dtype)}``), each a dense CPU tensor of that shape, of that dtype
     (``exact_dtype``) or of the same kind (floating point or not: ``load_state_dict`` converts between float
-    dtypes). ``model`` names what needs them in messages (``"open_clip 'ViT-B-32'"``)."""
+    dtypes), and finite (unless ``finite`` is False: already checked). ``model`` names what needs them in
+    messages (``"open_clip 'ViT-B-32'"``)."""
     import torch
 
     if not isinstance(tensors, dict):
-        raise weights_problem(file, f"{where} is a {type(tensors).__name__}, not a mapping of names to tensors", param)
+        raise weights_problem(file, f"{where} is {_kind(tensors)}, not a mapping of names to tensors", param)
     missing = sorted(set(expected) - set(tensors), key=str)
     unexpected = sorted(set(tensors) - set(expected), key=str)
     if missing or unexpected:
@@ -292,7 +311,7 @@ def check_tensors(file, where: str, tensors, expected: dict, *, model: str = "th
     for name, (shape, dtype) in expected.items():
         tensor = tensors[name]
         if not isinstance(tensor, torch.Tensor):
-            raise weights_problem(file, f"{where} entry {name!r} is a {type(tensor).__name__}, not a tensor", param)
+            raise weights_problem(file, f"{where} entry {name!r} is {_kind(tensor)}, not a tensor", param)
         if tensor.layout != torch.strided or tensor.is_quantized or tensor.device.type != "cpu":
             raise weights_problem(file, f"{where} entry {name!r} is not a dense CPU tensor ({tensor.layout})", param)
         if exact_dtype and tensor.dtype != dtype:
@@ -305,7 +324,7 @@ def check_tensors(file, where: str, tensors, expected: dict, *, model: str = "th
         if tuple(tensor.shape) != tuple(shape):
             raise weights_problem(file, f"{where} entry {name!r} has shape {tuple(tensor.shape)}; {model} needs "
                                         f"{tuple(shape)}", param)
-        if not finite(tensor):
+        if finite and not all_finite(tensor):
             raise weights_problem(file, f"{where} entry {name!r} holds NaN or infinite values", param)
 
 
@@ -314,7 +333,7 @@ def check_module_finite(module, source: str, param: str | None = None) -> None:
     library loaded itself) that holds NaN or infinite values. Buffers left out of the state dict (an attention
     mask of ``-inf``) are not weights and are not checked."""
     for name, tensor in module.state_dict().items():
-        if not finite(tensor):
+        if not all_finite(tensor):
             raise BadInput(f"{source}: tensor {name!r} holds NaN or infinite values; weights must be finite",
                            param=param)
 
