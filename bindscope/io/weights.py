@@ -329,9 +329,9 @@ def check_tensors(file, where: str, tensors, expected: dict, *, model: str = "th
 
 
 def check_module_finite(module, source: str, param: str | None = None) -> None:
-    """Raise BadInput (``"<source>: tensor '<name>' holds NaN ..."``) naming ``source`` and the first parameter or buffer of the torch module ``module`` (one a
-    library loaded itself) that holds NaN or infinite values. Buffers left out of the state dict (an attention
-    mask of ``-inf``) are not weights and are not checked."""
+    """Raise BadInput (``"<source>: tensor '<name>' holds NaN ..."``) naming ``source`` and the first parameter or
+    buffer of the torch module ``module`` (one a library loaded itself) that holds NaN or infinite values. Buffers
+    left out of the state dict (an attention mask of ``-inf``) are not weights and are not checked."""
     for name, tensor in module.state_dict().items():
         if not all_finite(tensor):
             raise BadInput(f"{source}: tensor {name!r} holds NaN or infinite values; weights must be finite",
