@@ -18,7 +18,8 @@ from bindscope.build.builder import build_dataset
 from bindscope.cli.main import bindscope as bindscope_cli
 from bindscope.errors import BadInput
 from bindscope.training.checkpoint import load_trained_adapter
-from bindscope.training.train import Trainer, build_train_config
+from bindscope.training.config import build_train_config
+from bindscope.training.train import Trainer
 
 FAST = {"steps": 3, "batch_size": 4, "warmup_steps": 1, "lr": 1e-4, "device": "cpu", "threads": 2,
         "checkpoint_every": 100}

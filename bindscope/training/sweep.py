@@ -103,7 +103,7 @@ class Sweep:
     def __init__(self, config: SweepConfig):
         from bindscope.config import read_yaml
         from bindscope.generators.madman import config as madman_config
-        from bindscope.training.train import build_train_config
+        from bindscope.training.config import build_train_config
 
         key = PROPERTY_NAMES.get(config.property) or (config.property if config.property in PROPERTIES else None)
         if key is None:
@@ -179,7 +179,8 @@ class Sweep:
 
     def train_point(self, value: float, seed: int, progress: bool) -> tuple[dict, bool]:
         """Train and evaluate one point; returns ``(result, skipped)``."""
-        from bindscope.training.train import RESULT, RUN, Trainer
+        from bindscope.training.runfolder import RESULT, RUN
+        from bindscope.training.train import Trainer
 
         config = self.train_configs[(value, seed)]
         run = self.run_dir(value, seed)
