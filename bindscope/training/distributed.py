@@ -258,6 +258,23 @@ class Group:
         return bool(flat[-1].item() > 0)
 
 
+def is_collective_failure(exc: BaseException) -> bool:
+    """True for the error of a collective whose peers are gone or silent (a process died, or the
+    ``dist_timeout`` passed): ``torch.distributed.DistError`` (network, backend, store, timeout errors), or the
+    plain RuntimeError that gloo and NCCL raise (their messages name their source files)."""
+    import torch.distributed as dist
+
+    return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and any(
+        word in str(exc) for word in ("gloo", "NCCL", "Connection closed", "Connection reset")))
+
+
+def first_sentence(exc: BaseException, limit: int = 200) -> str:
+    """The first sentence of an error's message (the backend's file and line left out), for one error line."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = text.split("] ", 1)[-1] if text.startswith("[") else text
+    return text.split(". ")[0][:limit]
+
+
 def _first_difference(ours, theirs, name: str | None = None):
     """``(key, our value, their value)`` of the first entry of the mapping ``ours`` that ``theirs`` holds
     otherwise (looking inside nested mappings), or ``(None, None, None)`` when they are equal."""

@@ -152,7 +152,7 @@ OPTIONS: tuple[Option, ...] = (
          identity=True),
     _int("steps", "--steps", 2000, 1, MAX_STEPS, "Optimiser steps.", "steps", identity=True),
     Option("lr", "--lr", float, 1e-3, (
-        f"Peak learning rate (AdamW) [default: 0.001; with --init {FINETUNE_LR:g} (NegCLIP's)]."),
+        f"Peak learning rate (AdamW); a fine-tune (--init) without --lr takes {FINETUNE_LR:g}, NegCLIP's."),
            0.0, 10.0, low_open=True, identity=True),
     Option("weight_decay", "--weight-decay", float, 0.1, "AdamW weight decay.", 0.0, 10.0, identity=True),
     _int("warmup_steps", "--warmup", 100, 0, MAX_STEPS, "Linear warm-up steps, then cosine decay to 0.", "steps",

@@ -351,10 +351,10 @@ class Trainer:
             return self._run(callback)
         except BaseException as exc:
             error = exc
-            if self.group.active and isinstance(exc, RuntimeError) and not isinstance(exc, GenerationError):
+            if self.group.active and distributed.is_collective_failure(exc):
                 raise GenerationError(f"process {self.group.rank} of {self.group.world_size}: the other processes "
                                       f"stopped answering (one ended, or none answered within "
-                                      f"{self.config.dist_timeout} s): {str(exc).splitlines()[0][:300]}; repeat "
+                                      f"{self.config.dist_timeout} s: {distributed.first_sentence(exc)}); repeat "
                                       "the command to resume from the last checkpoint") from exc
             raise
         finally:
