@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from bindscope.errors import BadInput
 
-# torchrun forwards these to every process; under a process group each one only asks for a stop after the step.
+# Signals that ask for a stop after the step under way (torchrun forwards both to every process).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 

@@ -337,9 +337,9 @@ class Trainer:
             a summary dict: ``steps``, ``resumed_from``, ``train_seconds`` (wall), ``cpu_seconds`` (this process's
             CPU time in training steps, all threads), ``steps_per_s``, ``images_per_s``,
             ``final_loss``, ``truncated_captions``, ``result`` (the evaluation result) and the files written.
-            On Ctrl-C (SIGINT) the step under way is finished and checkpointed, then KeyboardInterrupt is
-            raised (a second Ctrl-C interrupts at once, without a checkpoint), so a resumed run equals an
-            uninterrupted one. The run folder's claim is released when it returns or raises.
+            On Ctrl-C (SIGINT) or SIGTERM the step under way is finished and checkpointed, then
+            KeyboardInterrupt is raised (a second signal interrupts at once, without a checkpoint), so a resumed
+            run equals an uninterrupted one. The run folder's claim is released when it returns or raises.
 
         Raises:
             TrainingDiverged: a non-finite loss or weight (nothing of that step is saved).
@@ -428,24 +428,25 @@ class Trainer:
         return self._finish(start, train_seconds, cpu_seconds, last_loss, truncated)
 
     def _catch_sigint(self) -> dict:
-        """In the main thread: make Ctrl-C (SIGINT) only set a flag that the training loop reads after the step
-        under way (so a checkpoint never holds weights ahead of the optimiser state or the step count); a
-        second Ctrl-C interrupts at once, without a checkpoint. Under several processes SIGINT and SIGTERM
-        (which torchrun forwards to every process, and may send twice) only ever set the flag, and every rank
+        """In the main thread: make Ctrl-C (SIGINT) and SIGTERM only set a flag that the training loop reads after
+        the step under way (so a checkpoint never holds weights ahead of the optimiser state or the step count);
+        in one process a second one interrupts at once, without a checkpoint. Under several processes (torchrun
+        forwards both to every process, and may send them twice) they only ever set the flag, and every rank
         stops after the same step (the flag travels with the gradients). Returns the previous handlers."""
         if threading.current_thread() is not threading.main_thread():
             return {}
+        previous = {}
 
-        def on_sigint(signum, frame):
+        def on_signal(signum, frame):
             self._interrupted = True
             if not self.group.active:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else previous[signum])
 
-        signals = distributed.STOP_SIGNALS if self.group.active else (signal.SIGINT,)
-        return {signum: signal.signal(signum, on_sigint) for signum in signals}
+        previous.update({signum: signal.signal(signum, on_signal) for signum in distributed.STOP_SIGNALS})
+        return previous
 
     def _stop_requested(self) -> bool:
-        """A stop after this step: this process's Ctrl-C, or under several processes any rank's."""
+        """A stop after this step: this process's Ctrl-C or SIGTERM, or under several processes any rank's."""
         return self._stop_agreed if self.group.active else self._interrupted
 
     def _stop(self):
