@@ -259,7 +259,7 @@ def options_table_markdown() -> str:
     """The option table of docs/training.md: flag, default, allowed values, help (one row per option)."""
     lines = ["| flag | default | allowed | what |", "|---|---|---|---|"]
     for row in OPTIONS:
-        default = "(see text)" if row.nullable else "off" if row.type is bool else f"`{row.default}`"
+        default = "unset" if row.nullable else "off" if row.type is bool else f"`{row.default}`"
         allowed = "flag" if row.type is bool else "`auto`, `cpu`, `cuda`, `cuda:N`" if row.name == "device" else \
             row.range_text()
         lines.append(f"| `{row.flag}` | {default} | {allowed} | {row.help.replace('|', '&#124;')} |")

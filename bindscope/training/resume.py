@@ -237,8 +237,8 @@ class RunLog:
             if not (isinstance(record, dict) and isinstance(record.get("step"), int)):
                 if number == len(lines):  # the last line, without its newline: a write a kill cut short
                     break
-                raise BadInput(f"{str(self.path)!r}: line {number} is not a log record; remove the run folder "
-                               "to start afresh")
+                raise BadInput(f"{str(self.path)!r}: line {number} is not a log record (a JSON object with a step); "
+                               "mend or remove that line to resume")
             found.append(record)
         return found
 

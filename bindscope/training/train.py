@@ -145,40 +145,46 @@ class Trainer:
                                   self.group.rank, self.group.world_size)
         record = {"config": self._config_dict(), "identity": config.identity(), "data_config_sha256": data_sha}
         claim = claim_run_folder(self.out, record, overwrite) if self.group.rank == 0 else None
-        state = self._folder_state(claim)
+        seen = self._folder_view(claim)
+        state = self.group.agree(seen[0])[0]  # rank 0's view, on every process
         decision, from_checkpoint = _DECISIONS[state // 2], bool(state % 2)
 
+        # Everything is read and checked before the claim: weights, checkpoint and log that cannot be used stop the
+        # run with nothing written (not even the lock or the marker).
         torch.manual_seed(config.seed)
         self.model = build_model(config.model)
         if config.init is not None and not from_checkpoint:  # a resumed run takes its weights from the checkpoint
-            self._load_initial_weights()  # before the claim: unreadable weights leave no claimed folder
-        self.group.agree()  # every process built its model: rank 0 claims the folder
+            self._load_initial_weights()
+        self._build_optimiser()
+        self.step, self._losses = 0, []
+        if from_checkpoint:
+            self._load_checkpoint()
+        self.log = RunLog(self.out / LOG, write=self.group.rank == 0)
+        if self.log.write:
+            self.log.records()
+        self.group.agree()  # every process is ready: rank 0 claims the folder
         if claim is not None:
             self._claim = claim.__enter__()  # the lock, held until run() ends or close()
-            if self._folder_state(claim, agree=False) != state:
+            if self._folder_view(claim) != seen:
                 raise BadInput(f"out {str(self.out)!r} was changed by another command meanwhile; repeat the command",
                                param="out")
             if decision in ("new", "overwrite"):
                 write_run_files(self.out, record, config.model)
         self.resumed = decision in ("resume", "done")
-        self.group.agree()  # the folder is claimed: every process may read its checkpoint
-        self._build_optimiser()
-        self.step, self._losses = 0, []
-        if from_checkpoint:
-            self._load_checkpoint()
         self._saved_step = self.step
         self._interrupted = self._stop_agreed = False
-        self.log = RunLog(self.out / LOG, write=self.group.rank == 0)
         self.log.trim(self.step)
 
-    def _folder_state(self, claim, agree: bool = True) -> int:
-        """Rank 0's view of the run folder as one number every process learns: ``2 * decision index +
-        (resuming from a checkpoint)``."""
-        state = 0
-        if claim is not None:
-            resumes = claim.decision in ("resume", "done") and (self.out / CHECKPOINT).is_file()
-            state = 2 * _DECISIONS.index(claim.decision) + resumes
-        return self.group.agree(state)[0] if agree else state
+    def _folder_view(self, claim) -> tuple:
+        """Rank 0's view of the run folder: ``(2 * decision index + resuming from a checkpoint, and when resuming
+        the checkpoint's and the log's (mtime, size))``; the number is what every process learns."""
+        if claim is None:
+            return (0,)
+        stats = ()
+        if claim.decision in ("resume", "done"):
+            stats = tuple((f.stat().st_mtime_ns, f.stat().st_size) if f.is_file() else None
+                          for f in (self.out / CHECKPOINT, self.out / LOG))
+        return (2 * _DECISIONS.index(claim.decision) + bool(stats and stats[0]), *stats)
 
     def _load_initial_weights(self) -> None:
         """The fine-tune's starting weights (:func:`bindscope.training.finetune.initial_weights`)."""
