@@ -44,6 +44,7 @@ class Case:
     expect: int = 2
     fast: bool = False
     needs: tuple[str, ...] = ()    # fixtures: "data", "model"
+    env: dict | None = None        # environment variables set for the command (e.g. torchrun's)
 
 
 # ----------------------------------------------------------------------------------------------- fixtures
@@ -817,6 +818,94 @@ def cases() -> list[Case]:
              "model.step", _huge_step_result, needs=("data", "model")),
     ]
     out += weight_cases()
+    out += training_cases(readers["train"][1])
+    return out
+
+
+def _interrupted_run(train: list[str], change: Callable[[Path], None] | None = None) -> Callable[[Path], None]:
+    """A prepare step: train ``train`` (the case's own command) to its end, then make the run folder ``run`` an
+    interrupted one (no model, no result, no final evaluation line) and apply ``change`` to it."""
+    def prepare(work: Path) -> None:
+        from click.testing import CliRunner
+
+        from bindscope.cli.main import madman
+
+        cwd = os.getcwd()
+        os.chdir(work)
+        try:
+            result = CliRunner().invoke(madman, train)
+        finally:
+            os.chdir(cwd)
+        assert result.exit_code == 0, result.output
+        run = work / "run"
+        for name in ("model.pt", "result.json"):
+            (run / name).unlink()
+        log = run / "log.jsonl"
+        log.write_text("".join(line + "\n" for line in log.read_text().splitlines() if '"eval"' not in line))
+        if change is not None:
+            change(run)
+    return prepare
+
+
+def _edit_checkpoint(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def edit(run: Path) -> None:
+        import torch
+
+        blob = torch.load(run / "checkpoint.pt", weights_only=True)
+        change(blob)
+        torch.save(blob, run / "checkpoint.pt")
+    return edit
+
+
+def training_cases(train: list[str]) -> list[Case]:
+    """``range:`` every numeric training option outside its range (and ``madman sweep``'s), refused before any
+    work; ``resume:`` a damaged run folder, refused before anything is written (not even the lock or the
+    marker); ``ranks:`` a torchrun environment that cannot work, refused before the process group starts."""
+    sweep = ["sweep", "--property", "saliency-bias", "--values", "0,1", "--out", "sweep", "--quiet"]
+    values = ",".join(str(v / 200) for v in range(101))
+    ranges = [("negatives-per-sample-huge", "--negatives-per-sample", "1000000000", True),
+              ("steps-huge", "--steps", "100000000000", True), ("batch-size-zero", "--batch-size", "0", False),
+              ("seed-negative", "--seed", "-1", False), ("seed-huge", "--seed", str(2 ** 64), False),
+              ("warmup-negative", "--warmup", "-5", False), ("checkpoint-every-zero", "--checkpoint-every", "0", False),
+              ("log-every-huge", "--log-every", "99999999999", False),
+              ("eval-every-negative", "--eval-every", "-1", False),
+              ("loader-jobs-huge", "--loader-jobs", "100000", False), ("threads-negative", "--threads", "-1", False),
+              ("dist-timeout-zero", "--dist-timeout", "0", True), ("embed-dim-huge", "--embed-dim", "1000000", False),
+              ("context-length-two", "--context-length", "2", False),
+              ("vision-layers-huge", "--vision-layers", "1000", False)]
+    out = [Case(f"range:{name}", "madman", [*train, flag, value], f"{flag} {value} is not allowed", fast=fast,
+                needs=("data",)) for name, flag, value, fast in ranges]
+    out += [
+        Case("range:sweep-num-train-huge", "madman", [*sweep, "--num-train", "99999999999"], "99999999999",
+             fast=True),
+        Case("range:sweep-jobs-zero", "madman", [*sweep, "--jobs", "0"], "--jobs 0 is not allowed"),
+        Case("range:sweep-values-many", "madman", [*sweep[:4], values, *sweep[5:]], "lists 101 values; at most 100"),
+        Case("range:sweep-seeds-many", "madman", [*sweep, "--seeds", ",".join(map(str, range(101)))],
+             "lists 101 values; at most 100"),
+    ]
+    damaged = {
+        "log-line-garbage": (lambda run: (run / "log.jsonl").write_text('{"step": 1}\nnot json\n{"step": 1}\n'),
+                             "log.jsonl"),
+        "checkpoint-truncated": (lambda run: (run / "checkpoint.pt").write_bytes(
+            (run / "checkpoint.pt").read_bytes()[:2000]), "checkpoint.pt"),
+        "checkpoint-step-beyond": (_edit_checkpoint(lambda b: b.update(step=99)), "step 99 is beyond"),
+        "checkpoint-log-entry": (_edit_checkpoint(lambda b: b.update(log={"losses": ["x"]})), "checkpoint.pt"),
+        "checkpoint-other-model": (_edit_checkpoint(lambda b: b["model_config"].update(embed_dim=32)),
+                                   "checkpoint.pt"),
+    }
+    out += [Case(f"resume:{name}", "madman", train, needle, _interrupted_run(train, change),
+                 fast=name == "checkpoint-step-beyond", needs=("data",)) for name, (change, needle) in damaged.items()]
+    world = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    out += [
+        Case("ranks:rank-outside-world", "madman", train, "RANK=2", env={**world, "RANK": "2"}, fast=True,
+             needs=("data",)),
+        Case("ranks:world-size-garbage", "madman", train, "WORLD_SIZE='two'", env={**world, "WORLD_SIZE": "two"},
+             needs=("data",)),
+        Case("ranks:batch-not-divisible", "madman", [*train, "--batch-size", "15"], "15 does not divide by the 2 processes",
+             env=world, needs=("data",)),
+        Case("ranks:one-gpu-for-all", "madman", [*train, "--device", "cuda:1"], "'cuda:1' is one GPU for all",
+             env=world, needs=("data",)),
+    ]
     return out
 
 
@@ -1071,8 +1160,8 @@ def run_case(case: Case, fixtures: Path, work: Path) -> Outcome:
     cwd = os.getcwd()
     os.chdir(work)
     try:
-        result = CliRunner().invoke({"madman": madman, "comco": comco, "bindscope": bindscope}[case.command],
-                                    case.args)
+        result = CliRunner(env=case.env).invoke({"madman": madman, "comco": comco, "bindscope": bindscope}[
+            case.command], case.args)
     finally:
         os.chdir(cwd)
     output = result.output
