@@ -1,7 +1,8 @@
 """The full attack matrix: every bad or crafted input case, then kill -9 and concurrency runs.
 
 Prints how many cases were tried and handled, in all and by class (the case id's prefix: ``model:`` no code
-from a model, ``out:`` and ``lock:`` output folders, ``shard:``, ``closed:`` crafted datasets, ...) (exit 2 with one ``Error:`` line naming the value or file, or for
+from a model, ``out:`` and ``lock:`` output folders, ``shard:``, ``closed:`` crafted datasets, ``weights:`` weight
+files, ...) (exit 2 with one ``Error:`` line naming the value or file, or for
 ``bindscope verify`` exit 1 listing the problem with its file; no traceback; nothing written or deleted), the
 failures one per line, then the kill -9 and two-writer figures (see tests/crash_runs.py), the machine and the
 wall time.

