@@ -66,6 +66,7 @@ def _sweep(**fields):
 
 
 TRAIN = ["--steps", "1", "--embed-dim", "8", "--quiet"]
+NONE = bindscope.EncoderSettings("ViT-B-32", pretrained="none")  # random weights
 
 # (id, library call on the place folder P, library message (regex from the start), its param,
 #  command group, command arguments, the command's message (regex from the start))
@@ -118,7 +119,7 @@ CASES = [
      r"device 'tpu' is not allowed", "device",
      madman, ["eval", "madman", "--model", "ViT-B-32", "--pretrained", "none", "--device", "tpu", "--out", "r.json"],
      r"--device 'tpu' is not allowed"),
-    ("references", lambda p: bindscope.evaluate(p / "coco", "ViT-B-32", pretrained="none", tasks="ior",
+    ("references", lambda p: bindscope.evaluate(p / "coco", NONE, tasks="ior",
                                                 references=p / "nope", out=False),
      r"references '.*nope' is not a folder", "references",
      comco, ["eval", "coco", "--model", "ViT-B-32", "--pretrained", "none", "--tasks", "ior", "--reference-images",
@@ -147,7 +148,7 @@ CASES = [
      r"batch_size 64 is larger than num_train=32", "batch_size",
      madman, ["sweep", "--property", "saliency-bias", "--values", "0,1", "--num-train", "32", "--batch-size", "64",
               "--out", "sweep", "--quiet"], r"--batch-size 64 is larger than --num-train 32"),
-    ("conjunctive probe", lambda p: bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", device="cpu",
+    ("conjunctive probe", lambda p: bindscope.probe(p / "madman", NONE.replace(device="cpu"),
                                                     task="conjunctive-search", out=False),
      r"task conjunctive-search needs a dataset rendered with task='conjunctive-search'", "task",
      bindscope_cli, ["probe", "madman", "--model", "ViT-B-32", "--pretrained", "none", "--device", "cpu",
@@ -171,15 +172,15 @@ def test_library_names_the_parameter_and_the_command_the_flag(place, call, libra
 
 
 def _madman_eval(p, **options):
-    return bindscope.evaluate(p / "madman", "ViT-B-32", pretrained="none", device="cpu", out=False, **options)
+    return bindscope.evaluate(p / "madman", NONE.replace(device="cpu"), out=False, **options)
 
 
 def _probe(p, **options):
-    return bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", device="cpu", out=False, **options)
+    return bindscope.probe(p / "madman", NONE.replace(device="cpu"), out=False, **options)
 
 
 def _fit(p, **options):
-    return bindscope.labclip.fit(p / "madman", "ViT-B-32", p / "map.pt", pretrained="none", device="cpu", **options)
+    return bindscope.labclip.fit(p / "madman", NONE.replace(device="cpu"), p / "map.pt", **options)
 
 
 def _train(p, **options):
@@ -208,7 +209,7 @@ LIBRARY_CASES = [
      rf"category_map 'x.json' {SCENE_ONLY} \(splits=\)", "category_map"),
     ("eval splits string", lambda p: _madman_eval(p, splits="tset"),
      r"splits 'tset': dataset '.*madman' has no such split; it has: ood, test, train", "splits"),
-    ("eval existing out", lambda p: bindscope.evaluate(p / "madman", "ViT-B-32", pretrained="none", out=p / "old.json"),
+    ("eval existing out", lambda p: bindscope.evaluate(p / "madman", NONE, out=p / "old.json"),
      r"out '.*old.json' already exists; pass overwrite=True to replace it, or choose another file", "out"),
     ("eval unknown model", lambda p: bindscope.evaluate(p / "madman", "ViT-B-23", out=p / "new.json"),
      r"model 'ViT-B-23' is not known: .*did you mean .*ViT-B-32.*", "model"),
@@ -234,7 +235,7 @@ LIBRARY_CASES = [
     ("probe steps -1", lambda p: _probe(p, steps=-1), r"steps -1 is not allowed; use an integer >= 1", "steps"),
     ("probe attributes string", lambda p: _probe(p, attributes="color"),
      r"attributes: 'color' is not an attribute of this dataset; it has colour, .*", "attributes"),
-    ("probe existing out", lambda p: bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", out=p / "old.json"),
+    ("probe existing out", lambda p: bindscope.probe(p / "madman", NONE, out=p / "old.json"),
      r"out '.*old.json' already exists; pass overwrite=True to replace it, or choose another file", "out"),
     ("labclip seed", lambda p: _fit(p, seed=-1), r"seed -1 is not allowed; use an integer >= 0", "seed"),
     ("labclip epochs", lambda p: _fit(p, epochs=0), r"epochs 0 is not allowed; use an integer >= 1", "epochs"),

@@ -91,8 +91,8 @@ def test_resume_equals_an_uninterrupted_run_and_the_run_evaluates_with_madman_ev
         {"image_size": 224, "layers": 12, "width": 768, "patch_size": 32}
     adapter = load_trained_adapter(tmp_path / "full", device="cpu")
     assert (adapter.embed_dim, adapter.model_config.open_clip) == (512, "ViT-B-32")
-    result = bindscope.evaluate(madman, str(tmp_path / "full"), out=False, use_cache=False, progress=False,
-                                device="cpu").result
+    result = bindscope.evaluate(madman, bindscope.EncoderSettings(tmp_path / "full", device="cpu", use_cache=False),
+                                out=False, progress=False).result
     stored = json.loads((tmp_path / "full" / "result.json").read_text())
     assert result["metrics"] == stored["metrics"] and result["kind"] == "madman-eval"
     assert result["metrics"]["splits"]["test"]["num_scored"] == 4

@@ -224,11 +224,9 @@ def make_embedder(adapter, cache_dir: str | None = None, use_cache: bool = True,
     :func:`~bindscope.encoders.embedding_cache.default_cache_dir`), so a rerun does not re-encode. ``progress``: tqdm
     bars on stderr while encoding.
     """
-    from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache, default_cache_dir
+    from bindscope.encoders.embedding_cache import Embedder, open_cache
 
-    cache = (EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim)
-             if use_cache else None)
-    return Embedder(adapter, cache, progress=progress)
+    return Embedder(adapter, open_cache(adapter, cache_dir, use_cache), progress=progress)
 
 
 def encode_texts(embedder, texts: list[str]) -> np.ndarray:

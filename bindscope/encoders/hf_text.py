@@ -30,20 +30,13 @@ import numpy as np
 
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.encoders.model_folder import check_model_folder, files_digest, no_prompts, weights_fingerprint
+from bindscope.encoders.settings import check_pooling
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite
 
 HF_PREFIX = "hf:"
-POOLINGS = ("cls", "mean")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 MAX_LENGTH = 512
-
-
-def check_pooling(pooling: str) -> str:
-    """``pooling`` if it is one of :data:`POOLINGS`; BadInput naming the allowed values otherwise."""
-    if pooling not in POOLINGS:
-        raise BadInput(f"pooling {pooling!r} is not allowed; use one of {', '.join(POOLINGS)}", param="pooling")
-    return pooling
 
 
 class HFTextAdapter(EncoderAdapter):
@@ -135,6 +128,11 @@ class HFTextAdapter(EncoderAdapter):
     def truncated(self, texts: list[str]) -> list[bool]:
         """True where the text has more tokens (special tokens included) than ``context_length``."""
         return [len(self.tokenizer(t)["input_ids"]) > self.context_length for t in texts]
+
+    def limit_context(self, tokens: int) -> None:
+        """Texts are tokenized with ``max_length=tokens`` from now on (see the interface)."""
+        self.context_length = self.check_context(tokens)
+        self.cache_key += f"|context={tokens}"
 
 
 def is_sentence_transformers_folder(path: str | os.PathLike) -> bool:

@@ -38,8 +38,9 @@ from typing import Iterator
 
 import numpy as np
 
-from bindscope.encoders.interface import EncoderAdapter, check_images, check_precision, l2_normalise, resolve_device
+from bindscope.encoders.interface import EncoderAdapter, check_images, l2_normalise, resolve_device
 from bindscope.encoders.model_folder import check_model_folder, files_digest, no_prompts, weights_fingerprint
+from bindscope.encoders.settings import check_precision
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite
 

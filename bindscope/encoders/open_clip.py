@@ -13,7 +13,6 @@ import numpy as np
 from bindscope.encoders.interface import (
     EncoderAdapter,
     check_images,
-    check_precision,
     device_preprocess,
     l2_normalise,
     resolve_device,
@@ -21,6 +20,7 @@ from bindscope.encoders.interface import (
 from bindscope.encoders.model_folder import no_prompts
 from bindscope.encoders.open_clip_config import check_hub_open_clip_config, check_open_clip_config
 from bindscope.encoders.open_clip_weights import load_open_clip_file
+from bindscope.encoders.settings import check_precision
 from bindscope.encoders.sentence_transformers import BUNDLED_SENTENCE_TRANSFORMERS, SENTENCE_TRANSFORMERS_PREFIX
 from bindscope.errors import BadInput
 from bindscope.io.canonical import sha256_file
@@ -139,7 +139,7 @@ class OpenCLIPAdapter(EncoderAdapter):
         self.model = net
         with no_prompts():
             self.tokenizer = open_clip.get_tokenizer(tag if tag.startswith("hf-hub:") else self.resolved_name)
-        self.context_length = int(getattr(self.tokenizer, "context_length", None) or 77)
+        self.context_length = self._model_context = int(getattr(self.tokenizer, "context_length", None) or 77)
         cfg = open_clip.get_model_preprocess_cfg(net)
         size = cfg.get("size", 224)
         self.image_size = int(size if isinstance(size, int) else size[0])
@@ -189,9 +189,31 @@ class OpenCLIPAdapter(EncoderAdapter):
     def encode_texts(self, texts: list[str]) -> np.ndarray:
         out = []
         for start in range(0, len(texts), self.batch_size):
-            tokens = self.tokenizer(list(texts[start:start + self.batch_size])).to(self.device)
+            tokens = self._tokenize(list(texts[start:start + self.batch_size])).to(self.device)
             out.append(self._timed(self.model.encode_text, tokens))
         return self._finish(out)
+
+    def _tokenize(self, texts: list[str]):
+        """``(N, L)`` int64 token ids at the model's own length ``L``; with :meth:`limit_context` each text is
+        first cut to ``context_length`` tokens (the end token kept last) and the rest padded with zeros."""
+        if self.context_length == self._model_context:
+            return self.tokenizer(texts)
+        import torch.nn.functional as F
+
+        cut = self.tokenizer(texts, context_length=self.context_length)
+        return F.pad(cut, (0, self._model_context - cut.shape[1]), value=0)
+
+    def limit_context(self, tokens: int) -> None:
+        """Models with CLIP's BPE tokenizer only (open_clip's ``SimpleTokenizer``, start and end tokens and zero
+        padding; the text tower pools at the end token); other tokenizers refuse (see the interface)."""
+        if not self._bpe():
+            super().limit_context(tokens)
+        self.context_length = self.check_context(tokens)
+        self.cache_key += f"|context={tokens}"
+
+    def _bpe(self) -> bool:
+        tok = self.tokenizer
+        return hasattr(tok, "encode") and hasattr(tok, "sot_token_id") and getattr(tok, "reduction_fn", None) is None
 
     def preprocess_images(self, images: np.ndarray):
         """``(N, H, W, 3)`` uint8 RGB -> the model's input, ``(N, 3, S, S)`` on the adapter's device.

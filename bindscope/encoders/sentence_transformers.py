@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.encoders.hf_text import WEIGHT_FILES
-from bindscope.encoders.interface import EncoderAdapter, check_precision, l2_normalise, resolve_device
+from bindscope.encoders.interface import EncoderAdapter, l2_normalise, resolve_device
 from bindscope.encoders.model_folder import (check_model_folder, check_sentence_transformers_modules, files_digest,
                                              no_prompts, weights_fingerprint)
+from bindscope.encoders.settings import check_precision
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite
 
@@ -100,3 +101,8 @@ class SentenceTransformerAdapter(EncoderAdapter):
         """True where the text has more word pieces (special tokens included) than ``max_seq_length``."""
         tok = self.model.tokenizer
         return [len(tok(t)["input_ids"]) > self.context_length for t in texts]
+
+    def limit_context(self, tokens: int) -> None:
+        """The model's ``max_seq_length`` becomes ``tokens`` (see the interface)."""
+        self.context_length = self.model.max_seq_length = self.check_context(tokens)
+        self.cache_key += f"|context={tokens}"

@@ -3,7 +3,7 @@
 Example (a notebook)::
 
     import bindscope
-    run = bindscope.evaluate("data/madman", "ViT-B-32", pretrained="none")
+    run = bindscope.evaluate("data/madman", bindscope.EncoderSettings("ViT-B-32", pretrained="none"))
     run.result["metrics"]["splits"]["test"]["binding"]["accuracy"], run.path
 """
 
@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput, DatasetError, check_int, name_list
 from bindscope.io.ownership import check_output_location
 
@@ -28,8 +29,22 @@ class Evaluation(NamedTuple):
     plot: Path | None
 
 
-def model_slug(model: str, pretrained: str | None) -> str:
-    """File-name part naming the model and weights; resolves (and so validates) open_clip names without loading."""
+def model_slug(encoder: EncoderSettings) -> str:
+    """File-name part naming the model, its weights and the settings that change its embeddings: the pooling of
+    an ``hf:`` model (``...-cls``, ``...-mean``) and a ``context_length`` (``...-context32``), so runs
+    that differ in them never share a default result file. Resolves (and so validates) open_clip names without
+    loading."""
+    from bindscope.encoders.registry import encoder_kind
+
+    name = _weights_slug(encoder.model, encoder.pretrained)
+    if encoder_kind(encoder.model).name == "hf:":
+        name += f"-{encoder.pooling}"
+    if encoder.context_length is not None:
+        name += f"-context{encoder.context_length}"
+    return name
+
+
+def _weights_slug(model: str, pretrained: str | None) -> str:
     from bindscope.encoders.hf_text import HF_PREFIX
     from bindscope.encoders.open_clip import resolve_open_clip
     from bindscope.encoders.registry import encoder_kind
@@ -60,9 +75,10 @@ class EvaluationPlan(NamedTuple):
     text_transform: Callable | None
     samples: bool = True
 
-    def default_out(self, model: str, pretrained: str | None) -> Path:
-        """``<folder>/<stem>-<model>-<tag><suffix>.json`` (e.g. ``DATA/eval/madman-vit-b-32-openai.json``)."""
-        return self.folder / f"{self.stem}-{model_slug(model, pretrained)}{self.suffix}.json"
+    def default_out(self, encoder: EncoderSettings) -> Path:
+        """``<folder>/<stem>-<model slug><suffix>.json`` (e.g. ``DATA/eval/madman-vit-b-32-openai.json``;
+        :func:`model_slug`)."""
+        return self.folder / f"{self.stem}-{model_slug(encoder)}{self.suffix}.json"
 
 
 def plan_evaluation(data: str | os.PathLike | None, *, splits: list[str] | None = None,
@@ -123,24 +139,21 @@ def plan_evaluation(data: str | os.PathLike | None, *, splits: list[str] | None 
     return EvaluationPlan(run, Path(stem).parent, Path(stem).name, suffix, text_transform)
 
 
-def run_evaluation(plan: EvaluationPlan, model: str, pretrained: str | None = None, *, out: Path | None,
-                   plot: Path | None = None, overwrite: bool = False, device: str = "auto",
-                   precision: str = "fp32", batch_size: int | None = None, pooling: str = "cls",
-                   cache_dir: str | None = None, use_cache: bool = True, progress: bool = True) -> Evaluation:
-    """Load the encoder and run a checked :class:`EvaluationPlan`; write the result (and its per-sample rows,
+def run_evaluation(plan: EvaluationPlan, encoder: EncoderSettings, *, out: Path | None, plot: Path | None = None,
+                   overwrite: bool = False, progress: bool = True) -> Evaluation:
+    """Load the encoder of ``encoder`` (one model: :func:`bindscope.encoders.registry.load_encoder`) and run a
+    checked :class:`EvaluationPlan` with its embedding cache; write the result (and its per-sample rows,
     :func:`bindscope.evaluation.results.samples_path`) to ``out`` (None: nothing written) and the plot.
     ``out`` and ``plot`` must already be checked (:func:`evaluate` does it)."""
-    from bindscope.encoders.embedding_cache import EmbeddingCache, default_cache_dir
-    from bindscope.encoders.registry import load_adapter
+    from bindscope.encoders.embedding_cache import open_cache
+    from bindscope.encoders.registry import load_encoder
     from bindscope.evaluation.report import plot_result
     from bindscope.evaluation.results import write_result
 
-    adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size,
-                           pooling=pooling)
+    adapter = load_encoder(encoder)
     if hasattr(plan.text_transform, "check_encoder"):
         plan.text_transform.check_encoder(adapter)
-    cache = EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim) \
-        if use_cache else None
+    cache = open_cache(adapter, encoder.cache_dir, encoder.use_cache)
     rows: list | None = [] if out is not None and plan.samples else None  # built only to be written
     result = plan.run(adapter, plan.text_transform, cache, progress, rows)
     if out is not None:
@@ -150,10 +163,8 @@ def run_evaluation(plan: EvaluationPlan, model: str, pretrained: str | None = No
     return Evaluation(result, out, plot)
 
 
-def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrained: str | None = None,
-             splits: list[str] | None = None, tasks: str | None = None,
-             text_transform=None, device: str = "auto", precision: str = "fp32",
-             batch_size: int | None = None, pooling: str = "cls", cache_dir: str | None = None, use_cache: bool = True,
+def evaluate(data: str | os.PathLike | None, encoder: EncoderSettings | str = "ViT-B-32", *,
+             splits: list[str] | None = None, tasks: str | None = None, text_transform=None,
              out: str | os.PathLike | bool | None = None, overwrite: bool = False,
              plot: str | os.PathLike | None = None,
              progress: bool = True, matching_negatives: int | None = None, seed: int = 0, objects: int | None = None,
@@ -176,9 +187,10 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
 
     Args:
         data: dataset folder (or an open :class:`~bindscope.format.reader.Dataset`), or None (sampled captions).
-        model: encoder (see :func:`bindscope.encoders.registry.load_adapter`: open_clip name, ``hf-hub:``,
-            ``sentence-transformers/<name>``, or a ``madman train`` run folder / checkpoint).
-        pretrained: open_clip pretrained tag (``"none"``: random weights).
+        encoder: the encoder and how it runs, an :class:`~bindscope.encoders.settings.EncoderSettings` (model,
+            pretrained, device, precision, batch_size, pooling, context_length, cache_dir, use_cache; one model),
+            or a model name or path with every other setting at its default (open_clip name, ``hf-hub:``,
+            ``hf:``, ``sentence-transformers/<name>``, or a ``bindscope train`` run folder / checkpoint).
         splits: MADMAN splits, a list or one name (default: test and ood, those present).
         tasks: ComCO tasks, e.g. ``"tor,ior"`` (of tor, ior, i2tor, matching, binding; default: all that
             apply with data, ``tor`` without; ``toc`` and ``ioc``, the position heads, only when named). MADMAN
@@ -187,9 +199,6 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
         text_transform: a callable on L2-normalised (N, D) text embeddings, e.g. a LABCLIP map
             (``bindscope.labclip.load(path)``); its ``file_tag`` (if any) names the default result file and
             its ``check_encoder(adapter)`` (if any) runs before encoding.
-        device / precision / batch_size / pooling: encoder settings (batch_size None: 64 on a CPU, 512 on
-            CUDA; precision ``fp32``, ``bf16`` or ``fp16``; pooling: ``cls`` or ``mean``, ``hf:``
-            text encoders only); cache_dir / use_cache: the embedding cache.
         out: result file (default ``DATA/eval/<task>-<model>-<tag>.json``, or ``results/comco-sampled-...``
             without data); ``False``: write nothing. overwrite: replace an existing result file.
         plot: also draw the result (.png/.pdf/.svg). progress: tqdm bars on stderr.
@@ -226,19 +235,18 @@ def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrai
     from bindscope.evaluation.results import check_result_path
 
     # Everything a user can get wrong is checked before the model is loaded or a file is written.
+    encoder = EncoderSettings.of(encoder)
     plan = plan_evaluation(data, splits=splits, tasks=tasks, text_transform=text_transform,
                            matching_negatives=matching_negatives, seed=seed, objects=objects, vocab=vocab, n=n,
                            split=split, references=references, category_map=category_map,
                            references_per_category=references_per_category, generators=generators,
                            task_name=task_name, protocol=protocol, captions=captions, names=names,
                            object_order=object_order, bias_position=bias_position, heads=heads)
-    default_out = plan.default_out(model, pretrained)
+    default_out = plan.default_out(encoder)
     out_path = None if out is False else check_result_path(default_out if out in (None, True) else out, overwrite)
     plot_path = check_plot_path(plot)
     check_locations(out_path, plot_path)
-    return run_evaluation(plan, model, pretrained, out=out_path, plot=plot_path, overwrite=overwrite,
-                          device=device, precision=precision, batch_size=batch_size, pooling=pooling,
-                          cache_dir=cache_dir, use_cache=use_cache, progress=progress)
+    return run_evaluation(plan, encoder, out=out_path, plot=plot_path, overwrite=overwrite, progress=progress)
 
 
 def check_locations(out_path: Path | None, plot_path: Path | None) -> None:
