@@ -3,7 +3,8 @@
 Uses ``huggingface_hub`` (https://huggingface.co/docs/huggingface_hub): :meth:`HfApi.whoami` first (is the Hub
 reachable, is the token valid?), then :meth:`HfApi.create_repo` (``repo_type="dataset"``, ``exist_ok=True``,
 the ``private`` flag) and :meth:`HfApi.upload_folder` (one commit with the given message; large folders are
-committed in several parts by huggingface_hub). Local-only files (``.bindscope-*``) are not uploaded.
+committed in several parts by huggingface_hub). Local-only files (``.bindscope-*`` and the ownership marker
+``.bindscope.json``) are not uploaded.
 
 The endpoint is ``HF_ENDPOINT`` (default https://huggingface.co) and the token ``HF_TOKEN`` or the one saved
 by ``hf auth login``, as everywhere in huggingface_hub.
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from bindscope.errors import BadInput
 
-LOCAL_ONLY = [".bindscope-*"]
+LOCAL_ONLY = [".bindscope-*", ".bindscope.json"]
 
 
 class HubError(RuntimeError):

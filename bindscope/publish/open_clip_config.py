@@ -159,10 +159,14 @@ def export_open_clip_config(run: str | os.PathLike | None, out: str | os.PathLik
 
     Raises:
         BadInput: neither or both of ``run`` and ``model``; see :func:`run_model` and
-            :func:`open_clip_model_config`; ``out`` exists (without ``overwrite``), is a folder, does not end
-            in ``.json``, or its stem names a model open_clip ships (:func:`shipped_by_open_clip`). Nothing is
-            written then.
+            :func:`open_clip_model_config`; ``out`` exists (without ``overwrite``), is a folder or a link, does
+            not end in ``.json``, its stem names a model open_clip ships (:func:`shipped_by_open_clip`), is a file
+            that is not an open_clip model config (with ``overwrite``: only such a file is replaced), or another
+            export writes it (naming it). Nothing is written then.
+
+    The file is claimed through :func:`bindscope.io.claim.claim_file` (a lock beside it) and written atomically.
     """
+    from bindscope.io.claim import claim_file
     from bindscope.io.ownership import check_output_location
 
     if (run is None) == (model is None):
@@ -177,11 +181,19 @@ def export_open_clip_config(run: str | os.PathLike | None, out: str | os.PathLik
                        f"config would replace once added; choose another name, e.g. "
                        f"{str(path.with_name('bs-' + path.name))!r}", param="out")
     check_output_location("out", path)
-    if path.is_dir() or path.is_symlink():
-        raise BadInput(f"out {str(out)!r} is a folder or a link; give a new .json file", param="out")
-    if path.exists() and not overwrite:
-        raise BadInput(f"out {str(out)!r} exists; pass overwrite=True to replace it", param="out")
-    config, notes = open_clip_model_config(run_model(run) if run is not None else model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, canonical_json(config))
+    with claim_file(path, is_model_config, "open_clip model config", overwrite) as target:
+        config, notes = open_clip_model_config(run_model(run) if run is not None else model)
+        write_text_atomic(target, canonical_json(config))
     return {"path": path, "name": path.stem, "config": config, "notes": notes}
+
+
+def is_model_config(path: str | os.PathLike) -> bool:
+    """True when the file ``path`` is an open_clip model config of the shape :func:`open_clip_model_config` writes
+    (a JSON object of exactly ``embed_dim``, ``quick_gelu``, ``vision_cfg`` and ``text_cfg``, at most 64 KiB): the
+    only file ``overwrite`` replaces."""
+    try:
+        with open(path, "rb") as handle:
+            config = json.loads(handle.read(1 << 16).decode("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and set(config) == {"embed_dim", "quick_gelu", "vision_cfg", "text_cfg"}
