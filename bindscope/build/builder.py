@@ -121,8 +121,8 @@ class BuildResult:
         path: the output folder.
         manifest: the finished dataset's manifest; None for one part of a ``num_parts > 1`` run.
         part_record: that part's record (see :func:`write_part_record`); None for a whole run.
-        already_complete: ``path`` held this very dataset (same generator, config and seed) finished; nothing
-            was written.
+        already_complete: ``path`` already held this very dataset (same generator, config and seed), finished
+            (:func:`output_state` said ``"done"``, see :func:`finish_if_done`); nothing was written.
     """
 
     path: Path

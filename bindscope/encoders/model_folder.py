@@ -34,6 +34,17 @@ CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".pyd", ".pyw", ".so")
 MAX_FILES = 10_000           # files in a model folder (a Hub snapshot holds tens)
 MAX_CONFIG_BYTES = 64 << 20  # a *config*.json read to look for auto_map
 ST_PACKAGE = "sentence_transformers."
+# A sentence-transformers module config (sentence_bert_config.json and its legacy names): the keys it may hold,
+# and the keys its keyword-argument dicts may hold. Anything else (tokenizer_name_or_path, trust_remote_code,
+# cache_dir, revision, token, subfolder, ...) would read from elsewhere or change how code is trusted.
+ST_MODULE_KEYS = frozenset({"max_seq_length", "do_lower_case", "transformer_task", "backend", "modality_config",
+                            "module_output_name", "unpad_inputs", "query_length", "document_length",
+                            "model_args", "model_kwargs", "tokenizer_args", "processor_kwargs", "config_args",
+                            "config_kwargs"})
+ST_KWARGS_KEYS = frozenset({"model_max_length", "do_lower_case", "torch_dtype", "dtype", "attn_implementation",
+                            "add_pooling_layer", "use_fast", "padding_side", "truncation_side",
+                            "clean_up_tokenization_spaces", "add_prefix_space", "strip_accents",
+                            "tokenize_chinese_chars", "low_cpu_mem_usage"})
 
 
 @contextmanager
@@ -110,7 +121,9 @@ def check_model_folder(folder: str | os.PathLike, model: str, hash_files: bool =
 def check_sentence_transformers_modules(folder: str | os.PathLike, model: str) -> None:
     """Refuse a sentence-transformers folder whose ``modules.json`` names a module type outside the
     ``sentence_transformers`` package (custom code) or a module path outside the folder or in a hidden folder
-    (one :func:`check_model_folder` does not inspect).
+    (one :func:`check_model_folder` does not inspect), or whose module configs (``sentence_*_config.json``) hold
+    keys beyond the known ones (:data:`ST_MODULE_KEYS`, and :data:`ST_KWARGS_KEYS` in their keyword-argument
+    dicts): sentence-transformers hands those dicts to ``transformers``.
 
     Raises:
         BadInput: naming the module entry (or the malformed file).
@@ -129,6 +142,26 @@ def check_sentence_transformers_modules(folder: str | os.PathLike, model: str) -
                 or os.path.isabs(where) or any(p.startswith(".") for p in PurePosixPath(where.replace("\\", "/")).parts):
             raise BadInput(f"model {model!r}: {path} names the module path {where!r}, outside the model folder "
                            "(or in a hidden folder)", param="model")
+        for config in sorted((Path(folder) / where).glob("sentence_*_config.json")):
+            _check_module_config(config, model)
+
+
+def _check_module_config(path: Path, model: str) -> None:
+    """Refuse a module config holding a key outside :data:`ST_MODULE_KEYS` or a keyword-argument dict with a key
+    outside :data:`ST_KWARGS_KEYS`, naming the key."""
+    config = _read_json(path, model)
+    if not isinstance(config, dict):
+        raise BadInput(f"model {model!r}: {path} is not a JSON object", param="model")
+    for key, value in config.items():
+        if key not in ST_MODULE_KEYS:
+            raise _refuse(model, f"{path} holds the key {key!r} (allowed: {', '.join(sorted(ST_MODULE_KEYS))})")
+        if key.endswith(("_args", "_kwargs")):
+            if not isinstance(value, dict):
+                raise BadInput(f"model {model!r}: {path}: {key!r} is not a JSON object", param="model")
+            for sub in value:
+                if sub not in ST_KWARGS_KEYS:
+                    raise _refuse(model, f"{path} holds {key}.{sub} (allowed in {key}: "
+                                  f"{', '.join(sorted(ST_KWARGS_KEYS))})")
 
 
 def weights_fingerprint(files: dict[str, str], weight_files: tuple[str, ...], folder: Path, model: str) -> str:

@@ -19,6 +19,7 @@ from bindscope.encoders.interface import (
     resolve_device,
 )
 from bindscope.encoders.model_folder import no_prompts
+from bindscope.encoders.open_clip_config import check_hub_open_clip_config, check_open_clip_config
 from bindscope.encoders.sentence_transformers import BUNDLED_SENTENCE_TRANSFORMERS, SENTENCE_TRANSFORMERS_PREFIX
 from bindscope.errors import BadInput
 from bindscope.io.canonical import sha256_file
@@ -119,6 +120,8 @@ class OpenCLIPAdapter(EncoderAdapter):
         self.device = resolve_device(device)
         self.precision = precision
         self.batch_size = batch_size
+        if tag.startswith("hf-hub:"):
+            check_hub_open_clip_config(tag[len("hf-hub:"):], model)
         try:
             with no_prompts():  # an hf-hub text tower asking about custom code reads end of file and refuses
                 net = self._create(open_clip, torch, tag, precision)
@@ -252,14 +255,19 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
     ``open_clip.add_model_config`` under the file's stem, the name ``open_clip_train --model`` used (a later
     file of the same stem replaces an earlier one).
 
+    The config is data: a key that is not an open_clip architecture key, tokenizer options beyond the cleaning
+    ones (``trust_remote_code`` among them), or a tokenizer, text tower or weights named from outside the file
+    are refused (:func:`bindscope.encoders.open_clip_config.check_open_clip_config`).
+
     Raises:
-        BadInput: the file is not an open_clip model config; its stem is the name of a model open_clip ships;
+        BadInput: the file is not an open_clip model config, or one of its keys is not allowed; its stem is the name of a model open_clip ships;
             no ``pretrained`` given, or a checkpoint that is missing or does not fit the config.
     """
     import json
-    from importlib import resources
 
     import open_clip
+
+    from bindscope.publish.open_clip_config import shipped_by_open_clip
 
     path = Path(model).resolve()
     try:
@@ -269,8 +277,8 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
     if not isinstance(config, dict) or not all(key in config for key in CONFIG_KEYS):
         raise BadInput(f"model {model!r} is not an open_clip model config: it needs the keys "
                        f"{', '.join(CONFIG_KEYS)} (bindscope export open-clip-config writes one)", param="model")
-    shipped = resources.files("open_clip").joinpath("model_configs", f"{path.stem}.json")
-    if shipped.is_file():
+    check_open_clip_config(config, model, local=True)
+    if shipped_by_open_clip(path.stem):
         raise BadInput(f"model {model!r}: its name {path.stem!r} (the file's stem) is a model open_clip ships; "
                        "rename the file", param="model")
     if pretrained is None:

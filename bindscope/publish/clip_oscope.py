@@ -21,10 +21,11 @@ compression level 6 without metadata, ``clip-oscope.json`` as canonical JSON.
 
 Refused with :class:`~bindscope.errors.BadInput` before anything is written: two scenes that would get the same
 file name (the same objects in the same order), two references of one class, a category name that cannot be
-read back from a file name (containing ``_`` or ``/``, or empty), and a scene object without a reference image
-(the scripts look every object up among the references). The folder is claimed through :mod:`bindscope.io.claim`
-(kind :data:`CLIP_OSCOPE`, staged): written into a staging folder beside ``out`` and exchanged with ``out`` when
-complete, under ``out``'s lock; ``overwrite`` replaces only an earlier clip-oscope export.
+read back from a file name (containing ``_`` or ``/``, or empty) or too long for one (a file name holds at most
+255 bytes), and a scene object without a reference image (the scripts look every object up among the references).
+The folder is claimed through :mod:`bindscope.io.claim` (kind :data:`CLIP_OSCOPE`, staged): written into a staging
+folder beside ``out`` and exchanged with ``out`` when complete, under ``out``'s lock; ``overwrite`` replaces only an
+earlier clip-oscope export. The export's folders get the permissions of any new folder (the umask's).
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ def _check_name(category: str, where: str) -> str:
         raise BadInput(f"{where}: category {category!r} cannot be written into the authors' file names "
                        "(obj1_obj2_..._objn.png is split at '_'): a category name must be non-empty and hold no "
                        "'_' or '/'", param="data")
+    size = len(category.encode())
+    if size > MAX_NAME_BYTES - len(".png"):
+        raise BadInput(f"{where}: category {category[:40]!r}... is {size} bytes long (UTF-8); a file name holds at "
+                       f"most {MAX_NAME_BYTES} bytes, so <category>.png allows at most {MAX_NAME_BYTES - 4}",
+                       param="data")
     return category
 
 
@@ -74,8 +80,9 @@ def plan_export(dataset: Dataset, split: str = "scenes", object_order: str = "me
 
     Raises:
         BadInput: a bad ``object_order``, no ``references`` split, a split name that is ``references``, a
-            category that cannot be a file-name part, two references of one class, a scene object without a
-            reference, or two scenes with the same file name (both sample indices named).
+            category that cannot be a file-name part (or is too long for a file name), two references of one
+            class, a scene object without a reference, or two scenes with the same file name (both sample indices
+            named).
         DatasetError: no such split.
     """
     ordered_objects([], object_order)

@@ -293,19 +293,23 @@ def _check_release(source, out, licence: str, jobs: int, overwrite: bool) -> tup
     return source, out, manifest
 
 
-def _arrow_files(source: str, split: str, shards: list[int], features, cache: str) -> list[str]:
+def _arrow_files(source: str, split: str, shards: list[int], features, cache: str,
+                 progress: bool = True) -> list[str]:
     """Encode the rows of ``shards`` into an Arrow file under ``cache``; return its path(s). Runs in this process or
-    in a joblib worker."""
+    in a joblib worker; ``progress``: show ``datasets``' progress bar."""
     import datasets
 
-    part = datasets.Dataset.from_generator(
-        _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
-        gen_kwargs={"source": source, "split": split, "shards": shards})
+    from bindscope.publish.hub import progress_bars
+
+    with progress_bars(progress):
+        part = datasets.Dataset.from_generator(
+            _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
+            gen_kwargs={"source": source, "split": split, "shards": shards})
     return [entry["filename"] for entry in part.cache_files]
 
 
 def _write_parquet(source: Path, split: str, num_shards: int, features, staging: Path, config: str,
-                   max_bytes: int, jobs: int, scratch: Path) -> tuple[int, list[str]]:
+                   max_bytes: int, jobs: int, scratch: Path, progress: bool) -> tuple[int, list[str]]:
     """Convert one split to Parquet files under ``staging/config`` (each at most about ``max_bytes``); return
     ``(rows, relative file names)``. ``datasets`` keeps an Arrow copy of the split in ``scratch`` (beside the
     release folder: same file system, usually more room than /tmp), deleted once the split's Parquet files are
@@ -318,14 +322,16 @@ def _write_parquet(source: Path, split: str, num_shards: int, features, staging:
     import datasets
     from joblib import Parallel, delayed
 
+    from bindscope.publish.hub import progress_bars
+
     cache = scratch / split
     cache.mkdir()
     try:
         groups = [list(g) for g in _contiguous_groups(num_shards, max(1, min(jobs, num_shards)))]
-        tasks = [delayed(_arrow_files)(str(source), split, group, features, os.path.join(cache, str(i)))
+        tasks = [delayed(_arrow_files)(str(source), split, group, features, os.path.join(cache, str(i)), progress)
                  for i, group in enumerate(groups)]
         if len(tasks) == 1:
-            files = [_arrow_files(str(source), split, groups[0], features, os.path.join(cache, "0"))]
+            files = [_arrow_files(str(source), split, groups[0], features, os.path.join(cache, "0"), progress)]
         else:
             files = Parallel(n_jobs=len(tasks), backend="loky")(tasks)
         parts = [datasets.Dataset.from_file(name) for group in files for name in group]
@@ -334,7 +340,8 @@ def _write_parquet(source: Path, split: str, num_shards: int, features, staging:
         names = []
         for i in range(num_files):
             name = f"{config}/{split}-{i:05d}-of-{num_files:05d}.parquet"
-            table.shard(num_files, i, contiguous=True).to_parquet(str(staging / name))
+            with progress_bars(progress):
+                table.shard(num_files, i, contiguous=True).to_parquet(str(staging / name))
             names.append(name)
         rows = len(table)
         del table, parts
@@ -352,7 +359,7 @@ def _contiguous_groups(count: int, groups: int) -> list[range]:
 
 def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str = "other",
                  pretty_name: str | None = None, max_shard_size: str | int = DEFAULT_MAX_SHARD_SIZE,
-                 jobs: int = 1, overwrite: bool = False, repo_id: str | None = None) -> dict:
+                 jobs: int = 1, overwrite: bool = False, repo_id: str | None = None, progress: bool = True) -> dict:
     """Write the release folder ``out`` for the dataset ``source``; return a summary.
 
     The folder is claimed through :mod:`bindscope.io.claim` (kind :data:`RELEASE`, staged): assembled in a staging
@@ -370,6 +377,7 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
         overwrite: replace an existing release folder (only one made by ``bindscope release``: its marker says
             so).
         repo_id: Hub repository named in the card's loading example.
+        progress: show ``datasets``' progress bars (encoding, Parquet writing).
 
     Returns:
         ``{"configs": {config: [splits]}, "rows": {split: n}, "files": [relative paths]}``.
@@ -397,7 +405,8 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
             (staging / config).mkdir()
             for split in splits:
                 rows[split], names = _write_parquet(source, split, len(manifest["splits"][split]["shards"]),
-                                                    features, staging, config, max_bytes, jobs, scratch)
+                                                    features, staging, config, max_bytes, jobs, scratch,
+                                                    progress)
                 files += names
         card = release_card(manifest, layout, rows, licence, pretty_name, source_card, repo_id)
         (staging / "README.md").write_text(card, encoding="utf-8")
