@@ -61,6 +61,7 @@ from bindscope.format.records import Sample
 from bindscope.io.canonical import canonical_json, sha256_file
 from bindscope.io.inside import file_inside
 from bindscope.io.claim import OutputKind, check_output, claim_output
+from bindscope.io.ownership import resolve_output
 from bindscope.publish.verify import verify_dataset
 
 SOURCE_FILE = ".bindscope-source.json"
@@ -287,11 +288,10 @@ def _check_release(source, out, licence: str, jobs: int, overwrite: bool) -> tup
     if jobs < 1:
         raise BadInput(f"jobs must be at least 1, got {jobs}", param="jobs")
     source = Path(source).resolve()  # symbolic links followed first: a link cannot hide out inside the source
-    out = check_output(out, RELEASE, overwrite)  # a foreign folder or an earlier release without overwrite
+    out = resolve_output(out)
     if out == source or source in out.parents:
         raise BadInput(f"out {str(out)!r} must not be the source dataset or lie inside it", param="out")
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise BadInput(f"out {str(out)!r} exists and is not a folder", param="out")
+    check_output(out, RELEASE, overwrite)  # a file, a foreign folder, or an earlier release without overwrite
     manifest = check_source(source)
     return source, out, manifest
 
