@@ -11,6 +11,7 @@ The public Python API (docs/python-api.md); every command-line tool is a thin wr
     bindscope.probe(data, encoder, ...)                         # linear probes -> result dict
     bindscope.labclip.fit / eval / apply                        # LABCLIP alignment
     bindscope.EncoderSettings(model, ...)                       # which encoder, how it runs, its cache
+    bindscope.SampledCaptions(objects=4, vocab="comco72", ...)  # evaluate's data when no dataset: sampled captions
     bindscope.Dataset(path)                                     # read a dataset (.split(name).as_torch())
 
 Errors: :class:`BadInput` (a bad value, raised before anything is written; :class:`DatasetError` for a
@@ -35,6 +36,7 @@ _EXPORTS = {
     "probe": "bindscope.alignment.api:probe",
     "labclip": "bindscope.alignment.labclip_api",
     "EncoderSettings": "bindscope.encoders.settings:EncoderSettings",
+    "SampledCaptions": "bindscope.evaluation.sampled:SampledCaptions",
     "Dataset": "bindscope.format.reader:Dataset",
     "BuildResult": "bindscope.build.builder:BuildResult",
     "BadInput": "bindscope.errors:BadInput",

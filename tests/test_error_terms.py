@@ -120,7 +120,7 @@ CASES = [
      madman, ["eval", "madman", "--model", "ViT-B-32", "--pretrained", "none", "--device", "tpu", "--out", "r.json"],
      r"--device 'tpu' is not allowed"),
     ("references", lambda p: bindscope.evaluate(p / "coco", NONE, tasks="ior",
-                                                references=p / "nope", out=False),
+                                                options={"ior": {"references": p / "nope"}}, out=False),
      r"references '.*nope' is not a folder", "references",
      comco, ["eval", "coco", "--model", "ViT-B-32", "--pretrained", "none", "--tasks", "ior", "--reference-images",
              "nope", "--out", "r.json"], r"--reference-images 'nope' is not a folder"),
@@ -137,9 +137,9 @@ CASES = [
      bindscope_cli, ["train", "coco", "--out", "run", "--negatives", "stored", *TRAIN],
      r"--negatives 'stored': split 'val2017' of 'coco' \(coco\) stores no binding negatives"),
     ("train eval tasks", lambda p: bindscope.train(p / "madman", p / "run", eval_tasks="tor", steps=1),
-     r"eval_tasks 'tor' only apply to ComCO datasets", "eval_tasks",
+     r"eval_splits: dataset '.*madman' has several splits \(ood, test, train\); choose one", "eval_splits",
      madman, ["train", "madman", "--out", "run", "--eval-tasks", "tor", *TRAIN],
-     r"--eval-tasks 'tor' only apply to ComCO datasets"),
+     r"--eval-split: dataset 'madman' has several splits \(ood, test, train\); choose one"),
     ("sweep values", lambda p: _sweep(values="1,x"),
      r"values '1,x': expected comma-separated float values", "values",
      madman, ["sweep", "--property", "saliency-bias", "--values", "1,x", "--out", "sweep", "--quiet"],
@@ -189,24 +189,28 @@ def _train(p, **options):
 
 AUDIT_ALLOWED = ("train_split, test_split, epochs, batch_size, lr, width, seed, max_train_objects, "
                  "max_test_objects, threads, shift")
-SCENE_ONLY = "only applies to ComCO datasets and COCO imports; a MADMAN dataset is evaluated per split"
+SPLIT_TASKS = "binding, first-mention, large-object"
 
 # (id, library call on the place folder P, its exact message (regex, whole), its param): every call is refused
 # with BadInput before any model is loaded, any work is done or anything is written.
 LIBRARY_CASES = [
     ("madman eval unknown task", lambda p: _madman_eval(p, tasks="nonsense"),
-     r"tasks 'nonsense': unknown task 'nonsense'; allowed for MADMAN: binding, first-mention, large-object",
-     "tasks"),
-    ("madman eval tasks", lambda p: _madman_eval(p, tasks="tor"),
-     r"tasks 'tor': unknown task 'tor'; allowed for MADMAN: binding, first-mention, large-object", "tasks"),
-    ("madman eval matching", lambda p: _madman_eval(p, matching_negatives=7),
-     rf"matching_negatives 7 {SCENE_ONLY} \(splits=\)", "matching_negatives"),
-    ("madman eval references", lambda p: _madman_eval(p, references="nowhere"),
-     rf"references 'nowhere' {SCENE_ONLY} \(splits=\)", "references"),
-    ("madman eval split", lambda p: _madman_eval(p, split="test"), rf"split 'test' {SCENE_ONLY} \(splits=\)",
-     "split"),
-    ("madman eval category map", lambda p: _madman_eval(p, category_map="x.json"),
-     rf"category_map 'x.json' {SCENE_ONLY} \(splits=\)", "category_map"),
+     rf"tasks 'nonsense': unknown task 'nonsense'; allowed here: {SPLIT_TASKS}", "tasks"),
+    ("madman eval tasks", lambda p: _madman_eval(p, kind="madman-eval", tasks="tor"),
+     rf"tasks 'tor': unknown task 'tor'; allowed here: {SPLIT_TASKS}", "tasks"),
+    ("madman eval matching", lambda p: _madman_eval(p, options={"matching": {"matching_negatives": 7}}),
+     rf"options given for unknown task 'matching'; tasks here: {SPLIT_TASKS}", "options"),
+    ("scene option of a task not run", lambda p: _madman_eval(p, tasks="tor", splits="test",
+                                                              options={"matching": {"matching_negatives": 7}}),
+     r"matching_negatives applies to task\(s\) matching; add one to tasks", "matching_negatives"),
+    ("scene splits", lambda p: _madman_eval(p, kind="comco-eval", splits=["test", "ood"]),
+     r"splits 'test, ood': comco eval reads one split of scenes; give one", "splits"),
+    ("category map without references", lambda p: _madman_eval(p, tasks="ior", splits="test",
+                                                               options={"ior": {"category_map": "x.json"}}),
+     r"category_map needs references", "category_map"),
+    ("task needs", lambda p: _madman_eval(p, tasks="ior", splits="test"),
+     r"task ior needs references \(single-object reference images.*; or give references=DIR\); split 'test' of "
+     r"'.*madman' holds: attributes, captions, mentions, negatives, objects, plans", "references"),
     ("eval splits string", lambda p: _madman_eval(p, splits="tset"),
      r"splits 'tset': dataset '.*madman' has no such split; it has: ood, test, train", "splits"),
     ("eval existing out", lambda p: bindscope.evaluate(p / "madman", NONE, out=p / "old.json"),

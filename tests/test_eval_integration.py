@@ -155,7 +155,7 @@ def test_cli_errors_exit_2(comco_data, tmp_path):
     r = CliRunner().invoke(comco, ["eval", str(comco_data), "--model", "ViT-B-32", "--tasks", "tor,iorr"])
     assert r.exit_code == 2 and "unknown task 'iorr'; allowed here: tor, ior, i2tor, matching" in r.output
     r = CliRunner().invoke(madman, ["eval", str(comco_data), "--model", "ViT-B-32", "--pretrained", "none"])
-    assert r.exit_code == 2 and "madman eval needs a madman dataset" in r.output and "made by 'comco'" in r.output
+    assert r.exit_code == 2 and "has no evaluation split (test or ood); it has: references, scenes" in r.output
     r = CliRunner().invoke(comco, ["eval", "--tasks", "tor", "--vocab", "comco99", "--model", "ViT-B-32"])
     assert r.exit_code == 2 and "comco99" in r.output
     r = CliRunner().invoke(comco, ["eval", str(comco_data), "--objects", "4", "--model", "ViT-B-32"])

@@ -92,8 +92,9 @@ def test_comco_eval_writes_the_bytes_of_the_command(trained, tmp_path):
         sampled.parent, lambda: _cli(comco, "eval", "--model", model, "-n", "40", "--objects", "3", "--vocab",
                                      "simco18", "--seed", "2", "--device", "cpu", "--no-cache", "--quiet", "--out",
                                      sampled),
-        lambda: bindscope.evaluate(None, bindscope.EncoderSettings(model, device="cpu", use_cache=False), n=40,
-                                   objects=3, vocab="simco18", seed=2, progress=False, out=sampled))
+        lambda: bindscope.evaluate(bindscope.SampledCaptions(n=40, objects=3, vocab="simco18"),
+                                   bindscope.EncoderSettings(model, device="cpu", use_cache=False), seed=2,
+                                   progress=False, out=sampled))
     assert cli == api and set(cli) == {"result.json", "result.samples.jsonl"}
     assert run.result == json.loads(api["result.json"])
     assert run.result["metrics"]["tor"]["by_num_objects"]["3"]["num_queries"] == 40

@@ -282,7 +282,7 @@ def test_unknown_task_exits_2_before_a_model_loads(eval_data, tmp_path):
     assert r.exit_code == 2 and "tor" in r.output and "first-mention" in r.output, r.output
     assert not (tmp_path / "r.json").exists()
     with pytest.raises(BadInput, match="tor"):
-        evaluate(data, "nowhere:model", tasks="tor", out=False)
+        evaluate(data, "nowhere:model", kind="madman-eval", tasks="tor", out=False)
 
 
 # ------------------------------------------------------------------------------------------ stored plans

@@ -122,3 +122,35 @@ def _apply(func, options):
     for option in reversed(options):
         func = option(func)
     return func
+
+
+class _TasksOption(click.Option):
+    """``--tasks``: its help lists the registered tasks of a result kind at the time the help is shown (so tasks
+    added by plug-ins appear); ``--tasks help`` (or ``--tasks --help``) prints them, one per line, and exits."""
+
+    def __init__(self, *args, kind: str, extra: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kind, self.extra = kind, extra
+
+    def get_help_record(self, ctx):
+        from bindscope.evaluation.tasks.registry import tasks_help
+
+        self.help = tasks_help(self.kind) + self.extra
+        return super().get_help_record(ctx)
+
+
+def _list_tasks(ctx, param, value):
+    if value in ("help", "--help"):
+        from bindscope.evaluation.tasks.registry import tasks
+
+        for task in tasks(param.kind):
+            click.echo(f"{task.name}{' (default)' if task.default else ''}: {task.summary}")
+        ctx.exit(0)
+    return value
+
+
+def tasks_option(kind: str, extra: str = ""):
+    """The ``--tasks`` option of a command that runs the registered tasks of ``kind``
+    (:mod:`bindscope.evaluation.tasks`): comma-separated names; its help lists the tasks."""
+    return click.option("--tasks", default=None, cls=_TasksOption, kind=kind, extra=extra, callback=_list_tasks,
+                        is_eager=True)

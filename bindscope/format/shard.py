@@ -433,6 +433,13 @@ class ShardReader:
         """The objects of the shard's ``local``-th sample."""
         return self._object_records(int(self.object_offsets[local]), int(self.object_offsets[local + 1]))
 
+    def object_numbers(self, name: str) -> np.ndarray:
+        """One integer column of the objects table for every object of the shard (``index``, ``category_id``,
+        ``area``, ``size_rank`` or ``mention_position``). Raises KeyError for another name."""
+        if name not in _OBJECT_INT_COLUMNS:
+            raise KeyError(f"no integer objects column {name!r}; the columns are {', '.join(_OBJECT_INT_COLUMNS)}")
+        return self._objects[name]
+
     def all_objects(self) -> list[list[ObjectRecord]]:
         """The objects of every sample, ``[objects of sample 0, ...]`` (one pass over the table; the same
         records as :meth:`objects`)."""

@@ -34,12 +34,6 @@ import numpy as np
 from bindscope.errors import BadInput
 from bindscope.training.options import NEGATIVES
 
-CAPTION_ATTRIBUTES = {"madman": None, "comco": "config", "coco": ()}
-"""Per generator, the object attributes whose values are words of the captions (the lexicon's attribute words):
-MADMAN all of them (None), ComCO those of its manifest's ``config.attributes`` (``comco render --attributes``),
-COCO none (its ``supercategory`` is not said in the captions)."""
-
-
 @dataclass(frozen=True)
 class Lexicon:
     """The words a dataset's captions are made of, by role: ``nouns`` (category names, lowercased; for a COCO
@@ -99,15 +93,6 @@ def training_split(split_names: list[str], split: str | None, path: str = "data"
                    "scenes; choose one", param="split")
 
 
-def _caption_attributes(manifest: dict) -> list[str]:
-    rule = CAPTION_ATTRIBUTES.get(manifest["generator"]["name"], ())
-    if rule is None:
-        return list(manifest["object_attributes"])
-    if rule == "config":
-        return [a for a in manifest.get("config", {}).get("attributes") or [] if a in manifest["object_attributes"]]
-    return list(rule)
-
-
 def load_split(source, split: str | None = "train") -> TrainingData:
     """Read split ``split`` (None: :func:`training_split`'s default) of a dataset into memory.
 
@@ -131,8 +116,8 @@ def _read_split(dataset, split: str | None) -> TrainingData:
     path = str(dataset.path)
     split = training_split(dataset.split_names, split, path)
     part = dataset.split(split)
-    attributes = _caption_attributes(dataset.manifest)
-    coco = dataset.generator == "coco"
+    attributes = dataset.caption_attributes  # the attribute values its captions say
+    phrases = "phrases" in part.holds  # captions recorded with the phrases that mention each object
     images, captions, negatives, kept = None, [], [], []
     nouns, adjectives = set(), set()
     position = 0
@@ -149,7 +134,7 @@ def _read_split(dataset, split: str | None) -> TrainingData:
             for obj in reader.objects(local):
                 nouns.add(obj.category.lower())
                 adjectives.update(obj.attributes[a].lower() for a in attributes if obj.attributes.get(a))
-            if coco:
+            if phrases:
                 for phrase in (reader.spec(local).get("captions") or [{}])[0].get("phrases", {}).values():
                     nouns.add(str(phrase).lower())
         position += reader.count

@@ -114,6 +114,17 @@ class MadmanGenerator:
                                f"{'training' if name == 'train' else 'evaluation'} pool")
         return cls(config, seed, table, pools)
 
+    @staticmethod
+    def caption_parser(config: dict):
+        """A function that parses a caption of a dataset made with the resolved ``config`` into ``(digit,
+        {attribute: value})`` pairs in mention order (:func:`~bindscope.generators.madman.captions.parse_caption`
+        with the config's value sets); readers that need which attributes a caption gives ask the generator
+        class for it."""
+        from bindscope.generators.madman.captions import parse_caption
+
+        values = config.get("attributes")
+        return lambda caption: parse_caption(caption, values)
+
     @classmethod
     def from_config(cls, config: dict, seed: int) -> "MadmanGenerator":
         """The generator of a recorded resolved config (``manifest["config"]``) and seed, without loading digits.
