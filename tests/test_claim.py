@@ -98,7 +98,8 @@ def test_foreign_and_other_kinds_are_refused_even_with_overwrite(tmp_path):
     (tmp_path / "user").mkdir()
     (tmp_path / "user" / "notes.txt").write_text("mine")
     for overwrite in (False, True):
-        with pytest.raises(BadInput, match=r"is not empty and is not a test thing \(it holds 'notes.txt'\)"):
+        with pytest.raises(BadInput, match=r"is not empty and is not a test thing \(it holds no \.bindscope\.json marker of one; "
+                                              r"e\.g\. 'notes\.txt'\); choose a new or empty folder"):
             claim_output(tmp_path / "user", THING, "r1", overwrite=overwrite)
         with pytest.raises(BadInput, match="is not a test thing"):
             check_output(tmp_path / "user", THING, overwrite=overwrite)
@@ -169,6 +170,13 @@ def test_overwrite_deletes_only_under_the_lock_and_only_this_kind(tmp_path):
             pass
     assert _names(out) == [MARKER, "manifest.json"] and read_marker(out)["kind"] == "dataset"
     write_marker(out, "thing", "r1")
+    claim = claim_output(out, THING, "r2", overwrite=True)
+    _finish(out, "r3")
+    write_marker(out, "thing", "r3")  # meanwhile another run of this kind finished its own output there
+    with pytest.raises(BadInput, match="changed while this command started .*; nothing was deleted"):
+        with claim:
+            pass
+    assert _names(out) == [MARKER, "data.txt", "done.json", "manifest.json"] and read_marker(out)["run_id"] == "r3"
     with claim_output(out, THING, "r2", overwrite=True) as claim:
         assert claim.decision == "overwrite" and _names(out) == [MARKER, LOCK]
     assert read_marker(out)["run_id"] == "r2"
@@ -181,10 +189,17 @@ def test_shared_claims_run_together_and_never_overwrite(tmp_path):
         with pytest.raises(BadInput, match="in use"):
             with claim_output(out, THING, "r1"):
                 pass
-    with pytest.raises(BadInput, match="parts of a run never replace it"):
-        with claim_output(out, THING, "r2", overwrite=True, shared=True):
+    claim = claim_output(out, THING, "r2", shared=True, overwrite=True)  # decided overwrite: taken exclusive
+    with claim, pytest.raises(BadInput, match="in use"):
+        with claim_output(out, THING, "r2", shared=True, overwrite=True):
             pass
-    assert read_marker(out)["run_id"] == "r1"
+    assert read_marker(out)["run_id"] == "r2"
+    claim = claim_output(out, THING, "r2", shared=True, overwrite=True)  # decided resume: shared
+    write_marker(out, "thing", "r3")  # meanwhile another run took the folder over
+    with pytest.raises(BadInput, match="changed while this command started"):
+        with claim:
+            pass
+    assert read_marker(out)["run_id"] == "r3"
 
 
 # ----------------------------------------------------------------------------------------- staging

@@ -31,6 +31,7 @@ import numpy as np
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.encoders.model_folder import check_model_folder, files_digest, no_prompts, weights_fingerprint
 from bindscope.errors import BadInput
+from bindscope.io.weights import check_module_finite
 
 HF_PREFIX = "hf:"
 POOLINGS = ("cls", "mean")
@@ -96,6 +97,7 @@ class HFTextAdapter(EncoderAdapter):
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             raise BadInput(f"could not load transformers model {source!r}: {reason} (Hub models are downloaded on "
                            "first use; offline, give a local model folder)") from None
+        check_module_finite(net, f"model {model!r}", param="model")
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         self.model = net.to(self.device, dtype=dtype).eval()
         self.resolved_name = model

@@ -11,7 +11,9 @@ bindscope never runs such code:
 - a local folder is inspected first (:func:`check_model_folder`): a Python file anywhere in it, or an
   ``auto_map`` in any of its ``*config*.json``, is refused with :class:`~bindscope.errors.BadInput`, and so is a
   sentence-transformers ``modules.json`` naming another module type or a module path outside the folder
-  (:func:`check_sentence_transformers_modules`), before ``transformers`` reads a byte of it.
+  (:func:`check_sentence_transformers_modules`), before ``transformers`` reads a byte of it; so are weight
+  files bindscope's reader refuses (:mod:`bindscope.io.weights`: a safetensors header that does not fit its
+  file, a ``pytorch_model.bin`` that is not a state dict of finite tensors).
 
 :func:`check_model_folder` also returns the sha256 of every file, so that a cache key covers the tokenizer,
 configuration and pooling files as well as the weights.
@@ -34,6 +36,17 @@ CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".pyd", ".pyw", ".so")
 MAX_FILES = 10_000           # files in a model folder (a Hub snapshot holds tens)
 MAX_CONFIG_BYTES = 64 << 20  # a *config*.json read to look for auto_map
 ST_PACKAGE = "sentence_transformers."
+# A sentence-transformers module config (sentence_bert_config.json and its legacy names): the keys it may hold,
+# and the keys its keyword-argument dicts may hold. Anything else (tokenizer_name_or_path, trust_remote_code,
+# cache_dir, revision, token, subfolder, ...) would read from elsewhere or change how code is trusted.
+ST_MODULE_KEYS = frozenset({"max_seq_length", "do_lower_case", "transformer_task", "backend", "modality_config",
+                            "module_output_name", "unpad_inputs", "query_length", "document_length",
+                            "model_args", "model_kwargs", "tokenizer_args", "processor_kwargs", "config_args",
+                            "config_kwargs"})
+ST_KWARGS_KEYS = frozenset({"model_max_length", "do_lower_case", "torch_dtype", "dtype", "attn_implementation",
+                            "add_pooling_layer", "use_fast", "padding_side", "truncation_side",
+                            "clean_up_tokenization_spaces", "add_prefix_space", "strip_accents",
+                            "tokenize_chinese_chars", "low_cpu_mem_usage"})
 
 
 @contextmanager
@@ -77,7 +90,7 @@ def check_model_folder(folder: str | os.PathLike, model: str, hash_files: bool =
     Raises:
         BadInput: a Python or compiled-extension file anywhere in the folder, a ``*config*.json`` that is not
             JSON or whose top level has ``auto_map`` (custom classes), anything but a regular file (a FIFO, a
-            device), or more than :data:`MAX_FILES` files.
+            device), more than :data:`MAX_FILES` files, or a weight file bindscope's reader refuses.
     """
     from bindscope.io.canonical import sha256_file
 
@@ -104,13 +117,35 @@ def check_model_folder(folder: str | os.PathLike, model: str, hash_files: bool =
                 if isinstance(config, dict) and "auto_map" in config:
                     raise _refuse(model, f"{path} names custom code (auto_map: {json.dumps(config['auto_map'])[:120]})")
             files[relative] = sha256_file(path) if hash_files else ""
+    _check_weight_files(root, files, model)
     return files
+
+
+def _check_weight_files(root: Path, files: dict[str, str], model: str) -> None:
+    """The weight files of a model folder, checked by bindscope's reader (:mod:`bindscope.io.weights`) before
+    ``transformers`` or sentence-transformers reads them: every ``*.safetensors`` file's header (against the
+    file's size, nothing allocated), and every ``pytorch_model*.bin`` in a folder without safetensors weights
+    (read whole: a state dict of finite tensors). Their own loaders would end in a traceback on such a file."""
+    from bindscope.io.weights import read_state_dict, safetensors_header
+
+    safe_folders = {PurePosixPath(r).parent for r in files if r.endswith(".safetensors")}
+    for relative in files:
+        posix = PurePosixPath(relative)
+        try:
+            if relative.endswith(".safetensors"):
+                safetensors_header(root / relative)
+            elif posix.name.startswith("pytorch_model") and posix.suffix == ".bin" and posix.parent not in safe_folders:
+                read_state_dict(root / relative)
+        except BadInput as exc:
+            raise BadInput(f"model {model!r}: weights file {exc}", param="model") from None
 
 
 def check_sentence_transformers_modules(folder: str | os.PathLike, model: str) -> None:
     """Refuse a sentence-transformers folder whose ``modules.json`` names a module type outside the
     ``sentence_transformers`` package (custom code) or a module path outside the folder or in a hidden folder
-    (one :func:`check_model_folder` does not inspect).
+    (one :func:`check_model_folder` does not inspect), or whose module configs (``sentence_*_config.json``) hold
+    keys beyond the known ones (:data:`ST_MODULE_KEYS`, and :data:`ST_KWARGS_KEYS` in their keyword-argument
+    dicts): sentence-transformers hands those dicts to ``transformers``.
 
     Raises:
         BadInput: naming the module entry (or the malformed file).
@@ -129,6 +164,26 @@ def check_sentence_transformers_modules(folder: str | os.PathLike, model: str) -
                 or os.path.isabs(where) or any(p.startswith(".") for p in PurePosixPath(where.replace("\\", "/")).parts):
             raise BadInput(f"model {model!r}: {path} names the module path {where!r}, outside the model folder "
                            "(or in a hidden folder)", param="model")
+        for config in sorted((Path(folder) / where).glob("sentence_*_config.json")):
+            _check_module_config(config, model)
+
+
+def _check_module_config(path: Path, model: str) -> None:
+    """Refuse a module config holding a key outside :data:`ST_MODULE_KEYS` or a keyword-argument dict with a key
+    outside :data:`ST_KWARGS_KEYS`, naming the key."""
+    config = _read_json(path, model)
+    if not isinstance(config, dict):
+        raise BadInput(f"model {model!r}: {path} is not a JSON object", param="model")
+    for key, value in config.items():
+        if key not in ST_MODULE_KEYS:
+            raise _refuse(model, f"{path} holds the key {key!r} (allowed: {', '.join(sorted(ST_MODULE_KEYS))})")
+        if key.endswith(("_args", "_kwargs")):
+            if not isinstance(value, dict):
+                raise BadInput(f"model {model!r}: {path}: {key!r} is not a JSON object", param="model")
+            for sub in value:
+                if sub not in ST_KWARGS_KEYS:
+                    raise _refuse(model, f"{path} holds {key}.{sub} (allowed in {key}: "
+                                  f"{', '.join(sorted(ST_KWARGS_KEYS))})")
 
 
 def weights_fingerprint(files: dict[str, str], weight_files: tuple[str, ...], folder: Path, model: str) -> str:

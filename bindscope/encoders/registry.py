@@ -3,7 +3,10 @@
 The first kind whose ``matches`` accepts the string wins, in this order:
 
 1. kinds added at run time with :func:`register_encoder` (newest first);
-2. ``hf:``: ``hf:<repo id or folder>``, any ``transformers`` text encoder with CLS or mean pooling
+2. ``hf-vlm:``: ``hf-vlm:<repo id or folder>``, or a local folder (with or without ``hf:``) whose
+   ``config.json`` declares a vision-language model: a ``transformers`` CLIP / SigLIP / ... model with its own
+   processor (:mod:`bindscope.encoders.hf_vision_language`);
+   ``hf:``: ``hf:<repo id or folder>``, any ``transformers`` text encoder with CLS or mean pooling
    (:mod:`bindscope.encoders.hf_text`; SimCSE, BERT-style models);
 3. ``sentence-transformers folder``: a local folder holding ``modules.json``: that model, text-only;
 4. ``open_clip config file``: an existing ``.json`` file, an open_clip model config (``bindscope export
@@ -62,6 +65,19 @@ def _load_hf_text(model: str, pretrained: str | None, **options) -> EncoderAdapt
     return HFTextAdapter(model, **options)
 
 
+def _load_vision_language(model: str, pretrained: str | None, **options) -> EncoderAdapter:
+    from bindscope.encoders.hf_vision_language import HFVisionLanguageAdapter
+
+    options.pop("pooling", None)
+    return HFVisionLanguageAdapter(model, **options)
+
+
+def _is_vision_language(model: str) -> bool:
+    from bindscope.encoders.hf_vision_language import VLM_PREFIX, is_vision_language_folder
+
+    return model.startswith(VLM_PREFIX) or is_vision_language_folder(model)
+
+
 def _load_open_clip_config(model: str, pretrained: str | None, **options) -> EncoderAdapter:
     from bindscope.encoders.open_clip import load_open_clip_config_adapter
 
@@ -104,6 +120,7 @@ def _prefix(prefix: str) -> Callable[[str], bool]:
 
 
 _FIRST = [
+    EncoderKind("hf-vlm:", _is_vision_language, _load_vision_language),
     EncoderKind("hf:", _prefix("hf:"), _load_hf_text),
     EncoderKind("sentence-transformers folder", _is_sentence_transformers_folder, _load_sentence_transformer),
     EncoderKind("open_clip config file", _is_open_clip_config_file, _load_open_clip_config),

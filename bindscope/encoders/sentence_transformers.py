@@ -13,6 +13,7 @@ from bindscope.encoders.interface import EncoderAdapter, check_precision, l2_nor
 from bindscope.encoders.model_folder import (check_model_folder, check_sentence_transformers_modules, files_digest,
                                              no_prompts, weights_fingerprint)
 from bindscope.errors import BadInput
+from bindscope.io.weights import check_module_finite
 
 SENTENCE_TRANSFORMERS_PREFIX = "sentence-transformers/"
 
@@ -77,6 +78,7 @@ class SentenceTransformerAdapter(EncoderAdapter):
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             raise BadInput(f"could not load sentence-transformers model {model!r}: {reason} (other models than "
                            "the bundled all-MiniLM-L6-v2 are downloaded on first use)") from None
+        check_module_finite(net, f"model {model!r}", param="model")
         if precision != "fp32":
             net = net.to(torch.float16 if precision == "fp16" else torch.bfloat16)
         self.model = net

@@ -34,10 +34,11 @@ ours, another run                     ``"overwrite"`` with ``overwrite``, else B
 1. Enter: the lock (:class:`~bindscope.io.ownership.OutputLock` on ``<folder>/.bindscope.lock``; the folder and
    missing parents are created); SIGTERM and SIGHUP interrupt like Ctrl-C (``KeyboardInterrupt``, see
    :func:`bindscope.io.workers.terminate_as_interrupt`); the folder is inspected and the decision made again under
-   the lock (BadInput if another command changed it meanwhile: nothing another command finished is deleted).
+   the lock (BadInput if another command changed it meanwhile: nothing another command finished is deleted, not
+   even another run's output of this kind that appeared after the first decision).
    Then, with an exclusive lock: what killed runs left is removed (temporary files in the folder, staging and
    scratch folders beside it); ``"overwrite"`` of an unstaged kind deletes everything in the folder but the lock;
-   an unstaged kind writes its marker (the claim).
+   an unstaged kind writes its marker (the claim) for ``"new"``, ``"overwrite"`` and ``"extend"``.
 2. The writer works. A staged kind writes into :meth:`OutputClaim.staging` and calls :meth:`OutputClaim.publish`,
    which marks the staging folder and exchanges it with the folder in one rename (an earlier output is deleted
    after it, still under the lock).
@@ -153,33 +154,37 @@ def inspect_output(path: str | os.PathLike, kind: OutputKind) -> FolderState:
 
 
 def _foreign(path: Path, kind: OutputKind, state: FolderState, overwrite: bool, flag: str) -> BadInput:
-    held = f" (it holds {state.example})" if state.example else ""
+    if state.example and state.example.startswith("a bindscope"):
+        held = f" (it holds {state.example})"
+    else:
+        held = f" (it holds no {MARKER} marker of one" + (f"; e.g. {state.example})" if state.example else ")")
     return BadInput(f"{flag} {str(path)!r} is not empty and is not a {kind.what}{held}; choose a new or empty "
                     "folder" + ("; overwrite=True only replaces a folder this command made: delete it yourself if "
                                 "you mean to" if overwrite else ""), param=flag)
 
 
 def _decide(path: Path, kind: OutputKind, run_id: str | None, overwrite: bool, flag: str,
-            extends: Callable[[Path], bool] | None) -> str:
-    """The decision (see the module docstring); ``run_id=None``: the early check (any run of this kind)."""
+            extends: Callable[[Path], bool] | None) -> tuple[str, FolderState]:
+    """The decision (see the module docstring) and the state it was made on; ``run_id=None``: the early check
+    (any run of this kind)."""
     state = inspect_output(path, kind)
     if state.holds == "new":
-        return "new"
+        return "new", state
     if state.holds == "foreign":
         raise _foreign(path, kind, state, overwrite, flag)
     if kind.staged:
         if overwrite:
-            return "overwrite"
+            return "overwrite", state
         raise BadInput(f"{flag} {str(path)!r} is not empty: it holds a {kind.what}; pass overwrite=True to "
                        "replace it, or choose another folder", param=flag)
     if run_id is None:
-        return "overwrite" if overwrite else "resume"
+        return ("overwrite" if overwrite else "resume"), state
     if state.run_id == run_id:
-        return "done" if state.finished else "resume"
+        return ("done" if state.finished else "resume"), state
     if state.finished and extends is not None and not overwrite and extends(path):
-        return "extend"
+        return "extend", state
     if overwrite:
-        return "overwrite"
+        return "overwrite", state
     how = "finished" if state.finished else "unfinished: repeat its own command to resume it"
     raise BadInput(f"{flag} {str(path)!r} is not empty: it holds another {kind.what} ({how}), made with another "
                    f"{kind.identity}; pass overwrite=True to replace it, or choose another folder", param=flag)
@@ -214,8 +219,9 @@ def claim_output(out: str | os.PathLike, kind: OutputKind, run_id: str, *, overw
         run_id: what names this run (e.g. the hex sha256 of its config); the marker records it.
         overwrite: replace another run's output of this kind (never a foreign folder, never another kind's).
         flag: the parameter named in messages (``"out"``; the command line shows its flag).
-        shared: take the lock shared (parts of one run writing into one folder together): no ``"overwrite"``,
-            no clean-up of what killed runs left, no removal on failure.
+        shared: take the lock shared (parts of one run writing into one folder together): no clean-up of what
+            killed runs left, no removal on failure; a decision ``"overwrite"`` takes it exclusive (so the parts
+            of an overwriting run after the first are refused while it holds the folder).
         extends: ``extends(folder) -> bool`` for a finished output of another run that this run continues
             (e.g. a smaller dataset of the same config): decision ``"extend"``.
 
@@ -226,8 +232,8 @@ def claim_output(out: str | os.PathLike, kind: OutputKind, run_id: str, *, overw
         BadInput: see :func:`check_output`; ``out`` holds another run's output without ``overwrite``.
     """
     path = resolve_output(out, flag)
-    decision = _decide(path, kind, run_id, overwrite, flag, extends)
-    return OutputClaim(path, kind, run_id, decision, overwrite, flag, shared, extends)
+    decision, seen = _decide(path, kind, run_id, overwrite, flag, extends)
+    return OutputClaim(path, kind, run_id, decision, seen, overwrite, flag, shared, extends)
 
 
 def _first_missing(path: Path) -> Path | None:
@@ -287,10 +293,12 @@ class OutputClaim:
         decision: one of :data:`DECISIONS`; made again when the claim is entered.
     """
 
-    def __init__(self, path: Path, kind: OutputKind, run_id: str, decision: str, overwrite: bool, flag: str,
-                 shared: bool, extends: Callable[[Path], bool] | None):
+    def __init__(self, path: Path, kind: OutputKind, run_id: str, decision: str, seen: FolderState,
+                 overwrite: bool, flag: str, shared: bool, extends: Callable[[Path], bool] | None):
         self.path, self.kind, self.run_id, self.decision = path, kind, run_id, decision
-        self._overwrite, self._flag, self._shared, self._extends = overwrite, flag, shared, extends
+        self._seen = seen  # what the folder held when the decision was first made
+        self._overwrite, self._flag, self._extends = overwrite, flag, extends
+        self._shared = shared and decision != "overwrite"  # an overwrite is made under the exclusive lock
         self._stack: contextlib.ExitStack | None = None
         self._lock: OutputLock | None = None
         self._created: Path | None = None
@@ -305,16 +313,17 @@ class OutputClaim:
         try:
             stack.enter_context(terminate_as_interrupt())
             self._lock = stack.enter_context(OutputLock(self.path, shared=self._shared, flag=self._flag))
-            self.decision = _decide(self.path, self.kind, self.run_id, self._overwrite, self._flag, self._extends)
-            if self._shared and self.decision == "overwrite":
-                raise BadInput(f"{self._flag} {str(self.path)!r} holds another run's output; parts of a run "
-                               "never replace it: run without parts, or choose another folder", param=self._flag)
+            self.decision, state = _decide(self.path, self.kind, self.run_id, self._overwrite, self._flag,
+                                           self._extends)
+            if self.decision == "overwrite" and (self._shared or state != self._seen):
+                raise BadInput(f"{self._flag} {str(self.path)!r} changed while this command started (another run's "
+                               "output is there now); nothing was deleted: repeat the command", param=self._flag)
             if not self._shared:
                 remove_temp_files(self.path)
                 self._remove_leftovers()
             if self.decision == "overwrite" and not self.kind.staged:
                 self._clear()
-            if not self.kind.staged:
+            if not self.kind.staged and self.decision in ("new", "overwrite", "extend"):
                 write_marker(self.path, self.kind.kind, self.run_id)
         except BaseException:
             self._stack = stack
