@@ -105,7 +105,8 @@ BAD = {
 """Files no weights reader may accept, whatever the model."""
 
 FOREIGN = ("w.pt", _saved({"weight": torch.zeros(2, 2), "bias": torch.zeros(2)}),
-           "the state dict does not fit open_clip 'ViT-B-32' (missing logit_scale, positional_embedding, ")
+           "the state dict does not fit open_clip 'ViT-B-32' (missing ln_final.bias, ln_final.weight, logit_scale, "
+           "positional_embedding, text_projection and 297 more; unexpected 'bias', 'weight')")
 """A sound state dict of another architecture, given for a ViT-B-32."""
 
 
