@@ -222,8 +222,8 @@ def plan_reference(config: dict, categories: list, seed: int, index: int, attemp
     Caption = the category name. Same keys as :func:`plan_scene` (``"kind": "reference"``).
 
     With ``references: crop`` the spec is instead a scene (:func:`plan_scene` under split ``"references"``)
-    whose object 1 is the category (the large object in ``one-large`` mode); the generator cuts it out by its
-    mask (``"kind": "crop"``).
+    whose object 1 is the category (the large object in ``one-large`` mode); the generator renders that object
+    alone from the scene's camera, zoomed onto it (``"kind": "crop"``, ``ComcoGenerator.render_crop``).
     """
     c = categories[index]
     if config["references"] == "crop":
