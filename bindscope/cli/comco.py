@@ -55,8 +55,9 @@ def comco_render(out, n, objects, set, size_mode, resolution, samples, reference
     """Render ComCO / SimCO scenes with exact per-object instance masks into a dataset folder OUT.
 
     Headless Blender (bpy, Cycles). Splits: `scenes` (multi-object images, captions = names joined with
-    " and " in a seeded random order, or favouring one object with --saliency) and `references` (one image per category, for IOR). Planning is
-    validated before anything is written; an interrupted run resumes when repeated. Example:
+    " and " in a seeded random order, or one object first with --saliency) and `references` (one image per
+    category, for IOR). Planning is validated before anything is written; an interrupted run resumes when
+    repeated. Example:
 
         comco render --objects 2-5 -n 1000 --out data/comco
     """

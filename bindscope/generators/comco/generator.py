@@ -473,7 +473,7 @@ class ComcoGenerator:
             f"- objects per scene: {cfg['objects']['min']}-{cfg['objects']['max']}; size mode `{cfg['size_mode']}`"
             f" (scales in m: {json.dumps(cfg['scale'], sort_keys=True)})",
             "- captions: category names joined with " + json.dumps(cfg["caption"]["joiner"]) + ", " +
-            (f"mention order: the {cfg['saliency']}-salient object first with probability "
+            (f"mention order: saliency `{cfg['saliency']}`, the salient object first with probability "
              f"{cfg.get('saliency_bias', DEFAULT_SALIENCY_BIAS):g} (docs/comco.md)" if "saliency" in cfg
              else "mention order uniformly random (seeded)"),
             f"- seed: {manifest['seed']}", "",
