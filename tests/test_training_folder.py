@@ -49,7 +49,8 @@ def test_a_foreign_folder_is_refused_even_with_overwrite(data, tmp_path):
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     for overwrite in (False, True):
-        with pytest.raises(BadInput, match=r"is not empty and is not a madman train run \(it holds 'notes.txt'\)"):
+        with pytest.raises(BadInput, match=r"is not empty and is not a madman train run \(it holds no "
+                                                 r"\.bindscope\.json marker of one; e\.g\. 'notes\.txt'\)"):
             bindscope.train(data, out, overwrite=overwrite, progress=False, **TINY)
         assert _tree(out) == {"notes.txt": b"mine"}
 
