@@ -44,6 +44,7 @@ class Case:
     expect: int = 2
     fast: bool = False
     needs: tuple[str, ...] = ()    # fixtures: "data", "model"
+    env: dict | None = None        # environment variables set for the command (e.g. torchrun's)
 
 
 # ----------------------------------------------------------------------------------------------- fixtures
@@ -494,6 +495,46 @@ def _crafted_model(work: Path) -> None:
     torch.save(state, work / "model.pt")
 
 
+def _plan(edit: Callable[[dict], None]) -> Callable[[h5py.File], None]:
+    """A shard craft that edits the stored plan (spec) of the test shard's first sample (two digits)."""
+    def change(f: h5py.File) -> None:
+        specs = [json.loads(text) for text in f["specs"][()]]
+        edit(specs[0])
+        _replace(f, "specs", np.array([json.dumps(s) for s in specs], dtype=object).astype(h5py.string_dtype()))
+    return change
+
+
+def _long_category(work: Path) -> None:
+    """``refs``: a ComCO-layout dataset (scenes of pizza and apple, a reference each) whose third reference's
+    category is 252 bytes long, one more than a file name ``<category>.png`` allows."""
+    from eval_fakes import SpecGenerator, build, image, obj
+
+    from bindscope.format.records import Sample
+
+    mask = np.zeros((8, 8), np.uint8)
+    scenes = [Sample(0, image(1), mask, "pizza and apple", [obj(1, "pizza", {"size_class": "m"}, 1, 1, 9),
+                                                          obj(2, "apple", {"size_class": "m"}, 2, 2, 8)])]
+    refs = [Sample(k, image(10 + k), mask, c, [obj(1, c, {"size_class": "m"}, 1, 1)])
+            for k, c in enumerate(["pizza", "apple", "x" * 252])]
+    build(work, "refs", SpecGenerator({"scenes": scenes, "references": refs}, name="comco",
+                                      attribute_names=["size_class"]))
+
+
+def _huge_step_result(work: Path) -> None:
+    """``results/r.json``: a ``madman eval`` result of the fixtures whose model.step is 10**400."""
+    from click.testing import CliRunner
+
+    from bindscope.cli.main import madman
+
+    out = work / "results" / "r.json"
+    done = CliRunner().invoke(madman, ["eval", str(work / "d"), "--model", str(work / "model.pt"), "--device", "cpu",
+                                       "--no-cache", "--quiet", "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    for rows in out.parent.glob("*.jsonl"):
+        rows.unlink()
+    _edit_json(out, lambda r: r["model"].__setitem__("step", 10 ** 400))
+
+
 def cases() -> list[Case]:
     """Every case of the matrix (``fast`` marks the subset the test suite runs)."""
     out: list[Case] = []
@@ -752,7 +793,119 @@ def cases() -> list[Case]:
         Case("train:weight-decay-negative", "madman", [*readers["train"][1], "--weight-decay", "-1"], "-1",
              needs=("data",)),
     ]
+    # 10. one claim on every output: foreign folders, other commands' outputs, held and linked locks
+    out += writer_cases()
+    # 10. readers of user files: stored plans, export inputs and names, result files
+    plans = {"plan-source-out-of-range": _plan(lambda s: s["digits"][0].update(source=10 ** 9)),
+             "plan-digits-not-a-list": _plan(lambda s: s.update(digits={"1": 2}))}
+    large_object = ["eval", "d", "--model", "model.pt", "--tasks", "large-object", "--device", "cpu", "--no-cache",
+                    "--quiet", "--out", "r.json"]
+    for name, change in plans.items():
+        out += [Case(f"reader:{name}:verify", "bindscope", ["verify", "d"], "stored plan", craft(change), expect=1,
+                     fast=True, needs=("data",)),
+                Case(f"reader:{name}:large-object", "madman", large_object, "stored plan", craft(change),
+                     fast=name == "plan-source-out-of-range", needs=("data", "model"))]
+    out += [
+        Case("reader:clip-oscope-category-too-long", "bindscope", ["export", "clip-oscope", "refs", "--out", "o"],
+             "252 bytes", _long_category, fast=True),
+        Case("reader:open-clip-config-shipped-name", "bindscope", ["export", "open-clip-config", "--out",
+                                                                   "ViT-B-32.json", "--image-size", "32"],
+             "ViT-B-32", fast=True),
+        Case("reader:open-clip-config-config-a-list", "bindscope", ["export", "open-clip-config", "run", "--out",
+                                                                    "cfg.json"],
+             "run.json", _write("run/run.json", '{"config": ["model"]}'), fast=True),
+        Case("reader:collect-step-huge", "bindscope", ["collect", "results", "--out", "t.md", "--plot", "t.png"],
+             "model.step", _huge_step_result, needs=("data", "model")),
+    ]
     out += weight_cases()
+    out += training_cases(readers["train"][1])
+    return out
+
+
+def _interrupted_run(train: list[str], change: Callable[[Path], None] | None = None) -> Callable[[Path], None]:
+    """A prepare step: train ``train`` (the case's own command) to its end, then make the run folder ``run`` an
+    interrupted one (no model, no result, no final evaluation line) and apply ``change`` to it."""
+    def prepare(work: Path) -> None:
+        from click.testing import CliRunner
+
+        from bindscope.cli.main import madman
+
+        cwd = os.getcwd()
+        os.chdir(work)
+        try:
+            result = CliRunner().invoke(madman, train)
+        finally:
+            os.chdir(cwd)
+        assert result.exit_code == 0, result.output
+        run = work / "run"
+        for name in ("model.pt", "result.json"):
+            (run / name).unlink()
+        log = run / "log.jsonl"
+        log.write_text("".join(line + "\n" for line in log.read_text().splitlines() if '"eval"' not in line))
+        if change is not None:
+            change(run)
+    return prepare
+
+
+def _edit_checkpoint(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def edit(run: Path) -> None:
+        import torch
+
+        blob = torch.load(run / "checkpoint.pt", weights_only=True)
+        change(blob)
+        torch.save(blob, run / "checkpoint.pt")
+    return edit
+
+
+def training_cases(train: list[str]) -> list[Case]:
+    """``range:`` every numeric training option outside its range (and ``madman sweep``'s), refused before any
+    work; ``resume:`` a damaged run folder, refused before anything is written (not even the lock or the
+    marker); ``ranks:`` a torchrun environment that cannot work, refused before the process group starts."""
+    sweep = ["sweep", "--property", "saliency-bias", "--values", "0,1", "--out", "sweep", "--quiet"]
+    values = ",".join(str(v / 200) for v in range(101))
+    ranges = [("negatives-per-sample-huge", "--negatives-per-sample", "1000000000", True),
+              ("steps-huge", "--steps", "100000000000", True), ("batch-size-zero", "--batch-size", "0", False),
+              ("seed-negative", "--seed", "-1", False), ("seed-huge", "--seed", str(2 ** 64), False),
+              ("warmup-negative", "--warmup", "-5", False), ("checkpoint-every-zero", "--checkpoint-every", "0", False),
+              ("log-every-huge", "--log-every", "99999999999", False),
+              ("eval-every-negative", "--eval-every", "-1", False),
+              ("loader-jobs-huge", "--loader-jobs", "100000", False), ("threads-negative", "--threads", "-1", False),
+              ("dist-timeout-zero", "--dist-timeout", "0", True), ("embed-dim-huge", "--embed-dim", "1000000", False),
+              ("context-length-two", "--context-length", "2", False),
+              ("vision-layers-huge", "--vision-layers", "1000", False)]
+    out = [Case(f"range:{name}", "madman", [*train, flag, value], f"{flag} {value} is not allowed", fast=fast,
+                needs=("data",)) for name, flag, value, fast in ranges]
+    out += [
+        Case("range:sweep-num-train-huge", "madman", [*sweep, "--num-train", "99999999999"], "99999999999",
+             fast=True),
+        Case("range:sweep-jobs-zero", "madman", [*sweep, "--jobs", "0"], "--jobs 0 is not allowed"),
+        Case("range:sweep-values-many", "madman", [*sweep[:4], values, *sweep[5:]], "lists 101 values; at most 100"),
+        Case("range:sweep-seeds-many", "madman", [*sweep, "--seeds", ",".join(map(str, range(101)))],
+             "lists 101 values; at most 100"),
+    ]
+    damaged = {
+        "log-line-garbage": (lambda run: (run / "log.jsonl").write_text('{"step": 1}\nnot json\n{"step": 1}\n'),
+                             "log.jsonl"),
+        "checkpoint-truncated": (lambda run: (run / "checkpoint.pt").write_bytes(
+            (run / "checkpoint.pt").read_bytes()[:2000]), "checkpoint.pt"),
+        "checkpoint-step-beyond": (_edit_checkpoint(lambda b: b.update(step=99)), "step 99 is beyond"),
+        "checkpoint-log-entry": (_edit_checkpoint(lambda b: b.update(log={"losses": ["x"]})), "checkpoint.pt"),
+        "checkpoint-other-model": (_edit_checkpoint(lambda b: b["model_config"].update(embed_dim=32)),
+                                   "checkpoint.pt"),
+    }
+    out += [Case(f"resume:{name}", "madman", train, needle, _interrupted_run(train, change),
+                 fast=name == "checkpoint-step-beyond", needs=("data",)) for name, (change, needle) in damaged.items()]
+    world = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    out += [
+        Case("ranks:rank-outside-world", "madman", train, "RANK=2", env={**world, "RANK": "2"}, fast=True,
+             needs=("data",)),
+        Case("ranks:world-size-garbage", "madman", train, "WORLD_SIZE='two'", env={**world, "WORLD_SIZE": "two"},
+             needs=("data",)),
+        Case("ranks:batch-not-divisible", "madman", [*train, "--batch-size", "15"], "15 does not divide by the 2 processes",
+             env=world, needs=("data",)),
+        Case("ranks:one-gpu-for-all", "madman", [*train, "--device", "cuda:1"], "'cuda:1' is one GPU for all",
+             env=world, needs=("data",)),
+    ]
     return out
 
 
@@ -842,6 +995,134 @@ def weight_cases() -> list[Case]:
     return out
 
 
+
+# ----------------------------------------------------------------------------------------------- writers
+
+# Every writer of an output (bindscope.io.claim), its command with OUT for the output path, and what it needs in
+# the work folder before it runs.
+_MODEL = ["--embed-dim", "32", "--image-size", "32", "--patch-size", "8", "--vision-width", "64",
+          "--vision-layers", "2", "--text-width", "64", "--text-layers", "2", "--head-width", "32",
+          "--context-length", "32"]
+WRITERS: dict[str, tuple[str, list[str]]] = {
+    "generate": ("madman", ["generate", "--out", "OUT", "-n", "4", "--mnist-root", "mn", "--quiet"]),
+    "render": ("comco", ["render", "--set", "simco18", "--objects", "2-2", "-n", "1", "--no-references",
+                         "--resolution", "32", "--samples", "1", "--device", "cpu", "--quiet", "--out", "OUT"]),
+    "import-coco": ("bindscope", ["import", "coco", "--images", "src/images", "--instances", "src/instances.json",
+                                  "--captions", "src/captions.json", "--out", "OUT", "--image-size", "32",
+                                  "--quiet"]),
+    "merge": ("bindscope", ["merge", "p0", "p1", "--out", "OUT"]),
+    "release": ("bindscope", ["release", "d", "--out", "OUT"]),
+    "export-webdataset": ("bindscope", ["export", "webdataset", "d", "--out", "OUT", "--quiet"]),
+    "export-open-clip-config": ("bindscope", ["export", "open-clip-config", "--out", "OUT.json", *_MODEL]),
+    "export-clip-oscope": ("bindscope", ["export", "clip-oscope", "c", "--out", "OUT"]),
+}
+_DATASET_WRITERS = ("generate", "render", "import-coco", "merge")
+
+
+def _writer_inputs(name: str) -> Callable[[Path], None]:
+    """Write what the writer ``name`` reads (the dataset ``d`` comes with ``needs``)."""
+    def prepare(work: Path) -> None:
+        if name == "generate":
+            from madman_support import write_fake_mnist_root
+
+            write_fake_mnist_root(work / "mn", train_per_class=8, test_per_class=4)
+        elif name == "import-coco":
+            from coco_fixture import write_coco
+
+            write_coco(work / "src")
+        elif name == "merge":
+            from toy_generator import Squares
+
+            from bindscope.build.builder import build_dataset
+
+            for part in (0, 1):
+                build_dataset(Squares(), work / f"p{part}", num_parts=2, part=part, progress=False)
+        elif name == "export-clip-oscope":
+            from eval_fakes import comco_fixture
+
+            comco_fixture(work, "c")
+    return prepare
+
+
+def _foreign_out(name: str) -> Callable[[Path], None]:
+    """--out holds the user's own files (a stranger's ``manifest.json`` among them), or is the user's file."""
+    def prepare(work: Path) -> None:
+        if name == "export-open-clip-config":
+            (work / "OUT.json").write_text("my notes, not a model config")
+            return
+        (work / "OUT" / "src").mkdir(parents=True)
+        (work / "OUT" / "src" / "app.js").write_text("x\n")
+        (work / "OUT" / "manifest.json").write_text("{}")
+    return prepare
+
+
+def _other_command_out(name: str) -> Callable[[Path], None]:
+    """--out holds another command's finished output: a webdataset export for the dataset writers, a dataset
+    for the others, a results file for the model-config export."""
+    def prepare(work: Path) -> None:
+        from bindscope.io.ownership import write_marker
+
+        if name == "export-open-clip-config":
+            (work / "OUT.json").write_text(json.dumps({"metrics": {"accuracy": 0.5}}))
+        elif name in _DATASET_WRITERS:
+            (work / "OUT").mkdir()
+            write_marker(work / "OUT", "webdataset", "e" * 64)
+            (work / "OUT" / "webdataset.json").write_text("{}")
+        else:
+            shutil.copytree(work / "d", work / "OUT", symlinks=True)
+    return prepare
+
+
+_HELD: list[int] = []  # the descriptor of the lock a "held" case keeps while its command runs (one at a time)
+
+
+def _held_lock(name: str) -> Callable[[Path], None]:
+    """Another run holds the output's lock (a descriptor of this process, so the command's own open conflicts)."""
+    def prepare(work: Path) -> None:
+        import fcntl
+
+        from bindscope.io.ownership import LOCK
+
+        while _HELD:
+            os.close(_HELD.pop())
+        path = work / ".bindscope-OUT.json.lock" if name == "export-open-clip-config" else work / "OUT" / LOCK
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, b"pid 1 on elsewhere: another writer\n")
+        _HELD.append(fd)
+    return prepare
+
+
+def _writer_lock_link(name: str) -> Callable[[Path], None]:
+    if name == "export-open-clip-config":
+        def prepare(work: Path) -> None:
+            (work / "victim.txt").write_text("precious")
+            os.symlink(work / "victim.txt", work / ".bindscope-OUT.json.lock")
+        return prepare
+    return _lock_link("OUT", "victim.txt")
+
+
+def writer_cases() -> list[Case]:
+    """One claim on every output: per writer, a foreign --out and another command's output (with --overwrite
+    where the command has it), a lock another run holds, a lock that is a link."""
+    fast = {("generate", "foreign"), ("export-clip-oscope", "other-command"), ("export-webdataset", "held"),
+            ("export-open-clip-config", "foreign"), ("merge", "lock-link"), ("import-coco", "held")}
+    out: list[Case] = []
+    for name, (group, args) in WRITERS.items():
+        overwrite = [] if name == "merge" else ["--overwrite"]
+        needs = ("data",) if name in ("release", "export-webdataset", "export-clip-oscope") else ()
+        out_name = "OUT.json" if name == "export-open-clip-config" else "OUT"
+        trials = {"foreign": ([*args, *overwrite], out_name, _foreign_out(name)),
+                  "other-command": ([*args, *overwrite], out_name, _other_command_out(name)),
+                  "held": (args, "another writer", _held_lock(name))}
+        if name not in ("generate", "release"):  # those two: the lock: rows
+            trials["lock-link"] = (args, "symlink", _writer_lock_link(name))
+        for trial, (command, needle, craft) in trials.items():
+            out.append(Case(f"writer:{name}:{trial}", group, command, needle,
+                            _steps(_writer_inputs(name), craft), fast=(name, trial) in fast, needs=needs))
+    return out
+
 # ----------------------------------------------------------------------------------------------- running
 
 
@@ -881,8 +1162,8 @@ def run_case(case: Case, fixtures: Path, work: Path) -> Outcome:
     cwd = os.getcwd()
     os.chdir(work)
     try:
-        result = CliRunner().invoke({"madman": madman, "comco": comco, "bindscope": bindscope}[case.command],
-                                    case.args)
+        result = CliRunner(env=case.env).invoke({"madman": madman, "comco": comco, "bindscope": bindscope}[
+            case.command], case.args)
     finally:
         os.chdir(cwd)
     output = result.output

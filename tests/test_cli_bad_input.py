@@ -222,7 +222,7 @@ def test_comco_render_failing_first_scene_leaves_nothing(work):
 
 @pytest.mark.parametrize("args, message", [
     (["--patch-size", "0"], "--patch-size"),
-    (["--warmup", "-5"], "--warmup must be an integer >= 0"),
+    (["--warmup", "-5"], "--warmup -5 is not allowed; use an integer in 0..10000000 steps"),
     (["--lr", "nan"], "not a finite number"),
     (["--out-under-file"], "is a file, not a folder"),
 ])

@@ -21,9 +21,10 @@ from bindscope.cli.main import comco, madman
 from bindscope.errors import BadInput
 from bindscope.importers.coco import import_coco
 from bindscope.text.negatives import split_words
+from bindscope.training.config import TrainConfig
 from bindscope.training.data import BatchSource, load_split
 from bindscope.training.model import ModelConfig
-from bindscope.training.train import TrainConfig, Trainer
+from bindscope.training.train import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

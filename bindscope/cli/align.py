@@ -132,8 +132,9 @@ def bindscope_labclip():
 @click.option("--tagger", type=click.Choice(["lexicon", "spacy"]), default="lexicon", show_default=True,
               help="how --negatives shuffled finds nouns and adjectives: the dataset's own words (COCO: its "
                    "mention table and colour/size words) or spaCy's en_core_web_sm (pip install 'bindscope[text]')")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 def bindscope_labclip_fit(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out, overwrite,
-                          split, holdout, epochs, fit_batch_size, lr, seed, negatives, tagger):
+                          split, holdout, epochs, fit_batch_size, lr, seed, negatives, tagger, quiet):
     """Fit the D x D LABCLIP map on dataset DATA and write it to --out.
 
     The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam on frozen
@@ -147,7 +148,8 @@ def bindscope_labclip_fit(data, model, pretrained, device, precision, batch_size
     labclip = labclip_fit(data, model, out, pretrained=pretrained, split=split, holdout=holdout, epochs=epochs,
                           fit_batch_size=fit_batch_size, lr=lr, seed=seed, negatives=negatives, tagger=tagger,
                           device=device, precision=precision,
-                          batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache, overwrite=overwrite)
+                          batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache, overwrite=overwrite,
+                          progress=not quiet)
     split, out_path = labclip.meta["split"], out
     losses = labclip.meta["loss_history"]
     kept = "" if labclip.meta["negatives"] == "shuffled" else \

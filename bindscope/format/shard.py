@@ -31,7 +31,7 @@ import numpy as np
 
 from bindscope.errors import DatasetError
 from bindscope.format.records import Negative, ObjectRecord, Sample
-from bindscope.io.atomic import atomic_path
+from bindscope.io.atomic import atomic_hdf5
 from bindscope.io.canonical import sha256_file
 from bindscope.io.inside import regular_file
 
@@ -97,7 +97,7 @@ def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: 
         raise ValueError("all samples of a shard must have the same arrays (names, shapes, dtypes)")
     objects = [o for s in samples for o in s.objects]
     negatives = [n for s in samples for n in s.negatives]
-    with atomic_path(path, before_rename) as tmp, h5py.File(tmp, "w", libver="v110", track_order=False) as f:
+    with atomic_hdf5(path, before_rename, libver="v110", track_order=False) as f:
         f.attrs["format_version"] = FORMAT_VERSION
         f.attrs["split"] = split
         f.attrs["first_index"] = first_index

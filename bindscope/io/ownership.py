@@ -242,6 +242,12 @@ class OutputLock:
             raise BadInput(f"lock file {str(self.path)!r} is not a regular file: remove it", param=self.flag)
         return fd
 
+    def moved(self, folder: str | os.PathLike) -> None:
+        """Record that the held lock's folder was renamed to ``folder`` (the lock file moved with it), so that
+        :meth:`__exit__` removes the file under its new name (see :mod:`bindscope.io.claim`'s publish)."""
+        self.folder = Path(folder)
+        self.path = self.folder / self.path.name
+
     def __exit__(self, *exc) -> None:
         fd, self._fd = self._fd, None
         if fd not in _held:  # not taken, or taken by the process this one was forked from

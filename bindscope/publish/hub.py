@@ -3,7 +3,8 @@
 Uses ``huggingface_hub`` (https://huggingface.co/docs/huggingface_hub): :meth:`HfApi.whoami` first (is the Hub
 reachable, is the token valid?), then :meth:`HfApi.create_repo` (``repo_type="dataset"``, ``exist_ok=True``,
 the ``private`` flag) and :meth:`HfApi.upload_folder` (one commit with the given message; large folders are
-committed in several parts by huggingface_hub). Local-only files (``.bindscope-*``) are not uploaded.
+committed in several parts by huggingface_hub). Local-only files (``.bindscope-*`` and the ownership marker
+``.bindscope.json``) are not uploaded.
 
 The endpoint is ``HF_ENDPOINT`` (default https://huggingface.co) and the token ``HF_TOKEN`` or the one saved
 by ``hf auth login``, as everywhere in huggingface_hub.
@@ -12,11 +13,14 @@ by ``hf auth login``, as everywhere in huggingface_hub.
 from __future__ import annotations
 
 import os
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from bindscope.errors import BadInput
 
-LOCAL_ONLY = [".bindscope-*"]
+LOCAL_ONLY = [".bindscope-*", ".bindscope.json"]
 
 
 class HubError(RuntimeError):
@@ -65,8 +69,35 @@ def connect(repo_id: str, token: str | None = None, endpoint: str | None = None)
     return api, str(user.get("name", "?"))
 
 
+@contextmanager
+def progress_bars(enabled: bool) -> Iterator[None]:
+    """Within the block, the progress bars of ``datasets`` and ``huggingface_hub`` as they are (``enabled``) or
+    off; after it, as they were."""
+    if enabled:
+        yield
+        return
+    import datasets
+    from huggingface_hub import utils as hub_utils
+
+    was = datasets.is_progress_bar_enabled(), not hub_utils.are_progress_bars_disabled()
+    with warnings.catch_warnings():  # an environment variable that forces the bars on wins, with a warning
+        warnings.simplefilter("ignore")
+        datasets.disable_progress_bars()
+        hub_utils.disable_progress_bars()
+    try:
+        yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if was[0]:
+                datasets.enable_progress_bars()
+            if was[1]:
+                hub_utils.enable_progress_bars()
+
+
 def push_release(folder: str | os.PathLike, repo_id: str, private: bool = False,
-                 commit_message: str | None = None, token: str | None = None, endpoint: str | None = None) -> str:
+                 commit_message: str | None = None, token: str | None = None, endpoint: str | None = None,
+                 progress: bool = True) -> str:
     """Upload the release ``folder`` to the dataset repository ``repo_id``; return the commit URL.
 
     Args:
@@ -76,6 +107,7 @@ def push_release(folder: str | os.PathLike, repo_id: str, private: bool = False,
         commit_message: the commit title (default ``"Upload bindscope release"``).
         token: a Hub token (default: ``HF_TOKEN`` or the saved login).
         endpoint: the Hub URL (default: ``HF_ENDPOINT`` or https://huggingface.co).
+        progress: show ``huggingface_hub``'s upload progress bars.
 
     Raises:
         BadInput: ``folder`` is not a release; ``repo_id`` is malformed.
@@ -91,9 +123,10 @@ def push_release(folder: str | os.PathLike, repo_id: str, private: bool = False,
     api, user = connect(repo_id, token, endpoint)
     try:
         api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-        info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="dataset",
-                                 commit_message=commit_message or "Upload bindscope release",
-                                 ignore_patterns=list(LOCAL_ONLY))
+        with progress_bars(progress):
+            info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="dataset",
+                                     commit_message=commit_message or "Upload bindscope release",
+                                     ignore_patterns=list(LOCAL_ONLY))
     except HfHubHTTPError as exc:
         raise HubError(f"the Hub at {api.endpoint} refused the upload to {repo_id} as {user} ({exc}); "
                        "no commit was made") from None

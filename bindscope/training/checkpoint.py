@@ -43,6 +43,7 @@ MODEL_FORMAT = "bindscope-small-clip"
 FORMAT_VERSION = 1
 MODEL_FILE_KEYS = frozenset({"format", "version", "step", "model", "model_config", "train_config"})
 CHECKPOINT_KEYS = MODEL_FILE_KEYS | {"optimizer", "scheduler", "scaler", "rng"}
+CHECKPOINT_OPTIONAL = frozenset({"log"})  # the losses since the last log line (absent from older checkpoints)
 MAX_FILE_BYTES = 8 << 30  # a model or checkpoint file larger than this is refused before it is read
 MAX_PARAMETERS = 2_000_000_000  # numbers in a model's state dict
 MAX_JSON_BYTES = 16 << 20  # the JSON-like entries (train_config) of a model file
@@ -215,6 +216,17 @@ def _run_record(file: Path) -> tuple[Path, dict] | None:
     return (record_file, model) if isinstance(model, dict) else None
 
 
+def _as_written(model: dict) -> dict:
+    """A run.json model config as this bindscope writes it (a fine-tune's recorded before its ``architecture``
+    entry existed gains it); unchanged where it is not a valid config."""
+    from bindscope.training.model import ModelConfig
+
+    try:
+        return ModelConfig.from_dict(model).to_dict()
+    except (BadInput, TypeError):
+        return model
+
+
 def read_weights_file(file: Path, formats: tuple[str, ...] = (MODEL_FORMAT, CHECKPOINT_FORMAT),
                       max_bytes: int | None = None) -> tuple[dict, object]:
     """Read and validate a ``madman train`` model or checkpoint file: ``(blob, ModelConfig)``.
@@ -237,6 +249,8 @@ def read_weights_file(file: Path, formats: tuple[str, ...] = (MODEL_FORMAT, CHEC
         raise _problem(file, f"is not a madman train {'model or checkpoint' if len(formats) > 1 else 'checkpoint'} "
                              f"(format {found!r}; expected {' or '.join(map(repr, formats))})")
     keys = CHECKPOINT_KEYS if blob["format"] == CHECKPOINT_FORMAT else MODEL_FILE_KEYS
+    if blob["format"] == CHECKPOINT_FORMAT:
+        keys = keys | (CHECKPOINT_OPTIONAL & set(blob))
     if set(blob) != keys:
         missing, unexpected = sorted(keys - set(blob)), sorted(set(blob) - keys, key=str)
         raise _problem(file, "has " + "; ".join(p for p in (
@@ -259,7 +273,7 @@ def read_weights_file(file: Path, formats: tuple[str, ...] = (MODEL_FORMAT, CHEC
     except BadInput as exc:
         raise _problem(file, f"model_config: {exc}") from None
     run = _run_record(file)
-    if run is not None and run[1] != config.to_dict():
+    if run is not None and _as_written(run[1]) != config.to_dict():
         record_file, model = run
         changed = sorted(k for k in set(model) | set(config.to_dict()) if model.get(k) != config.to_dict().get(k))
         raise _problem(file, f"model_config differs from the run's {str(record_file)!r} in {', '.join(changed)}")

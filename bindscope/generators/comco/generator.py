@@ -51,10 +51,11 @@ LOOK_ATTRIBUTES = ["colour", "material"]
 EXTRA_NAMES = ["scale", "occlusion", "unoccluded_area", "x", "y", "yaw_deg",
                "proj_x0", "proj_y0", "proj_x1", "proj_y1", "area_ratio",
                "z", "bbox3d_cx", "bbox3d_cy", "bbox3d_cz", "bbox3d_dx", "bbox3d_dy", "bbox3d_dz", "proj_cx", "proj_cy"]
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 """Version of the ComCO generator recorded in every manifest (``generator.version``). It changes whenever the
-same config and seed would give other pixels or records; ``"0.1.0"`` (bindscope 0.1.0's version) rendered with
-``quality.LEGACY``, ``"2"`` with ``render.quality`` (docs/comco.md, CHANGELOG.md)."""
+same config and seed would give other bytes (pixels, records or the shard files); ``"0.1.0"`` (bindscope 0.1.0's
+version) rendered with ``quality.LEGACY``, ``"2"`` and ``"3"`` with ``render.quality`` (``"3"``: the same scenes,
+shard files written by :func:`bindscope.io.atomic.atomic_hdf5`; docs/comco.md, CHANGELOG.md)."""
 NEGATIVE_STREAM = 4  # scene.sample_rng stream of the recognition negatives' replacement draws
 
 
