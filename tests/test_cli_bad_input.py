@@ -271,11 +271,11 @@ def test_madman_audit_bad_input(work, madman_data, args, needles):
     _bad(madman, ["audit", *args, "--quiet"], work, *needles)
 
 
-def test_madman_audit_wrong_generator(work, madman_data):
+def test_madman_audit_needs_attribute_value_tables(work, madman_data):
     fake = work / "fake"
     shutil.copytree(madman_data, fake)
     manifest = json.loads((fake / "manifest.json").read_text())
-    manifest["generator"]["name"] = "comco"
-    manifest["config_sha256"] = config_sha256("comco", manifest["config"], manifest["seed"])
+    manifest["config"]["attributes"] = sorted(manifest["config"]["attributes"])  # names only, as ComCO's config
+    manifest["config_sha256"] = config_sha256("madman", manifest["config"], manifest["seed"])
     (fake / "manifest.json").write_text(json.dumps(manifest))
-    _bad(madman, ["audit", "fake", "--out", "a.json"], work, "'fake'", "'comco'", "madman")
+    _bad(madman, ["audit", "fake", "--out", "a.json"], work, "'fake'", "config.attributes maps every object attribute")

@@ -105,7 +105,7 @@ def plan_evaluation(data, *, kind: str | None = None, tasks: str | list[str] | N
     """
     from bindscope.evaluation.results import open_dataset
     from bindscope.evaluation.sampled import SampledCaptions, plan_sampled, run_sampled
-    from bindscope.evaluation.tasks.registry import KINDS
+    from bindscope.evaluation.tasks.registry import KINDS, check_options
 
     if kind is not None and kind not in ("madman-eval", "comco-eval"):
         raise BadInput(f"kind {kind!r} is not allowed; use madman-eval, comco-eval or None (chosen from the data)",
@@ -127,6 +127,7 @@ def plan_evaluation(data, *, kind: str | None = None, tasks: str | list[str] | N
         return EvaluationPlan(run, Path(sampled.stem).parent, Path(sampled.stem).name, suffix, text_transform)
     ds = open_dataset(data, validate=False)
     kind = kind or evaluation_kind(ds, tasks)
+    check_options(kind, options)  # the values, before the dataset is read
     command = KINDS[kind]
     if kind == "madman-eval":
         run, stem, extra = _split_run(ds, tasks, splits, options, seed)

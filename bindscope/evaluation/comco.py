@@ -43,6 +43,11 @@ its largest instance for IOR, I2TOR and matching, and IOR against an external re
 
 Ties (several candidates share the top score, or equal scores in matching) count as wrong. Captions are
 category names joined with " and " (the paper's form); TOR on a dataset uses the dataset's own captions.
+
+Each task is a registered object (:mod:`bindscope.evaluation.tasks`) that the runner of the scenes
+(:mod:`bindscope.evaluation.scenes`) or of sampled captions (:mod:`bindscope.evaluation.sampled`) runs; this module
+holds the protocols' cores (:func:`retrieval_shares`, :func:`matching_accuracy`, :func:`matching_captions`) and the
+library calls :func:`evaluate_comco` and :func:`evaluate_tor_sampled`.
 """
 
 from __future__ import annotations

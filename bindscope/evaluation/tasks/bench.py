@@ -17,7 +17,8 @@ def compute(run, options) -> None:
 def report(result: dict) -> list[str]:
     from bindscope.evaluation.bench import format_bench
 
-    return format_bench(result).split("\n")[2:]
+    metrics = result["metrics"]
+    return [f"{metrics['benchmark']}: {len(metrics['subsets'])} subsets"] + format_bench(result).split("\n")[1:]
 
 
 def columns(result: dict, c) -> None:

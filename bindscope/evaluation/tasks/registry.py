@@ -214,12 +214,8 @@ def resolve_options(chosen: list[Task], given: Mapping[str, object] | None, kind
     by_name = {t.name: t for t in tasks(kind)}
     chosen_fields = {name for t in chosen for name in t.option_fields()}
     out: dict[str, object] = {}
-    for name, value in given.items():
-        if name not in by_name:
-            raise BadInput(f"options given for unknown task {name!r}; tasks here: {', '.join(by_name)}",
-                           param="options")
+    for name, instance in check_options(kind, given).items():
         task = by_name[name]
-        instance = _options_instance(task, value)
         if task in chosen:
             out[name] = instance
             continue
@@ -231,8 +227,25 @@ def resolve_options(chosen: list[Task], given: Mapping[str, object] | None, kind
             raise BadInput(f"{unused[0]} applies to task(s) {', '.join(users)}; add one to tasks", param=unused[0])
     for task in chosen:
         if task.options is not None and task.name not in out:
-            out[task.name] = _options_instance(task, _shared_values(task, given, by_name))
+            out[task.name] = options_instance(task, _shared_values(task, given, by_name))
     _check_agreement(chosen, out)
+    return out
+
+
+def check_options(kind: str, given: Mapping[str, object] | None) -> dict[str, object]:
+    """Options given by task name (an instance of the task's options class or a dict of its fields) as checked
+    instances; which tasks run is not known yet (:func:`resolve_options` checks the rest).
+
+    Raises:
+        BadInput: a task ``kind`` has not, an unknown field, a value the task's options refuse.
+    """
+    by_name = {t.name: t for t in tasks(kind)}
+    out = {}
+    for name, value in (given or {}).items():
+        if name not in by_name:
+            raise BadInput(f"options given for unknown task {name!r}; tasks here: {', '.join(by_name)}",
+                           param="options")
+        out[name] = options_instance(by_name[name], value)
     return out
 
 
@@ -242,7 +255,7 @@ def _shared_values(task: Task, given: dict, by_name: dict) -> dict:
     values = {}
     for name, value in given.items():
         other = by_name[name]
-        instance = _options_instance(other, value)
+        instance = options_instance(other, value)
         default = other.options()
         for f in other.option_fields():
             if f in task.option_fields() and getattr(instance, f) != getattr(default, f):
@@ -250,7 +263,7 @@ def _shared_values(task: Task, given: dict, by_name: dict) -> dict:
     return values
 
 
-def _options_instance(task: Task, value) -> object:
+def options_instance(task: Task, value) -> object:
     """``value`` (an instance of the task's options class or a dict of its fields) as a checked instance."""
     if task.options is None:
         if value in (None, {}):
