@@ -195,7 +195,8 @@ class Sweep:
 
     def train_point(self, value: float, seed: int, progress: bool) -> tuple[dict, bool]:
         """Train and evaluate one point; returns ``(result, skipped)``."""
-        from bindscope.training.runfolder import RESULT, RUN
+        from bindscope.training.checkpoint import RUN
+        from bindscope.training.runfolder import RESULT
         from bindscope.training.train import Trainer
 
         config = self.train_configs[(value, seed)]
