@@ -81,7 +81,7 @@ BAD = {
                 "tensor 'visual.proj' has dtype torch.complex64; allowed: float16"),
     "garbage": ("w.pt", lambda path: path.write_text("garbage"), "is not readable as a torch file"),
     "pickle-payload": ("w.pt", _payload, "holds objects other than tensors and plain values ("),
-    "compressed": ("w.pt", _compressed, "has compressed entries"),
+    "compressed": ("w.pt", _compressed, "has compressed entries (w/data.pkl, w/.format_version, "),
     "safetensors-nan": ("w.safetensors",
                         _safetensors({"visual.proj": F32}, struct.pack("<2f", 1.0, float("nan"))),
                         "tensor 'visual.proj' holds NaN or infinite values"),
