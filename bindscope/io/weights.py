@@ -146,7 +146,8 @@ def safetensors_header(file: str | os.PathLike, max_bytes: int | None = None, pa
     Raises:
         BadInput: naming the file: not a regular file or larger than ``max_bytes`` (default
             :data:`MAX_WEIGHTS_BYTES`); a header length beyond :data:`MAX_SAFETENSORS_HEADER_BYTES` or the file's
-            end; a header that is not a JSON object of tensor entries; more than :data:`MAX_TENSORS` tensors; a
+            end; a header that is not a JSON object of tensor entries (and ``__metadata__``, an object of texts);
+            more than :data:`MAX_TENSORS` tensors; a
             dtype outside :data:`SAFETENSORS_DTYPES`; a shape that is not a list of integers >= 0; offsets that
             are not ``[begin, end]`` inside the data, or whose length differs from the shape's size; tensors
             that overlap, leave gaps or do not cover the data (the safetensors format packs them end to end).
@@ -174,7 +175,9 @@ def safetensors_header(file: str | os.PathLike, max_bytes: int | None = None, pa
     if not isinstance(header, dict):
         raise weights_problem(file, f"has a safetensors header that is {_kind(header)}, not an object "
                                     "of tensor entries", param)
-    header.pop("__metadata__", None)
+    metadata = header.pop("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise weights_problem(file, "has a safetensors __metadata__ entry that is not an object of texts", param)
     if len(header) > MAX_TENSORS:
         raise weights_problem(file, f"declares {len(header)} tensors; at most {MAX_TENSORS} are allowed", param)
     data = size - 8 - length
@@ -217,8 +220,8 @@ def read_safetensors(file: str | os.PathLike, max_bytes: int | None = None, para
     header (nothing is allocated before).
 
     Raises:
-        BadInput: as :func:`safetensors_header`, or a file the ``safetensors`` library refuses (overlapping
-            tensors, data not covered); the message names the file.
+        BadInput: as :func:`safetensors_header`, or a file the ``safetensors`` library still refuses (a file
+            changed meanwhile); the message names the file.
     """
     from safetensors.torch import load_file
 
