@@ -962,8 +962,8 @@ def weight_cases() -> list[Case]:
                                                     "--device", "cpu", "--no-cache", "--out", "r.json"],
                  phrase, _bad_weights(kind), fast=True, needs=("data",)),
             Case(f"weights:train-init:{name}", "bindscope", ["train", "d", "--init", "ViT-B-32", "--pretrained",
-                                                             f"./{file}", "--out", "o", "--steps", "1", "--device",
-                                                             "cpu", "--quiet"],
+                                                             f"./{file}", "--out", "o", "--steps", "1",
+                                                             "--batch-size", "4", "--device", "cpu", "--quiet"],
                  phrase, _bad_weights(kind), fast=True, needs=("data",)),
         ]
     config = ["eval", "d", "--model", "bs-attack.json", "--pretrained", "w.pt", "--device", "cpu", "--no-cache",

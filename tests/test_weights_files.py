@@ -30,7 +30,7 @@ def test_every_bad_file_is_one_bad_input_naming_it(kind, tmp_path):
         read_state_dict(path, param="pretrained")
     message = str(caught.value)
     assert message.startswith(f"pretrained {str(path)!r}: ") and BAD[kind][2] in message, message
-    assert caught.value.param == "pretrained" and "\n" not in message
+    assert caught.value.param == "pretrained" and "\n" not in message and message.count(str(path)) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # a pickled payload never ran
 
 
@@ -208,12 +208,12 @@ def test_nan_weights_are_refused_by_evaluation_and_fine_tuning_before_anything_i
     assert line == expected
     line = _one_error(CliRunner().invoke(bindscope, ["train", str(data), "--init", "ViT-B-32", "--pretrained",
                                                      str(nan), "--out", str(tmp_path / "run"), "--steps", "1",
-                                                     "--device", "cpu", "--quiet"]))
+                                                     "--batch-size", "4", "--device", "cpu", "--quiet"]))
     assert line == expected
     foreign = write(FOREIGN, tmp_path / "foreign")
     line = _one_error(CliRunner().invoke(bindscope, ["train", str(data), "--init", "ViT-B-32", "--pretrained",
                                                      str(foreign), "--out", str(tmp_path / "run"), "--steps", "1",
-                                                     "--device", "cpu", "--quiet"]))
+                                                     "--batch-size", "4", "--device", "cpu", "--quiet"]))
     assert line == f"Error: --pretrained {str(foreign)!r}: {FOREIGN[2]}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["files", "foreign"]
     assert snapshot(data) == before
