@@ -447,7 +447,8 @@ def _custom_code_model(work: Path) -> None:
     (folder / "modeling_evil.py").write_text("open('ran', 'w').write('code from data ran')\n")
 
 
-TINY_OPEN_CLIP = {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 8},
+TINY_OPEN_CLIP = {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "head_width": 32,
+                                 "patch_size": 8},
                   "text_cfg": {"context_length": 32, "width": 32, "heads": 1, "layers": 1}}
 
 
