@@ -447,7 +447,8 @@ def _custom_code_model(work: Path) -> None:
     (folder / "modeling_evil.py").write_text("open('ran', 'w').write('code from data ran')\n")
 
 
-TINY_OPEN_CLIP = {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 8},
+TINY_OPEN_CLIP = {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "head_width": 32,
+                                 "patch_size": 8},
                   "text_cfg": {"context_length": 32, "width": 32, "heads": 1, "layers": 1}}
 
 
@@ -901,7 +902,8 @@ def training_cases(train: list[str]) -> list[Case]:
              needs=("data",)),
         Case("ranks:world-size-garbage", "madman", train, "WORLD_SIZE='two'", env={**world, "WORLD_SIZE": "two"},
              needs=("data",)),
-        Case("ranks:batch-not-divisible", "madman", [*train, "--batch-size", "15"], "15 does not divide by the 2 processes",
+        Case("ranks:batch-not-divisible", "madman", [*train, "--batch-size", "15"],
+             "15 does not divide by the 2 processes",
              env=world, needs=("data",)),
         Case("ranks:one-gpu-for-all", "madman", [*train, "--device", "cuda:1"], "'cuda:1' is one GPU for all",
              env=world, needs=("data",)),
@@ -910,7 +912,9 @@ def training_cases(train: list[str]) -> list[Case]:
 
 
 def _weights_config(work: Path) -> None:
-    (work / "bs-attack.json").write_text(json.dumps(TINY_OPEN_CLIP))
+    """``bs-attack.json``: the tiny open_clip config, with vision heads of width 32 so that open_clip builds it."""
+    vision = {**TINY_OPEN_CLIP["vision_cfg"], "head_width": 32}
+    (work / "bs-attack.json").write_text(json.dumps({**TINY_OPEN_CLIP, "vision_cfg": vision}))
 
 
 def _bad_weights(kind: tuple) -> Callable[[Path], None]:
@@ -959,8 +963,8 @@ def weight_cases() -> list[Case]:
                                                     "--device", "cpu", "--no-cache", "--out", "r.json"],
                  phrase, _bad_weights(kind), fast=True, needs=("data",)),
             Case(f"weights:train-init:{name}", "bindscope", ["train", "d", "--init", "ViT-B-32", "--pretrained",
-                                                             f"./{file}", "--out", "o", "--steps", "1", "--device",
-                                                             "cpu", "--quiet"],
+                                                             f"./{file}", "--out", "o", "--steps", "1",
+                                                             "--batch-size", "4", "--device", "cpu", "--quiet"],
                  phrase, _bad_weights(kind), fast=True, needs=("data",)),
         ]
     config = ["eval", "d", "--model", "bs-attack.json", "--pretrained", "w.pt", "--device", "cpu", "--no-cache",

@@ -69,6 +69,9 @@ def test_what_a_folder_holds(tmp_path):
         == ("r1", False)
     _finish(tmp_path / "ours", "r1")
     assert inspect_output(tmp_path / "ours", THING).finished is True
+    recorded = OutputKind("thing", "test thing", run_of=lambda folder: json.loads((folder / "done.json").read_text())[
+        "run_id"] + "-recorded")
+    assert inspect_output(tmp_path / "ours", recorded).run_id == "r1-recorded"
     (tmp_path / "file").write_text("x")
     with pytest.raises(BadInput, match="exists and is not a folder"):
         inspect_output(tmp_path / "file", THING)

@@ -223,7 +223,7 @@ def test_comco_render_failing_first_scene_leaves_nothing(work):
 @pytest.mark.parametrize("args, message", [
     (["--patch-size", "0"], "--patch-size"),
     (["--warmup", "-5"], "--warmup -5 is not allowed; use an integer in 0..10000000 steps"),
-    (["--lr", "nan"], "not a finite number"),
+    (["--lr", "nan"], "--lr nan is not allowed; use a finite number in (0, 10]"),
     (["--out-under-file"], "is a file, not a folder"),
 ])
 def test_madman_train_bad_input_exits_2_and_writes_nothing(madman_data, tmp_path, args, message):

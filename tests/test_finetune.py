@@ -114,7 +114,7 @@ def test_freezing_text_keeps_every_text_weight(madman, weights, tmp_path):
     ({"init": "ViT-B-32", "pretrained": "none", "vision_width": 64}, "vision_width does not apply with init",
      "vision_width"),
     ({"pretrained": "openai"}, "pretrained weights need init=MODEL", "pretrained"),
-    ({"freeze": "both"}, "freeze 'both' is not allowed", "freeze"),
+    ({"freeze": "both"}, "freeze 'both' is not known; allowed: none, image, text", "freeze"),
 ])
 def test_bad_fine_tuning_options_are_refused_before_anything_is_written(madman, tmp_path, options, message, param):
     with pytest.raises(BadInput, match=message) as caught:

@@ -136,7 +136,9 @@ def test_custom_code_and_pickled_weights_are_refused(models, tmp_path):
     pickled.mkdir()
     for name in ("config.json", "preprocessor_config.json", "tokenizer.json", "tokenizer_config.json"):
         (pickled / name).write_bytes((models["clip"] / name).read_bytes())
-    (pickled / "pytorch_model.bin").write_bytes(b"not read")
+    import torch
+
+    torch.save({"w": torch.zeros(1)}, pickled / "pytorch_model.bin")  # a sound torch file, but not safetensors
     with pytest.raises(BadInput, match="holds no model.safetensors"):
         load_adapter(f"hf-vlm:{pickled}", device="cpu")
     with pytest.raises(BadInput, match="give a Hugging Face repository id or a folder after 'hf-vlm:'"):

@@ -360,7 +360,8 @@ def test_cli_train_end_to_end_then_rerun_prints_the_finished_result(ideal_data, 
     again = CliRunner().invoke(madman, args)
     assert again.exit_code == 0 and "steps/s" not in again.output and "binding" in again.output
     changed = CliRunner().invoke(madman, args[:-2] + ["--seed", "1"])
-    assert changed.exit_code == 2 and "holds another madman train run (finished), made with another negatives, seed" in changed.output
+    assert changed.exit_code == 2
+    assert "holds another madman train run (finished), made with another negatives, seed" in changed.output
 
 
 @pytest.mark.parametrize("extra, message", [

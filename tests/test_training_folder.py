@@ -49,7 +49,8 @@ def test_a_foreign_folder_is_refused_even_with_overwrite(data, tmp_path):
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     for overwrite in (False, True):
-        with pytest.raises(BadInput, match=r"is not empty and is not a madman train run \(it holds 'notes.txt'\)"):
+        with pytest.raises(BadInput, match=r"is not empty and is not a madman train run \(it holds no "
+                                                 r"\.bindscope\.json marker of one; e\.g\. 'notes\.txt'\)"):
             bindscope.train(data, out, overwrite=overwrite, progress=False, **TINY)
         assert _tree(out) == {"notes.txt": b"mine"}
 
@@ -95,3 +96,23 @@ def test_a_run_marked_by_an_earlier_bindscope_is_this_run(data, tmp_path):
     assert again["resumed_from"] == 2 and again["steps"] == 2  # finished: only its result
     with pytest.raises(BadInput, match="holds another madman train run .*made with another seed"):
         bindscope.train(data, out, progress=False, **{**TINY, "seed": 5})
+
+
+def test_the_training_data_manifest_is_read_once(data, tmp_path, monkeypatch):
+    import shutil
+
+    from bindscope.format import manifest as manifest_module
+    from bindscope.format import reader as reader_module
+
+    evaluation = tmp_path / "eval"
+    shutil.copytree(data, evaluation)  # evaluated on a copy: its reads are the evaluation's, not counted
+    load, reads = manifest_module.load_manifest, []
+
+    def counted(directory, *args, **kwargs):
+        reads.append(Path(directory).resolve())
+        return load(directory, *args, **kwargs)
+
+    for module in (manifest_module, reader_module):
+        monkeypatch.setattr(module, "load_manifest", counted)
+    bindscope.train(data, tmp_path / "run", eval_data=evaluation, progress=False, **{**TINY, "steps": 1})
+    assert reads.count(data.resolve()) == 1 and reads.count(evaluation.resolve()) >= 1

@@ -96,8 +96,8 @@ def test_a_process_that_dies_ends_the_run_and_the_run_resumes(data, tmp_path):
     _, stderr = ranks[0].communicate(timeout=120)
     ranks[1].wait()
     lines = [line for line in stderr.splitlines() if line.strip()]
-    assert ranks[0].returncode == 1 and len(lines) == 1 and lines[0].startswith("Error: process 0 of 2: the other "
-                                                                                   "processes stopped answering"), stderr
+    assert ranks[0].returncode == 1 and len(lines) == 1, stderr
+    assert lines[0].startswith("Error: process 0 of 2: the other processes stopped answering"), stderr
     saved = torch.load(out / "checkpoint.pt", weights_only=True)["step"]
     assert saved >= 2 and not (out / "model.pt").exists()
     resumed = subprocess.run([sys.executable, str(SCRIPT), "0", *_args(data, out, "--steps", "6")],

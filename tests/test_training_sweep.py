@@ -90,7 +90,8 @@ def test_the_sweep_folder_is_claimed(tmp_path, monkeypatch):
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    with pytest.raises(BadInput, match=r"is not empty and is not a madman sweep folder \(it holds 'notes.txt'\)"):
+    with pytest.raises(BadInput, match=r"is not empty and is not a madman sweep folder \(it holds no "
+                                                 r"\.bindscope\.json marker of one; e\.g\. 'notes\.txt'\)"):
         Sweep(dataclasses.replace(config, out=str(foreign)))
     assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
 

@@ -30,13 +30,13 @@ def test_every_bad_file_is_one_bad_input_naming_it(kind, tmp_path):
         read_state_dict(path, param="pretrained")
     message = str(caught.value)
     assert message.startswith(f"pretrained {str(path)!r}: ") and BAD[kind][2] in message, message
-    assert caught.value.param == "pretrained" and "\n" not in message
+    assert caught.value.param == "pretrained" and "\n" not in message and message.count(str(path)) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # a pickled payload never ran
 
 
 def test_a_pickle_payload_is_named_by_its_global(tmp_path):
     path = write(BAD["pickle-payload"], tmp_path)
-    with pytest.raises(BadInput, match=r"holds objects other than tensors and plain values \(pathlib\.\w+\), refused "
+    with pytest.raises(BadInput, match=r"holds objects other than tensors and plain values \(getattr\), refused "
                                        "unread: loading them could run code$"):
         read_state_dict(path)
 
@@ -88,7 +88,7 @@ def test_bounds_are_checked_before_reading(tmp_path, monkeypatch):
 
 def test_plain_values_shared_many_times_over_are_counted_once_each_time_reached():
     shared = [1]
-    for _ in range(40):  # 2**40 values once expanded, a few bytes pickled
+    for _ in range(30):  # 2**30 values once expanded, 30 levels deep (32 are allowed)
         shared = [shared, shared]
     problems = []
     with pytest.raises(BadInput, match="^train_config holds more than 1000000 values$"):
@@ -208,14 +208,13 @@ def test_nan_weights_are_refused_by_evaluation_and_fine_tuning_before_anything_i
     assert line == expected
     line = _one_error(CliRunner().invoke(bindscope, ["train", str(data), "--init", "ViT-B-32", "--pretrained",
                                                      str(nan), "--out", str(tmp_path / "run"), "--steps", "1",
-                                                     "--device", "cpu", "--quiet"]))
+                                                     "--batch-size", "4", "--device", "cpu", "--quiet"]))
     assert line == expected
     foreign = write(FOREIGN, tmp_path / "foreign")
     line = _one_error(CliRunner().invoke(bindscope, ["train", str(data), "--init", "ViT-B-32", "--pretrained",
                                                      str(foreign), "--out", str(tmp_path / "run"), "--steps", "1",
-                                                     "--device", "cpu", "--quiet"]))
-    assert line.startswith(f"Error: --pretrained {str(foreign)!r}: {FOREIGN[2]}") and "unexpected 'bias', 'weight'" \
-        in line, line
+                                                     "--batch-size", "4", "--device", "cpu", "--quiet"]))
+    assert line == f"Error: --pretrained {str(foreign)!r}: {FOREIGN[2]}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["files", "foreign"]
     assert snapshot(data) == before
 

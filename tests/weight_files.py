@@ -81,7 +81,7 @@ BAD = {
                 "tensor 'visual.proj' has dtype torch.complex64; allowed: float16"),
     "garbage": ("w.pt", lambda path: path.write_text("garbage"), "is not readable as a torch file"),
     "pickle-payload": ("w.pt", _payload, "holds objects other than tensors and plain values ("),
-    "compressed": ("w.pt", _compressed, "has compressed entries"),
+    "compressed": ("w.pt", _compressed, "has compressed entries (w/data.pkl, w/.format_version, "),
     "safetensors-nan": ("w.safetensors",
                         _safetensors({"visual.proj": F32}, struct.pack("<2f", 1.0, float("nan"))),
                         "tensor 'visual.proj' holds NaN or infinite values"),
@@ -99,13 +99,17 @@ BAD = {
                                     "the safetensors header is not valid JSON"),
     "safetensors-overlap": ("w.safetensors", _safetensors({"a": F32, "b": F32}, b"\0" * 8),
                             "starts at byte 0 of the data; the tensors before it end at byte 8"),
+    "safetensors-metadata-not-texts": ("w.safetensors", _safetensors({"__metadata__": {"format": 1}, "w": F32},
+                                                                      b"\0" * 8),
+                                       "has a safetensors __metadata__ entry that is not an object of texts"),
     "safetensors-too-short": ("w.safetensors", lambda path: path.write_bytes(b"\x05"),
                               "is 1 bytes, too short for a safetensors file"),
 }
 """Files no weights reader may accept, whatever the model."""
 
 FOREIGN = ("w.pt", _saved({"weight": torch.zeros(2, 2), "bias": torch.zeros(2)}),
-           "the state dict does not fit open_clip 'ViT-B-32' (missing logit_scale, positional_embedding, ")
+           "the state dict does not fit open_clip 'ViT-B-32' (missing ln_final.bias, ln_final.weight, logit_scale, "
+           "positional_embedding, text_projection and 297 more; unexpected 'bias', 'weight')")
 """A sound state dict of another architecture, given for a ViT-B-32."""
 
 

@@ -8,7 +8,15 @@ import functools
 import click
 
 from bindscope.cli.types import DEVICE
-from bindscope.training.options import FINETUNE_KEYS, MODEL_KEYS, OPTION, OPTIONS, Option
+from bindscope.training.options import (
+    FINETUNE_KEYS,
+    MAX_SWEEP_VALUES,
+    MODEL_KEYS,
+    OPTION,
+    OPTIONS,
+    SWEEP_RANGES,
+    Option,
+)
 
 
 class TableValue(click.ParamType):
@@ -147,10 +155,9 @@ def madman_train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, ov
     """
     _train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrite, options)
 
-def _sweep_range(name: str) -> str:
-    from bindscope.training.sweep import RANGES
 
-    low, high, unit = RANGES[name]
+def _sweep_range(name: str) -> str:
+    low, high, unit = SWEEP_RANGES[name]
     return f"an integer in {low}..{high}" + (f" {unit}" if unit else "")
 
 
@@ -158,13 +165,14 @@ def _sweep_range(name: str) -> str:
 @click.option("--property", "property", required=True,
               help="Data property to vary: multi-object-images, multi-object-captions, attribute-density, "
                    "saliency-bias.")
-@click.option("--values", required=True, help="Comma-separated values, e.g. 0,0.25,0.5,0.75,1 (at most 100).")
+@click.option("--values", required=True,
+              help=f"Comma-separated values, e.g. 0,0.25,0.5,0.75,1 (at most {MAX_SWEEP_VALUES}).")
 @click.option("--base-preset", default="ideal", show_default=True,
               help="MADMAN preset the other properties come from (ideal | realistic).")
 @click.option("--out", required=True, type=click.Path(path_type=str),
               help="Sweep folder: data/, runs/, sweep.json, sweep.csv, sweep.png.")
 @click.option("--seeds", default="0", show_default=True,
-              help="Comma-separated training seeds; one model per value and seed (at most 100).")
+              help=f"Comma-separated training seeds; one model per value and seed (at most {MAX_SWEEP_VALUES}).")
 @click.option("--num-train", type=int, default=20000, show_default=True,
               help=f"Training images per dataset [{_sweep_range('num_train')}].")
 @click.option("--num-test", type=int, default=1000, show_default=True,

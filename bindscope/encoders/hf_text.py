@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.encoders.interface import EncoderAdapter
-from bindscope.encoders.model_folder import check_model_folder, files_digest, no_prompts, weights_fingerprint
+from bindscope.encoders.model_folder import (check_model_folder, files_digest, no_prompts, quiet_transformers,
+                                             weights_fingerprint)
 from bindscope.encoders.settings import check_pooling
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite
@@ -83,7 +84,7 @@ class HFTextAdapter(EncoderAdapter):
         else:
             identity = source
         try:
-            with no_prompts():
+            with no_prompts(), quiet_transformers():
                 self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, trust_remote_code=False)
                 net = transformers.AutoModel.from_pretrained(source, trust_remote_code=False)
         except (OSError, ValueError, EOFError) as exc:

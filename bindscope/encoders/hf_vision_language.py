@@ -32,14 +32,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from bindscope.encoders.interface import EncoderAdapter, check_images, l2_normalise, resolve_device
-from bindscope.encoders.model_folder import check_model_folder, files_digest, no_prompts, weights_fingerprint
+from bindscope.encoders.model_folder import (check_model_folder, files_digest, no_prompts, quiet_transformers,
+                                             weights_fingerprint)
 from bindscope.encoders.settings import check_precision
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite
@@ -77,22 +76,6 @@ def vlm_source(model: str) -> str:
         if model.startswith(prefix):
             return model[len(prefix):].strip()
     return model
-
-
-@contextmanager
-def _quiet(transformers) -> Iterator[None]:
-    """transformers' progress bars and warnings off while a model loads (the command line prints one line per
-    outcome); the previous verbosity is restored."""
-    logging = transformers.utils.logging
-    level, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
-    logging.set_verbosity_error()
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(level)
-        if bars:
-            logging.enable_progress_bar()
 
 
 class HFVisionLanguageAdapter(EncoderAdapter):
@@ -138,7 +121,7 @@ class HFVisionLanguageAdapter(EncoderAdapter):
             identity = source
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         try:
-            with no_prompts(), _quiet(transformers):
+            with no_prompts(), quiet_transformers():
                 net = transformers.AutoModel.from_pretrained(source, trust_remote_code=False, use_safetensors=True,
                                                              dtype=dtype)
                 self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, trust_remote_code=False)

@@ -61,6 +61,23 @@ def no_prompts() -> Iterator[None]:
         sys.stdin = saved
 
 
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' progress bars and warnings off while a model loads (the command line prints one line per
+    outcome: a bar before an ``Error:`` line would make two); the previous verbosity is restored."""
+    from transformers.utils import logging
+
+    level, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+        if bars:
+            logging.enable_progress_bar()
+
+
 def _refuse(model: str, why: str) -> BadInput:
     return BadInput(f"model {model!r}: {why}; bindscope never runs code shipped with a model: give a model of "
                     "a standard architecture without custom code", param="model")

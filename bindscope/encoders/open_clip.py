@@ -19,7 +19,7 @@ from bindscope.encoders.interface import (
 )
 from bindscope.encoders.model_folder import no_prompts
 from bindscope.encoders.open_clip_config import check_hub_open_clip_config, check_open_clip_config
-from bindscope.encoders.open_clip_weights import load_open_clip_file
+from bindscope.encoders.open_clip_weights import load_open_clip_file, no_random_init_warning
 from bindscope.encoders.settings import check_precision
 from bindscope.encoders.sentence_transformers import BUNDLED_SENTENCE_TRANSFORMERS, SENTENCE_TRANSFORMERS_PREFIX
 from bindscope.errors import BadInput
@@ -164,7 +164,7 @@ class OpenCLIPAdapter(EncoderAdapter):
 
     def _create(self, open_clip, torch, tag: str, precision: str):
         if tag == "none":
-            with torch.random.fork_rng(devices=[]):
+            with torch.random.fork_rng(devices=[]), no_random_init_warning():
                 torch.manual_seed(RANDOM_WEIGHTS_SEED)
                 return open_clip.create_model(self.resolved_name, pretrained=None, pretrained_text=False,
                                               precision=precision, device=self.device)

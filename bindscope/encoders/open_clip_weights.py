@@ -27,9 +27,10 @@ class _NotRandom(logging.Filter):
 
 
 @contextmanager
-def _weights_follow() -> Iterator[None]:
+def no_random_init_warning() -> Iterator[None]:
     """Without open_clip's warning that a model built with ``pretrained=None`` is "initialized randomly" (it
-    logs it on the root logger): here the file's weights follow."""
+    logs it on the root logger), for a model whose weights follow from a file or a checkpoint or are random on
+    purpose (seeded): printed before an ``Error:`` line, it would make two lines."""
     root, hush = logging.getLogger(), _NotRandom()
     root.addFilter(hush)
     try:
@@ -42,7 +43,7 @@ def _meta_model(name: str):
     import open_clip
     import torch
 
-    with torch.device("meta"), _weights_follow():
+    with torch.device("meta"), no_random_init_warning():
         return open_clip.create_model(name, pretrained=None, pretrained_text=False, device="meta")
 
 
@@ -75,7 +76,7 @@ def load_open_clip_file(name: str, file: str, precision: str, device: str):
     import open_clip
 
     state = read_open_clip_weights(name, file)
-    with _weights_follow():
+    with no_random_init_warning():
         net = open_clip.create_model(name, pretrained=None, pretrained_text=False, precision=precision,
                                      device=device)
     net.load_state_dict(state)

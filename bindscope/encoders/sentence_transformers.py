@@ -11,7 +11,7 @@ import numpy as np
 from bindscope.encoders.hf_text import WEIGHT_FILES
 from bindscope.encoders.interface import EncoderAdapter, l2_normalise, resolve_device
 from bindscope.encoders.model_folder import (check_model_folder, check_sentence_transformers_modules, files_digest,
-                                             no_prompts, weights_fingerprint)
+                                             no_prompts, quiet_transformers, weights_fingerprint)
 from bindscope.encoders.settings import check_precision
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite
@@ -73,7 +73,7 @@ class SentenceTransformerAdapter(EncoderAdapter):
                 self.pretrained = f"{source}|{weights_fingerprint(files, WEIGHT_FILES, folder, model)}"
                 files_key = f"|files={files_digest(files)}"
         try:
-            with no_prompts():
+            with no_prompts(), quiet_transformers():
                 net = SentenceTransformer(source, device=self.device, trust_remote_code=False)
         except (OSError, ValueError, EOFError) as exc:
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

@@ -158,14 +158,15 @@ def single_digit_renders(ds: Dataset, split: str, generator=None) -> dict[int, t
     if not hasattr(generator, "render_alone"):
         raise BadInput(f"task large-object needs a generator that redraws one object of a sample from its plan; "
                        f"generator {ds.generator!r} of {str(ds.path)!r} cannot", param="tasks")
-    check = getattr(generator, "plan_problem", None)
-    for reader in ds.split(split).shards() if check is not None else ():  # every plan before the first drawing
-        objects = reader.all_objects()
-        for local in (k for k, found in enumerate(objects) if len(found) == 2):
-            problem = check(reader.spec(local), objects[local])
-            if problem:
-                raise DatasetError(f"{ds.path}: sample {reader.first_index + local} of split {split!r}: its stored "
-                                   f"plan {problem}; it cannot be redrawn (bindscope verify lists every such sample)")
+    if hasattr(generator, "plan_problem"):
+        for reader in ds.split(split).shards():  # every plan is checked before the first digit is drawn
+            objects = reader.all_objects()
+            for local in (k for k, found in enumerate(objects) if len(found) == 2):
+                problem = generator.plan_problem(reader.spec(local), objects[local])
+                if problem:
+                    raise DatasetError(f"{ds.path}: sample {reader.first_index + local} of split {split!r}: its "
+                                       f"stored plan {problem}; it cannot be redrawn (bindscope verify lists every "
+                                       "such sample)")
     out = {}
     for sample in ds.split(split):
         if len(sample.objects) != 2:
@@ -173,10 +174,15 @@ def single_digit_renders(ds: Dataset, split: str, generator=None) -> dict[int, t
         (one, mask1), (two, mask2) = generator.render_alone(sample.spec, 1), generator.render_alone(sample.spec, 2)
         if not (np.array_equal(one.astype(np.int32) + two, sample.image)
                 and np.array_equal(mask1.astype(np.int32) + mask2, sample.mask)):
+            made = ds.manifest["generator"]["version"]
+            cause = (f"the dataset was made by MADMAN generator version {made}, whose pixels this installation's "
+                     f"version {generator.version} does not redraw (and before version 7 two large digits could "
+                     f"overlap); `madman generate` with the same config and seed makes a version {generator.version} "
+                     "dataset, whose digits never touch") if made != generator.version else (
+                "its image or mask is not the two digits drawn apart (changed after it was made: `bindscope verify` "
+                "the dataset)")
             raise DatasetError(f"{ds.path}: sample {sample.index} of split {split!r}: its single-digit renders do not "
-                               f"add up to its stored image (dataset made by generator version "
-                               f"{ds.manifest['generator']['version']}, this one is {generator.version}); "
-                               "regenerate the dataset with this version")
+                               f"add up to its stored image: {cause}")
         out[sample.index] = (one, two)
     _RENDERS.clear()
     _RENDERS[key] = out

@@ -29,7 +29,7 @@ class ObjectRecord:
         area: visible pixel count (number of mask pixels equal to ``index``).
         size_rank: 1 for the largest visible area in the sample, 2 for the next, ... (ties broken by index).
         salient: True for the sample's salient object (MADMAN: the centred digit; ComCO: the large one in
-            ``one-large`` mode, else the object of size rank 1).
+            ``one-large`` mode, else the object of size rank 1; with ``saliency`` the object it names).
         mention_position: 1-based position of the object's mention in the caption, 0 if not mentioned.
         extras: generator-specific numeric columns (e.g. ``{"occlusion": 0.1}``), float32 on disk; the
             names are listed in the manifest's ``object_extras``.
@@ -115,6 +115,37 @@ def size_ranks(areas: list[int]) -> list[int]:
     for rank, i in enumerate(order, start=1):
         ranks[i] = rank
     return ranks
+
+
+def crowded_pairs(masks: list[np.ndarray], gap: int) -> list[tuple[int, int]]:
+    """The pairs ``(i, j)`` (positions in ``masks``, i < j) of pixel sets that are fewer than ``gap`` pixels apart.
+
+    Two sets are ``gap`` pixels apart when every pixel of one is more than ``gap`` pixels from every pixel of the
+    other along rows, columns and diagonals (Chebyshev distance ``max(|dy|, |dx|) > gap``): at least ``gap`` empty
+    pixels lie between them in every direction. ``gap`` 0: the sets share no pixel; 1: nor do they touch (not even
+    corner to corner). Sets with no pixel are apart from everything.
+
+    Args:
+        masks: boolean ``(H, W)`` arrays of one image (e.g. ``mask == k`` per object, or where a digit has ink).
+        gap: pixels, >= 0.
+    """
+    from scipy import ndimage
+
+    boxes = []
+    for m in masks:
+        ys, xs = np.nonzero(m)
+        boxes.append((ys.min(), xs.min(), ys.max(), xs.max()) if len(ys) else None)
+    pairs = []
+    for i, j in ((i, j) for i in range(len(masks)) for j in range(i + 1, len(masks))):
+        a, b = boxes[i], boxes[j]
+        if a is None or b is None or b[0] - a[2] > gap or a[0] - b[2] > gap or b[1] - a[3] > gap or a[1] - b[3] > gap:
+            continue  # the bounding boxes alone keep them apart
+        # j grown by gap pixels in every direction (within j's box grown by gap, outside which j has no pixel)
+        y0, x0, y1, x1 = max(b[0] - gap, 0), max(b[1] - gap, 0), b[2] + gap + 1, b[3] + gap + 1
+        grown = ndimage.maximum_filter(masks[j][y0:y1, x0:x1], size=2 * gap + 1, mode="constant", cval=False)
+        if (grown & masks[i][y0:y1, x0:x1]).any():
+            pairs.append((i, j))
+    return pairs
 
 
 OBJECT_ORDERS = ("mention", "size")

@@ -93,6 +93,8 @@ class OutputKind:
             (None: always, e.g. a staged output).
         claim_files: files the writer writes when it claims the folder (e.g. a run record), removed with the
             marker when the run fails before any other output.
+        run_of: ``run_of(folder) -> str | None``: the run id of a folder that holds this kind's marker, where the
+            writer keeps it elsewhere (e.g. in its run record); None: the marker's ``run_id``.
     """
 
     kind: str
@@ -101,6 +103,7 @@ class OutputKind:
     staged: bool = False
     finished: Callable[[Path, str], bool] | None = None
     claim_files: tuple[str, ...] = ()
+    run_of: Callable[[Path], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,8 @@ class FolderState:
 
     Attributes:
         holds: ``"new"``, ``"ours"`` or ``"foreign"``.
-        run_id: the run that made an ``"ours"`` folder (its marker's ``run_id``), else None.
+        run_id: the run that made an ``"ours"`` folder (its marker's ``run_id``, or the kind's ``run_of``), else
+            None.
         finished: an ``"ours"`` folder is complete (the kind's ``finished`` test).
         example: for ``"foreign"``: an entry of the folder, or the kind of another command's marker.
     """
@@ -148,7 +152,8 @@ def inspect_output(path: str | os.PathLike, kind: OutputKind) -> FolderState:
         return FolderState("foreign", example=repr(entries[0]) if entries else None)
     if marker.get("kind") != kind.kind:
         return FolderState("foreign", example=f"a bindscope {marker.get('kind')!r} output")
-    run_id = marker.get("run_id") if isinstance(marker.get("run_id"), str) else None
+    run_id = kind.run_of(path) if kind.run_of is not None else marker.get("run_id")
+    run_id = run_id if isinstance(run_id, str) else None
     finished = kind.finished is None or (run_id is not None and bool(kind.finished(path, run_id)))
     return FolderState("ours", run_id, finished)
 

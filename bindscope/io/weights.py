@@ -8,8 +8,8 @@ Every problem is one :class:`~bindscope.errors.BadInput` naming the file (and, w
   compresses; a compressed entry could expand to far more memory than the file's size);
 - a safetensors file (:func:`read_safetensors`) has its header checked against the file's size before the
   ``safetensors`` library reads it: the header at most :data:`MAX_SAFETENSORS_HEADER_BYTES`, every tensor's
-  offsets inside the data, its declared size equal to its shape times its item size, so a header declaring huge
-  tensors allocates nothing;
+  offsets inside the data, its declared size equal to its shape times its item size, the tensors end to end, so
+  a header declaring huge tensors allocates nothing;
 - :func:`read_state_dict` takes what such a file holds as a state dict: a mapping of parameter names to tensors,
   or ``open_clip_train``'s layout (a mapping whose ``state_dict`` entry is that mapping; keys prefixed
   ``module.`` by DDP lose the prefix). A list, a tensor, a number, a mapping of numbers, ``{"state_dict":
@@ -18,9 +18,11 @@ Every problem is one :class:`~bindscope.errors.BadInput` naming the file (and, w
 - :func:`check_tensors` compares a state dict with what a model needs (``{name: (shape, dtype)}``): missing and
   unexpected names, the first entry of another shape or dtype, non-finite values;
 - :func:`check_module_finite` checks a model that a library loaded itself (an open_clip tag, a Hugging Face
-  model) for non-finite weights.
+  model) for non-finite weights;
+- :func:`check_plain` checks the plain values stored beside the tensors (a config, a record).
 
-Bounds: a file of at most :data:`MAX_WEIGHTS_BYTES` bytes, at most :data:`MAX_TENSORS` tensors.
+Bounds: a file of at most :data:`MAX_WEIGHTS_BYTES` bytes, at most :data:`MAX_TENSORS` tensors, plain values
+nested at most :data:`MAX_PLAIN_DEPTH` deep and at most :data:`MAX_PLAIN_ITEMS` of them.
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ def read_torch_file(file: str | os.PathLike, what: str, max_bytes: int | None = 
     are all stored uncompressed. Returns whatever the file holds (tensors and plain values only).
 
     Args:
-        what: the kind of file, for messages (``"LABCLIP map"``). param / label: see :func:`weights_problem`.
+        what: the kind of file, for messages (``"map"``: ``"... a map is at most N bytes"``). param / label: see
+            :func:`weights_problem` (``label="LABCLIP map"``: ``"LABCLIP map '<file>': ..."``).
 
     Raises:
         BadInput: naming ``file`` (after ``label``) and the problem: not a regular file, too large, a compressed
@@ -119,16 +122,17 @@ def read_torch_file(file: str | os.PathLike, what: str, max_bytes: int | None = 
 
     file = Path(file)
     _regular_file(file, what, MAX_WEIGHTS_BYTES if max_bytes is None else max_bytes, param, label)
+    packed = []
     try:
         if zipfile.is_zipfile(file):
             with zipfile.ZipFile(file) as archive:
                 packed = [i.filename for i in archive.infolist() if i.compress_type != zipfile.ZIP_STORED]
-            if packed:
-                raise weights_problem(file, f"has compressed entries ({_listed(packed)}); torch.save stores "
-                                            "every entry uncompressed, so this is not a file it wrote", param, label)
     except (OSError, zipfile.BadZipFile, ValueError) as exc:
         raise weights_problem(file, f"is not readable as a torch file (a broken zip archive: {exc})", param,
                               label) from None
+    if packed:
+        raise weights_problem(file, f"has compressed entries ({_listed(packed)}); torch.save stores every entry "
+                                    "uncompressed, so this is not a file it wrote", param, label)
     try:
         return torch.load(file, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a file that is not a torch file
@@ -142,7 +146,8 @@ def safetensors_header(file: str | os.PathLike, max_bytes: int | None = None, pa
     Raises:
         BadInput: naming the file: not a regular file or larger than ``max_bytes`` (default
             :data:`MAX_WEIGHTS_BYTES`); a header length beyond :data:`MAX_SAFETENSORS_HEADER_BYTES` or the file's
-            end; a header that is not a JSON object of tensor entries; more than :data:`MAX_TENSORS` tensors; a
+            end; a header that is not a JSON object of tensor entries (and ``__metadata__``, an object of texts);
+            more than :data:`MAX_TENSORS` tensors; a
             dtype outside :data:`SAFETENSORS_DTYPES`; a shape that is not a list of integers >= 0; offsets that
             are not ``[begin, end]`` inside the data, or whose length differs from the shape's size; tensors
             that overlap, leave gaps or do not cover the data (the safetensors format packs them end to end).
@@ -170,7 +175,9 @@ def safetensors_header(file: str | os.PathLike, max_bytes: int | None = None, pa
     if not isinstance(header, dict):
         raise weights_problem(file, f"has a safetensors header that is {_kind(header)}, not an object "
                                     "of tensor entries", param)
-    header.pop("__metadata__", None)
+    metadata = header.pop("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise weights_problem(file, "has a safetensors __metadata__ entry that is not an object of texts", param)
     if len(header) > MAX_TENSORS:
         raise weights_problem(file, f"declares {len(header)} tensors; at most {MAX_TENSORS} are allowed", param)
     data = size - 8 - length
@@ -213,8 +220,8 @@ def read_safetensors(file: str | os.PathLike, max_bytes: int | None = None, para
     header (nothing is allocated before).
 
     Raises:
-        BadInput: as :func:`safetensors_header`, or a file the ``safetensors`` library refuses (overlapping
-            tensors, data not covered); the message names the file.
+        BadInput: as :func:`safetensors_header`, or a file the ``safetensors`` library still refuses (a file
+            changed meanwhile); the message names the file.
     """
     from safetensors.torch import load_file
 

@@ -13,10 +13,7 @@ by ``hf auth login``, as everywhere in huggingface_hub.
 from __future__ import annotations
 
 import os
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from bindscope.errors import BadInput
 
@@ -69,32 +66,6 @@ def connect(repo_id: str, token: str | None = None, endpoint: str | None = None)
     return api, str(user.get("name", "?"))
 
 
-@contextmanager
-def progress_bars(enabled: bool) -> Iterator[None]:
-    """Within the block, the progress bars of ``datasets`` and ``huggingface_hub`` as they are (``enabled``) or
-    off; after it, as they were."""
-    if enabled:
-        yield
-        return
-    import datasets
-    from huggingface_hub import utils as hub_utils
-
-    was = datasets.is_progress_bar_enabled(), not hub_utils.are_progress_bars_disabled()
-    with warnings.catch_warnings():  # an environment variable that forces the bars on wins, with a warning
-        warnings.simplefilter("ignore")
-        datasets.disable_progress_bars()
-        hub_utils.disable_progress_bars()
-    try:
-        yield
-    finally:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if was[0]:
-                datasets.enable_progress_bars()
-            if was[1]:
-                hub_utils.enable_progress_bars()
-
-
 def push_release(folder: str | os.PathLike, repo_id: str, private: bool = False,
                  commit_message: str | None = None, token: str | None = None, endpoint: str | None = None,
                  progress: bool = True) -> str:
@@ -116,7 +87,7 @@ def push_release(folder: str | os.PathLike, repo_id: str, private: bool = False,
     """
     from huggingface_hub.errors import HfHubHTTPError
 
-    from bindscope.publish.release import read_card_header
+    from bindscope.publish.release import progress_bars, read_card_header
 
     folder = Path(folder)
     read_card_header(folder)  # DatasetError (a BadInput) unless it is a release folder with a card

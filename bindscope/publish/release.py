@@ -42,9 +42,12 @@ import json
 import math
 import os
 import shutil
+import warnings
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from string import Template
+from typing import Iterator
 
 import numpy as np
 import yaml
@@ -58,6 +61,7 @@ from bindscope.format.records import Sample
 from bindscope.io.canonical import canonical_json, sha256_file
 from bindscope.io.inside import file_inside
 from bindscope.io.claim import OutputKind, check_output, claim_output
+from bindscope.io.ownership import resolve_output
 from bindscope.publish.verify import verify_dataset
 
 SOURCE_FILE = ".bindscope-source.json"
@@ -284,13 +288,38 @@ def _check_release(source, out, licence: str, jobs: int, overwrite: bool) -> tup
     if jobs < 1:
         raise BadInput(f"jobs must be at least 1, got {jobs}", param="jobs")
     source = Path(source).resolve()  # symbolic links followed first: a link cannot hide out inside the source
-    out = check_output(out, RELEASE, overwrite)  # a foreign folder or an earlier release without overwrite
+    out = resolve_output(out)
     if out == source or source in out.parents:
         raise BadInput(f"out {str(out)!r} must not be the source dataset or lie inside it", param="out")
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise BadInput(f"out {str(out)!r} exists and is not a folder", param="out")
+    check_output(out, RELEASE, overwrite)  # a file, a foreign folder, or an earlier release without overwrite
     manifest = check_source(source)
     return source, out, manifest
+
+
+@contextmanager
+def progress_bars(enabled: bool) -> Iterator[None]:
+    """Within the block, the progress bars of ``datasets`` and ``huggingface_hub`` as they are (``enabled``) or
+    off; after it, as they were."""
+    if enabled:
+        yield
+        return
+    import datasets
+    from huggingface_hub import utils as hub_utils
+
+    was = datasets.is_progress_bar_enabled(), not hub_utils.are_progress_bars_disabled()
+    with warnings.catch_warnings():  # an environment variable that forces the bars on wins, with a warning
+        warnings.simplefilter("ignore")
+        datasets.disable_progress_bars()
+        hub_utils.disable_progress_bars()
+    try:
+        yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if was[0]:
+                datasets.enable_progress_bars()
+            if was[1]:
+                hub_utils.enable_progress_bars()
 
 
 def _arrow_files(source: str, split: str, shards: list[int], features, cache: str,
@@ -298,8 +327,6 @@ def _arrow_files(source: str, split: str, shards: list[int], features, cache: st
     """Encode the rows of ``shards`` into an Arrow file under ``cache``; return its path(s). Runs in this process or
     in a joblib worker; ``progress``: show ``datasets``' progress bar."""
     import datasets
-
-    from bindscope.publish.hub import progress_bars
 
     with progress_bars(progress):
         part = datasets.Dataset.from_generator(
@@ -321,8 +348,6 @@ def _write_parquet(source: Path, split: str, num_shards: int, features, staging:
     ``jobs``."""
     import datasets
     from joblib import Parallel, delayed
-
-    from bindscope.publish.hub import progress_bars
 
     cache = scratch / split
     cache.mkdir()

@@ -12,7 +12,7 @@ import numpy as np
 from bindscope.errors import BadInput, DatasetError
 from bindscope.format.manifest import MANIFEST, load_manifest, manifest_problems
 from bindscope.format.reader import shard_mismatch
-from bindscope.format.records import mask_bbox_area, size_ranks
+from bindscope.format.records import crowded_pairs, mask_bbox_area, size_ranks
 from bindscope.format.shard import ShardReader
 from bindscope.io.canonical import canonical_json, sha256_file
 from bindscope.io.inside import file_inside
@@ -39,7 +39,9 @@ def verify_dataset(path: str | os.PathLike, check_masks: bool = True) -> list[st
       :func:`bindscope.generators.madman.plans.plan_problem`);
     - with ``check_masks``, every image and mask chunk is read, and per sample: the mask only holds 0 and
       object indices, each object's ``area`` and ``bbox`` equal those of its mask pixels, size ranks follow
-      the areas, mention positions are 1..m over the mentioned objects, and no negative equals the caption.
+      the areas, mention positions are 1..m over the mentioned objects, no negative equals the caption, and where
+      the dataset's generator promises a gap between the objects of an image (a ``object_gap(version)`` of its
+      class: MADMAN), the instance masks keep it (:func:`sample_problems`).
     """
     root = Path(path)
     try:
@@ -50,12 +52,13 @@ def verify_dataset(path: str | os.PathLike, check_masks: bool = True) -> list[st
     problems += _file_problems(root, manifest)
     generator = _generator(manifest)
     plan_problem = getattr(generator, "plan_problem", None)
+    gap = _object_gap(manifest)
     counts: dict[str, dict[str, float]] = {}
     complete = True  # every shard's own counts were read (else the statistics cannot be recomputed)
     for split, info in manifest["splits"].items():
         counts[split] = {}
         for entry in info["shards"]:
-            found, shard_counts = _shard_problems(root, entry, split, manifest, check_masks, plan_problem)
+            found, shard_counts = _shard_problems(root, entry, split, manifest, check_masks, plan_problem, gap)
             problems += found
             complete = complete and isinstance(shard_counts, dict)
             for key, value in (shard_counts or {}).items():
@@ -91,10 +94,23 @@ def _file_problems(root: Path, manifest: dict) -> list[str]:
     return problems
 
 
+def _object_gap(manifest: dict) -> int | None:
+    """The gap (pixels) that the dataset's generator keeps between the instance masks of one image (its class's
+    ``object_gap(version)``), or None: no such promise, or a generator this installation does not know."""
+    from bindscope.build.registry import generator_class
+
+    try:
+        rule = getattr(generator_class(manifest["generator"]["name"]), "object_gap", None)
+        return None if rule is None else rule(str(manifest["generator"]["version"]))
+    except (BadInput, KeyError, TypeError):
+        return None
+
+
 def _shard_problems(root: Path, entry: dict, split: str, manifest: dict, check_masks: bool,
-                    plan_problem=None) -> tuple[list[str], dict | None]:
+                    plan_problem=None, gap: int | None = None) -> tuple[list[str], dict | None]:
     """The problems of one shard, and its own additive counts (``None`` when they cannot be read);
-    ``plan_problem(spec, objects)``: the generator's check of a stored plan (None: plans are not checked)."""
+    ``plan_problem(spec, objects)``: the generator's check of a stored plan (None: plans are not checked); ``gap``:
+    the empty pixels the generator keeps between the objects of an image (None: not checked)."""
     where = entry["file"]
     if not (root / where).exists() and not (root / where).is_symlink():
         return [], None  # reported by _file_problems
@@ -142,7 +158,7 @@ def _shard_problems(root: Path, entry: dict, split: str, manifest: dict, check_m
                 except DatasetError as exc:
                     problems.append(str(exc).replace(str(file), where, 1))
                     continue
-                problems += _check_sample(sample, f"{where}[{local}]")
+                problems += sample_problems(sample, f"{where}[{local}]", gap)
     finally:
         reader.close()
     return problems, shard_counts
@@ -166,7 +182,12 @@ def _statistics_problems(manifest: dict, counts: dict, generator) -> list[str]:
     return []
 
 
-def _check_sample(sample, where: str) -> list[str]:
+def sample_problems(sample, where: str, gap: int | None = None) -> list[str]:
+    """The problems of one :class:`~bindscope.format.records.Sample` against its own object table, each a line
+    starting with ``where`` (e.g. ``"shards/test-00000.h5[7]"``): mask values of no object, an object's area or
+    bbox other than its mask's, size ranks, mention positions, a negative equal to the caption; with ``gap``
+    (pixels), two objects whose masks are fewer than ``gap`` pixels apart along rows, columns or diagonals
+    (:func:`~bindscope.format.records.crowded_pairs`; 1: touching or sharing)."""
     problems = []
     indices = [o.index for o in sample.objects]
     values = set(np.unique(sample.mask).tolist()) - {0}
@@ -185,4 +206,10 @@ def _check_sample(sample, where: str) -> list[str]:
     for neg in sample.negatives:
         if neg.caption == sample.caption:
             problems.append(f"{where}: a {neg.kind} negative equals the caption")
+    if gap is not None and len(sample.objects) > 1:
+        objects = sample.objects
+        for i, j in crowded_pairs([sample.mask == o.index for o in objects], gap):
+            problems.append(f"{where}: sample {sample.index}: the masks of objects {objects[i].index} and "
+                            f"{objects[j].index} are fewer than {gap} pixel(s) apart (a pixel of one lies within {gap} "
+                            f"of the other, diagonals included); its generator keeps them at least {gap} apart")
     return problems

@@ -11,12 +11,12 @@ model instead of a small CLIP:
   context length and the weights' own normalisation and interpolation (``open_clip.get_pretrained_cfg``), so
   the run folder's ``model.pt`` rebuilds offline (``open_clip.create_model(name, pretrained=None)``) and loads in
   ``madman eval`` / ``comco eval --model RUN``;
-- :func:`initial_weights` loads the starting weights: a local file (a torch or safetensors state dict, or an
-  ``open_clip_train`` checkpoint) with :func:`bindscope.encoders.open_clip_weights.read_open_clip_weights`
-  (bounded, finite, of the architecture; :func:`open_clip_model_config` already checked it before any run
-  folder was claimed), a tag or an ``hf-hub:`` repo through :class:`~bindscope.encoders.open_clip.OpenCLIPAdapter`
-  (downloaded by open_clip on first use, refused if any weight is not finite), or None for ``pretrained="none"``
-  (the trainer's seeded random weights);
+- :func:`initial_weights` loads the starting weights (the trainer calls it before it claims the run folder): a
+  local file (a torch or safetensors state dict, or an ``open_clip_train`` checkpoint) with
+  :func:`bindscope.encoders.open_clip_weights.read_open_clip_weights` (bounded, finite, of the architecture), a
+  tag or an ``hf-hub:`` repo through :class:`~bindscope.encoders.open_clip.OpenCLIPAdapter` (downloaded by
+  open_clip on first use, refused if any weight is not finite), or None for ``pretrained="none"`` (the trainer's
+  seeded random weights);
 - :func:`freeze` keeps a tower's parameters fixed (``requires_grad`` off, so the optimiser never sees them) and
   :func:`frozen_modules` names the modules the trainer keeps in eval mode (their normalisation statistics fixed).
 """
@@ -62,20 +62,16 @@ def resolve_init(init: str, pretrained: str | None) -> tuple[str, str, str | Non
 
 def open_clip_model_config(init: str, pretrained: str | None):
     """The :class:`~bindscope.training.model.ModelConfig` of fine-tuning ``init`` from ``pretrained`` (see the
-    module docstring) and the resolved ``(weights, sha256 or None)``. A local weights file is read and checked
-    here (:func:`~bindscope.encoders.open_clip_weights.read_open_clip_weights`), before anything is written.
+    module docstring) and the resolved ``(weights, sha256 or None)``.
 
     Raises:
-        BadInput: as :func:`resolve_init`; a weights file that is not a sound state dict of ``init``.
+        BadInput: as :func:`resolve_init`.
     """
     import open_clip
 
-    from bindscope.encoders.open_clip_weights import read_open_clip_weights
     from bindscope.training.model import ModelConfig
 
     name, tag, digest = resolve_init(init, pretrained)
-    if digest is not None:
-        read_open_clip_weights(name, tag)
     cfg = open_clip.get_model_config(name)
     vision, text = cfg.get("vision_cfg", {}), cfg.get("text_cfg", {})
     size = vision.get("image_size", 224)

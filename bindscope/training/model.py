@@ -233,8 +233,11 @@ def build_model(config: ModelConfig):
     if config.open_clip:  # the architecture of a fine-tuned model; its weights are loaded by the caller
         import torch
 
-        return open_clip.create_model(config.open_clip, pretrained=None, pretrained_text=False,
-                                      device=torch.get_default_device())  # "meta" under torch.device("meta")
+        from bindscope.encoders.open_clip_weights import no_random_init_warning
+
+        with no_random_init_warning():
+            return open_clip.create_model(config.open_clip, pretrained=None, pretrained_text=False,
+                                          device=torch.get_default_device())  # "meta" under torch.device("meta")
     if config.vision == "vit":
         vision = CLIPVisionCfg(layers=config.vision_layers, width=config.vision_width,
                                head_width=config.head_width, mlp_ratio=config.mlp_ratio,

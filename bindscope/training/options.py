@@ -214,6 +214,12 @@ TrainSettings = dataclasses.make_dataclass(
     namespace={"__doc__": "The default of every training option (a frozen dataclass made from :data:`OPTIONS`)."})
 SETTINGS = TrainSettings()
 
+SWEEP_RANGES = {"num_train": (1, 10_000_000, "images"), "num_test": (1, 10_000_000, "images"),
+                "data_seed": (0, 2 ** 32 - 1, ""), "jobs": (1, 256, "worker processes")}
+"""``madman sweep``'s own numeric settings (``--num-train``, ``--num-test``, ``--data-seed``, ``--jobs``): their
+allowed ``(low, high, unit)``, checked before any work."""
+MAX_SWEEP_VALUES = 100
+"""Property values, and seeds, per sweep: a bound on the points (values x seeds) a sweep trains."""
 MODEL_IMAGE_SIZE = 64
 """``ModelConfig.image_size`` when no dataset gives a canvas (a model built outside ``madman train``)."""
 MLP_RATIO = 2.0

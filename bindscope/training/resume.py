@@ -21,7 +21,7 @@ import numpy as np
 
 from bindscope.errors import BadInput
 from bindscope.io.atomic import write_text_atomic
-from bindscope.training.checkpoint import check_tensors
+from bindscope.io.weights import check_tensors
 from bindscope.training.objective import lr_factor
 
 

@@ -37,13 +37,9 @@ from bindscope.io.atomic import save_figure, write_text_atomic
 from bindscope.io.canonical import canonical_json
 from bindscope.io.claim import OutputKind, check_output, claim_output, inspect_output
 from bindscope.io.ownership import MARKER, bookkeeping, check_output_location, resolve_output, write_marker
-from bindscope.training.options import OPTION, PROCESS_KEYS
+from bindscope.training.options import MAX_SWEEP_VALUES, OPTION, PROCESS_KEYS, SWEEP_RANGES
 
 PROPERTY_NAMES = {key.replace("_", "-"): key for key in PROPERTIES}  # command-line spelling -> config key
-RANGES = {"num_train": (1, 10_000_000, "images"), "num_test": (1, 10_000_000, "images"),
-          "data_seed": (0, 2 ** 32 - 1, ""), "jobs": (1, 256, "worker processes")}
-"""The allowed values of the sweep's own numeric settings (``madman sweep --num-train`` ...): (low, high, unit)."""
-MAX_VALUES = 100  # property values, and seeds, per sweep: a bound on the points (values x seeds) a sweep trains
 SWEEP_FILES = ("sweep.json", "sweep.csv", "sweep.png")
 SWEEP = OutputKind("sweep", "madman sweep folder", identity="property, base preset, sizes, data seed, config or "
                    "training options", finished=lambda folder, run_id: (folder / "sweep.json").is_file())
@@ -86,8 +82,8 @@ class SweepConfig:
 
 def _parse_list(text, kind, name: str) -> list:
     items = text if isinstance(text, (list, tuple)) else [t for t in str(text).split(",") if t.strip()]
-    if len(items) > MAX_VALUES:
-        raise BadInput(f"{name} lists {len(items)} values; at most {MAX_VALUES}", param=name)
+    if len(items) > MAX_SWEEP_VALUES:
+        raise BadInput(f"{name} lists {len(items)} values; at most {MAX_SWEEP_VALUES}", param=name)
     try:
         parsed = [kind(str(t).strip()) if isinstance(t, str) else kind(t) for t in items]
     except ValueError:
@@ -126,7 +122,7 @@ class Sweep:
                            f"{', '.join(PROPERTY_NAMES)}", param="property")
         self.config = config
         self.key = key
-        for name, (low, high, unit) in RANGES.items():
+        for name, (low, high, unit) in SWEEP_RANGES.items():
             check_int(name, getattr(config, name), low, high, unit)
         self.values = _parse_list(config.values, float, "values")
         self.seeds = _parse_list(config.seeds, int, "seeds")
@@ -199,7 +195,8 @@ class Sweep:
 
     def train_point(self, value: float, seed: int, progress: bool) -> tuple[dict, bool]:
         """Train and evaluate one point; returns ``(result, skipped)``."""
-        from bindscope.training.runfolder import RESULT, RUN
+        from bindscope.training.checkpoint import RUN
+        from bindscope.training.runfolder import RESULT
         from bindscope.training.train import Trainer
 
         config = self.train_configs[(value, seed)]

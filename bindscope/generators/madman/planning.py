@@ -199,6 +199,24 @@ class Planner:
                 "holdout": None if holdout is None else f"{holdout[0]}:{holdout[1]}={holdout[2]}"}
         return spec, caption, negatives
 
+    def replan(self, spec: dict, attempt: int) -> dict:
+        """A new try at placing a plan whose two digits the renderer could not keep apart
+        (:class:`~bindscope.generators.madman.render.Unplaceable`): the same classes, attributes, swelling and
+        fracture draws, caption and negatives, with other source instances (``source`` and ``alternates``, drawn
+        from the split's pool as in :meth:`plan`) and another ``layout`` (jitter and direction), all drawn from
+        ``random.Random("madman/<seed>/<split>/<index>/replan/<attempt>")``. The result records ``replans``:
+        ``attempt`` (1, 2, ...). Being a pure function of the plan and ``attempt``, it keeps the dataset
+        deterministic, and it leaves the attribute distribution as planned."""
+        rng = random.Random(f"madman/{self.seed}/{spec['split']}/{spec['index']}/replan/{attempt}")
+        u = rng.random
+        pools = self.pools["train" if spec["split"] == "train" else "eval"]
+        digits = [{**d, "source": int(_pick(u(), pools[d["digit"]]))} for d in spec["digits"]]
+        for d in digits:
+            d["alternates"] = [int(_pick(u(), pools[d["digit"]])) for _ in range(ALTERNATES)]
+        jitter = self.config["layout"]["centre_jitter"]
+        layout = {"jitter": [(2 * u() - 1) * jitter, (2 * u() - 1) * jitter], "direction": 2 * math.pi * u()}
+        return {**spec, "digits": digits, "layout": layout, "replans": attempt}
+
 
 def saliency_mode(config: dict) -> str:
     """``"centre"`` or ``"size"``: the config's ``saliency`` (a resolved config leaves the default, ``centre``,

@@ -48,10 +48,11 @@ from functools import cached_property
 
 import numpy as np
 
-from bindscope.format.records import ObjectRecord, size_ranks
+from bindscope.format.records import ObjectRecord, crowded_pairs, size_ranks
 from bindscope.generators.madman.kernels import composite, cut_sites, ink_extent, ink_patch, warm_up
 from bindscope.generators.madman.legibility import Reader
 from bindscope.generators.madman.morpho import SWELL_LENGTH, MorphoTable, bulge_half_width, swelling_centre
+from bindscope.generators.madman.placement import GAP, fit_ink
 from bindscope.generators.madman.planning import salient_object
 
 _TURNS = tuple(math.radians(a) for a in (0, 45, -45, 90, -90, 135, -135, 180))
@@ -60,6 +61,12 @@ CONFIDENT = 4  # of the reader's 5 nearest references must read a drawn digit as
 EXTRAS = ["source_index", "scale", "centre_y", "centre_x", "stroke_thickness"]
 _NO_POINTS = np.zeros((0, 2), np.float32)
 _NO_POINT = np.zeros(2, np.float32)
+
+
+class Unplaceable(Exception):
+    """A plan's two digits cannot be placed :data:`~bindscope.generators.madman.placement.GAP` pixels apart inside
+    the canvas (:meth:`Renderer.place`): the planner draws other sources for them
+    (:meth:`~bindscope.generators.madman.planning.Planner.replan`)."""
 
 
 def _extent(box: tuple[float, float, float, float], scale: float, theta: float, grow: float) -> tuple[float, float]:
@@ -223,17 +230,18 @@ class Renderer:
                 best = (votes, pose)
         return self._placeable(best[1])
 
-    def layout(self, poses: list[Pose], jitter: tuple[float, float], direction: float) -> list[tuple[float, float]]:
-        """Canvas centres ``(y, x)`` (pixels) of the posed digits' ink boxes.
+    def layout(self, poses: list[Pose], jitter: tuple[float, float],
+               direction: float) -> list[tuple[float, float]] | None:
+        """Canvas centres ``(y, x)`` (pixels) of the posed digits' ink boxes, kept apart by their ink extents.
 
         Object 1 (salient) sits at the canvas centre plus ``jitter``. Object 2 goes as far out as the canvas
         allows (``margin`` pixels inside) along ``direction`` (radians, 0 = right, counter-clockwise) turned by
         0, 45, -45, 90, -90, 135, -135 or 180 degrees; the two ink extents (:attr:`Pose.extent`) must be at least
-        a pixel apart along one axis. Where object 1 would have to move for that, it moves straight up, down, left
-        or right, away from object 2, only as far as needed and never out of the canvas: the turn that needs the
-        least such move wins (ties: the order above), so object 1 stays as near the centre as two digits allow.
-        Where no turn gives room (digits too large for the canvas), object 1 stays put and object 2 takes the
-        turn of least overlap of the extents.
+        :data:`~bindscope.generators.madman.placement.GAP` + 1 pixels apart along one axis. Where object 1 would
+        have to move for that, it moves straight up, down, left or right, away from object 2, only as far as needed
+        and never out of the canvas: the turn that needs the least such move wins (ties: the order above), so
+        object 1 stays as near the centre as two digits allow. None where no turn and move gives room (then
+        :meth:`place` looks at the ink itself).
         """
         mid = (self.size - 1) / 2.0
         first = (mid + jitter[0], mid + jitter[1])
@@ -241,61 +249,116 @@ class Renderer:
             return [first]
         one, two = poses[0].extent, poses[1].extent  # (up, left, down, right)
         low, high = self.margin, self.size - 1 - self.margin
-        best, fallback = None, None
+        need = GAP + 1.0  # extents this far apart leave GAP pixel columns (or rows) between the two digits' ink
+        best = None
         for turn in _TURNS:
             second = self._far_point(direction + turn, two)
             gaps = [max(second[a] - two[a] - first[a] - one[a + 2], first[a] - one[a] - second[a] - two[a + 2])
                     for a in (0, 1)]  # per axis: free pixels between the two ink extents (< 0: they overlap)
-            if max(gaps) >= 1.0:
-                best = (0.0, first, second)
-                break
-            overlap = max(0.0, -gaps[0]) * max(0.0, -gaps[1])
-            if fallback is None or overlap < fallback[0] - 1e-9:
-                fallback = (overlap, first, second)
+            if max(gaps) >= need:
+                return [first, second]
             for a in (0, 1):
-                # object 1 moved along axis a to one pixel beyond object 2's extent, on its own side
+                # object 1 moved along axis a to `need` pixels beyond object 2's extent, on its own side
                 if first[a] >= second[a]:
-                    moved = second[a] + two[a + 2] + 1.0 + one[a]
+                    moved = second[a] + two[a + 2] + need + one[a]
                 else:
-                    moved = second[a] - two[a] - 1.0 - one[a + 2]
+                    moved = second[a] - two[a] - need - one[a + 2]
                 if low - 1e-9 <= moved - one[a] and moved + one[a + 2] <= high + 1e-9:
                     shift = abs(moved - first[a])
                     if best is None or shift < best[0] - 1e-9:
                         best = (shift, (moved, first[1]) if a == 0 else (first[0], moved), second)
-        _, one_centre, two_centre = best if best is not None else fallback
-        return [one_centre, two_centre]
+        return None if best is None else [best[1], best[2]]
+
+    def place(self, poses: list[Pose], jitter: tuple[float, float],
+              direction: float) -> tuple[list[tuple[float, float]], list[tuple[np.ndarray, int, int]]]:
+        """Centres ``(y, x)`` of the posed digits and their drawings ``(coverage, top, left)`` (:meth:`drawing`).
+
+        :meth:`layout` where it finds room and the drawn ink is then
+        :data:`~bindscope.generators.madman.placement.GAP` pixels apart (always, as the extents hold the ink);
+        else the whole-pixel shifts of :func:`~bindscope.generators.madman.placement.fit_ink` from object 1 at the
+        canvas centre plus ``jitter`` and object 2 at its far point along ``direction``.
+
+        Raises:
+            Unplaceable: no placement keeps the two digits' ink GAP pixels apart inside the canvas.
+        """
+        centres = self.layout(poses, jitter, direction)
+        if centres is not None:
+            drawings = [self.drawing(p, c) for p, c in zip(poses, centres)]
+            if len(poses) == 1 or not self._crowded(drawings):
+                return centres, drawings
+        mid = (self.size - 1) / 2.0
+        centres = [(mid + jitter[0], mid + jitter[1]), self._far_point(direction, poses[1].extent)]
+        drawings = [self.drawing(p, c) for p, c in zip(poses, centres)]
+        shifts = fit_ink(drawings[0], drawings[1], self.size, self.margin)
+        if shifts is not None:
+            centres = [(c[0] + dy, c[1] + dx) for c, (dy, dx) in zip(centres, shifts)]
+            drawings = [(ink, top + dy, left + dx) for (ink, top, left), (dy, dx) in zip(drawings, shifts)]
+            if not self._crowded(drawings):
+                return centres, drawings
+        raise Unplaceable(f"two digits of sizes {[round(p.target, 2) for p in poses]} px cannot be placed {GAP} "
+                          f"pixels apart on a {self.size}-pixel canvas")
+
+    def _crowded(self, drawings: list[tuple[np.ndarray, int, int]]) -> bool:
+        """Whether the inked pixels of two drawings on the canvas are fewer than GAP pixels apart
+        (:func:`~bindscope.format.records.crowded_pairs`, the check ``bindscope verify`` runs on the masks)."""
+        inked = [self.paste(d, np.zeros((self.size, self.size), np.float32)) > 0 for d in drawings]
+        return bool(crowded_pairs(inked, GAP))
 
     def draw(self, pose: Pose, centre: tuple[float, float], out: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
         """Ink coverage ``(S, S)`` float32 in [0, 1] of one posed digit with its ink-box centre at canvas
-        ``centre`` ``(y, x)`` (pixels), and its placement ``{"source": n, "centre": [y, x], "scale": s,
-        "box": [y0, x0, y1, x1], "stroke": w, "cuts": [[y, x, tangent], ...], "gap": g}``: the rotated ink box
-        (canvas pixels), the stroke width (canvas pixels), the fracture cuts (frame coordinates, radians) and
-        their width (canvas pixels). ``out``: an ``(S, S)`` float32 array of zeros to draw into (returned), else
-        a new one."""
-        scale = pose.scale
-        py, px = centre
-        up, left_, down, right_ = pose.extent
-        placement = {"source": pose.n, "centre": [py, px], "scale": scale,
-                     "box": [py - up, px - left_, py + down, px + right_],
-                     "stroke": pose.stroke * scale, "cuts": pose.cuts, "gap": pose.gap}
-        top, left, bottom, right = self._window(pose, centre)
+        ``centre`` ``(y, x)`` (pixels), and its placement (:meth:`placement`). ``out``: an ``(S, S)`` float32 array
+        of zeros to draw into (returned), else a new one."""
         alpha = np.zeros((self.size, self.size), np.float32) if out is None else out
-        if bottom <= top or right <= left:
-            return alpha, placement
+        self.paste(self.drawing(pose, centre), alpha)
+        return alpha, self.placement(pose, centre)
+
+    @staticmethod
+    def placement(pose: Pose, centre: tuple[float, float]) -> dict:
+        """``{"source": n, "centre": [y, x], "scale": s, "box": [y0, x0, y1, x1], "stroke": w, "cuts": [[y, x,
+        tangent], ...], "gap": g}`` of a posed digit at canvas ``centre``: the rotated ink box (canvas pixels), the
+        stroke width (canvas pixels), the fracture cuts (frame coordinates, radians) and their width (canvas
+        pixels)."""
+        py, px = centre
+        up, left, down, right = pose.extent
+        return {"source": pose.n, "centre": [py, px], "scale": pose.scale,
+                "box": [py - up, px - left, py + down, px + right],
+                "stroke": pose.stroke * pose.scale, "cuts": pose.cuts, "gap": pose.gap}
+
+    def drawing(self, pose: Pose, centre: tuple[float, float]) -> tuple[np.ndarray, int, int]:
+        """The posed digit drawn with its ink-box centre at canvas ``centre`` ``(y, x)``: ``(coverage, top,
+        left)``, its ink coverage ``(h, w)`` float32 in [0, 1] over its ``guard`` window, not clipped to the canvas,
+        whose element ``(i, j)`` is canvas pixel ``(top + i, left + j)`` (ink is 0 outside the window).
+
+        The digit is drawn relative to the integer part of ``centre``, so centres a whole number of pixels apart
+        give the same coverage, shifted.
+        """
+        scale = pose.scale
+        iy, ix = math.floor(centre[0]), math.floor(centre[1])
+        py, px = centre[0] - iy, centre[1] - ix
+        gy, gx = pose.guard
+        top, left = math.floor(py - gy), math.floor(px - gx)
+        coverage = np.zeros((math.ceil(py + gy) + 1 - top, math.ceil(px + gx) + 1 - left), np.float32)
         ss = max(1, min(self.supersample, math.ceil(1.0 / scale - 1e-6)))
         cy, cx = pose.pivot
         cos, sin = math.cos(pose.theta) / scale, math.sin(pose.theta) / scale
         # canvas (Y, X) -> frame: q = pivot + R(theta) ((Y, X) - centre) / scale
         affine = (cy - py * cos - px * sin, cos, sin, cx - px * cos + py * sin, -sin, cos)
-        self._ink(pose, alpha[top:bottom, left:right], top, left, ss, affine)
-        return alpha, placement
+        self._ink(pose, coverage, top, left, ss, affine)
+        return coverage, iy + top, ix + left
 
-    def _window(self, pose: Pose, centre: tuple[float, float]) -> tuple[int, int, int, int]:
-        """The canvas rows ``top:bottom`` and columns ``left:right`` that :meth:`draw` fills (its ``guard``
-        around ``centre``, clipped to the canvas; ink is 0 outside)."""
-        (gy, gx), (py, px) = pose.guard, centre
-        return (max(0, int(math.floor(py - gy))), max(0, int(math.floor(px - gx))),
-                min(self.size, int(math.ceil(py + gy)) + 1), min(self.size, int(math.ceil(px + gx)) + 1))
+    def paste(self, drawing: tuple[np.ndarray, int, int], out: np.ndarray) -> np.ndarray:
+        """Copy a :meth:`drawing` into ``out`` ``(S, S)`` (its part inside the canvas); return ``out``."""
+        top, left, bottom, right = self._window(drawing)
+        coverage, y, x = drawing
+        out[top:bottom, left:right] = coverage[top - y:bottom - y, left - x:right - x]
+        return out
+
+    def _window(self, drawing: tuple[np.ndarray, int, int]) -> tuple[int, int, int, int]:
+        """The canvas rows ``top:bottom`` and columns ``left:right`` that a :meth:`drawing` covers (clipped to the
+        canvas; possibly empty)."""
+        coverage, y, x = drawing
+        top, left = min(max(0, y), self.size), min(max(0, x), self.size)
+        return top, left, max(top, min(self.size, y + coverage.shape[0])), max(left, min(self.size, x + coverage.shape[1]))
 
     def digit_alpha(self, digit: dict, centre: tuple[float, float]) -> tuple[np.ndarray, dict]:
         """:meth:`draw` of one planned digit (an entry of a plan's ``digits``; the source :meth:`choose` picks)
@@ -335,17 +398,18 @@ class Renderer:
         """Poses, placements, image, mask and mask boxes of a plan; with ``keep`` (1 or 2) the other digit's ink
         coverage is zero (it is posed and placed, so the kept digit stays where it is)."""
         poses = [self.choose(digit) for digit in spec["digits"]]
-        centres = self.layout(poses, tuple(spec["layout"]["jitter"]), spec["layout"]["direction"])
+        centres, drawings = self.place(poses, tuple(spec["layout"]["jitter"]), spec["layout"]["direction"])
         alphas = np.zeros((len(poses), self.size, self.size), np.float32)
-        placements = [self.draw(pose, centre, alpha)[1] for pose, centre, alpha in zip(poses, centres, alphas)]
+        for drawing, alpha in zip(drawings, alphas):
+            self.paste(drawing, alpha)
+        placements = [self.placement(pose, centre) for pose, centre in zip(poses, centres)]
         if keep is not None:
             alphas[2 - keep] = 0.0
         colours = np.array([self.values["colour"][d["attributes"]["colour"]] for d in spec["digits"]], np.float32)
         image = np.zeros((self.size, self.size, 3), np.uint8)
         mask = np.zeros((self.size, self.size), np.uint8)
         boxes = np.empty((len(alphas), 5), np.int64)
-        composite(alphas, np.array([self._window(p, c) for p, c in zip(poses, centres)], np.int64), colours, image,
-                  mask, boxes)
+        composite(alphas, np.array([self._window(d) for d in drawings], np.int64), colours, image, mask, boxes)
         return poses, placements, image, mask, boxes
 
     def render_alone(self, spec: dict, keep: int) -> tuple[np.ndarray, np.ndarray]:
@@ -385,3 +449,61 @@ class Renderer:
                         "centre_y": placement["centre"][0], "centre_x": placement["centre"][1],
                         "stroke_thickness": placement["stroke"]}))
         return image, mask, objects, placements
+
+
+def _typical(renderer: Renderer, pool: np.ndarray, thickness: str, rotation: str) -> int:
+    """The digit of ``pool`` of median area of its ink box scaled to its size level and turned by ``rotation``, at
+    ``thickness`` (the lower median; among equals, the first in ``pool`` order)."""
+    t, values = renderer.table, renderer.values
+    v = t.amounts.index(float(values["thickness"][thickness]))
+    box = t.ink_box[pool, v].astype(np.float64)
+    glyph = box[:, 2] - box[:, 0]
+    scale = 1.0 / np.maximum(glyph, t.diameter[pool, v] / WIDEST)
+    theta = math.radians(float(values["rotation"][rotation]))
+    c, s = abs(math.cos(theta)), abs(math.sin(theta))
+    hy, hx = (box[:, 2] - box[:, 0]) * scale, (box[:, 3] - box[:, 1]) * scale
+    order = np.argsort((hy * c + hx * s) * (hx * c + hy * s), kind="stable")
+    return int(pool[order[(len(order) - 1) // 2]])
+
+
+def room_problem(config: dict, table: MorphoTable, pools: dict[str, list[np.ndarray]]) -> str | None:
+    """Whether a resolved config leaves room for two digits: None, or the one-line reason why not.
+
+    For every pair of the config's rotation values, two typical digits of the widest classes at the config's
+    largest size level, thickest stroke, largest swelling and fewest cuts must be placed
+    :data:`~bindscope.generators.madman.placement.GAP` pixels apart inside the canvas by :meth:`Renderer.place`:
+    for each rotation, of each class the digit of the pools (``{"train": [10 arrays], "eval": [...]}``, source
+    indices per class) of median turned ink-box area (:func:`_typical`), and of those the two classes whose ink
+    extents (:attr:`Pose.extent`) cover the most area, object 1 the largest. Where typical digits fit, a plan whose
+    sources do not is re-planned with others
+    (:meth:`~bindscope.generators.madman.planning.Planner.replan`); where they do not, most plans of two large
+    digits would need that, and the config is refused.
+    """
+    renderer = Renderer(config, table)
+    values = config["attributes"]
+    pick = {a: sorted(values[a], key=lambda k: (values[a][k], k)) for a in ("size", "thickness", "swelling",
+                                                                             "fracture")}
+    size, thickness, swelling = pick["size"][-1], pick["thickness"][-1], pick["swelling"][-1]
+    fracture = pick["fracture"][0]
+    cuts = [0.5] * int(values["fracture"][fracture])
+    classes = [np.concatenate([np.asarray(pools[name][d], np.int64) for name in pools]) for d in range(10)]
+    hardest = {}
+    for rotation in values["rotation"]:
+        poses = [renderer.pose({"digit": d, "source": _typical(renderer, classes[d], thickness, rotation),
+                                "swell": 0.5, "cuts": cuts,
+                                "attributes": {"size": size, "thickness": thickness, "rotation": rotation,
+                                               "swelling": swelling, "fracture": fracture}}) for d in range(10)]
+        spans = [(e[0] + e[2]) * (e[1] + e[3]) for e in (p.extent for p in poses)]
+        hardest[rotation] = [(d, poses[d]) for d in sorted(range(10), key=lambda d: (-spans[d], d))[:2]]
+    for first in sorted(values["rotation"]):
+        for second in sorted(values["rotation"]):
+            d1, one = hardest[first][0]
+            d2, two = hardest[second][0] if hardest[second][0][0] != d1 else hardest[second][1]
+            try:
+                renderer.place([one, two], (0.0, 0.0), 0.0)
+            except Unplaceable:
+                return (f"image_size {renderer.size} leaves no room for two digits of size {size!r} "
+                        f"({values['size'][size]} of the canvas) {GAP} pixels apart: a {first} {d1} and a {second} "
+                        f"{d2} ({thickness}, {swelling}) do not fit; allowed: a larger image_size or smaller size "
+                        "values")
+    return None
