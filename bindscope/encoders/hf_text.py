@@ -29,8 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.encoders.interface import EncoderAdapter
-from bindscope.encoders.model_folder import (check_model_folder, files_digest, no_prompts, quiet_transformers,
-                                             weights_fingerprint)
+from bindscope.encoders.model_folder import model_source, no_prompts, quiet_transformers
 from bindscope.encoders.settings import check_pooling
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite
@@ -72,17 +71,7 @@ class HFTextAdapter(EncoderAdapter):
         self.device = resolve_device(device)
         self.precision = precision
         self.batch_size = batch_size
-        local = Path(source)
-        if local.is_dir():
-            local = local.resolve()
-            files = check_model_folder(local, model)
-            identity = f"{local}|{weights_fingerprint(files, WEIGHT_FILES, local, model)}|files={files_digest(files)}"
-            source = str(local)
-        elif local.exists():
-            raise BadInput(f"model {model!r}: {source!r} is a file; give a model folder or a repository id",
-                           param="model")
-        else:
-            identity = source
+        source, identity, local = model_source(source, model, WEIGHT_FILES)
         try:
             with no_prompts(), quiet_transformers():
                 self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, trust_remote_code=False)
@@ -95,10 +84,10 @@ class HFTextAdapter(EncoderAdapter):
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         self.model = net.to(self.device, dtype=dtype).eval()
         self.resolved_name = model
-        if not local.is_dir():  # a Hub model: the revision actually loaded
+        if not local:  # a Hub model: the revision actually loaded
             revision = getattr(net.config, "_commit_hash", None)
             identity = f"{source}@{revision}" if revision else source
-        self.pretrained = identity if local.is_dir() else source
+        self.pretrained = identity if local else source
         self.context_length = int(min(getattr(self.tokenizer, "model_max_length", MAX_LENGTH) or MAX_LENGTH,
                                       MAX_LENGTH))
         self.embed_dim = int(net.config.hidden_size)

@@ -37,8 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.encoders.interface import EncoderAdapter, check_images, l2_normalise, resolve_device
-from bindscope.encoders.model_folder import (check_model_folder, files_digest, no_prompts, quiet_transformers,
-                                             weights_fingerprint)
+from bindscope.encoders.model_folder import model_source, no_prompts, quiet_transformers
 from bindscope.encoders.settings import check_precision
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite
@@ -108,17 +107,7 @@ class HFVisionLanguageAdapter(EncoderAdapter):
         self.device = resolve_device(device)
         self.precision = precision
         self.batch_size = batch_size
-        local = Path(source)
-        if local.is_dir():
-            local = local.resolve()
-            files = check_model_folder(local, model)
-            identity = f"{local}|{weights_fingerprint(files, WEIGHT_FILES, local, model)}|files={files_digest(files)}"
-            source = str(local)
-        elif local.exists():
-            raise BadInput(f"model {model!r}: {source!r} is a file; give a model folder or a repository id",
-                           param="model")
-        else:
-            identity = source
+        source, identity, local = model_source(source, model, WEIGHT_FILES)
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         try:
             with no_prompts(), quiet_transformers():
@@ -136,7 +125,7 @@ class HFVisionLanguageAdapter(EncoderAdapter):
                            "give a vision-language model such as CLIPModel or SiglipModel", param="model")
         self.model = net.to(self.device).eval()
         self.family = str(getattr(net.config, "model_type", "") or "")
-        if not local.is_dir():  # a Hub model: the revision actually loaded
+        if not local:  # a Hub model: the revision actually loaded
             revision = getattr(net.config, "_commit_hash", None)
             identity = f"{source}@{revision}" if revision else source
         self.pretrained = identity

@@ -219,3 +219,29 @@ def files_digest(files: dict[str, str]) -> str:
 
     text = "\n".join(f"{name}\0{sha}" for name, sha in sorted(files.items()))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def model_source(source: str, model: str, weight_files: tuple[str, ...]) -> tuple[str, str, bool]:
+    """Where a ``transformers`` model is read from, and what identifies it in a cache key.
+
+    Args:
+        source: a Hub repository id or a local folder. model: the ``--model`` value, for messages.
+        weight_files: the weight file names a local folder may hold (:func:`weights_fingerprint`).
+
+    Returns:
+        ``(source, identity, local)``: for a folder its resolved path, ``"<path>|<weights>|files=<digest>"`` (after
+        :func:`check_model_folder` refused code in it) and True; for a repository id the id twice and False.
+
+    Raises:
+        BadInput: ``source`` is a file, the folder holds code or no weight file (see the functions above).
+    """
+    local = Path(source)
+    if local.is_dir():
+        local = local.resolve()
+        files = check_model_folder(local, model)
+        return (str(local), f"{local}|{weights_fingerprint(files, weight_files, local, model)}|"
+                f"files={files_digest(files)}", True)
+    if local.exists():
+        raise BadInput(f"model {model!r}: {source!r} is a file; give a model folder or a repository id",
+                       param="model")
+    return source, source, False
