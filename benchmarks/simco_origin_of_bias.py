@@ -20,7 +20,9 @@ render (another seed, mention order uniform, framed reference images) with ``com
 - IOR (image side): share of scenes whose image embedding is closest to the reference image of the object of size
   rank k (1 = the largest visible area).
 
-Shares are unconditional (over all queries; the rest of the queries retrieve an absent category or tie). The
+Shares are unconditional (over all queries; the rest of the queries retrieve an absent category or tie); beside
+them, the share of queries whose top-1 is one of their own objects (``in query``) and the position-1 share those
+queries would give without any preference among their m objects (each 1 / m, ``no pref.``). The
 project has no comparison command yet, so the paired tests are computed here, over the same queries: for the
 TOR position-1 hit and the IOR rank-1 hit, an exact McNemar test (two-sided binomial test on the discordant
 queries, ``scipy.stats.binomtest``) between the two orderings' models of one seed, and the difference of the
@@ -121,6 +123,15 @@ def shares(rows: list[dict], task: str, positions: int) -> list[float]:
     return [float(hits(rows, task, k).mean()) for k in range(1, positions + 1)]
 
 
+def no_preference(rows: list[dict], task: str) -> dict:
+    """``in_query``: share of ``task`` queries whose top-1 is one of their own objects; ``position_1``: the
+    position-1 share those queries would give if the top-1 fell on each of their m objects with chance 1 / m
+    (the share without any preference for position 1)."""
+    mine = [r for r in rows if r["task"] == task]
+    found = [r for r in mine if r["top1_position"]]
+    return {"in_query": len(found) / len(mine), "position_1": sum(1 / len(r["objects"]) for r in found) / len(mine)}
+
+
 def mcnemar(a: np.ndarray, b: np.ndarray) -> dict:
     """Exact McNemar test of two paired 0/1 vectors: two-sided binomial test of the discordant pairs."""
     from scipy.stats import binomtest
@@ -202,6 +213,8 @@ def main() -> None:
             for key, run in runs.items()}
     eval_wall = time.perf_counter() - t_eval
     table = [{"ordering": name, "seed": s, "tor": shares(rows[name, s], "tor", 4), "ior": shares(rows[name, s], "ior", 4),
+              "tor_no_preference": no_preference(rows[name, s], "tor"),
+              "ior_no_preference": no_preference(rows[name, s], "ior"),
               "tor_queries": int(sum(r["task"] == "tor" for r in rows[name, s])),
               "ior_queries": int(sum(r["task"] == "ior" for r in rows[name, s]))}
              for name, s in runs]
@@ -209,10 +222,13 @@ def main() -> None:
     wall = time.perf_counter() - t0
     train_cpu = sum(t["cpu_s"] for t in trained)
     pct = lambda v: f"{100 * v:5.1f}"  # noqa: E731
-    print(f"\n{'ordering':<9} {'seed':>4}  {'TOR % at mention position 1-4':<26} {'IOR % at size rank 1-4':<26}")
+    print(f"\n{'ordering':<9} {'seed':>4}  {'TOR % at mention position 1-4':<27} {'(in query, no pref.)':<21}"
+          f"{'IOR % at size rank 1-4':<27} (in query, no pref.)")
     for r in table:
-        print(f"{r['ordering']:<9} {r['seed']:>4}  {' '.join(pct(v) for v in r['tor']):<26} "
-              f"{' '.join(pct(v) for v in r['ior']):<26}")
+        tor, ior = r["tor_no_preference"], r["ior_no_preference"]
+        print(f"{r['ordering']:<9} {r['seed']:>4}  {' '.join(pct(v) for v in r['tor']):<27}"
+              f"({pct(tor['in_query'])}, {pct(tor['position_1'])})     {' '.join(pct(v) for v in r['ior']):<27}"
+              f"({pct(ior['in_query'])}, {pct(ior['position_1'])})")
     print(f"\n{'comparison':<20} {'metric':<15} {'difference, pp [95% paired bootstrap]':<38} "
           "exact McNemar p by seed (queries only a / only b)")
     for c in comparisons:
