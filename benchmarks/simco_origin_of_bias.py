@@ -108,8 +108,8 @@ def evaluate(eval_data: Path, run: Path, out: Path) -> list[dict]:
     from bindscope.evaluation.results import read_rows
 
     if not out.is_file():
-        bindscope.evaluate(eval_data, model=str(run / "model.pt"), tasks="tor,ior", out=out, use_cache=False,
-                           progress=False, device="cpu", overwrite=True)
+        encoder = bindscope.EncoderSettings(str(run / "model.pt"), device="cpu", use_cache=False)
+        bindscope.evaluate(eval_data, encoder, tasks="tor,ior", out=out, overwrite=True, progress=False)
     return read_rows(out)
 
 
