@@ -34,9 +34,11 @@ Usage::
     nice .venv/bin/python benchmarks/simco_origin_of_bias.py --work /work/tmp-comco/origin-of-bias --json oob.json
     nice .venv/bin/python benchmarks/simco_origin_of_bias.py --quick       # a smoke run (a few minutes)
 
-A rerun with the same ``--work`` reuses the rendered datasets, finished runs and evaluations. Prints the render
-command of each dataset, one table (ordering, seed, TOR and IOR shares by position) and the paired comparisons, and
-the wall and CPU minutes per stage.
+The defaults are the run recorded in docs/results.md (2,000 training scenes per ordering, 500 evaluation scenes,
+64 px, 4 samples, 1,000 steps, 2 seeds: about two hours on the shared 2-core CPU, over half of it rendering). A
+rerun with the same ``--work`` reuses the rendered datasets, finished runs and evaluations. Prints the render
+command of each dataset, one table (ordering, seed, TOR and IOR shares by position) and the paired comparisons, the
+wall minutes per stage and the training CPU minutes.
 """
 
 from __future__ import annotations
@@ -108,8 +110,8 @@ def evaluate(eval_data: Path, run: Path, out: Path) -> list[dict]:
     from bindscope.evaluation.results import read_rows
 
     if not out.is_file():
-        bindscope.evaluate(eval_data, model=str(run / "model.pt"), tasks="tor,ior", out=out, use_cache=False,
-                           progress=False, device="cpu", overwrite=True)
+        encoder = bindscope.EncoderSettings(str(run / "model.pt"), device="cpu", use_cache=False)
+        bindscope.evaluate(eval_data, encoder, tasks="tor,ior", out=out, overwrite=True, progress=False)
     return read_rows(out)
 
 
@@ -171,7 +173,7 @@ def main() -> None:
     parser.add_argument("--eval-scenes", type=int, default=500, help="scenes of the evaluation render")
     parser.add_argument("--resolution", type=int, default=64, help="image side of every render (pixels)")
     parser.add_argument("--samples", type=int, default=4, help="Cycles samples per pixel")
-    parser.add_argument("--steps", type=int, default=1500, help="training steps per model")
+    parser.add_argument("--steps", type=int, default=1000, help="training steps per model")
     parser.add_argument("--batch-size", type=int, default=TRAIN["batch_size"], help="training batch size")
     parser.add_argument("--seeds", type=int, default=2, help="training seeds per ordering (0, 1, ...)")
     parser.add_argument("--jobs", type=int, default=2, help="models trained at a time (one torch thread each)")
