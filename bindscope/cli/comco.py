@@ -8,7 +8,7 @@ from bindscope.cli.options import build_options, report_build
 from bindscope.cli.types import DEVICE
 from bindscope.errors import DEVICE_GRAMMAR
 from bindscope.generators.comco.api import MAX_JOBS, MAX_THREADS
-from bindscope.generators.comco.captions import SALIENCY
+from bindscope.generators.comco.saliency import SALIENCY
 
 
 @click.command("render")

@@ -26,14 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from bindscope.generators.comco import attributes as attrs
-
-SALIENCY = {"size": "the object planned largest (one-large: the large object; random: the largest planned scale)",
-            "position": "the leftmost object; with saliency_bias the caption names the objects left to right"}
-"""``saliency``: which object the caption names first with probability ``saliency_bias``. Absent from a config
-(or ``none``): uniformly random mention order, as before the key existed (same config hash, same bytes)."""
-DEFAULT_SALIENCY_BIAS = 1.0
-"""``saliency_bias`` when ``saliency`` is given without it: captions always in the saliency order."""
-
+from bindscope.generators.comco.saliency import DEFAULT_SALIENCY_BIAS
 
 def saliency_mode(config: dict) -> str | None:
     """``"size"``, ``"position"`` or None (uniform mention order): the config's ``saliency``."""

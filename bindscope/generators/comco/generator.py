@@ -46,7 +46,7 @@ from bindscope import __version__
 from bindscope.errors import GenerationError
 from bindscope.format.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
 from bindscope.generators.comco import attributes, camera, quality, scene
-from bindscope.generators.comco.captions import DEFAULT_SALIENCY_BIAS
+from bindscope.generators.comco.saliency import DEFAULT_SALIENCY_BIAS
 from bindscope.generators.comco.scene import SPLIT_REFERENCES, SPLIT_SCENES
 
 ATTRIBUTE_NAMES = ["size_class", "size"]
