@@ -394,7 +394,8 @@ def evaluate_on_dataset(dataset, embedder, labclip, split: str | None = None) ->
     negatives, ``meta["held_out_samples"]``); ``binding`` counts only the binding negatives that swap a
     held-out combination (every shuffled negative of a held-out sample), and ``fit_samples`` repeats the
     figures on the fitting samples. On any other split: every sample with binding negatives. The negatives are
-    made as the map's were (``meta["negatives"]``, ``meta["tagger"]``, ``meta["seed"]``).
+    made as the map's were (``meta["negatives"]``, ``meta["tagger"]``, ``meta["seed"]``; a map without them, such as
+    the LABCLIP authors', takes the split's binding negatives, else shuffled captions).
     :func:`labclip_eval` is the call with checks and a result file.
     """
     import numpy as np
@@ -404,7 +405,7 @@ def evaluate_on_dataset(dataset, embedder, labclip, split: str | None = None) ->
 
     meta = labclip.meta
     split = split or meta.get("split") or default_split(dataset)
-    source = meta.get("negatives", "stored")
+    source = meta.get("negatives")  # None (a map from elsewhere): the split's binding negatives, else shuffled ones
     table, source = labclip_table(dataset, split, source, meta.get("tagger") or "lexicon", int(meta.get("seed", 0)))
     items = labclip_items(table)
     same = split == meta.get("split") and dataset_identity(dataset) == meta.get("dataset_id") \

@@ -184,7 +184,7 @@ def _report_rows(metrics: dict) -> list[str]:
 @click.argument("data", type=click.Path(file_okay=False))
 @_model_options
 @click.option("--labclip", "labclip_path", required=True, type=click.Path(dir_okay=False),
-              help="map written by `bindscope labclip fit`")
+              help="map written by `bindscope labclip fit`, or the LABCLIP authors' state dict (linear.weight, t)")
 @click.option("--split", default=None,
               help="split to evaluate (default: the map's fitting split, whose held-out combinations are used)")
 @click.option("--out", default=None, help="result JSON (default DATA/eval/labclip-<model>-<tag>.json)")
@@ -217,7 +217,7 @@ def bindscope_labclip_eval(data, encoder, labclip_path, split, out, overwrite, q
 @bindscope_labclip.command("apply")
 @click.argument("embeddings", type=click.Path(dir_okay=False))
 @click.option("--labclip", "labclip_path", required=True, type=click.Path(dir_okay=False),
-              help="map written by `bindscope labclip fit`")
+              help="map written by `bindscope labclip fit`, or the LABCLIP authors' state dict (linear.weight, t)")
 @click.option("--out", required=True, help="where to write the mapped embeddings (.npy)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 def bindscope_labclip_apply(embeddings, labclip_path, out, overwrite):

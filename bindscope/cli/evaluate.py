@@ -80,8 +80,8 @@ def _run(plan, encoder: EncoderSettings, out, plot, overwrite, quiet) -> None:
 
 _labclip_option = click.option(
     "--labclip", default=None, type=click.Path(dir_okay=False),
-    help="LABCLIP map from `bindscope labclip fit`: applied to the L2-normalised text embeddings "
-         "(docs/alignment.md).")
+    help="LABCLIP map from `bindscope labclip fit` (or the LABCLIP authors' state dict: linear.weight, t): applied "
+         "to the L2-normalised text embeddings (docs/alignment.md).")
 
 
 def _labclip(path: str | None):
