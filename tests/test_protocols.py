@@ -260,3 +260,28 @@ def test_labclip_fit_with_the_authors_protocol_on_coco(coco, tmp_path, no_spacy_
         assert metrics["fit_samples"]["n_samples"] == meta["n_fit_samples"]
     finally:
         registry._REGISTERED.remove(kind)
+
+
+def test_encoders_give_their_embeddings_before_normalisation(tmp_path):
+    """open_clip (a tiny config, random weights) and a tiny transformers CLIPModel: the unnormalised copy's rows are
+    the model's embeddings, whose L2 normalisation is what the adapter gives; the cache keys differ."""
+    from test_hf_vision_language import save_tiny
+
+    from bindscope.encoders.interface import l2_normalise
+    from bindscope.encoders.registry import load_adapter
+
+    config = tmp_path / "bs-peers-tiny.json"
+    config.write_text(json.dumps({"embed_dim": 16, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32,
+                                                                   "head_width": 32, "patch_size": 8},
+                                  "text_cfg": {"context_length": 32, "width": 32, "heads": 1, "layers": 1}}))
+    images = np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3), dtype=np.uint8)
+    texts = ["a red 7 and a blue 4", "a cat"]
+    for adapter in (load_adapter(str(config), pretrained="none", device="cpu"),
+                    load_adapter(f"hf-vlm:{save_tiny(tmp_path / 'clip', 'clip')}", device="cpu")):
+        raw = adapter.unnormalised()
+        assert raw.cache_key == adapter.cache_key + "|unnormalised" and adapter.normalised and not raw.normalised
+        for encode in ("encode_texts", "encode_images"):
+            inputs = texts if encode == "encode_texts" else images
+            before, after = getattr(raw, encode)(inputs), getattr(adapter, encode)(inputs)
+            assert not np.allclose(np.linalg.norm(before, axis=1), 1.0, atol=1e-3)
+            np.testing.assert_allclose(l2_normalise(before), after, atol=1e-6)

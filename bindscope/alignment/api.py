@@ -182,8 +182,9 @@ def probe_dataset(dataset, embedder, split: str | None = None, modalities=("imag
     ``settings``: a :class:`~bindscope.alignment.probes.ProbeSettings` (default: its defaults). Only samples
     with at least ``settings.min_objects`` objects in a modality's view are embedded; embeddings are L2-normalised
     when ``settings.normalise`` (with ``normalise`` False, ``embedder`` must give the model's embeddings before
-    normalisation: an adapter's :meth:`~bindscope.encoders.interface.EncoderAdapter.unnormalised` copy). ``table`` may hold the split's
-    :func:`load_table` result already (as checked by :func:`check_probe_table`). Returns run_probes' dict
+    normalisation: an adapter's :meth:`~bindscope.encoders.interface.EncoderAdapter.unnormalised` copy).
+    ``table`` may hold the split's :func:`load_table` result already (as checked by :func:`check_probe_table`).
+    Returns run_probes' dict
     plus ``split``, ``n_samples`` and ``caption_attributes`` (attributes written into recomposed captions).
 
     Raises:
@@ -407,7 +408,9 @@ def fit_on_dataset(dataset, embedder, split: str | None = None, holdout: float =
 
     split = split or default_split(dataset)
     if table is None or negatives is None:
-        table, negatives = labclip_table(dataset, split, negatives, tagger or "lexicon", seed)
+        made = (settings.tagger, settings.captions, settings.caption_text) if settings is not None else \
+            (tagger or "lexicon", "first", "as written")
+        table, negatives = labclip_table(dataset, split, negatives, made[0], seed, made[1], made[2])
     if settings is None:
         settings = LabclipSettings.of("bindscope", negatives, epochs=epochs, batch_size=batch_size, lr=lr,
                                       tagger=tagger)

@@ -36,8 +36,6 @@ from bindscope.alignment.protocols import ProbeSettings
 from bindscope.alignment.splits import SPLIT_NAMES, distractor_combination, split_by_combination, swap_combination
 from bindscope.errors import BadInput
 
-__all__ = ["ProbeSettings", "LinearProbe", "fit_linear_probe", "run_probes", "probe_splits", "probe_targets",
-           "bag_of_words_features", "bag_of_words_bound", "check_probe_table"]
 
 MODALITIES = ("image", "text")
 

@@ -85,8 +85,8 @@ def bindscope_probe(data, encoder, task, modality, split, attributes, protocol, 
     settings = run.result["settings"]
     click.echo(f"linear probes on split {split!r}, protocol {settings['protocol']}"
                + (f" (overrides: {', '.join(settings['overrides'])})" if settings["overrides"] else "")
-               + f": {settings['optimiser']} lr {settings['lr']:g}, {settings['schedule']}, inputs {settings['inputs']}; "
-               "test accuracy on held-out combinations (mean over target objects)")
+               + f": {settings['optimiser']} lr {settings['lr']:g}, {settings['schedule']}, "
+               f"inputs {settings['inputs']}; test accuracy on held-out combinations (mean over target objects)")
     click.echo(f"{'attribute':<12}{'modality':<9}{'probe':>7}{'BoW probe':>11}{'BoW bound':>11}{'chance':>8}"
                f"{'targets':>9}{'n_test':>8}")
     for m in modalities:

@@ -293,7 +293,8 @@ def centre_crop_image(path: str | os.PathLike, size: int,
         x, y, w, h = crop
         rgb = rgb.crop((x, y, x + w, y + h))
     width, height = rgb.size
-    new = (size, int(size * height / width)) if width <= height else (int(size * width / height), size)
+    new = (size, max(1, int(size * height / width))) if width <= height else \
+        (max(1, int(size * width / height)), size)
     if new != rgb.size:
         rgb = rgb.resize(new, Image.BICUBIC)
     left, top = int(round((new[0] - size) / 2.0)), int(round((new[1] - size) / 2.0))
