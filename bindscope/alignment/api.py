@@ -86,7 +86,7 @@ def _bar(progress: bool, total: int, desc: str, unit: str):
 def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", *, task: str = "attributes",
           modality: str = "both", split: str | None = None, attributes: list[str] | None = None,
           fractions: tuple[float, float, float] = (0.6, 0.2, 0.2), min_objects: int = 2, steps: int = 300,
-          lr: float = 0.01, weight_decay: float = 1e-4, seed: int = 0,
+          lr: float = 0.01, weight_decay: float = 1e-4, seed: int = 0, target: dict | str | None = None,
           out: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = True) -> Evaluation:
     """Linear probes on frozen embeddings: one probe per target object and attribute (docs/alignment.md).
 
@@ -95,10 +95,11 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
     value); train/val/test (``fractions``) are held out by attribute-object combination. Reported next to
     chance and the bag-of-words baselines, overall and per number of objects in view.
 
-    With ``task="conjunctive-search"`` (a ``comco render --task conjunctive-search`` dataset): one presence
-    probe on image embeddings (is the target colour-category conjunction in the scene?), train/val/test drawn at
-    random within each (distractors, present) stratum, accuracy per number of distractors with a Wilson 95%
-    interval next to a bag-of-words probe; ``modality``, ``attributes`` and ``min_objects`` do not apply.
+    With ``task="conjunctive-search"``: one presence probe on image embeddings (is the ``target`` conjunction of
+    a category and an attribute value in the scene?), train/val/test drawn at random within each (distractors,
+    present) stratum, accuracy per number of distractors with a Wilson 95% interval next to a bag-of-words probe;
+    ``modality``, ``attributes`` and ``min_objects`` do not apply
+    (:mod:`bindscope.alignment.conjunctive`).
 
     Args:
         data: dataset folder. encoder: an :class:`~bindscope.encoders.settings.EncoderSettings` (one model), or
@@ -108,6 +109,9 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
         split: default test, else the first split. attributes: a list or one name (default: all of the
             dataset's).
         min_objects: minimum objects in a modality's view (2: multi-object samples only). seed: >= 0.
+        target: the conjunctive search's target, ``{"category": "sphere", "colour": "red"}`` or
+            ``"category=sphere,colour=red"``; default: the one a ``comco render --task conjunctive-search`` dataset
+            names (any other dataset needs one).
         out: result JSON (default ``DATA/eval/<probe|conjunctive-search>-<model>-<tag>.json``). progress: tqdm
             bar on stderr.
 
@@ -131,7 +135,7 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
     attributes = name_list("attributes", attributes)
     dataset, split = _open(data, split)
     if task == "conjunctive-search":
-        return _conjunctive(dataset, data, split, encoder, settings, out, overwrite)
+        return _conjunctive(dataset, data, split, encoder, settings, target, out, overwrite)
     names = list(attributes) if attributes else list(dataset.attribute_names)
     for a in names:
         if a not in dataset.attribute_names:
@@ -198,14 +202,14 @@ def probe_dataset(dataset, embedder, split: str | None = None, modalities=("imag
     return result
 
 
-def _conjunctive(dataset, data, split, encoder, settings, out, overwrite) -> Evaluation:
+def _conjunctive(dataset, data, split, encoder, settings, target, out, overwrite) -> Evaluation:
     """``probe(task="conjunctive-search")``: checks, fit, result JSON."""
     from bindscope.alignment.conjunctive import conjunctive_search, conjunctive_target
 
-    target = conjunctive_target(dataset)
+    target = conjunctive_target(dataset, target)
     out_path = _check_out(out or _default_out("conjunctive-search", data, encoder), overwrite, out is not None)
     adapter, embedder = _encoder(encoder)
-    metrics = conjunctive_search(dataset, embedder, split, settings)
+    metrics = conjunctive_search(dataset, embedder, split, settings, target)
     record = {"task": "conjunctive-search", "split": split, "target": target,
               **{k: v for k, v in settings.record().items() if k != "min_objects"},
               "split_rule": "random within each (distractors, present) stratum", "interval": "Wilson score, 95%"}
