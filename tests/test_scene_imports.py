@@ -297,6 +297,15 @@ def test_probe_labclip_and_conjunctive_search_run_on_the_imports(which, clevr, p
         (6 if which == "clevr" else 5)
     assert ("'red cube'" if which == "clevr" else "'Red Camel'") in r.output
 
+    # comco eval scores the stored negatives (14 recognition, 7 binding on CLEVR; 10 and 5 on PUG) and TOR
+    scores = tmp_path / "eval-scenes.json"
+    r = CliRunner().invoke(comco, ["eval", str(data), "--tasks", "tor,binding", *MODEL, "--out", str(scores)])
+    assert r.exit_code == 0, r.output
+    block = json.loads(scores.read_text())["metrics"]["binding"]
+    totals = (14, 7) if which == "clevr" else (10, 5)
+    assert (block["recognition"]["per_attribute"][attribute]["total"],
+            block["binding_unconditional"]["per_attribute"][attribute]["total"]) == totals
+
 
 def test_conjunctive_search_needs_a_target_on_a_dataset_that_names_none(clevr, tmp_path):
     r = invoke(["probe", clevr, "--task", "conjunctive-search", *MODEL, "--out", tmp_path / "s.json"])
