@@ -129,6 +129,12 @@ def test_pug_parquet_import_counts_by_hand(pug):
     assert [n.caption for n in first.negatives if n.kind == "binding"] == ["Red Elephant and Blue Camel"]
 
 
+def test_the_same_pug_import_with_two_jobs_gives_the_same_bytes(pug, tmp_path):
+    manifest = import_pug(tmp_path / "out", parquet=write_pug_parquet(tmp_path / "hub"), image_size=32, shard_size=2,
+                          jobs=2, progress=False)
+    assert manifest["splits"] == json.loads((pug / "manifest.json").read_text())["splits"]  # shard sha256s included
+
+
 @pytest.mark.parametrize("variant", ["spar", "spare"])
 def test_pug_csv_layouts_give_the_same_scenes(tmp_path, variant, pug):
     labels = write_pug_csv(tmp_path / "src", variant)
