@@ -43,8 +43,8 @@ CLEVR_SCENES = [
     [("gray", "sphere"), ("gray", "cube")],
     [("yellow", "cylinder"), ("red", "sphere"), ("blue", "cube")],
 ]
-CLEVR_CAPTIONS = ["red cube and blue sphere", "red sphere and blue cube", "green cylinder and red cube and green sphere",
-                  "blue cube and red cube", "gray sphere and gray cube",
+CLEVR_CAPTIONS = ["red cube and blue sphere", "red sphere and blue cube",
+                  "green cylinder and red cube and green sphere", "blue cube and red cube", "gray sphere and gray cube",
                   "yellow cylinder and red sphere and blue cube"]
 CLEVR_SIZE = (48, 32)  # width, height: CLEVR's 480 x 320, ten times smaller
 

@@ -319,6 +319,9 @@ def test_conjunctive_search_needs_a_target_on_a_dataset_that_names_none(clevr, t
     r = invoke(["probe", clevr, "--task", "conjunctive-search", "--target", "category=cube,shade=red", *MODEL,
                 "--out", tmp_path / "s.json"])
     assert r.exit_code == 2 and "target attribute 'shade'" in r.output, r.output
+    r = invoke(["probe", clevr, "--target", "category=cube,colour=red", *MODEL, "--out", tmp_path / "s.json"])
+    assert r.exit_code == 2 and "--target 'category=cube,colour=red' applies to --task 'conjunctive-search' only" \
+        in r.output, r.output
     with pytest.raises(BadInput, match="give the category and one attribute value"):
         from bindscope.alignment.conjunctive import parse_target
 

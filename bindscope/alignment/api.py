@@ -130,6 +130,8 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
         raise BadInput(f"task {task!r} is not allowed; allowed: attributes, conjunctive-search", param="task")
     if modality not in ("image", "text", "both"):
         raise BadInput(f"modality {modality!r} is not allowed; allowed: image, text, both", param="modality")
+    if target is not None and task != "conjunctive-search":
+        raise BadInput(f"target {target!r} applies to task='conjunctive-search' only", param="target")
     encoder = EncoderSettings.of(encoder)
     settings = ProbeSettings(tuple(fractions), seed, min_objects, steps, lr, weight_decay)
     attributes = name_list("attributes", attributes)

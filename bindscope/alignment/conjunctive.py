@@ -135,8 +135,8 @@ def run_conjunctive_search(table: SplitTable, image_embeddings: np.ndarray, targ
 
     Args:
         table: the split's :class:`SplitTable`. image_embeddings: ``(len(table), D)`` unit-norm float32.
-        target: ``{"category", <attribute>: value}``. settings: ``fractions`` and ``seed`` of the stratified split, the
-            probe's optimiser (``min_objects`` does not apply).
+        target: ``{"category", <attribute>: value}``. settings: ``fractions`` and ``seed`` of the stratified
+            split, the probe's optimiser (``min_objects`` does not apply).
 
     Returns:
         ``{"target", "n_train", "n_val", "n_test", "accuracy", "bag_of_words", "chance": 0.5, "by_distractors":
