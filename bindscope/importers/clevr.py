@@ -280,9 +280,7 @@ def import_clevr(images: str | os.PathLike, scenes: str | os.PathLike, out: str 
     from bindscope.io.ownership import check_output_location
 
     words = caption_attributes(attributes)
-    check_import_numbers(image_size, limit, shard_size)
-    if seed < 0:
-        raise BadInput(f"seed {seed} is not allowed; use an integer >= 0", param="seed")
+    check_import_numbers(image_size, seed, shard_size)
     if split is not None:
         check_split_name(split)
     for param, path in (("images", images), ("scenes", scenes), ("out", out)):

@@ -293,7 +293,7 @@ def read_pug(parquet: str | os.PathLike | None = None, labels: str | os.PathLike
     selected = kept[:limit] if limit is not None else kept
     scenes = [_scene(row, names) for row in selected]
     if parquet is not None:
-        _check_parquet_images(folder, names_of(source), scenes)
+        _check_parquet_images(folder, _parquet_names(source), scenes)
     else:
         for scene in scenes:
             where = f"labels {str(labels)!r} row {scene['pug_row']}"
@@ -305,7 +305,7 @@ def read_pug(parquet: str | os.PathLike | None = None, labels: str | os.PathLike
     return {"scenes": scenes, "vocabulary": vocabulary, "counts": counts, "source": source}
 
 
-def names_of(source: dict) -> list[str]:
+def _parquet_names(source: dict) -> list[str]:
     """The Parquet file names (relative to ``source["parquet"]``) of a plan's source."""
     return [f["file"] for f in source["files"]]
 
@@ -348,7 +348,6 @@ class PugImporter(SceneImporter):
     name = NAME
     version = VERSION
     attribute_names = ATTRIBUTES
-    extra_names: list[str] = []
     caption_attributes = CAPTION_ATTRIBUTES
 
     def __init__(self, plan: dict, variant: str, split: str, image_size: int, config: dict, seed: int = 0,
@@ -365,7 +364,7 @@ class PugImporter(SceneImporter):
         size, source = self.image_size[0], self.plan["source"]
         if "labels" in source:
             return [letterbox_image(Path(source["images"]) / s["image_file"], size) for s in scenes]
-        folder, names = Path(source["parquet"]), names_of(source)
+        folder, names = Path(source["parquet"]), _parquet_names(source)
         cells: dict[tuple[int, int], list[dict]] = {}
         out = []
         for s in scenes:
@@ -380,7 +379,7 @@ class PugImporter(SceneImporter):
     def _spec(self, scene: dict) -> dict:
         new_w, new_h, ox, oy = letterbox(scene["width"], scene["height"], self.image_size[0])
         where = ({"image_file": scene["image_file"]} if "image_file" in scene else
-                 {"parquet_file": names_of(self.plan["source"])[scene["locator"]["file"]],
+                 {"parquet_file": _parquet_names(self.plan["source"])[scene["locator"]["file"]],
                   "parquet_row": scene["locator"]["row"], "image_path": scene["image_path"]})
         return {"pug_row": scene["pug_row"], "world_name": scene["world_name"], **where,
                 "original_size": [scene["height"], scene["width"]],
@@ -428,9 +427,7 @@ def import_pug(out: str | os.PathLike, parquet: str | os.PathLike | None = None,
     from bindscope.io.ownership import check_output_location
 
     check_split_name(split)
-    check_import_numbers(image_size, limit, shard_size)
-    if seed < 0:
-        raise BadInput(f"seed {seed} is not allowed; use an integer >= 0", param="seed")
+    check_import_numbers(image_size, seed, shard_size)
     for param, path in (("parquet", parquet), ("labels", labels), ("images", images), ("out", out)):
         check_utf8_path(param, path)
     check_output_location("out", out)

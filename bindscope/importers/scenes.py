@@ -93,13 +93,13 @@ def check_split_name(split: str) -> None:
         raise BadInput(f"split {split!r} is not allowed; use letters, digits and '_' (e.g. val)", param="split")
 
 
-def check_import_numbers(image_size: int, limit: int | None, shard_size: int) -> None:
-    """Raise BadInput naming the first of ``image_size`` (32..2048), ``limit`` (None or >= 1) and ``shard_size``
-    (>= 1) that is out of range."""
+def check_import_numbers(image_size: int, seed: int, shard_size: int) -> None:
+    """Raise BadInput naming the first of ``image_size`` (32..2048), ``seed`` (>= 0) and ``shard_size`` (>= 1)
+    that is out of range."""
     if not 32 <= image_size <= 2048:
         raise BadInput(f"image_size {image_size} is not allowed; use 32..2048 pixels", param="image_size")
-    if limit is not None and limit < 1:
-        raise BadInput(f"limit {limit} is not allowed; use an integer >= 1", param="limit")
+    if seed < 0:
+        raise BadInput(f"seed {seed} is not allowed; use an integer >= 0", param="seed")
     if shard_size < 1:
         raise BadInput(f"shard_size {shard_size} is not allowed; use an integer >= 1", param="shard_size")
 
@@ -157,8 +157,8 @@ class SceneImporter:
 
     def make_samples(self, split: str, start: int, count: int) -> list[Sample]:
         scenes = self.plan["scenes"][start:start + count]
-        return [self._sample(start + k, scene, image) for k, (scene, image) in enumerate(zip(scenes,
-                                                                                             self._images(scenes)))]
+        images = self._images(scenes)
+        return [self._sample(start + k, scene, image) for k, (scene, image) in enumerate(zip(scenes, images))]
 
     def shard_statistics(self, split: str, samples: list[Sample]) -> dict[str, float]:
         counts = {"images": len(samples), "objects": 0, "captions": 0, "recognition_negatives": 0,
