@@ -250,7 +250,7 @@ def read_pug(parquet: str | os.PathLike | None = None, labels: str | os.PathLike
         limit: keep only the first ``limit`` kept rows.
 
     Returns:
-        ``{"scenes": [...], "vocabulary": {"texture": [...], "position": [...]}, "counts": {"rows", "rows_kept",
+        ``{"scenes": [...], "vocabulary": {"texture": [textures of the kept rows]}, "counts": {"rows", "rows_kept",
         <each reason of LEFT_OUT>, "rows_selected"}, "source": {...}}``.
 
     Raises:
@@ -288,8 +288,7 @@ def read_pug(parquet: str | os.PathLike | None = None, labels: str | os.PathLike
         raise BadInput(f"no row of {str(parquet or labels)!r} shows two different textured animals; nothing to "
                        "import", param="parquet" if parquet is not None else "labels")
     names = sorted({r[c] for r in kept for c in ("character_name", "character2_name")})
-    vocabulary = {"texture": sorted({r[c] for r in kept for c in ("character_texture", "character2_texture")}),
-                  "position": sorted({r.get(c, "") for r in kept for c in POSITIONS} - {""})}
+    vocabulary = {"texture": sorted({r[c] for r in kept for c in ("character_texture", "character2_texture")})}
     selected = kept[:limit] if limit is not None else kept
     scenes = [_scene(row, names) for row in selected]
     if parquet is not None:
