@@ -150,10 +150,11 @@ CASES = [
               "--out", "sweep", "--quiet"], r"--batch-size 64 is larger than --num-train 32"),
     ("conjunctive probe", lambda p: bindscope.probe(p / "madman", NONE.replace(device="cpu"),
                                                     task="conjunctive-search", out=False),
-     r"task conjunctive-search needs a dataset rendered with task='conjunctive-search'", "task",
+     r"task conjunctive-search needs a target: '.*madman' was not rendered with task='conjunctive-search'", "task",
      bindscope_cli, ["probe", "madman", "--model", "ViT-B-32", "--pretrained", "none", "--device", "cpu",
                      "--task", "conjunctive-search", "--out", "p.json"],
-     r"--task conjunctive-search needs a dataset rendered with --task 'conjunctive-search'"),
+     r"--task conjunctive-search needs a target: '.*madman' was not rendered with --task 'conjunctive-search', "
+     r"which names its own; give one, e.g. --target 'category=sphere,colour=red'"),
 ]
 
 
@@ -210,7 +211,7 @@ LIBRARY_CASES = [
      r"category_map needs references", "category_map"),
     ("task needs", lambda p: _madman_eval(p, tasks="ior", splits="test"),
      r"task ior needs references \(single-object reference images.*; or give references=DIR\); split 'test' of "
-     r"'.*madman' holds: attributes, captions, mentions, negatives, objects, plans", "references"),
+     r"'.*madman' holds: attributes, captions, masks, mentions, negatives, objects, plans", "references"),
     ("eval splits string", lambda p: _madman_eval(p, splits="tset"),
      r"splits 'tset': dataset '.*madman' has no such split; it has: ood, test, train", "splits"),
     ("eval existing out", lambda p: bindscope.evaluate(p / "madman", NONE, out=p / "old.json"),

@@ -91,6 +91,7 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
           modality: str = "both", split: str | None = None, attributes: list[str] | None = None,
           protocol: str = "bindscope", fractions: tuple[float, float, float] | None = None, min_objects: int = 2,
           steps: int | None = None, lr: float | None = None, weight_decay: float | None = None, seed: int = 0,
+          target: dict | str | None = None,
           out: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = True) -> Evaluation:
     """Linear probes on frozen embeddings: one probe per target object and attribute (docs/alignment.md).
 
@@ -105,11 +106,11 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
     attribute-swapped twin, (0.8, 0.1, 0.1)). ``fractions``, ``steps``, ``lr`` and ``weight_decay``, when given,
     replace the protocol's (recorded as ``overrides``).
 
-    With ``task="conjunctive-search"`` (a ``comco render --task conjunctive-search`` dataset): one presence
-    probe on image embeddings (is the target colour-category conjunction in the scene?), train/val/test drawn at
-    random within each (distractors, present) stratum, accuracy per number of distractors with a Wilson 95%
-    interval next to a bag-of-words probe; ``modality``, ``attributes``, ``min_objects`` and ``protocol`` do not
-    apply.
+    With ``task="conjunctive-search"``: one presence probe on image embeddings (is the ``target`` conjunction of
+    a category and an attribute value in the scene?), train/val/test drawn at random within each (distractors,
+    present) stratum, accuracy per number of distractors with a Wilson 95% interval next to a bag-of-words probe;
+    ``modality``, ``attributes``, ``min_objects`` and ``protocol`` do not apply
+    (:mod:`bindscope.alignment.conjunctive`).
 
     Args:
         data: dataset folder. encoder: an :class:`~bindscope.encoders.settings.EncoderSettings` (one model), or
@@ -120,6 +121,9 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
             dataset's).
         protocol: ``"bindscope"`` or ``"authors"``.
         min_objects: minimum objects in a modality's view (2: multi-object samples only). seed: >= 0.
+        target: the conjunctive search's target, ``{"category": "sphere", "colour": "red"}`` or
+            ``"category=sphere,colour=red"``; default: the one a ``comco render --task conjunctive-search`` dataset
+            names (any other dataset needs one).
         out: result JSON (default ``DATA/eval/<probe|conjunctive-search>-<model>-<tag>.json``). progress: tqdm
             bar on stderr.
 
@@ -139,6 +143,8 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
         raise BadInput(f"task {task!r} is not allowed; allowed: attributes, conjunctive-search", param="task")
     if modality not in ("image", "text", "both"):
         raise BadInput(f"modality {modality!r} is not allowed; allowed: image, text, both", param="modality")
+    if target is not None and task != "conjunctive-search":
+        raise BadInput(f"target {target!r} applies to task='conjunctive-search' only", param="target")
     encoder = EncoderSettings.of(encoder)
     settings = ProbeSettings.of(protocol, fractions=None if fractions is None else tuple(fractions), seed=seed,
                                 min_objects=min_objects, steps=steps, lr=lr, weight_decay=weight_decay)
@@ -148,7 +154,7 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
         if settings.protocol != "bindscope":
             raise BadInput(f"protocol {protocol!r} applies to the attribute probes; conjunctive search has only "
                            "bindscope's", param="protocol")
-        return _conjunctive(dataset, data, split, encoder, settings, out, overwrite)
+        return _conjunctive(dataset, data, split, encoder, settings, target, out, overwrite)
     names = list(attributes) if attributes else list(dataset.attribute_names)
     for a in names:
         if a not in dataset.attribute_names:
@@ -220,14 +226,14 @@ def probe_dataset(dataset, embedder, split: str | None = None, modalities=("imag
     return result
 
 
-def _conjunctive(dataset, data, split, encoder, settings, out, overwrite) -> Evaluation:
+def _conjunctive(dataset, data, split, encoder, settings, target, out, overwrite) -> Evaluation:
     """``probe(task="conjunctive-search")``: checks, fit, result JSON."""
     from bindscope.alignment.conjunctive import conjunctive_search, conjunctive_target
 
-    target = conjunctive_target(dataset)
+    target = conjunctive_target(dataset, target)
     out_path = _check_out(out or _default_out("conjunctive-search", data, encoder), overwrite, out is not None)
     adapter, embedder = _encoder(encoder)
-    metrics = conjunctive_search(dataset, embedder, split, settings)
+    metrics = conjunctive_search(dataset, embedder, split, settings, target)
     record = {"task": "conjunctive-search", "split": split, "target": target,
               **{k: v for k, v in settings.record().items() if k != "min_objects"},
               "split_rule": "random within each (distractors, present) stratum", "interval": "Wilson score, 95%"}

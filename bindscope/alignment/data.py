@@ -126,7 +126,8 @@ def build_binding_swaps(caption: str, objects: list[ObjectRecord], described: di
     and each pair of mentioned objects that both have it described with different values, the first object's
     value is replaced by the second's inside the first object's part and vice versa; each value must occur
     exactly once as a whole phrase in its part (else that pair is skipped). A swap that reproduces the
-    caption is never emitted.
+    caption, or only reorders its parts (two objects the caption describes alike but for the swapped values,
+    ``"blue cube and red cube"`` -> ``"red cube and blue cube"``: the same scene), is never emitted.
 
     Returns:
         ``Negative(kind="binding", attribute=a, objects=(i, j), original="vi|vj", replacement="vj|vi")`` list.
@@ -150,7 +151,7 @@ def build_binding_swaps(caption: str, objects: list[ObjectRecord], described: di
                 swapped_parts = list(parts)
                 swapped_parts[x], swapped_parts[y] = new_p, new_q
                 swapped = " and ".join(swapped_parts)
-                if swapped != caption:
+                if swapped != caption and sorted(swapped_parts) != sorted(parts):
                     out.append(Negative("binding", swapped, a, (p.index, q.index), f"{vp}|{vq}", f"{vq}|{vp}"))
     return out
 

@@ -33,8 +33,11 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @_model_options
 @click.option("--task", type=click.Choice(["attributes", "conjunctive-search"]), default="attributes",
               show_default=True,
-              help="attributes: one probe per target object and attribute; conjunctive-search: is the target "
-                   "conjunction present (image embeddings of a `comco render --task conjunctive-search` dataset)")
+              help="attributes: one probe per target object and attribute; conjunctive-search: is the --target "
+                   "conjunction present (image embeddings)")
+@click.option("--target", default=None,
+              help="conjunctive-search: the target, category=NAME,ATTRIBUTE=VALUE (e.g. category=sphere,colour=red); "
+                   "default: the one a `comco render --task conjunctive-search` dataset names")
 @click.option("--modality", type=click.Choice(["image", "text", "both"]), default="both", show_default=True)
 @click.option("--split", default=None, help="dataset split to probe (default: test, else the first split)")
 @click.option("--attributes", default=None, help="comma-separated attributes (default: all of the dataset's)")
@@ -58,8 +61,8 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @click.option("--out", default=None, help="result JSON (default DATA/eval/probe-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def bindscope_probe(data, encoder, task, modality, split, attributes, protocol, fractions, min_objects, steps, lr,
-                    weight_decay, seed, out, overwrite, quiet):
+def bindscope_probe(data, encoder, task, target, modality, split, attributes, protocol, fractions, min_objects,
+                    steps, lr, weight_decay, seed, out, overwrite, quiet):
     """Linear probes on frozen embeddings of dataset DATA: one probe per target object and attribute.
 
     Each probe is Linear(D, n_classes) on image or caption embeddings, trained with cross-entropy on samples
@@ -74,7 +77,7 @@ def bindscope_probe(data, encoder, task, modality, split, attributes, protocol, 
     names = [a.strip() for a in attributes.split(",")] if attributes else None
     run = probe(data, encoder, task=task, modality=modality, split=split, attributes=names, protocol=protocol,
                 fractions=None if fractions is None else _parse_fractions(fractions), min_objects=min_objects,
-                steps=steps, lr=lr, weight_decay=weight_decay, seed=seed, out=out, overwrite=overwrite,
+                steps=steps, lr=lr, weight_decay=weight_decay, seed=seed, target=target, out=out, overwrite=overwrite,
                 progress=not quiet)
     split, metrics, out_path = run.result["settings"]["split"], run.result["metrics"], run.path
     if task == "conjunctive-search":
@@ -105,7 +108,9 @@ def bindscope_probe(data, encoder, task, modality, split, attributes, protocol, 
 
 def _conjunctive_table(target: dict, split: str, metrics: dict) -> None:
     """The table of ``bindscope probe --task conjunctive-search``."""
-    click.echo(f"conjunctive search for '{target['colour']} {target['category']}' on split {split!r} "
+    from bindscope.alignment.conjunctive import target_words
+
+    click.echo(f"conjunctive search for '{target_words(target)}' on split {split!r} "
                f"({metrics['n_train']} train / {metrics['n_val']} val / {metrics['n_test']} test scenes)")
     click.echo(f"{'distractors':<13}{'probe':>7}{'95% CI':>16}{'BoW probe':>11}{'present':>9}{'absent':>8}")
     rows = list(metrics["by_distractors"].items()) + [("all", {**metrics, "n_present": None, "n_absent": None})]

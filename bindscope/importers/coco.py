@@ -305,11 +305,12 @@ def letterbox(width: int, height: int, size: int) -> tuple[int, int, int, int]:
     return new_w, new_h, (size - new_w) // 2, (size - new_h) // 2
 
 
-def letterbox_image(path: str | os.PathLike, size: int, crop: tuple[float, float, float, float] | None = None,
-                    what: str = "image") -> np.ndarray:
-    """The image file ``path`` as ``(size, size, 3)`` uint8 RGB: optionally cropped to ``crop = (x, y, w, h)``
-    (pixels), then scaled (bicubic) so that its longer side is ``size`` pixels and centred on black padding
-    (:func:`letterbox`). ``what`` names the file in messages (``"image"``, ``"reference image"``).
+def letterbox_image(path: str | os.PathLike | bytes, size: int, crop: tuple[float, float, float, float] | None = None,
+                    what: str = "image", name: str | None = None) -> np.ndarray:
+    """The image file ``path`` (or the file's bytes) as ``(size, size, 3)`` uint8 RGB: optionally cropped to
+    ``crop = (x, y, w, h)`` (pixels), then scaled (bicubic) so that its longer side is ``size`` pixels and centred
+    on black padding (:func:`letterbox`). ``what`` names the file in messages (``"image"``, ``"reference
+    image"``); ``name`` is shown instead of the path (bytes from a Parquet cell).
 
     Raises:
         BadInput: the file is not a readable image, or declares more pixels than
@@ -317,7 +318,7 @@ def letterbox_image(path: str | os.PathLike, size: int, crop: tuple[float, float
     """
     from PIL import Image
 
-    rgb = read_rgb(path, what)
+    rgb = read_rgb(path, what, name=name)
     if crop is not None:
         x, y, w, h = crop
         rgb = rgb.crop((x, y, x + w, y + h))
