@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput, check_int, check_number, name_list
+from bindscope.limits import MAX_SEED
 from bindscope.evaluation.api import Evaluation
 
 
@@ -253,7 +254,7 @@ def labclip_fit(data: str | os.PathLike, encoder: EncoderSettings | str, out: st
     check_int("epochs", epochs, 1)
     check_int("fit_batch_size", fit_batch_size, 2, what="pairs")
     check_number("lr", lr)
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     dataset, split = _open(data, split)
     out_path = _check_out(out, overwrite)
     table, negatives = labclip_table(dataset, split, negatives, tagger, seed)

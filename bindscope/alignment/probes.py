@@ -31,6 +31,7 @@ import numpy as np
 
 from bindscope.alignment.splits import SPLIT_NAMES, check_fractions, distractor_combination, split_by_combination
 from bindscope.errors import BadInput, check_int, check_number
+from bindscope.limits import MAX_SEED
 
 MODALITIES = ("image", "text")
 
@@ -64,7 +65,7 @@ class ProbeSettings:
         check_int("steps", self.steps, 1)
         check_number("lr", self.lr)
         check_number("weight_decay", self.weight_decay, inclusive=True)
-        check_int("seed", self.seed, 0)
+        check_int("seed", self.seed, 0, MAX_SEED)
         check_int("min_objects", self.min_objects, 1)
         check_int("eval_every", self.eval_every, 1)
         object.__setattr__(self, "fractions", tuple(float(v) for v in check_fractions(self.fractions)))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from bindscope.cli.types import FiniteFloat
+from bindscope.cli.types import SEED, FiniteFloat, count
+from bindscope.limits import MAX_BATCH, MAX_EPOCHS, MAX_LR, MAX_OBJECTS
 from bindscope.errors import BadInput
 
 
@@ -40,12 +41,12 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @click.option("--attributes", default=None, help="comma-separated attributes (default: all of the dataset's)")
 @click.option("--fractions", default="0.6,0.2,0.2", show_default=True,
               help="train,val,test sample shares of the hold-out by attribute-object combination")
-@click.option("--min-objects", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--min-objects", type=count(1, MAX_OBJECTS), default=2, show_default=True,
               help="minimum objects in a modality's view (2: multi-object samples only)")
-@click.option("--steps", type=click.IntRange(min=1), default=300, show_default=True, help="Adam steps per probe")
-@click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=0.01, show_default=True)
-@click.option("--weight-decay", type=FiniteFloat(min=0), default=1e-4, show_default=True)
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--steps", type=count(), default=300, show_default=True, help="Adam steps per probe")
+@click.option("--lr", type=FiniteFloat(0, MAX_LR, min_open=True), default=0.01, show_default=True)
+@click.option("--weight-decay", type=FiniteFloat(0, 10), default=1e-4, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--out", default=None, help="result JSON (default DATA/eval/probe-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -119,12 +120,12 @@ def bindscope_labclip():
               default=0.1, show_default=True,
               help="share of (object, attribute, value) combinations (shuffled negatives: of samples) held out for "
                    "`labclip eval`")
-@click.option("--epochs", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--fit-batch-size", type=click.IntRange(min=2), default=128, show_default=True,
+@click.option("--epochs", type=count(1, MAX_EPOCHS), default=20, show_default=True)
+@click.option("--fit-batch-size", type=count(2, MAX_BATCH), default=128, show_default=True,
               help="(image, caption) pairs per LABCLIP batch (their swapped negatives join the batch)")
-@click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=1e-3, show_default=True,
+@click.option("--lr", type=FiniteFloat(0, MAX_LR, min_open=True), default=1e-3, show_default=True,
               help="Adam learning rate")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--negatives", type=click.Choice(["stored", "shuffled"]), default=None,
               help="stored: the dataset's binding negatives (MADMAN; ComCO swaps from the object table); shuffled: "
                    "each caption with its nouns and adjectives shuffled (NegCLIP; COCO). Default: stored where the "
