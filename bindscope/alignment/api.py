@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput, check_int, name_list
+from bindscope.limits import MAX_SEED
 from bindscope.evaluation.api import Evaluation
 
 
@@ -288,7 +289,7 @@ def labclip_fit(data: str | os.PathLike, encoder: EncoderSettings | str, out: st
     LabclipSettings.of(check_protocol(protocol), epochs=epochs, batch_size=fit_batch_size, lr=lr, tagger=tagger)
     if not 0 < holdout < 1:
         raise BadInput(f"holdout {holdout}: must be between 0 and 1 (exclusive)", param="holdout")
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     dataset, split = _open(data, split)
     out_path = _check_out(out, overwrite)
     if negatives is None:

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from bindscope.alignment.labclip import AUTHORS_REPOSITORY, CLIP_INIT_LOGIT_SCALE
 from bindscope.alignment.splits import check_fractions
 from bindscope.errors import BadInput, check_int, check_number
+from bindscope.limits import MAX_SEED
 
 PROTOCOLS = ("bindscope", "authors")
 OPTIMISERS = ("adam", "sgd")
@@ -104,7 +105,7 @@ class ProbeSettings:
         check_int("steps", self.steps, 1)
         check_number("lr", self.lr)
         check_number("weight_decay", self.weight_decay, inclusive=True)
-        check_int("seed", self.seed, 0)
+        check_int("seed", self.seed, 0, MAX_SEED)
         check_int("min_objects", self.min_objects, 1)
         check_int("eval_every", self.eval_every, 1)
         check_protocol(self.protocol)

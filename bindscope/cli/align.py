@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from bindscope.cli.types import FiniteFloat
+from bindscope.cli.types import SEED, FiniteFloat, count
+from bindscope.limits import MAX_BATCH, MAX_EPOCHS, MAX_LR, MAX_OBJECTS
 from bindscope.errors import BadInput
 
 
@@ -49,15 +50,15 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @click.option("--fractions", default=None,
               help="train,val,test sample shares of the hold-out by attribute-object combination [protocol's: "
                    "bindscope 0.6,0.2,0.2, authors 0.8,0.1,0.1]")
-@click.option("--min-objects", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--min-objects", type=count(1, MAX_OBJECTS), default=2, show_default=True,
               help="minimum objects in a modality's view (2: multi-object samples only)")
-@click.option("--steps", type=click.IntRange(min=1), default=None,
+@click.option("--steps", type=count(), default=None,
               help="optimiser passes per probe: full-batch steps (bindscope, 300) or epochs (authors, 100)")
-@click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=None,
+@click.option("--lr", type=FiniteFloat(0, MAX_LR, min_open=True), default=None,
               help="learning rate [protocol's: bindscope 0.01 (Adam), authors 0.1 (SGD)]")
-@click.option("--weight-decay", type=FiniteFloat(min=0), default=None,
+@click.option("--weight-decay", type=FiniteFloat(0, 10), default=None,
               help="L2 penalty [protocol's: bindscope 1e-4, authors 0]")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--out", default=None, help="result JSON (default DATA/eval/probe-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -143,11 +144,11 @@ def bindscope_labclip():
                    "1024, temperature from 1, every caption lower-cased, spaCy negatives; attribute swaps: 50 epochs "
                    "of 128 at 0.01); docs/alignment.md#protocols. --epochs, --fit-batch-size, --lr and --tagger "
                    "replace its values.")
-@click.option("--epochs", type=click.IntRange(min=1), default=None, help="passes over the pairs [protocol's]")
-@click.option("--fit-batch-size", type=click.IntRange(min=2), default=None,
+@click.option("--epochs", type=count(1, MAX_EPOCHS), default=None, help="passes over the pairs [protocol's]")
+@click.option("--fit-batch-size", type=count(2, MAX_BATCH), default=None,
               help="(image, caption) pairs per LABCLIP batch (their negatives join the batch) [protocol's]")
-@click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=None, help="Adam learning rate [protocol's]")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--lr", type=FiniteFloat(0, MAX_LR, min_open=True), default=None, help="Adam learning rate [protocol's]")
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--negatives", type=click.Choice(["stored", "shuffled"]), default=None,
               help="stored: the dataset's binding negatives (MADMAN; ComCO swaps from the object table); shuffled: "
                    "each caption with its nouns and adjectives shuffled (NegCLIP; COCO). Default: stored where the "

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import click
 
+from bindscope.cli.types import JOBS, SEED, FiniteFloat, count
+from bindscope.limits import IMPORT_IMAGE_SIZE, MAX_OBJECTS
+
 
 @click.group("import")
 def bindscope_import():
@@ -19,15 +22,15 @@ def bindscope_import():
 @click.option("--subset", default="all", show_default=True,
               help="Preset: 'all', or 'image-side' (2-5 objects, largest area >= 2x the second; ComCO's COCO "
                    "image experiments). --min-objects/--max-objects/--largest-ratio override it.")
-@click.option("--min-objects", type=int, default=None, help="Keep images with at least this many objects.")
-@click.option("--max-objects", type=int, default=None, help="Keep images with at most this many objects.")
-@click.option("--largest-ratio", type=float, default=None,
+@click.option("--min-objects", type=count(0, MAX_OBJECTS), default=None, help="Keep images with at least this many objects.")
+@click.option("--max-objects", type=count(1, MAX_OBJECTS), default=None, help="Keep images with at most this many objects.")
+@click.option("--largest-ratio", type=FiniteFloat(min=1), default=None,
               help="Keep images whose largest object's area is at least this many times the second's.")
-@click.option("--limit", type=int, default=None, help="Import only the first N selected images (by id).")
-@click.option("--image-size", type=int, default=224, show_default=True,
+@click.option("--limit", type=count(), default=None, help="Import only the first N selected images (by id).")
+@click.option("--image-size", type=count(*IMPORT_IMAGE_SIZE), default=224, show_default=True,
               help="Side of the stored square (letterboxed) images, pixels.")
-@click.option("--shard-size", type=click.IntRange(min=1), default=256, show_default=True, help="Images per shard.")
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
+@click.option("--shard-size", type=count(), default=256, show_default=True, help="Images per shard.")
+@click.option("--jobs", type=JOBS, default=1, show_default=True, help="Worker processes.")
 @click.option("--overwrite", is_flag=True, help="Replace a bindscope dataset in --out.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def bindscope_import_coco(images, instances, captions, out, split, subset, min_objects, max_objects, largest_ratio,
@@ -58,14 +61,14 @@ def _common(command):
     """The options every scene import shares (after its own): image size, limit, seed, shards, jobs, output."""
     for option in reversed([
         click.option("--out", required=True, type=click.Path(), help="Dataset folder to write."),
-        click.option("--image-size", type=int, default=224, show_default=True,
+        click.option("--image-size", type=count(*IMPORT_IMAGE_SIZE), default=224, show_default=True,
                      help="Side of the stored square (letterboxed) images, pixels."),
-        click.option("--limit", type=int, default=None, help="Import only the first N scenes."),
-        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+        click.option("--limit", type=count(), default=None, help="Import only the first N scenes."),
+        click.option("--seed", type=SEED, default=0, show_default=True,
                      help="Seed of the recognition negatives' replacement values."),
-        click.option("--shard-size", type=click.IntRange(min=1), default=256, show_default=True,
+        click.option("--shard-size", type=count(), default=256, show_default=True,
                      help="Images per shard."),
-        click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes."),
+        click.option("--jobs", type=JOBS, default=1, show_default=True, help="Worker processes."),
         click.option("--overwrite", is_flag=True, help="Replace a bindscope dataset in --out."),
         click.option("--quiet", is_flag=True, help="No progress bar.")]):
         command = option(command)

@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple
 
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput, check_int, name_list
+from bindscope.limits import MAX_SEED
 from bindscope.io.ownership import check_output_location
 
 
@@ -110,7 +111,7 @@ def plan_evaluation(data, *, kind: str | None = None, tasks: str | list[str] | N
     if kind is not None and kind not in ("madman-eval", "comco-eval"):
         raise BadInput(f"kind {kind!r} is not allowed; use madman-eval, comco-eval or None (chosen from the data)",
                        param="kind")
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     splits = name_list("splits", splits)
     tag = getattr(text_transform, "file_tag", None)
     suffix = f"-{tag}" if tag else ""
@@ -337,7 +338,7 @@ def plan_attention(data: str | os.PathLike, *, split: str = "scenes", options=No
     task = get_task("comco-attention", "attention")
     chosen = resolve_options([task], {"attention": options} if options is not None else None, task.kind)
     opts = chosen["attention"]
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     ds = open_dataset(data)
     ds.split(split)
     ds.check([split])

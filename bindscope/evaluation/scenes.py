@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from bindscope.encoders.embedding_cache import Embedder, stored_image_key
 from bindscope.errors import BadInput, DatasetError
+from bindscope.limits import MAX_SEED
 from bindscope.evaluation.feed import IMAGE_BATCH, reader_workers
 from bindscope.evaluation.results import (
     dataset_info,
@@ -279,7 +280,7 @@ def plan_scenes(ds: Dataset, task_names=None, split: str | None = None, options:
     from bindscope.evaluation.references import load_references
     from bindscope.errors import check_int
 
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     scenes = scene_split(ds, split)
     holds = ds.split(scenes).holds
     allowed = tasks(KIND, "dataset")

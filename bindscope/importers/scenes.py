@@ -30,7 +30,8 @@ import re
 
 import numpy as np
 
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_int
+from bindscope.limits import IMPORT_IMAGE_SIZE, MAX_COUNT, MAX_SEED
 from bindscope.format.records import Negative, ObjectRecord, Sample
 
 JOINER = " and "
@@ -94,14 +95,11 @@ def check_split_name(split: str) -> None:
 
 
 def check_import_numbers(image_size: int, seed: int, shard_size: int) -> None:
-    """Raise BadInput naming the first of ``image_size`` (32..2048), ``seed`` (>= 0) and ``shard_size`` (>= 1)
-    that is out of range."""
-    if not 32 <= image_size <= 2048:
-        raise BadInput(f"image_size {image_size} is not allowed; use 32..2048 pixels", param="image_size")
-    if seed < 0:
-        raise BadInput(f"seed {seed} is not allowed; use an integer >= 0", param="seed")
-    if shard_size < 1:
-        raise BadInput(f"shard_size {shard_size} is not allowed; use an integer >= 1", param="shard_size")
+    """Raise BadInput naming the first of ``image_size`` (:data:`bindscope.limits.IMPORT_IMAGE_SIZE`, 32..2048
+    pixels), ``seed`` (0..2**32-1) and ``shard_size`` (1..10,000,000) that is out of range."""
+    check_int("image_size", image_size, *IMPORT_IMAGE_SIZE, what="pixels")
+    check_int("seed", seed, 0, MAX_SEED)
+    check_int("shard_size", shard_size, 1, MAX_COUNT, what="images")
 
 
 class SceneImporter:
