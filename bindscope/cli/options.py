@@ -7,7 +7,7 @@ import functools
 
 import click
 
-from bindscope.cli.types import count
+from bindscope.cli.types import FiniteFloat, count, schema_range
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import check_utf8_path
 from bindscope.limits import MAX_COUNT
@@ -81,45 +81,94 @@ def report_build(result: dict, out: str) -> None:
         click.echo(f"{out}: {total} samples in {len(result['splits'])} split(s)")
 
 
-def _setting_option(setting: dataclasses.Field) -> click.Option:
-    """The click option of one :class:`~bindscope.encoders.settings.EncoderSettings` field, from its metadata
-    (flag, help, ``choices`` shown as the metavar, ``range`` of an integer, ``negated`` for a flag that turns the
-    field off). click checks an integer's range (the same bounds the settings object checks for library callers);
-    the other values reach the settings object unchecked: its one check gives the ``Error:`` line."""
+def _setting_option(setting: dataclasses.Field, help_text: str | None = None) -> click.Option:
+    """The click option of one field of a settings dataclass, from its ``metadata`` (plain data, so that the
+    dataclass's module imports no click):
+
+    - ``flag``: the flag, or a tuple of them (``("-n", "--num-images")``; ``"--depth/--no-depth"`` for an on/off
+      pair); ``name``: the command's keyword (default: the field's name; :func:`_param_name`);
+    - ``help``, ``metavar``, ``required``, ``multiple``, ``show_default``; ``default``: the option's default when it
+      differs from the field's (None: "the protocol's", "the config's");
+    - the value's type: ``range`` (both ends) of an integer (:func:`~bindscope.cli.types.count`) or, with float
+      ends, of a :class:`~bindscope.cli.types.FiniteFloat` (``open``: ``(min_open, max_open)``); ``schema``:
+      ``(schema, dotted key)`` whose bounds are read from that JSON Schema
+      (:func:`~bindscope.cli.types.schema_range`); ``choice``: a :class:`click.Choice`; ``choices``: names shown as
+      the metavar, checked by the settings object; ``path``: a :class:`click.Path`; ``flag_only``: a switch;
+      ``negated``: a switch that turns the field off (``--no-cache`` sets ``use_cache=False``).
+
+    click checks a range or a choice while parsing (the same bounds the settings object checks for library
+    callers); other values reach the settings object unchecked: its one check gives the ``Error:`` line."""
     meta = setting.metadata
-    if meta.get("negated"):
-        return click.option(meta["flag"], _param_name(setting), is_flag=True, help=meta["help"])
+    decls = meta["flag"] if isinstance(meta["flag"], tuple) else (meta["flag"],)
+    name, text = _param_name(setting), meta.get("help") if help_text is None else help_text
+    if meta.get("negated") or meta.get("flag_only"):
+        return click.option(*decls, name, is_flag=True, help=text)
+    field_default = None if setting.default is dataclasses.MISSING else setting.default
+    default = meta.get("default", field_default)
     choices = meta.get("choices")
-    default = None if setting.default is dataclasses.MISSING else setting.default
-    kind = count(*meta["range"]) if "range" in meta else str
-    return click.option(meta["flag"], _param_name(setting), type=kind, default=default,
-                        required=meta.get("required", False), help=meta["help"],
-                        show_default=default is not None,
+    if "range" in meta:
+        low, high = meta["range"]
+        if isinstance(low, float) or isinstance(high, float):
+            min_open, max_open = meta.get("open", (False, False))
+            kind = FiniteFloat(low, high, min_open=min_open, max_open=max_open)
+        else:
+            kind = count(low, high)
+    elif "schema" in meta:
+        kind = schema_range(*meta["schema"])
+    elif "choice" in meta:
+        kind = click.Choice(list(meta["choice"]))
+    elif meta.get("path"):
+        kind = click.Path(path_type=str)
+    else:
+        kind = None if "/" in decls[0] else str
+    return click.option(*decls, name, type=kind, default=default, required=meta.get("required", False),
+                        multiple=meta.get("multiple", False), help=text,
+                        show_default=meta.get("show_default", default is not None),
                         metavar="[" + "|".join(choices) + "]" if choices else meta.get("metavar"))
 
 
 def _param_name(setting: dataclasses.Field) -> str:
-    """The command's keyword for a setting: its flag without dashes (``--no-cache`` -> ``no_cache``)."""
-    return setting.metadata["flag"].lstrip("-").replace("-", "_")
+    """The command's keyword for a setting: ``metadata["name"]``, else a negated switch's flag without dashes
+    (``--no-cache`` -> ``no_cache``), else the field's name."""
+    meta = setting.metadata
+    if "name" in meta:
+        return meta["name"]
+    return meta["flag"].lstrip("-").replace("-", "_") if meta.get("negated") else setting.name
 
 
-def encoder_settings(func):
-    """Click decorator: one option per :class:`~bindscope.encoders.settings.EncoderSettings` field (``--model``,
-    ``--pretrained``, ``--device``, ``--precision``, ``--batch-size``, ``--pooling``, ``--context-length``,
-    ``--cache-dir``, ``--no-cache``; generated from the fields, so every command that loads an encoder offers
-    the same options), and the command receives them as one keyword argument ``encoder``, an
-    ``EncoderSettings`` checked before the command body runs (a bad value: one ``Error:`` line naming the flag,
-    exit status 2). The command's other string arguments are checked for UTF-8 (:func:`check_utf8_arguments`)."""
-    settings = dataclasses.fields(EncoderSettings)
+def settings_options(cls, keyword: str, build=None, *, only: tuple[str, ...] | None = None,
+                     helps: dict[str, str] | None = None):
+    """A click decorator generated from the settings dataclass ``cls``: one option per field whose ``metadata``
+    names a ``flag`` (:func:`_setting_option`; ``only``: these fields, in this order), and the command receives
+    them as one keyword argument ``keyword``: ``build(**values)`` (default ``cls(**values)``; a negated switch
+    gives its field the opposite value), made before the command body runs, so a bad value is one ``Error:`` line
+    naming its flag (exit status 2) before any work. ``helps``: a command's own help text of a field. The
+    command's other string arguments are checked for UTF-8 (:func:`check_utf8_arguments`)."""
+    settings = [s for s in dataclasses.fields(cls) if "flag" in s.metadata]
+    if only is not None:
+        by_name = {s.name: s for s in settings}
+        settings = [by_name[name] for name in only]
+    helps = helps or {}
 
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        values = {s.name: kwargs.pop(_param_name(s)) for s in settings}
-        values.update({s.name: not values[s.name] for s in settings if s.metadata.get("negated")})
-        check_utf8_arguments(kwargs)
-        return func(*args, encoder=EncoderSettings(**values), **kwargs)
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            values = {s.name: kwargs.pop(_param_name(s)) for s in settings}
+            values.update({s.name: not values[s.name] for s in settings if s.metadata.get("negated")})
+            check_utf8_arguments({**kwargs, **values})
+            return func(*args, **{keyword: (build or cls)(**values)}, **kwargs)
 
-    return _apply(wrapper, [_setting_option(s) for s in settings])
+        return _apply(wrapper, [_setting_option(s, helps.get(s.name)) for s in settings])
+
+    return decorate
+
+
+encoder_settings = settings_options(EncoderSettings, "encoder")
+encoder_settings.__doc__ = """Click decorator: one option per :class:`~bindscope.encoders.settings.EncoderSettings`
+field (``--model``, ``--pretrained``, ``--device``, ``--precision``, ``--batch-size``, ``--pooling``,
+``--context-length``, ``--cache-dir``, ``--no-cache``; generated from the fields, so every command that loads an
+encoder offers the same options), and the command receives them as one keyword argument ``encoder``, an
+``EncoderSettings`` checked before the command body runs (:func:`settings_options`)."""
 
 
 def _apply(func, options):
