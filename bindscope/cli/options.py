@@ -7,10 +7,10 @@ import functools
 
 import click
 
+from bindscope.build.backends import BuildSettings
 from bindscope.cli.types import FiniteFloat, count, schema_range
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import check_utf8_path
-from bindscope.limits import MAX_COUNT
 
 
 def exit_with_problems(header: str, problems: list[str]) -> None:
@@ -30,45 +30,6 @@ def check_utf8_arguments(kwargs: dict) -> None:
         for item in value if isinstance(value, (list, tuple)) else (value,):
             if isinstance(item, str):
                 check_utf8_path(name, item)
-
-
-def build_options(func):
-    """Click decorator adding ``--backend``, ``--scheduler``, ``--num-parts`` and ``--part`` to a generator command.
-
-    The command receives them as keyword arguments ``backend``, ``scheduler``, ``num_parts``, ``part``; pass
-    them on to :func:`bindscope.build.builder.build_dataset` unchanged (collect them with ``**build`` in the
-    command's signature and call ``build_dataset(..., **build)``). The cross-checks (``--part`` < ``--num-parts``, ``--scheduler`` needs ``--backend dask``) run before
-    the command body, as :class:`bindscope.errors.BadInput` (exit status 2); ``build_dataset`` repeats them
-    and checks ``--num-parts`` against the number of shards, before anything is written.
-    """
-    options = [
-        click.option("--backend", type=click.Choice(["local", "dask"]), default="local", show_default=True,
-                     help="Where shards are made: 'local' = --jobs processes on this machine (joblib); "
-                          "'dask' = a Dask cluster (--scheduler, or a LocalCluster of --jobs worker processes)."),
-        click.option("--scheduler", metavar="ADDRESS", default=None,
-                     help="With --backend dask: address of a running Dask scheduler (tcp://HOST:8786) or the path "
-                          "of its scheduler file. --out must be on a file system every worker sees."),
-        click.option("--num-parts", type=count(), default=1, show_default=True, metavar="K",
-                     help="Split the run into K independent parts (e.g. a batch-scheduler job array); "
-                          "join them afterwards with `bindscope merge`."),
-        click.option("--part", type=count(0, MAX_COUNT - 1), default=0, show_default=True, metavar="I",
-                     help="Which part this run makes, 0-based (0 <= I < K)."),
-    ]
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        from bindscope.build.backends import check_backend
-        from bindscope.build.builder import check_parts
-
-        # The cheap cross-checks first, before the command loads data or builds its generator.
-        check_utf8_arguments(kwargs)
-        check_backend(kwargs["backend"], kwargs["scheduler"], 1)
-        check_parts(kwargs["num_parts"], kwargs["part"])
-        return func(*args, **kwargs)
-
-    for option in reversed(options):
-        wrapper = option(wrapper)
-    return wrapper
 
 
 def report_build(result: dict, out: str) -> None:
@@ -104,7 +65,7 @@ def _setting_option(setting: dataclasses.Field, help_text: str | None = None) ->
     if meta.get("negated") or meta.get("flag_only"):
         return click.option(*decls, name, is_flag=True, help=text)
     field_default = None if setting.default is dataclasses.MISSING else setting.default
-    default = meta.get("default", field_default)
+    default = None if meta.get("multiple") else meta.get("default", field_default)
     choices = meta.get("choices")
     if "range" in meta:
         low, high = meta["range"]
@@ -121,10 +82,10 @@ def _setting_option(setting: dataclasses.Field, help_text: str | None = None) ->
         kind = click.Path(path_type=str)
     else:
         kind = None if "/" in decls[0] else str
-    return click.option(*decls, name, type=kind, default=default, required=meta.get("required", False),
-                        multiple=meta.get("multiple", False), help=text,
+    more = {"multiple": True} if meta.get("multiple") else {"default": default}
+    return click.option(*decls, name, type=kind, required=meta.get("required", False), help=text,
                         show_default=meta.get("show_default", default is not None),
-                        metavar="[" + "|".join(choices) + "]" if choices else meta.get("metavar"))
+                        metavar="[" + "|".join(choices) + "]" if choices else meta.get("metavar"), **more)
 
 
 def _param_name(setting: dataclasses.Field) -> str:
@@ -163,6 +124,13 @@ def settings_options(cls, keyword: str, build=None, *, only: tuple[str, ...] | N
     return decorate
 
 
+build_options = settings_options(BuildSettings, "build")
+build_options.__doc__ = """Click decorator adding ``--backend``, ``--scheduler``, ``--num-parts`` and ``--part`` (generated from
+:class:`~bindscope.build.backends.BuildSettings`) to a generator command, which receives them as one keyword
+argument ``build``, a ``BuildSettings`` checked before the command body (``--part`` < ``--num-parts``,
+``--scheduler`` needs ``--backend dask``: :class:`bindscope.errors.BadInput`, exit status 2); pass it on to the
+generator's library call, whose build checks ``--num-parts`` against the number of shards before anything is
+written."""
 encoder_settings = settings_options(EncoderSettings, "encoder")
 encoder_settings.__doc__ = """Click decorator: one option per :class:`~bindscope.encoders.settings.EncoderSettings`
 field (``--model``, ``--pretrained``, ``--device``, ``--precision``, ``--batch-size``, ``--pooling``,
