@@ -87,6 +87,23 @@ def name_list(param: str, value) -> list[str] | None:
     return list(names)
 
 
+def with_changes(settings, changes: dict, what: str):
+    """The frozen settings dataclass instance ``settings`` with ``changes`` (its fields by keyword, as a library
+    call's keyword arguments give them) in place, checked again by its class (:func:`dataclasses.replace`).
+
+    Raises:
+        BadInput: a keyword that is not one of its fields (``param`` names it; the message says it is not
+            ``what``, e.g. ``"an audit option"``, and lists the fields), or a value the class refuses.
+    """
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(settings)]
+    unknown = [k for k in changes if k not in names]
+    if unknown:
+        raise BadInput(f"{unknown[0]} is not {what}; allowed: {', '.join(names)}", param=unknown[0])
+    return dataclasses.replace(settings, **changes) if changes else settings
+
+
 PRECISIONS = ("fp32", "bf16", "fp16")  # encoder and training precisions, every command spells them so
 DEVICE_GRAMMAR = "auto | cpu | cuda | cuda:N"
 """The one ``--device`` grammar of every command (encoders, training and the Cycles renderer)."""

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from bindscope.cli.options import _apply, encoder_settings, tasks_option
+from bindscope.cli.options import _apply, encoder_settings, settings_options, tasks_option
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput
 from bindscope.cli.types import SEED, FiniteFloat, count
-from bindscope.evaluation import AUDIT_RANGES, AUDIT_SHIFT
+from bindscope.evaluation import AuditSettings
 from bindscope.limits import MAX_EPOCHS, MAX_OBJECTS
 from bindscope.evaluation.api import check_locations
 
@@ -126,30 +126,9 @@ def madman_eval(data, splits, tasks, encoder, out, overwrite, plot, quiet, labcl
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
               help="Also write the confusion matrices (.png, .pdf or .svg).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out or --plot file.")
-@click.option("--train-split", default="train", show_default=True, help="Split the oracle is trained on.")
-@click.option("--test-split", default="test", show_default=True, help="Split the oracle is tested on.")
-# The numeric options' ranges: AUDIT_RANGES, the one place the library (audit_madman) reads too.
-@click.option("--epochs", type=count(*AUDIT_RANGES["epochs"]), default=8, show_default=True,
-              help="Passes over the training objects.")
-@click.option("--batch-size", type=count(*AUDIT_RANGES["batch_size"]), default=128, show_default=True,
-              help="Objects per training step.")
-@click.option("--lr", type=FiniteFloat(*AUDIT_RANGES["lr"], min_open=True), default=3e-3, show_default=True,
-              help="Peak learning rate (Adam, one-cycle schedule).")
-@click.option("--width", type=count(*AUDIT_RANGES["width"]), default=32, show_default=True,
-              help="Channels of the first of four conv stages (then 2x, 4x, 8x).")
-@click.option("--seed", type=SEED, default=0, show_default=True,
-              help="Seed of the weights and the visiting order (same seed, same result).")
-@click.option("--max-train-objects", type=count(*AUDIT_RANGES["max_train_objects"]), default=None,
-              help="Train on the first N visible objects only (default: all).")
-@click.option("--max-test-objects", type=count(*AUDIT_RANGES["max_test_objects"]), default=None,
-              help="Test on the first N visible objects only (default: all).")
-@click.option("--threads", type=count(*AUDIT_RANGES["threads"]), default=1, show_default=True,
-              help="torch CPU threads; the result depends on it. More than the idle cores slows torch down.")
-@click.option("--shift", type=count(*AUDIT_RANGES["shift"]), default=AUDIT_SHIFT, show_default=True,
-              help="Largest random offset (pixels, per axis) of a training crop; 0 = no augmentation.")
+@settings_options(AuditSettings, "settings")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, batch_size, lr, width, seed,
-                 max_train_objects, max_test_objects, threads, shift, quiet):
+def madman_audit(data, out, plot, overwrite, settings, quiet):
     """Can a supervised model see each attribute and the digit? Audit a MADMAN dataset DATA.
 
     Trains a small CNN (the oracle; CPU, seeded) on the objects of --train-split, each isolated by its own
@@ -162,10 +141,7 @@ def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, ba
     from bindscope.evaluation.audit import format_audit
 
     start = time.perf_counter()
-    run = audit(data, out=out, plot=plot, overwrite=overwrite, progress=not quiet, train_split=train_split,
-                test_split=test_split, epochs=epochs, batch_size=batch_size, lr=lr, width=width, seed=seed,
-                max_train_objects=max_train_objects, max_test_objects=max_test_objects, threads=threads,
-                shift=shift)
+    run = audit(data, settings, out=out, plot=plot, overwrite=overwrite, progress=not quiet)
     click.echo(format_audit(run.result))
     click.echo(f"\nfinished in {time.perf_counter() - start:.0f} s")
     for path in (run.plot, run.path):

@@ -9,13 +9,13 @@ Example (a notebook)::
 
 from __future__ import annotations
 
-import inspect
 import os
 from pathlib import Path
 from typing import Callable, NamedTuple
 
 from bindscope.encoders.settings import EncoderSettings
-from bindscope.errors import BadInput, check_int, name_list
+from bindscope.errors import BadInput, check_int, name_list, with_changes
+from bindscope.evaluation import AuditSettings
 from bindscope.limits import MAX_SEED
 from bindscope.io.ownership import check_output_location
 
@@ -360,20 +360,22 @@ def _check_new_file(param: str, path: Path | None, overwrite: bool) -> None:
                        "another file", param=param)
 
 
-def audit(data, *, out: str | os.PathLike | None = None, plot: str | os.PathLike | None = None,
-          overwrite: bool = False, progress: bool = True, **options) -> Evaluation:
+def audit(data, settings: AuditSettings | None = None, *, out: str | os.PathLike | None = None,
+          plot: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = True,
+          **options) -> Evaluation:
     """Audit a MADMAN dataset with the supervised oracle (:func:`bindscope.evaluation.audit.audit_madman`, the
     library call behind ``madman audit``; docs/madman.md): accuracy per attribute and for the digit identity
     (per class, confusion matrices, per size level) of a small CNN trained on the isolated objects.
 
     Args:
         data: MADMAN dataset folder (or an open Dataset).
+        settings: an :class:`~bindscope.evaluation.AuditSettings` (``train_split``, ``test_split``, ``epochs``,
+            ``batch_size``, ``lr``, ``width`` (channels), ``seed``, ``max_train_objects``, ``max_test_objects``,
+            ``threads`` (torch CPU threads; the result depends on it), ``shift`` (pixels)); default: its defaults.
         out: result JSON (schema ``bindscope/schemas/audit_result.json``), or None to write none.
         plot: confusion-matrix figure (.png, .pdf or .svg), or None. overwrite: replace existing files.
         progress: tqdm bar on stderr.
-        **options: :func:`~bindscope.evaluation.audit.audit_madman`'s ``train_split``, ``test_split``,
-            ``epochs``, ``batch_size``, ``lr``, ``width`` (channels), ``seed``, ``max_train_objects``,
-            ``max_test_objects``, ``threads`` (torch CPU threads; the result depends on it), ``shift`` (pixels).
+        **options: fields of ``settings`` in place of its values (``epochs=1``, ``width=4``, ...).
 
     Returns:
         ``Evaluation(result, out path or None, plot path or None)``.
@@ -386,17 +388,14 @@ def audit(data, *, out: str | os.PathLike | None = None, plot: str | os.PathLike
     from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_result_path, write_result
 
-    allowed = [name for name in inspect.signature(audit_madman).parameters if name not in ("dataset", "progress")]
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise BadInput(f"{unknown[0]} is not an audit option; allowed: {', '.join(allowed)}", param=unknown[0])
+    settings = with_changes(settings or AuditSettings(), options, "an audit option")
     out_path = check_result_path(out, overwrite) if out is not None else None
     plot_path = check_plot_path(plot)
     _check_new_file("plot", plot_path, overwrite)
     if out_path is not None and plot_path is not None and out_path.resolve() == plot_path.resolve():
         raise BadInput(f"out and plot are the same file {str(out_path)!r}; give two paths", param="out")
     check_locations(out_path, plot_path)
-    result = audit_madman(data, progress=progress, **options)
+    result = audit_madman(data, settings, progress=progress)
     if plot_path is not None:
         plot_audit(result, plot_path)
     if out_path is not None:
