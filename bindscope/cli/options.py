@@ -51,7 +51,8 @@ def _setting_option(setting: dataclasses.Field, help_text: str | None = None) ->
     - ``help``, ``metavar``, ``required``, ``multiple``, ``show_default``; ``default``: the option's default when it
       differs from the field's (None: "the protocol's", "the config's");
     - the value's type: ``range`` (both ends) of an integer (:func:`~bindscope.cli.types.count`) or, with float
-      ends, of a :class:`~bindscope.cli.types.FiniteFloat` (``open``: ``(min_open, max_open)``); ``schema``:
+      ends (or ``float``), of a :class:`~bindscope.cli.types.FiniteFloat` (``open``: ``(min_open, max_open)``);
+      ``schema``:
       ``(schema, dotted key)`` whose bounds are read from that JSON Schema
       (:func:`~bindscope.cli.types.schema_range`); ``choice``: a :class:`click.Choice`; ``choices``: names shown as
       the metavar, checked by the settings object; ``path``: a :class:`click.Path`; ``flag_only``: a switch;
@@ -69,7 +70,7 @@ def _setting_option(setting: dataclasses.Field, help_text: str | None = None) ->
     choices = meta.get("choices")
     if "range" in meta:
         low, high = meta["range"]
-        if isinstance(low, float) or isinstance(high, float):
+        if meta.get("float") or isinstance(low, float) or isinstance(high, float):
             min_open, max_open = meta.get("open", (False, False))
             kind = FiniteFloat(low, high, min_open=min_open, max_open=max_open)
         else:
