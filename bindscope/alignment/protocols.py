@@ -30,12 +30,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from bindscope.alignment.labclip import AUTHORS_REPOSITORY, CLIP_INIT_LOGIT_SCALE
-from bindscope.alignment.splits import check_fractions
 from bindscope.errors import BadInput, check_int, check_number
 from bindscope.limits import MAX_BATCH, MAX_COUNT, MAX_EPOCHS, MAX_LR, MAX_OBJECTS, MAX_SEED
 
 PROTOCOLS = ("bindscope", "authors")
+AUTHORS_REPOSITORY = "kdariina/CLIP-not-BoW-unimodally"
+"""The LABCLIP authors' code (Koishigarina, Uselis and Oh), the source of the ``authors`` protocol."""
+CLIP_INIT_LOGIT_SCALE = 1.0 / 0.07
+"""CLIP's initial temperature, where bindscope's LABCLIP fit starts (the authors' starts at 1)."""
 OPTIMISERS = ("adam", "sgd")
 HOLD_OUTS = ("distractor", "scene")
 
@@ -58,6 +60,25 @@ def _with(base, changes: dict):
             raise TypeError(f"unknown setting {key!r}")
     moved = tuple(k for k in given if k in names - {"seed", "min_objects"} and given[k] != getattr(base, k))
     return replace(base, **given, overrides=tuple(sorted(set(base.overrides) | set(moved))))
+
+
+def fraction_shares(fractions) -> tuple[float, float, float]:
+    """``fractions`` as the (train, val, test) shares, three floats (plain Python: the commands import this module
+    to build their options, without numpy).
+
+    Raises:
+        BadInput: not three numbers >= 0 summing to 1 (within 1e-5) with train > 0 and test > 0.
+    """
+    try:
+        values = tuple(float(v) for v in fractions)
+    except (TypeError, ValueError):
+        values = ()
+    if len(values) != 3 or min(values) < 0 or abs(sum(values) - 1.0) > 1e-8 + 1e-5 or values[0] <= 0 \
+            or values[2] <= 0:
+        shown = tuple(fractions) if isinstance(fractions, (list, tuple)) else fractions
+        raise BadInput(f"split fractions {shown!r}: need three non-negative numbers (train, val, test) summing to 1, "
+                       "with train > 0 and test > 0")
+    return values
 
 
 def _parse_fractions(text: str) -> tuple[float, ...]:
@@ -150,7 +171,7 @@ class ProbeSettings:
         for name, value, allowed in (("optimiser", self.optimiser, OPTIMISERS), ("hold_out", self.hold_out, HOLD_OUTS)):
             if value not in allowed:
                 raise BadInput(f"{name} {value!r} is not allowed; allowed: {', '.join(allowed)}", param=name)
-        object.__setattr__(self, "fractions", tuple(float(v) for v in check_fractions(self.fractions)))
+        object.__setattr__(self, "fractions", fraction_shares(self.fractions))
 
     @classmethod
     def of(cls, protocol: str = "bindscope", **changes) -> "ProbeSettings":

@@ -8,7 +8,7 @@ from bindscope.cli.options import build_options, report_build, settings_options
 from bindscope.cli.types import DEVICE, JOBS, SEED, count
 from bindscope.errors import DEVICE_GRAMMAR
 from bindscope.generators.comco.api import MAX_THREADS
-from bindscope.generators.comco.config import ComcoOverrides
+from bindscope.generators.comco.overrides import ComcoOverrides
 from bindscope.limits import MAX_COLS, MAX_TILES
 
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
-from bindscope.cli.options import _apply, encoder_settings, settings_options, tasks_option
+from bindscope.cli.options import _apply, encoder_settings, settings_options, task_options, tasks_option
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput
-from bindscope.cli.types import SEED, FiniteFloat, count
+from bindscope.cli.types import SEED, count
 from bindscope.evaluation import AuditSettings
-from bindscope.limits import MAX_EPOCHS, MAX_OBJECTS
+from bindscope.evaluation.sampled import SampledCaptions
 from bindscope.evaluation.api import check_locations
 
 
@@ -180,49 +180,14 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, encode
 @tasks_option("comco-eval", " With DATA: the defaults run when the dataset holds what they need (ior: a references "
               "split or --reference-images; binding: stored negatives). Without DATA: tor, claim1 and/or toc on "
               "sampled captions (default: tor).")
-@click.option("--protocol", default="bindscope", show_default=True,
-              type=click.Choice(["bindscope", "clip-oscope", "both"]),
-              help="TOR/IOR statistics: bindscope's, the authors' scripts' (clip-oscope/clip-oscope: top-n "
-                   "accuracy, per-position figures, P@k, R@k, MAP, NDCG; docs/clip-oscope.md), or both side by side.")
-@click.option("--captions", default=None,
-              help="Without DATA: 'combinations' (every itertools.combinations of --names with --objects names, "
-                   "default 3, in list order: the authors' caption set) or a text file, one caption per line, "
-                   "objects separated by ' and '.")
-@click.option("--names", default=None,
-              help="With --captions: the name list and candidates, comco72 | simco18 | asset folder | file with "
-                   "one name per line [comco72].")
-@click.option("--object-order", default="mention", show_default=True, type=click.Choice(["mention", "size"]),
-              help="With DATA: the object order that stands in for the authors' file names (clip-oscope IOR, IOC, "
-                   "--bias-position): caption mention order or size rank.")
-@click.option("--bias-position", type=count(1, MAX_OBJECTS), default=None,
-              help="With DATA, matching: the biased object is the K-th of --object-order (1-based), captions as "
-                   "the authors' Image_Text_Matching.py builds them; default: the largest object.")
-@click.option("--head-epochs", type=count(1, MAX_EPOCHS), default=25, show_default=True, help="toc/ioc: training epochs per head.")
-@click.option("--head-test-fraction", type=FiniteFloat(0, 1, min_open=True, max_open=True), default=0.2, show_default=True,
-              help="toc/ioc: share of captions (toc) or scenes (ioc) held out for testing.")
-@click.option("--objects", type=count(2, MAX_OBJECTS), default=None, help="Without DATA: objects per sampled caption [4].")
-@click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "
-                                            "[comco72].")
-@click.option("-n", "n", type=count(1, 1_000_000), default=None,
-              help="Without DATA: captions to sample (per group) [2000].")
+@task_options("comco-eval")
+@settings_options(SampledCaptions, "sampling", only=("captions", "names", "objects", "vocab", "n"))
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of caption / negative sampling.")
-@click.option("--matching-negatives", default=None,
-              help="Wrong captions per scene and scenario: 'all' (every absent category, the default) or K (a "
-                   "seeded sample of K).")
 @click.option("--split", default=None, help="With DATA: the split of scenes (default: 'scenes', or the "
                                             "dataset's only split, e.g. val2017 of a COCO import).")
-@click.option("--reference-images", "references", default=None, type=click.Path(),
-              help="With DATA: external single-object reference images for IOR, one subfolder per category "
-                   "(the DomainNet layout); default: the dataset's 'references' split.")
-@click.option("--category-map", default=None, type=click.Path(),
-              help="With --reference-images: JSON/YAML file mapping category names to subfolder names.")
-@click.option("--reference-images-per-category", "references_per_category", type=count(1, 10_000), default=10, show_default=True,
-              help="With --reference-images: images per category (first by file name), averaged into one candidate.")
 @_model_options
 @_labclip_option
-def comco_eval(data, tasks, protocol, captions, names, object_order, bias_position, head_epochs, head_test_fraction,
-               objects, vocab, n, seed, matching_negatives, split, references, category_map,
-               references_per_category, encoder, out, overwrite, plot, quiet, labclip):
+def comco_eval(data, tasks, options, sampling, seed, split, encoder, out, overwrite, plot, quiet, labclip):
     """TOR, IOR, I2TOR and image-text matching on a dataset DATA (ComCO/SimCO, a COCO import, any dataset that
     holds what the tasks need), or TOR (and the Claim-1 test) on captions sampled from a vocabulary when DATA is
     omitted (Abbasi et al., CVPR 2025).
@@ -231,27 +196,21 @@ def comco_eval(data, tasks, protocol, captions, names, object_order, bias_positi
     IOR on COCO compares with external reference images (--reference-images, e.g. DomainNet). See
     docs/evaluation.md and docs/real-data.md.
     """
-    from bindscope.evaluation.api import plan_evaluation
-    from bindscope.evaluation.sampled import SampledCaptions
-    from bindscope.evaluation.tasks.registry import options_from_fields
+    from dataclasses import asdict
 
-    if matching_negatives is not None and matching_negatives.strip().isdigit():
-        matching_negatives = int(matching_negatives)
-    sampling = {"objects": objects, "vocab": vocab, "n": n, "captions": captions, "names": names}
-    scene_only = {"split": split, "references": references, "category_map": category_map,
-                  "bias_position": bias_position, "object_order": None if object_order == "mention" else object_order}
-    given = [k for k, v in (sampling if data is not None else scene_only).items() if v is not None]
+    from bindscope.evaluation.api import plan_evaluation
+
+    changed = {k for fields in options.values() for k in fields}  # the task options given, not their defaults
+    scene_only = ["split"] * (split is not None) + [k for k in ("references", "category_map", "bias_position",
+                                                              "object_order") if k in changed]
+    given = [k for k, v in asdict(sampling).items() if v is not None] if data is not None else scene_only
     if given and data is not None:
         raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
                        "dataset's scenes are used", param=given[0])
     if given:
         raise BadInput(f"{', '.join(given)} need DATA (a dataset of scenes)", param=given[0])
-    options = options_from_fields("comco-eval", {
-        "protocol": protocol, "object_order": object_order, "bias_position": bias_position,
-        "head_epochs": head_epochs, "head_test_fraction": head_test_fraction, "matching_negatives": matching_negatives,
-        "references": references, "category_map": category_map, "references_per_category": references_per_category})
-    plan = plan_evaluation(SampledCaptions(**sampling) if data is None else data, kind="comco-eval", tasks=tasks,
-                           splits=split, options=options, seed=seed, text_transform=_labclip(labclip))
+    plan = plan_evaluation(sampling if data is None else data, kind="comco-eval", tasks=tasks, splits=split,
+                           options=options, seed=seed, text_transform=_labclip(labclip))
     _run(plan, encoder, out, plot, overwrite, quiet)
 
 
@@ -293,22 +252,15 @@ def bindscope_caption_bias(data, splits, out, overwrite, plot, seed):
                                               "--data).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of ARO's order perturbations.")
-@click.option("--image-fit", type=click.Choice(["centre-crop", "letterbox"]), default="centre-crop", show_default=True,
-              help="How an image (ARO VG: its box) becomes the model's square input: centre-crop (shorter side "
-                   "scaled, centre kept: the models' own preprocessing, which the benchmarks' published tables use) "
-                   "or letterbox (longer side scaled, black padding: every pixel kept).")
-@click.option("--tagger", type=click.Choice(["spacy", "lexicon"]), default=None,
-              help="How ARO's order perturbations find nouns and adjectives: spaCy's en_core_web_sm (ARO's) or the "
-                   "word-list tagger (COCO mention table, colour/size words). Default: spaCy where installed, else "
-                   "the word list (recorded in the result).")
+@task_options("bench")
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
               help="Result JSON path (default: results/bench/<benchmark>-<model>-<pretrained>.json).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @encoder_settings
 @_labclip_option
-def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, image_fit, tagger, out, overwrite, quiet,
-                    encoder, labclip):
+def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, options, out, overwrite, quiet, encoder,
+                    labclip):
     """ARO or SugarCrepe from their published files in local folders: accuracy per subset (Wilson 95%
     intervals), macro and micro averages (ARO's VG subsets: also ARO's own macro, labelled); --labclip applies a
     fitted LABCLIP map. See docs/real-data.md."""
@@ -316,7 +268,7 @@ def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, image
 
     chosen = [s.strip() for s in subsets.split(",") if s.strip()] if subsets else None
     plan = plan_bench(benchmark, data, images=images, flickr_images=flickr_images, subsets=chosen, seed=seed,
-                      image_fit=image_fit, tagger=tagger, text_transform=_labclip(labclip))
+                      options=options.get(benchmark), text_transform=_labclip(labclip))
     _run(plan, encoder, out, None, overwrite, quiet)
 
 @click.command("collect")

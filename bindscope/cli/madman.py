@@ -10,7 +10,7 @@ import click
 
 from bindscope.cli.options import build_options, report_build, settings_options
 from bindscope.cli.types import JOBS, SEED, count
-from bindscope.generators.madman.config import MadmanOverrides
+from bindscope.generators.madman.overrides import MadmanOverrides
 from bindscope.limits import MAX_COLS, MAX_TILES
 
 

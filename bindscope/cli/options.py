@@ -52,18 +52,17 @@ def _setting_option(setting: dataclasses.Field, help_text: str | None = None) ->
       differs from the field's (None: "the protocol's", "the config's");
     - the value's type: ``range`` (both ends) of an integer (:func:`~bindscope.cli.types.count`) or, with float
       ends (or ``float``), of a :class:`~bindscope.cli.types.FiniteFloat` (``open``: ``(min_open, max_open)``);
-      ``schema``:
-      ``(schema, dotted key)`` whose bounds are read from that JSON Schema
-      (:func:`~bindscope.cli.types.schema_range`); ``choice``: a :class:`click.Choice`; ``choices``: names shown as
-      the metavar, checked by the settings object; ``path``: a :class:`click.Path`; ``flag_only``: a switch;
-      ``negated``: a switch that turns the field off (``--no-cache`` sets ``use_cache=False``).
+      ``schema``: ``(schema, dotted key)`` whose bounds are read from that JSON Schema
+      (:func:`~bindscope.cli.types.schema_range`); ``choice``: a :class:`click.Choice`; ``choices``: names shown
+      as the metavar, checked by the settings object; ``path``: a :class:`click.Path` (the dict of its
+      arguments); ``negated``: a switch that turns the field off (``--no-cache`` sets ``use_cache=False``).
 
     click checks a range or a choice while parsing (the same bounds the settings object checks for library
     callers); other values reach the settings object unchecked: its one check gives the ``Error:`` line."""
     meta = setting.metadata
     decls = meta["flag"] if isinstance(meta["flag"], tuple) else (meta["flag"],)
     name, text = _param_name(setting), meta.get("help") if help_text is None else help_text
-    if meta.get("negated") or meta.get("flag_only"):
+    if meta.get("negated"):
         return click.option(*decls, name, is_flag=True, help=text)
     field_default = None if setting.default is dataclasses.MISSING else setting.default
     default = None if meta.get("multiple") else meta.get("default", field_default)
@@ -79,8 +78,8 @@ def _setting_option(setting: dataclasses.Field, help_text: str | None = None) ->
         kind = schema_range(*meta["schema"])
     elif "choice" in meta:
         kind = click.Choice(list(meta["choice"]))
-    elif meta.get("path"):
-        kind = click.Path(path_type=str)
+    elif "path" in meta:
+        kind = click.Path(**meta["path"])
     else:
         kind = None if "/" in decls[0] else str
     more = {"multiple": True} if meta.get("multiple") else {"default": default}
@@ -110,7 +109,30 @@ def settings_options(cls, keyword: str, build=None, *, only: tuple[str, ...] | N
     if only is not None:
         by_name = {s.name: s for s in settings}
         settings = [by_name[name] for name in only]
-    helps = helps or {}
+    return _fields_decorator(settings, keyword, build or cls, helps or {})
+
+
+def task_options(kind: str):
+    """A click decorator generated from the options dataclasses of the registered tasks of ``kind``
+    (:mod:`bindscope.evaluation.tasks`, registration order): one option per field name whose ``metadata`` names a
+    ``flag`` (from the first task that has the field; :func:`_setting_option`), and the command receives them as
+    one keyword argument ``options``: per task name the given values that differ from its defaults
+    (:func:`~bindscope.evaluation.tasks.registry.options_from_fields`; a field several tasks share goes to each),
+    which :func:`bindscope.evaluation.api.plan_evaluation` checks against the tasks that run."""
+    from bindscope.evaluation.tasks.registry import options_from_fields, tasks
+
+    fields: dict[str, dataclasses.Field] = {}
+    for task in tasks(kind):
+        for setting in dataclasses.fields(task.options) if task.options is not None else ():
+            if "flag" in setting.metadata:
+                fields.setdefault(setting.name, setting)
+    return _fields_decorator(list(fields.values()), "options",
+                             lambda **values: options_from_fields(kind, values), {})
+
+
+def _fields_decorator(settings: list[dataclasses.Field], keyword: str, build, helps: dict[str, str]):
+    """The decorator of :func:`settings_options` and :func:`task_options`: the options of ``settings``, their
+    values given to the command as ``keyword=build(**values)``."""
 
     def decorate(func):
         @functools.wraps(func)
@@ -118,7 +140,7 @@ def settings_options(cls, keyword: str, build=None, *, only: tuple[str, ...] | N
             values = {s.name: kwargs.pop(_param_name(s)) for s in settings}
             values.update({s.name: not values[s.name] for s in settings if s.metadata.get("negated")})
             check_utf8_arguments({**kwargs, **values})
-            return func(*args, **{keyword: (build or cls)(**values)}, **kwargs)
+            return func(*args, **{keyword: build(**values)}, **kwargs)
 
         return _apply(wrapper, [_setting_option(s, helps.get(s.name)) for s in settings])
 

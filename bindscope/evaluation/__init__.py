@@ -15,6 +15,13 @@ AUDIT_RANGES = {"epochs": (1, 1000), "batch_size": (2, MAX_BATCH), "lr": (0.0, M
 """The allowed ``(low, high)`` of every numeric setting of the legibility audit (``lr``: low excluded), the one
 place both :class:`AuditSettings` and ``madman audit`` read."""
 
+IMAGE_FITS = ("centre-crop", "letterbox")
+"""How ``bindscope bench`` makes an image (ARO VG: its box) the model's square input (:mod:`bindscope.evaluation.bench`);
+here, beside the audit's ranges, so that the commands' options need no heavy import."""
+PROTOCOLS = ("bindscope", "clip-oscope", "both")
+"""The statistics of TOR and IOR: bindscope's, the ComCO authors' scripts' (:mod:`bindscope.evaluation.clip_oscope`),
+or both."""
+
 
 def _audit(flag: str, help: str, **more) -> dict:
     name = flag[2:].replace("-", "_")

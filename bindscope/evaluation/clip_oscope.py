@@ -50,10 +50,10 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.errors import BadInput
+from bindscope.evaluation import PROTOCOLS
 from bindscope.evaluation.stats import wilson_interval
 from bindscope.format.records import OBJECT_ORDERS, ordered_objects  # noqa: F401 (part of this API)
 
-PROTOCOLS = ("bindscope", "clip-oscope", "both")
 JOIN = " and "
 REPOSITORY = "clip-oscope/clip-oscope"
 TOR_SOURCE = "Text_Encoder_Experiments/TOR_ComCO_CLIP.py"

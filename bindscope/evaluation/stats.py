@@ -8,7 +8,6 @@ no continuity correction). They stay inside [0, 1] and behave well for small cou
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import binomtest
 
 CONFIDENCE = 0.95
 
@@ -25,6 +24,8 @@ def wilson_interval(successes: int, total: int, confidence: float = CONFIDENCE) 
         return None
     if not 0 <= successes <= total:
         raise ValueError(f"successes must be in 0..{total}, got {successes}")
+    from scipy.stats import binomtest  # here: scipy.stats takes most of a second to import (the commands' --help)
+
     ci = binomtest(int(successes), int(total)).proportion_ci(confidence_level=confidence, method="wilson")
     return [float(ci.low), float(ci.high)]
 

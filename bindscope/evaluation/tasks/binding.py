@@ -6,8 +6,6 @@ eval`` (per evaluation split, ``metrics["splits"]``) and ``binding`` of ``comco 
 
 from __future__ import annotations
 
-import numpy as np
-
 from bindscope.evaluation.tasks.registry import Task
 
 SPLIT_NOTE = ("binding: counted only where recognition of that attribute succeeded for both digits (paper); binding "
@@ -71,6 +69,8 @@ def split_panels(result: dict) -> list:
 # ------------------------------------------------------------------------------------------- comco eval
 def compute_scenes(run, options) -> None:
     """The scenes that store negatives, scored as MADMAN's splits are."""
+    import numpy as np
+
     from bindscope.evaluation.madman import score_split
 
     scored = [i for i, (_, negs) in enumerate(run.scene_negatives) if negs]

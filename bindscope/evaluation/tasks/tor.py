@@ -5,17 +5,24 @@ authors' statistics (:mod:`bindscope.evaluation.clip_oscope`) under ``metrics["c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bindscope.evaluation.report import POSITION_NOTE
+from bindscope.evaluation import PROTOCOLS
 from bindscope.evaluation.tasks.registry import Task
 
 
 @dataclass(frozen=True)
 class TorOptions:
-    """Options of TOR. protocol: ``bindscope`` (default), ``clip-oscope`` (the authors' statistics) or ``both``."""
+    """Options of TOR. protocol: ``bindscope`` (default), ``clip-oscope`` (the authors' statistics) or ``both``.
 
-    protocol: str = "bindscope"
+    A field's ``metadata`` is its ``comco eval`` option (:func:`bindscope.cli.options.task_options`; one option per
+    field name, from the first task that has it), as in every task's options."""
+
+    protocol: str = field(default="bindscope", metadata={
+        "flag": "--protocol", "choice": PROTOCOLS,
+        "help": "TOR/IOR statistics: bindscope's, the authors' scripts' (clip-oscope/clip-oscope: top-n accuracy, "
+                "per-position figures, P@k, R@k, MAP, NDCG; docs/clip-oscope.md), or both side by side."})
 
     def check(self) -> TorOptions:
         from bindscope.evaluation.clip_oscope import check_protocol
