@@ -242,17 +242,15 @@ def check_locations(out_path: Path | None, plot_path: Path | None) -> None:
 
 def _split_run(ds, task_names, splits, options, seed):
     """Split tasks (:mod:`bindscope.evaluation.splits`): check them; return (run, file stem, file suffix)."""
-    from bindscope.evaluation.splits import KIND, plan_splits, run_splits
-    from bindscope.evaluation.tasks.registry import resolve_options
+    from bindscope.evaluation.splits import plan_splits, run_splits
 
-    chosen, splits = plan_splits(ds, task_names, splits)
-    resolved = resolve_options(chosen, options, KIND)
-    ds.check(splits)
+    plan = plan_splits(ds, task_names, splits, options)
+    ds.check(plan.splits)
 
     def run(adapter, text_transform, cache, progress, rows):
-        return run_splits(ds, adapter, chosen, splits, resolved, text_transform=text_transform, cache=cache,
-                          seed=seed, progress=progress, rows=rows)
-    names = [t.name for t in chosen]
+        return run_splits(plan, adapter, text_transform=text_transform, cache=cache, seed=seed, progress=progress,
+                          rows=rows)
+    names = [t.name for t in plan.chosen]
     stem = "madman" if names == ["binding"] else "madman-" + "+".join(names)
     return run, stem, ""
 

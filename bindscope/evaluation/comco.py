@@ -184,7 +184,7 @@ def matching_captions(objects: list, absent: list[str]) -> dict[str, tuple[str, 
 def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, tasks: list[str] | str | None = None,
                    *, options: dict | None = None, text_transform: TextTransform | None = None,
                    cache: EmbeddingCache | None = None, embedder: Embedder | None = None, seed: int = 0,
-                   progress: bool = True, check: bool = True, split: str | None = None, rows: list | None = None,
+                   progress: bool = True, split: str | None = None, rows: list | None = None,
                    workers: int | None = None) -> dict:
     """The scene tasks (TOR, IOR, I2TOR, matching, binding, TOC, IOC, retrieval; see the module docstring and
     :mod:`bindscope.evaluation.tasks`) on a dataset's split of scenes: ComCO / SimCO renders, COCO imports, any
@@ -203,7 +203,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             text embeddings are compared; rows re-normalised after.
         cache / embedder: as in :func:`bindscope.evaluation.madman.evaluate_madman`.
         seed: seed of samplings (matching negatives) and bootstraps.
-        progress: tqdm bars. check: verify shard sha256 first.
+        progress: tqdm bars. The shards of the splits read are verified (sha256) first.
         split: the scenes' split (default: :func:`bindscope.evaluation.scenes.scene_split`).
         rows: when a list is given, the per-sample output is appended: one row per caption for ``tor`` and per
             scene for ``ior`` and ``i2tor`` (see :func:`retrieval_shares`), and one per (scene, scenario, wrong
@@ -228,8 +228,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
 
     ds = open_dataset(dataset, validate=False)
     plan = plan_scenes(ds, tasks, split, options, seed)
-    if check:
-        ds.check(plan.splits)
+    ds.check(plan.splits)
     return run_scenes(plan, adapter, text_transform=text_transform, embedder=embedder, cache=cache, seed=seed,
                       progress=progress, rows=rows, workers=workers)
 
