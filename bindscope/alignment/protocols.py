@@ -54,11 +54,11 @@ def _with(base, changes: dict):
     given = {k: v for k, v in changes.items() if v is not None}
     if isinstance(given.get("fractions"), str):
         given["fractions"] = _parse_fractions(given["fractions"])
-    names = {f.name for f in fields(base)}
+    names = [f.name for f in fields(base)]
     for key in given:
         if key not in names:
-            raise TypeError(f"unknown setting {key!r}")
-    moved = tuple(k for k in given if k in names - {"seed", "min_objects"} and given[k] != getattr(base, k))
+            raise BadInput(f"{key} is not a field of {type(base).__name__}; allowed: {', '.join(names)}", param=key)
+    moved = tuple(k for k in given if k not in ("seed", "min_objects") and given[k] != getattr(base, k))
     return replace(base, **given, overrides=tuple(sorted(set(base.overrides) | set(moved))))
 
 
@@ -185,8 +185,8 @@ class ProbeSettings:
         of its values, or, without ``settings``, :meth:`of` the protocol ``changes`` name (default bindscope's).
 
         Raises:
-            BadInput: a value out of range; ``protocol`` given beside ``settings`` (which hold their own).
-            TypeError: a keyword that is not a field.
+            BadInput: a value out of range, a keyword that is not a field, ``protocol`` given beside ``settings``
+                (which hold their own).
         """
         if settings is None:
             return cls.of(**changes)

@@ -259,8 +259,7 @@ def run_sampled(plan: SampledPlan, adapter, *, text_transform=None, embedder: Em
             run.captions = [JOIN.join(c) for c in plan.lists]
             run.cap_emb = run.embed(run.captions)
             run.truncation_captions += run.captions
-        for task in plan.chosen:
-            task.compute(run, plan.options.get(task.name))
+        run.compute_tasks()
     finally:
         run.embedder.flush()
     settings = {"task": "comco-sampled", "tasks": plan.names, **plan.described,

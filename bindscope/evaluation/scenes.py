@@ -354,8 +354,7 @@ def run_scenes(plan: ScenePlan, adapter, *, text_transform=None, embedder: Embed
         if run.reads("captions"):
             run.cap_emb = run.embed(run.captions)
             run.texts_used += run.captions
-        for task in plan.chosen:
-            task.compute(run, plan.options.get(task.name))
+        run.compute_tasks()
     finally:
         run.embedder.flush()
     settings = {"task": "comco", "tasks": plan.names, "vocabulary": {"source": run.vocab_source,

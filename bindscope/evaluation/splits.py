@@ -31,14 +31,8 @@ from bindscope.evaluation.results import (
     transform_name,
     truncation_counts,
 )
-from bindscope.evaluation.tasks.registry import (
-    Task,
-    describe_missing,
-    missing_needs,
-    parse_tasks,
-    resolve_options,
-    tasks,
-)
+from bindscope.evaluation.tasks.registry import (Task, describe_missing, missing_needs, parse_tasks, resolve_options,
+                                                 tasks)
 from bindscope.evaluation.tasks.run import TaskRun
 from bindscope.format.reader import Dataset
 
