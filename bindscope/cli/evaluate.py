@@ -211,8 +211,8 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, encode
                    "default 3, in list order: the authors' caption set) or a text file, one caption per line, "
                    "objects separated by ' and '.")
 @click.option("--names", default=None,
-              help="With --captions: the name list and candidates, comco72 | simco18 | asset folder | file with "
-                   "one name per line [comco72].")
+              help="With --captions: the name list and candidates, comco72 | simco18 | coco | asset folder | file "
+                   "with one name per line [comco72].")
 @click.option("--object-order", default="mention", show_default=True, type=click.Choice(["mention", "size"]),
               help="With DATA: the object order that stands in for the authors' file names (clip-oscope IOR, IOC, "
                    "--bias-position): caption mention order or size rank.")
