@@ -20,7 +20,7 @@ def _tokenizer(max_length: int, **extra):
     folder = ROOT / "vocab"
     if not folder.is_dir():
         folder.mkdir()
-        vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1, "!": 2}
+        vocab = {"!": 0, "<|startoftext|>": 1, "<|endoftext|>": 2}  # OWL reads a first token 0 as padding
         for word in WORDS:
             vocab[f"{word}</w>"] = len(vocab)
         for letter in "abcdefghijklmnopqrstuvwxyz":
@@ -33,7 +33,7 @@ def _tokenizer(max_length: int, **extra):
 
 
 TEXT = dict(vocab_size=100, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-            bos_token_id=0, eos_token_id=1, pad_token_id=1)
+            bos_token_id=1, eos_token_id=2, pad_token_id=2)
 
 
 @cache

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bindscope.errors import PRECISIONS, BadInput, check_device, check_int, check_number, check_utf8_path
-from bindscope.generators.t2i.prompts import DEFAULT_TEMPLATE, check_prompt_settings, check_template
 
 if TYPE_CHECKING:
     from bindscope.build.builder import BuildResult
@@ -27,7 +26,7 @@ PROMPTS_PER_SHARD = 16  # the default shard: this many prompts' images (a shard 
 
 def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.PathLike = "comco72",
         objects: str | tuple[int, int] = "2-5", n: int = 100, order: str = "rotations",
-        template: str = DEFAULT_TEMPLATE, articles: bool = True, images_per_prompt: int = 1, steps: int = 50,
+        template: str | None = None, articles: bool = True, images_per_prompt: int = 1, steps: int = 50,
         guidance: float = 7.5, resolution: int = 512, precision: str = "fp32", device: str = "auto", seed: int = 0,
         shard_size: int | None = None, overwrite: bool = False, progress: bool = True, backend: str = "local",
         scheduler: str | None = None, num_parts: int = 1, part: int = 0) -> BuildResult:
@@ -45,7 +44,7 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
         objects: objects per prompt, a count (``"3"``) or a range (``"2-5"``), counts 2..5.
         n: object sets, 1..100,000; each gives one prompt per order variant. order: ``rotations``, ``reverse`` or
             ``random`` (:data:`~bindscope.generators.t2i.prompts.ORDERS`).
-        template: the prompt around ``{objects}``. articles: "a" / "an" before each name.
+        template: the prompt around ``{objects}`` (None: ``"a photo of {objects}"``). articles: "a" / "an" before each name.
         images_per_prompt: 1..64; image ``j`` of every prompt of one object set starts from the same noise.
         steps: inference steps, 1..1000 (``num_inference_steps``). guidance: classifier-free guidance scale,
             >= 0 (``guidance_scale``; sd-turbo: 0). resolution: image side in pixels, 32..2048, a multiple of the
@@ -68,6 +67,7 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
     from bindscope.generators.comco.registry import read_names
     from bindscope.generators.t2i.generator import NAME, T2IGenerator
     from bindscope.generators.t2i.pipeline import load_pipeline, resolve_device, resolve_pipeline, vae_scale
+    from bindscope.generators.t2i.prompts import DEFAULT_TEMPLATE, check_prompt_settings, check_template
     from bindscope.io.canonical import config_sha256
     from bindscope.io.ownership import check_output_location
 
@@ -86,7 +86,7 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
     check_utf8_path("names", names)
     categories = read_names(names)
     check_prompt_settings(categories, (low, high), n, order)
-    check_template(template)
+    template = check_template(DEFAULT_TEMPLATE if template is None else template)
     shard_size = PROMPTS_PER_SHARD * images_per_prompt if shard_size is None else shard_size
     check_int("shard_size", shard_size, 1, what="images")
     if shard_size % images_per_prompt:
