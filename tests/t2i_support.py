@@ -104,3 +104,21 @@ def tiny_segmenter() -> Path:
                                    mask_size={"longest_edge": 16},
                                    mask_pad_size={"height": 16, "width": 16})).save_pretrained(folder)
     return folder
+
+
+@cache
+def tiny_clip() -> Path:
+    """A CLIPModel folder (``hf-vlm`` encoder) with 32 px images, 16-dimensional embeddings and the tokenizer above."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    torch.manual_seed(3)
+    vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=32,
+                  patch_size=8)
+    net = CLIPModel(CLIPConfig(text_config=dict(TEXT, max_position_embeddings=77), vision_config=vision,
+                               projection_dim=16))
+    folder = ROOT / "clip"
+    net.save_pretrained(folder)
+    CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+    _tokenizer(77).save_pretrained(folder)
+    return folder

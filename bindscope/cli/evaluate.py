@@ -1,4 +1,5 @@
-"""``madman eval`` and ``comco eval`` (click). torch/open_clip are imported inside the commands only."""
+"""``madman eval``, ``comco eval``, ``comco t2i-score`` and the analyses (click). torch, open_clip and transformers are
+imported inside the commands only."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput
 from bindscope.evaluation import AUDIT_SHIFT
 from bindscope.evaluation.api import check_locations
+from bindscope.evaluation.detection import DEFAULT_THRESHOLD
 
 
 def _result_options():
@@ -274,6 +276,36 @@ def comco_eval(data, tasks, protocol, captions, names, object_order, bias_positi
     plan = plan_evaluation(SampledCaptions(**sampling) if data is None else data, kind="comco-eval", tasks=tasks,
                            splits=split, options=options, seed=seed, text_transform=_labclip(labclip))
     _run(plan, encoder, out, plot, overwrite, quiet)
+
+
+@click.command("t2i-score")
+@click.argument("data", type=click.Path(file_okay=False))
+@click.option("--detector", required=True,
+              help="Open-vocabulary detector (OWLv2 / OWL-ViT): a Hugging Face repository id "
+                   "(google/owlv2-base-patch16-ensemble; downloaded on first use) or a model folder.")
+@click.option("--threshold", type=float, default=DEFAULT_THRESHOLD, show_default=True,
+              help="Detector score (0..1) from which an object counts as present.")
+@click.option("--split", default=None, help="Split to score (default: images, or the dataset's only split).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="Result JSON path (default: DATA/eval/t2i-score-<detector>-<model>.json).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@encoder_settings
+def comco_t2i_score(data, detector, threshold, split, seed, out, overwrite, quiet, encoder):
+    """Which prompt objects the images of a `comco t2i` dataset DATA show, by mention position: an open-vocabulary
+    detector (--detector, --threshold) and a CLIP encoder (--model: the object's name ranks within the prompt's
+    object count among all names) decide; presence rate per position, first against last with an exact McNemar
+    test over prompts, intervals by bootstrap over prompts. The detector runs with --device, --precision and
+    --batch-size too. See docs/t2i.md.
+    """
+    from bindscope.evaluation.results import samples_path
+    from bindscope.evaluation.t2i import format_t2i, t2i_score
+
+    run = t2i_score(data, encoder, detector, threshold=threshold, split=split, seed=seed, out=out,
+                    overwrite=overwrite, progress=not quiet)
+    click.echo(format_t2i(run.result))
+    click.echo(f"\nwrote {run.path} and its per-image rows {samples_path(run.path)}")
 
 
 @click.command("caption-bias")
