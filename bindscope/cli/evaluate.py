@@ -8,8 +8,9 @@ from pathlib import Path
 import click
 
 from bindscope.cli.options import _apply, encoder_settings, tasks_option
+from bindscope.cli.types import DEVICE
 from bindscope.encoders.settings import EncoderSettings
-from bindscope.errors import BadInput
+from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput
 from bindscope.evaluation import AUDIT_SHIFT
 from bindscope.evaluation.api import check_locations
 from bindscope.evaluation.detection import DEFAULT_THRESHOLD
@@ -309,29 +310,57 @@ def comco_t2i_score(data, detector, threshold, split, seed, out, overwrite, quie
 
 
 @click.command("caption-bias")
-@click.argument("data", type=click.Path(file_okay=False))
+@click.argument("data", type=click.Path())
 @click.option("--split", "splits", multiple=True, help="Split(s) to read (repeatable). Default: all but "
                                                        "'references'.")
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
-              help="Result JSON path (default: DATA/eval/caption-bias.json).")
+              help="Result JSON path (default for a dataset: DATA/eval/caption-bias.json; needed for pairs).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
               help="Also write a bar plot (.png, .pdf or .svg).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
-def bindscope_caption_bias(data, splits, out, overwrite, plot, seed):
+@click.option("--detector", default=None,
+              help="Pairs: open-vocabulary detector (OWLv2 / OWL-ViT) finding each caption object: a Hugging Face "
+                   "repository id (google/owlv2-base-patch16-ensemble) or a model folder.")
+@click.option("--segmenter", default=None,
+              help="Pairs: SAM model (facebook/sam-vit-base or a folder) whose masks in the detector's boxes give the "
+                   "areas [the boxes' areas].")
+@click.option("--threshold", type=float, default=None,
+              help=f"Pairs: detector score (0..1) from which an object is found [{DEFAULT_THRESHOLD:g}].")
+@click.option("--caption-objects", type=click.Choice(["lexicon", "spacy"]), default="lexicon", show_default=True,
+              help="Pairs: how a caption's objects are found: the names of --names and their synonyms, or spaCy noun "
+                   "chunks (needs en_core_web_sm).")
+@click.option("--names", default="coco", show_default=True,
+              help="Pairs, lexicon: the categories, comco72 | simco18 | coco | asset folder | file with one name per "
+                   "line.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Pairs: read only the first N pairs.")
+@click.option("--device", type=DEVICE, default="auto", show_default=True,
+              help=DEVICE_GRAMMAR + " (auto: CUDA when torch sees a GPU, else the CPU): the detector's and segmenter's.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
+              help="Detector and segmenter weights in float32, bfloat16 or float16.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def bindscope_caption_bias(data, splits, out, overwrite, plot, seed, detector, segmenter, threshold, caption_objects,
+                           names, limit, device, precision, quiet):
     """Where captions mention the image's largest object (ComCO Claim 2): share of captions naming it first,
     second, ..., or not at all, overall and by number of objects mentioned, with image-clustered intervals.
 
-    Works on any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
+    DATA is a bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN), or image-caption
+    pairs without annotations as img2dataset writes them (WebDataset tar shards, Parquet files with image bytes, or
+    a folder of images with .txt captions): then each caption's objects are found in its text (--caption-objects),
+    located by --detector, measured by their box or --segmenter mask, and the method is recorded in the result.
+    See docs/real-data.md and docs/t2i.md.
     """
     from bindscope.evaluation.api import caption_bias
     from bindscope.evaluation.caption_bias import format_caption_bias
 
-    run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot)
+    run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot,
+                       detector=detector, segmenter=segmenter, threshold=threshold, caption_objects=caption_objects,
+                       names=names, limit=limit, device=device, precision=precision, progress=not quiet)
     click.echo(format_caption_bias(run.result))
     click.echo(f"\nwrote {run.path}")
     if run.plot is not None:
         click.echo(f"wrote {run.plot}")
+
 
 @click.command("bench")
 @click.argument("benchmark", type=click.Choice(["aro", "sugarcrepe"]))
