@@ -129,6 +129,23 @@ def test_planted_detections_and_similarities_give_hand_counted_presence(tmp_path
                        "clip_similarity": pytest.approx([0.4, 0.9, 0.4]), "clip_rank": [4, 1, 4]}
 
 
+def test_collect_reads_the_result(tmp_path):
+    from bindscope.evaluation.collect import collect
+    from bindscope.evaluation.results import write_result
+
+    result = score_t2i(_planted_dataset(tmp_path), PlantedDetector(), _encoder(), threshold=0.5, progress=False)
+    write_result(tmp_path / "t2i.json", result, schema="t2i_result")
+    table = collect([tmp_path / "t2i.json"])
+    row = table["rows"][0]
+    assert (row["kind"], row["model"], row["pretrained"]) == ("t2i-score", "fake + planted", "hand-chosen")  # clip, detector
+    figures = row["figures"]
+    assert figures["t2i/detector/pos1"]["value"] == pytest.approx(80.0)
+    assert figures["t2i/detector/pos1"]["interval"] == "prompt"
+    assert figures["t2i/detector/last"]["value"] == pytest.approx(20.0)
+    assert figures["t2i/clip/2obj/pos2"]["value"] == pytest.approx(25.0)  # cat in image 1 only, of 4
+    assert "bootstrap over prompts" in table["definitions"]["t2i/clip/first"]
+
+
 def test_scoring_needs_a_scorer_and_a_threshold_in_range(tmp_path):
     path = _planted_dataset(tmp_path)
     with pytest.raises(BadInput, match="needs a detector, an encoder or both"):
