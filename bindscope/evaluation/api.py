@@ -428,7 +428,7 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
     """
     from bindscope.evaluation.caption_bias import caption_bias as measure
     from bindscope.evaluation.caption_bias import caption_bias_pairs, objects_finder, plot_caption_bias
-    from bindscope.evaluation.detection import DEFAULT_THRESHOLD, BoxSegmenter, OpenVocabularyDetector
+    from bindscope.evaluation.detection import DEFAULT_THRESHOLD, BoxSegmenter, OpenVocabularyDetector, check_threshold
     from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_result_path, write_result
     from bindscope.format.manifest import MANIFEST
@@ -458,6 +458,8 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
                            "the result JSON path", param="out")
         if limit is not None:
             check_int("limit", limit, 1, what="pairs")
+        if threshold is not None:
+            check_threshold(threshold)
         objects_finder(caption_objects, names)  # a bad choice or name list fails before a model loads
     out_path = check_result_path(out or Path(data) / "eval" / "caption-bias.json", overwrite)
     plot_path = check_plot_path(plot)

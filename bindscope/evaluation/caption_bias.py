@@ -30,12 +30,13 @@ is the one to quote.
 from __future__ import annotations
 
 import os
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
 
 from bindscope.errors import BadInput
-from bindscope.evaluation.detection import DEFAULT_THRESHOLD, query
+from bindscope.evaluation.detection import DEFAULT_THRESHOLD, check_threshold, query
 from bindscope.evaluation.results import SCHEMA_VERSION, dataset_info
 from bindscope.evaluation.stats import cluster_bootstrap, share
 from bindscope.format.reader import Dataset
@@ -198,17 +199,6 @@ def objects_finder(source: str = "lexicon", names: str | os.PathLike = "coco", n
                    param="caption_objects")
 
 
-def _batches(items, size: int):
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def caption_bias_pairs(pairs, detector, segmenter=None, *, caption_objects: str = "lexicon",
                        names: str | os.PathLike = "coco", nlp=None, threshold: float = DEFAULT_THRESHOLD,
                        seed: int = 0, limit: int | None = None, progress: bool = True,
@@ -237,14 +227,13 @@ def caption_bias_pairs(pairs, detector, segmenter=None, *, caption_objects: str 
     """
     from tqdm.auto import tqdm
 
-    if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 <= threshold <= 1):
-        raise BadInput(f"threshold {threshold!r} is not allowed; use a number in 0..1 (a detector score)",
-                       param="threshold")
+    threshold = check_threshold(threshold)
     find = objects_finder(caption_objects, names, nlp)
     positions, counts, images = [], [], []
     skipped = {"captions_without_objects": 0, "captions_without_found_objects": 0}
     with tqdm(unit="pair", desc="caption-bias", disable=not progress) as bar:
-        for batch in _batches(pairs.pairs(limit), PAIR_BATCH):
+        read = pairs.pairs(limit)
+        while batch := list(islice(read, PAIR_BATCH)):
             named = [(key, image, caption, find(caption)) for key, image, caption in batch]
             skipped["captions_without_objects"] += sum(not objects for *_, objects in named)
             named = [entry for entry in named if entry[3]]

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bindscope.encoders.interface import resolve_device
 from bindscope.encoders.model_folder import model_source
 from bindscope.encoders.settings import check_precision
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, resolve_device
 from bindscope.generators.t2i.prompts import article
 from bindscope.io.model_folder import no_prompts, quiet_transformers
 
@@ -34,6 +33,14 @@ WEIGHT_FILES = ("model.safetensors",)
 DEFAULT_THRESHOLD = 0.1
 """Default detection threshold on the OWL score (the value of the transformers OWLv2 examples)."""
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def check_threshold(threshold) -> float:
+    """``threshold`` as a float if it is a number in 0..1 (a detector score); BadInput otherwise."""
+    if isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 <= threshold <= 1:
+        return float(threshold)
+    raise BadInput(f"threshold {threshold!r} is not allowed; use a number in 0..1 (a detector score)",
+                   param="threshold")
 
 
 def query(name: str) -> str:

@@ -30,12 +30,13 @@ seeded), the one to quote.
 from __future__ import annotations
 
 import os
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
 
 from bindscope.errors import BadInput
-from bindscope.evaluation.detection import DEFAULT_THRESHOLD, query
+from bindscope.evaluation.detection import DEFAULT_THRESHOLD, check_threshold, query
 from bindscope.evaluation.stats import cluster_bootstrap, cluster_codes, share
 
 KIND = "t2i-score"
@@ -150,20 +151,9 @@ def _mean_block(values: np.ndarray, clusters: np.ndarray, seed: int) -> dict:
             else None}
 
 
-def _chunks(split, size: int):
-    batch = []
-    for sample in split:
-        batch.append(sample)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def score_t2i(dataset, detector=None, adapter=None, *, split: str | None = None,
               threshold: float = DEFAULT_THRESHOLD, seed: int = 0, cache=None, progress: bool = True,
-              rows: list | None = None) -> dict:
+              rows: list | None = None, check: bool = True) -> dict:
     """Score a dataset of generated images (see the module docstring) with a loaded detector and/or encoder.
 
     Args:
@@ -174,7 +164,7 @@ def score_t2i(dataset, detector=None, adapter=None, *, split: str | None = None,
         split: the split (default ``images``, or the only one). threshold: the detector's score threshold, 0..1.
         seed: bootstrap seed. cache: the adapter's embedding cache (or None). progress: a tqdm bar over images.
         rows: a list to append one row per scored image to (``index``, ``prompt``, ``objects`` and per scorer its
-            scores and verdicts), or None.
+            scores and verdicts), or None. check: verify the split's shards (sha256) first.
 
     Returns:
         The result dict (``kind`` ``t2i-score``, validated by ``bindscope/schemas/t2i_result.json``): ``dataset``,
@@ -194,15 +184,14 @@ def score_t2i(dataset, detector=None, adapter=None, *, split: str | None = None,
 
     if detector is None and adapter is None:
         raise BadInput("t2i scoring needs a detector, an encoder or both", param="detector")
-    if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 <= threshold <= 1):
-        raise BadInput(f"threshold {threshold!r} is not allowed; use a number in 0..1 (a detector score)",
-                       param="threshold")
+    threshold = check_threshold(threshold)
     if adapter is not None and not getattr(adapter, "supports_images", True):
         raise BadInput(f"model {adapter.name!r} encodes no images; the CLIP scorer needs an image encoder",
                        param="model")
     ds = open_dataset(dataset)
     split = choose_split(ds, split)
-    ds.check([split])
+    if check:
+        ds.check([split])
     candidates = candidate_names(ds, split) if adapter is not None else []
     column = {name: i for i, name in enumerate(candidates)}
     embedder = Embedder(adapter, cache) if adapter is not None else None
@@ -210,7 +199,8 @@ def score_t2i(dataset, detector=None, adapter=None, *, split: str | None = None,
     prompt, position, count, found, shown, similarity = [], [], [], [], [], []
     skipped = 0
     with tqdm(total=len(ds.split(split)), unit="img", desc="t2i-score", disable=not progress) as bar:
-        for batch in _chunks(ds.split(split), CHUNK):
+        samples = iter(ds.split(split))
+        while batch := list(islice(samples, CHUNK)):
             mentions = [_mentions(s) for s in batch]
             kept = [k for k, m in enumerate(mentions) if m]
             skipped += len(batch) - len(kept)
@@ -304,11 +294,11 @@ def t2i_score(data, encoder=None, detector: str | None = None, *, threshold: flo
     from bindscope.evaluation.results import check_result_path, open_dataset, write_result
 
     check_int("seed", seed, 0)
+    check_threshold(threshold)
     settings = EncoderSettings.of(encoder) if encoder is not None else None
-    if settings is None and detector is None:
-        raise BadInput("t2i scoring needs a detector, an encoder or both", param="detector")
     ds = open_dataset(data)
     split = choose_split(ds, split)
+    ds.check([split])  # before any model loads
     parts = [_slug(str(detector))] if detector is not None else []
     parts += [model_slug(settings)] if settings is not None else []
     out_path = check_result_path(out or Path(data) / "eval" / f"t2i-score-{'-'.join(parts)}.json", overwrite)
@@ -320,7 +310,7 @@ def t2i_score(data, encoder=None, detector: str | None = None, *, threshold: flo
     cache = open_cache(adapter, settings.cache_dir, settings.use_cache) if adapter is not None else None
     rows: list = []
     result = score_t2i(ds, loaded, adapter, split=split, threshold=threshold, seed=seed, cache=cache,
-                       progress=progress, rows=rows)
+                       progress=progress, rows=rows, check=False)
     write_result(out_path, result, overwrite=overwrite, rows=rows, schema="t2i_result")
     return Evaluation(result, out_path, None)
 

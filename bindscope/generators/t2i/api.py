@@ -14,7 +14,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bindscope.errors import PRECISIONS, BadInput, check_device, check_int, check_number, check_utf8_path
+from bindscope.errors import (PRECISIONS, BadInput, check_device, check_int, check_number, check_utf8_path,
+                              resolve_device)
 
 if TYPE_CHECKING:
     from bindscope.build.builder import BuildResult
@@ -66,7 +67,7 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
     from bindscope.generators.comco.config import parse_objects
     from bindscope.generators.comco.registry import read_names
     from bindscope.generators.t2i.generator import NAME, T2IGenerator
-    from bindscope.generators.t2i.pipeline import load_pipeline, resolve_device, resolve_pipeline, vae_scale
+    from bindscope.generators.t2i.pipeline import load_pipeline, resolve_pipeline, vae_scale
     from bindscope.generators.t2i.prompts import DEFAULT_TEMPLATE, check_prompt_settings, check_template
     from bindscope.io.canonical import config_sha256
     from bindscope.io.ownership import check_output_location

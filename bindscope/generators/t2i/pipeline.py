@@ -153,18 +153,6 @@ def resolve_pipeline(pipeline: str, hash_files: bool = True) -> PipelineSource:
     return PipelineSource(str(folder), {"source": pipeline, "class": name, "revision": folder.name})
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; BadInput for ``cuda`` without one."""
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise BadInput(f"device {device!r}: torch sees no CUDA GPU on this machine; use device='cpu'",
-                       param="device")
-    return device
-
-
 _LOADED: dict[tuple[str, str, str], object] = {}
 
 
