@@ -11,9 +11,8 @@ from bindscope.cli.options import _apply, encoder_settings, tasks_option
 from bindscope.cli.types import DEVICE
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput
-from bindscope.evaluation import AUDIT_SHIFT
+from bindscope.evaluation import AUDIT_SHIFT, DETECTION_THRESHOLD
 from bindscope.evaluation.api import check_locations
-from bindscope.evaluation.detection import DEFAULT_THRESHOLD
 
 
 def _result_options():
@@ -284,7 +283,7 @@ def comco_eval(data, tasks, protocol, captions, names, object_order, bias_positi
 @click.option("--detector", required=True,
               help="Open-vocabulary detector (OWLv2 / OWL-ViT): a Hugging Face repository id "
                    "(google/owlv2-base-patch16-ensemble; downloaded on first use) or a model folder.")
-@click.option("--threshold", type=float, default=DEFAULT_THRESHOLD, show_default=True,
+@click.option("--threshold", type=float, default=DETECTION_THRESHOLD, show_default=True,
               help="Detector score (0..1) from which an object counts as present.")
 @click.option("--split", default=None, help="Split to score (default: images, or the dataset's only split).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
@@ -326,7 +325,7 @@ def comco_t2i_score(data, detector, threshold, split, seed, out, overwrite, quie
               help="Pairs: SAM model (facebook/sam-vit-base or a folder) whose masks in the detector's boxes give the "
                    "areas [the boxes' areas].")
 @click.option("--threshold", type=float, default=None,
-              help=f"Pairs: detector score (0..1) from which an object is found [{DEFAULT_THRESHOLD:g}].")
+              help=f"Pairs: detector score (0..1) from which an object is found [{DETECTION_THRESHOLD:g}].")
 @click.option("--caption-objects", type=click.Choice(["lexicon", "spacy"]), default="lexicon", show_default=True,
               help="Pairs: how a caption's objects are found: the names of --names and their synonyms, or spaCy noun "
                    "chunks (needs en_core_web_sm).")

@@ -428,7 +428,8 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
     """
     from bindscope.evaluation.caption_bias import caption_bias as measure
     from bindscope.evaluation.caption_bias import caption_bias_pairs, objects_finder, plot_caption_bias
-    from bindscope.evaluation.detection import DEFAULT_THRESHOLD, BoxSegmenter, OpenVocabularyDetector, check_threshold
+    from bindscope.evaluation import DETECTION_THRESHOLD
+    from bindscope.evaluation.detection import BoxSegmenter, OpenVocabularyDetector, check_threshold
     from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_result_path, write_result
     from bindscope.format.manifest import MANIFEST
@@ -474,7 +475,7 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
         masks = BoxSegmenter(segmenter, device, precision) if segmenter is not None else None
         rows = []
         result = caption_bias_pairs(pairs, found, masks, caption_objects=caption_objects, names=names,
-                                    threshold=DEFAULT_THRESHOLD if threshold is None else threshold, seed=seed,
+                                    threshold=DETECTION_THRESHOLD if threshold is None else threshold, seed=seed,
                                     limit=limit, progress=progress, rows=rows)
     write_result(out_path, result, overwrite=overwrite, rows=rows, schema="caption_bias_result")
     if plot_path is not None:

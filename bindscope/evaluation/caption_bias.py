@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.errors import BadInput
-from bindscope.evaluation.detection import DEFAULT_THRESHOLD, check_threshold, query
+from bindscope.evaluation import DETECTION_THRESHOLD
+from bindscope.evaluation.detection import check_threshold, query
 from bindscope.evaluation.results import SCHEMA_VERSION, dataset_info
 from bindscope.evaluation.stats import cluster_bootstrap, share
 from bindscope.format.reader import Dataset
@@ -200,7 +201,7 @@ def objects_finder(source: str = "lexicon", names: str | os.PathLike = "coco", n
 
 
 def caption_bias_pairs(pairs, detector, segmenter=None, *, caption_objects: str = "lexicon",
-                       names: str | os.PathLike = "coco", nlp=None, threshold: float = DEFAULT_THRESHOLD,
+                       names: str | os.PathLike = "coco", nlp=None, threshold: float = DETECTION_THRESHOLD,
                        seed: int = 0, limit: int | None = None, progress: bool = True,
                        rows: list | None = None) -> dict:
     """Caption bias on image-caption pairs without annotations (see the module docstring).
@@ -245,7 +246,6 @@ def caption_bias_pairs(pairs, detector, segmenter=None, *, caption_objects: str 
                 boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
                 areas = np.clip(boxes[:, 2] - boxes[:, 0], 0, None) * np.clip(boxes[:, 3] - boxes[:, 1], 0, None)
                 if segmenter is not None and found.size:
-                    areas = areas.copy()
                     areas[found] = segmenter.areas(image, boxes[found])
                 position = int(np.argmax(areas[found])) + 1 if found.size else 0
                 if rows is not None:

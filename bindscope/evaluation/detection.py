@@ -30,8 +30,6 @@ from bindscope.io.model_folder import no_prompts, quiet_transformers
 DETECTOR_FAMILIES = ("owlv2", "owlvit")
 SEGMENTER_FAMILIES = ("sam",)
 WEIGHT_FILES = ("model.safetensors",)
-DEFAULT_THRESHOLD = 0.1
-"""Default detection threshold on the OWL score (the value of the transformers OWLv2 examples)."""
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 

@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.errors import BadInput
-from bindscope.evaluation.detection import DEFAULT_THRESHOLD, check_threshold, query
+from bindscope.evaluation import DETECTION_THRESHOLD
+from bindscope.evaluation.detection import check_threshold, query
 from bindscope.evaluation.stats import cluster_bootstrap, cluster_codes, share
 
 KIND = "t2i-score"
@@ -152,7 +153,7 @@ def _mean_block(values: np.ndarray, clusters: np.ndarray, seed: int) -> dict:
 
 
 def score_t2i(dataset, detector=None, adapter=None, *, split: str | None = None,
-              threshold: float = DEFAULT_THRESHOLD, seed: int = 0, cache=None, progress: bool = True,
+              threshold: float = DETECTION_THRESHOLD, seed: int = 0, cache=None, progress: bool = True,
               rows: list | None = None, check: bool = True) -> dict:
     """Score a dataset of generated images (see the module docstring) with a loaded detector and/or encoder.
 
@@ -259,7 +260,7 @@ def _slug(value: str) -> str:
     return f"{slug(local.resolve().name)}-{short_hash(str(local.resolve()))}" if local.is_dir() else slug(value)
 
 
-def t2i_score(data, encoder=None, detector: str | None = None, *, threshold: float = DEFAULT_THRESHOLD,
+def t2i_score(data, encoder=None, detector: str | None = None, *, threshold: float = DETECTION_THRESHOLD,
               split: str | None = None, seed: int = 0, out: str | os.PathLike | None = None, overwrite: bool = False,
               progress: bool = True):
     """Score a ``comco t2i`` dataset: which prompt objects each image shows, by mention position (the library call

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from bindscope.errors import BadInput
 from bindscope.generators.comco.registry import JOIN
 
@@ -120,6 +118,8 @@ def plan_prompts(names: list[str], objects: tuple[int, int], n: int, order: str,
     Raises:
         BadInput: see :func:`check_prompt_settings` and :func:`check_template`.
     """
+    import numpy as np
+
     check_prompt_settings(names, objects, n, order)
     check_template(template)
     counts = list(range(objects[0], objects[1] + 1))
@@ -137,5 +137,7 @@ def plan_prompts(names: list[str], objects: tuple[int, int], n: int, order: str,
 def latent_seed(seed: int, set_index: int, image: int) -> int:
     """The torch seed (0..2**63-1) of image ``image`` of every prompt of object set ``set_index``: a pure function
     of the three numbers (numpy ``SeedSequence``)."""
+    import numpy as np
+
     low, high = np.random.SeedSequence([seed, set_index, image]).generate_state(2, dtype=np.uint32)
     return (int(high) << 31) ^ int(low)
