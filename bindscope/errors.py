@@ -88,6 +88,8 @@ def name_list(param: str, value) -> list[str] | None:
 
 
 PRECISIONS = ("fp32", "bf16", "fp16")  # encoder and training precisions, every command spells them so
+PRECISION_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+"""Each precision's torch dtype name (``getattr(torch, PRECISION_DTYPES[precision])``)."""
 DEVICE_GRAMMAR = "auto | cpu | cuda | cuda:N"
 """The one ``--device`` grammar of every command (encoders, training and the Cycles renderer)."""
 

@@ -23,14 +23,13 @@ import numpy as np
 
 from bindscope.encoders.model_folder import model_source
 from bindscope.encoders.settings import check_precision
-from bindscope.errors import BadInput, resolve_device
+from bindscope.errors import PRECISION_DTYPES, BadInput, resolve_device
 from bindscope.generators.t2i.prompts import article
 from bindscope.io.model_folder import no_prompts, quiet_transformers
 
 DETECTOR_FAMILIES = ("owlv2", "owlvit")
 SEGMENTER_FAMILIES = ("sam",)
 WEIGHT_FILES = ("model.safetensors",)
-DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def check_threshold(threshold) -> float:
@@ -66,7 +65,7 @@ def _load(value: str, param: str, families: tuple[str, ...], device: str, precis
                                f"{', '.join(families)}", param=param)
             model_class = transformers.SamModel if family == "sam" else transformers.AutoModelForZeroShotObjectDetection
             net = model_class.from_pretrained(source, trust_remote_code=False, use_safetensors=True,
-                                              dtype=getattr(torch, DTYPES[precision]))
+                                              dtype=getattr(torch, PRECISION_DTYPES[precision]))
             processor = transformers.AutoProcessor.from_pretrained(source, trust_remote_code=False)
     except BadInput:
         raise

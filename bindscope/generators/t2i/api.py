@@ -65,7 +65,7 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
     """
     from bindscope.build.builder import BuildResult, build_dataset, finish_if_done, output_state, refuse_foreign
     from bindscope.generators.comco.config import parse_objects
-    from bindscope.generators.comco.registry import read_names
+    from bindscope.generators.comco.registry import NAME_SETS, read_names
     from bindscope.generators.t2i.generator import NAME, T2IGenerator
     from bindscope.generators.t2i.pipeline import load_pipeline, resolve_pipeline, vae_scale
     from bindscope.generators.t2i.prompts import DEFAULT_TEMPLATE, check_prompt_settings, check_template
@@ -106,7 +106,7 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
     if resolution % scale:
         raise BadInput(f"resolution {resolution} is not allowed for pipeline {str(pipeline)!r}: use a multiple of "
                        f"{scale} pixels (its VAE's scale)", param="resolution")
-    names_label = str(names) if str(names) in ("comco72", "simco18", "coco") else Path(names).name
+    names_label = str(names) if str(names) in NAME_SETS else Path(names).name
     config = {"names": names_label, "categories": categories, "objects": {"min": low, "max": high}, "n": n,
               "order": order, "template": template, "articles": articles, "images_per_prompt": images_per_prompt,
               "steps": steps, "guidance": guidance, "resolution": resolution, "precision": precision,

@@ -19,7 +19,8 @@ What a sample holds:
   (``device``: ``cpu`` or ``cuda``; ``nsfw``: the pipeline's safety-checker flag, None without one).
 
 Same pipeline (repository revision or folder content), config and seed: the same images on the same device and
-software; on the CPU byte-identical datasets. GPU images depend on the GPU and its kernels.
+software; on the CPU (same torch version and thread count) byte-identical datasets. GPU images depend on the GPU and
+its kernels.
 """
 
 from __future__ import annotations

@@ -35,14 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.errors import BadInput
+from bindscope.errors import PRECISION_DTYPES, BadInput
 from bindscope.io.model_folder import check_model_folder, files_digest, no_prompts, read_config_json, refuse_code
 
 MODEL_INDEX = "model_index.json"
 LIBRARIES = ("diffusers", "transformers")
 IMAGE_INPUTS = ("image", "control_image", "mask_image")
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
-PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 @dataclass(frozen=True)
@@ -179,7 +178,7 @@ def load_pipeline(folder: str, precision: str, device: str):
             with no_prompts(), quiet_transformers():
                 pipe = DiffusionPipeline.from_pretrained(folder, use_safetensors=True, trust_remote_code=False,
                                                          low_cpu_mem_usage=False,
-                                                         dtype=getattr(torch, PRECISIONS[precision]))
+                                                         dtype=getattr(torch, PRECISION_DTYPES[precision]))
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             raise BadInput(f"pipeline folder {folder!r} could not be loaded by diffusers: {reason}",
