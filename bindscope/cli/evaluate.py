@@ -82,8 +82,8 @@ def _run(plan, encoder: EncoderSettings, out, plot, overwrite, quiet) -> None:
 
 _labclip_option = click.option(
     "--labclip", default=None, type=click.Path(dir_okay=False),
-    help="LABCLIP map from `bindscope labclip fit`: applied to the L2-normalised text embeddings "
-         "(docs/alignment.md).")
+    help="LABCLIP map from `bindscope labclip fit` (or the LABCLIP authors' state dict: linear.weight, t): applied "
+         "to the L2-normalised text embeddings (docs/alignment.md).")
 
 
 def _labclip(path: str | None):
@@ -374,20 +374,30 @@ def bindscope_caption_bias(data, splits, out, overwrite, plot, seed, detector, s
                                               "--data).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of ARO's order perturbations.")
+@click.option("--image-fit", type=click.Choice(["centre-crop", "letterbox"]), default="centre-crop", show_default=True,
+              help="How an image (ARO VG: its box) becomes the model's square input: centre-crop (shorter side "
+                   "scaled, centre kept: the models' own preprocessing, which the benchmarks' published tables use) "
+                   "or letterbox (longer side scaled, black padding: every pixel kept).")
+@click.option("--tagger", type=click.Choice(["spacy", "lexicon"]), default=None,
+              help="How ARO's order perturbations find nouns and adjectives: spaCy's en_core_web_sm (ARO's) or the "
+                   "word-list tagger (COCO mention table, colour/size words). Default: spaCy where installed, else "
+                   "the word list (recorded in the result).")
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
               help="Result JSON path (default: results/bench/<benchmark>-<model>-<pretrained>.json).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @encoder_settings
 @_labclip_option
-def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, out, overwrite, quiet, encoder, labclip):
+def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, image_fit, tagger, out, overwrite, quiet,
+                    encoder, labclip):
     """ARO or SugarCrepe from their published files in local folders: accuracy per subset (Wilson 95%
-    intervals), macro and micro averages; --labclip applies a fitted LABCLIP map. See docs/real-data.md."""
+    intervals), macro and micro averages (ARO's VG subsets: also ARO's own macro, labelled); --labclip applies a
+    fitted LABCLIP map. See docs/real-data.md."""
     from bindscope.evaluation.api import plan_bench
 
     chosen = [s.strip() for s in subsets.split(",") if s.strip()] if subsets else None
     plan = plan_bench(benchmark, data, images=images, flickr_images=flickr_images, subsets=chosen, seed=seed,
-                      text_transform=_labclip(labclip))
+                      image_fit=image_fit, tagger=tagger, text_transform=_labclip(labclip))
     _run(plan, encoder, out, None, overwrite, quiet)
 
 @click.command("collect")

@@ -114,15 +114,21 @@ def bindscope_export_clip_oscope(data, out, split, object_order, overwrite):
     Image_Text_Matching.py): one PNG per class in references/, and each scene as <n>-objects/<o1>_..._<on>.png.
 
     A dataset in which two scenes would get the same file name is refused (exit status 2) and nothing is
-    written. See docs/clip-oscope.md.
+    written. The printed IOR.py commands name --out relative to the current folder (the scripts prefix './' to
+    every path, so an absolute one fails): run them from here. See docs/clip-oscope.md.
     """
     from bindscope.publish.clip_oscope import export_clip_oscope
+
+    import os
 
     result = export_clip_oscope(data, out, split=split, object_order=object_order, overwrite=overwrite)
     files = ", ".join(f"{folder}/ {count}" for folder, count in result["files"].items())
     click.echo(f"{out}: {files} PNG files ({object_order} order)")
+    # the scripts open './<path>': an absolute path fails, so the commands name the folder relative to this one
+    relative = os.path.relpath(out)
+    click.echo("the authors' scripts read './<path>'; run these from this folder:")
     for folder in result["files"]:
         if folder != "references":
             n = folder.split("-")[0]
-            click.echo(f"IOR.py --one_object_dataset_path {out}/references --many_objects_dataset_path "
-                       f"{out}/{folder}:{n}")
+            click.echo(f"IOR.py --one_object_dataset_path {relative}/references --many_objects_dataset_path "
+                       f"{relative}/{folder}:{n}")
