@@ -69,7 +69,7 @@ class PairSource:
     """Image-caption pairs of one path (see the module docstring).
 
     Attributes:
-        path: the folder or file. layout: ``webdataset``, ``parquet`` or ``folder``. files: the shards, Parquet
+        path: the folder or file given. layout: ``webdataset``, ``parquet`` or ``folder``. files: the shards, Parquet
             files or image files read, in order. skipped: counts of what was passed over while reading
             (``unreadable_images``, ``pairs_without_image``, ``images_without_caption``).
     """
@@ -157,9 +157,12 @@ class PairSource:
                    _caption(text.read_bytes()[:MAX_MEMBER_BYTES]))
 
 
-def _parquet_files(paths: list[Path], where: str) -> list[Path]:
-    import pyarrow.parquet as pq
-
+def _parquet_files(paths: list[Path]) -> list[Path]:
+    """``paths`` after checking that each is a Parquet file with a caption and an image column."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise BadInput("data: reading Parquet files needs pyarrow: pip install 'bindscope[t2i]'", param="data") from None
     for path in paths:
         try:
             names = pq.ParquetFile(path).schema_arrow.names
@@ -169,8 +172,7 @@ def _parquet_files(paths: list[Path], where: str) -> list[Path]:
         if "caption" not in names or not any(c in names for c in IMAGE_COLUMNS):
             raise BadInput(f"data {str(path)!r}: a Parquet file needs a 'caption' column and the image bytes in one "
                            f"of {', '.join(IMAGE_COLUMNS)} (it has {', '.join(names[:12])}); img2dataset's webdataset "
-                           f"output keeps the images in the tar shards{' beside it' if where else ''}: give those",
-                           param="data")
+                           "output keeps the images in its tar shards: give those", param="data")
     return paths
 
 
@@ -185,9 +187,9 @@ def open_pairs(path: str | os.PathLike) -> PairSource:
     path = Path(path)
     if path.is_file():
         if path.suffix == ".tar":
-            return PairSource(path.parent, "webdataset", [path])
+            return PairSource(path, "webdataset", [path])
         if path.suffix == ".parquet":
-            return PairSource(path.parent, "parquet", _parquet_files([path], ""))
+            return PairSource(path, "parquet", _parquet_files([path]))
         raise BadInput(f"data {str(path)!r} is a file that is neither a .tar shard nor a .parquet file",
                        param="data")
     if not path.is_dir():
@@ -197,7 +199,7 @@ def open_pairs(path: str | os.PathLike) -> PairSource:
         return PairSource(path, "webdataset", tars)
     parquets = sorted(path.glob("*.parquet"))
     if parquets:
-        return PairSource(path, "parquet", _parquet_files(parquets, "folder"))
+        return PairSource(path, "parquet", _parquet_files(parquets))
     images = sorted(p for p in path.rglob("*") if p.suffix.lower().lstrip(".") in IMAGE_SUFFIXES and p.is_file()
                     and not any(part.startswith(".") for part in p.relative_to(path).parts))
     if not images:
