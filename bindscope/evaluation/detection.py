@@ -26,6 +26,7 @@ from bindscope.encoders.settings import check_precision
 from bindscope.errors import PRECISION_DTYPES, BadInput, resolve_device
 from bindscope.generators.t2i.prompts import article
 from bindscope.io.model_folder import no_prompts, quiet_transformers
+from bindscope.io.weights import check_module_finite
 
 DETECTOR_FAMILIES = ("owlv2", "owlvit")
 SEGMENTER_FAMILIES = ("sam",)
@@ -73,6 +74,7 @@ def _load(value: str, param: str, families: tuple[str, ...], device: str, precis
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise BadInput(f"{param} {value!r} could not be loaded: {reason} (Hub models are downloaded on first use; "
                        "offline, give a local model folder)", param=param) from None
+    check_module_finite(net, f"{param} {value!r}", param=param)
     if not local:
         revision = getattr(net.config, "_commit_hash", None)
         identity = f"{source}@{revision}" if revision else source

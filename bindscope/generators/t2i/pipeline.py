@@ -37,6 +37,7 @@ import numpy as np
 
 from bindscope.errors import PRECISION_DTYPES, BadInput
 from bindscope.io.model_folder import check_model_folder, files_digest, no_prompts, read_config_json, refuse_code
+from bindscope.io.weights import check_module_finite
 
 MODEL_INDEX = "model_index.json"
 LIBRARIES = ("diffusers", "transformers")
@@ -160,7 +161,8 @@ def load_pipeline(folder: str, precision: str, device: str):
     per process (progress bars off).
 
     Raises:
-        BadInput: diffusers cannot load it (a component missing or of another shape).
+        BadInput: diffusers cannot load it (a component missing or of another shape), or a component's weights hold
+            NaN or infinite values.
     """
     key = (folder, precision, device)
     if key not in _LOADED:
@@ -187,6 +189,9 @@ def load_pipeline(folder: str, precision: str, device: str):
             diffusers_logging.set_verbosity(level)
             if bars:
                 diffusers_logging.enable_progress_bar()
+        for name, component in pipe.components.items():
+            if hasattr(component, "state_dict"):
+                check_module_finite(component, f"pipeline folder {folder!r}: component {name!r}", param="pipeline")
         pipe.set_progress_bar_config(disable=True)
         _LOADED[key] = pipe.to(device)
     return _LOADED[key]
