@@ -1,4 +1,5 @@
-"""``madman eval`` and ``comco eval`` (click). torch/open_clip are imported inside the commands only."""
+"""``madman eval``, ``comco eval``, ``comco t2i-score`` and the analyses (click). torch, open_clip and transformers are
+imported inside the commands only."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from pathlib import Path
 import click
 
 from bindscope.cli.options import _apply, encoder_settings, tasks_option
+from bindscope.cli.types import DEVICE
 from bindscope.encoders.settings import EncoderSettings
-from bindscope.errors import BadInput
+from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput
 from bindscope.cli.types import SEED, FiniteFloat, count
-from bindscope.evaluation import AUDIT_RANGES, AUDIT_SHIFT
+from bindscope.evaluation import AUDIT_RANGES, AUDIT_SHIFT, DETECTION_THRESHOLD
 from bindscope.limits import MAX_EPOCHS, MAX_OBJECTS
 from bindscope.evaluation.api import check_locations
 
@@ -213,8 +215,8 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, encode
                    "default 3, in list order: the authors' caption set) or a text file, one caption per line, "
                    "objects separated by ' and '.")
 @click.option("--names", default=None,
-              help="With --captions: the name list and candidates, comco72 | simco18 | asset folder | file with "
-                   "one name per line [comco72].")
+              help="With --captions: the name list and candidates, comco72 | simco18 | coco | asset folder | file "
+                   "with one name per line [comco72].")
 @click.option("--object-order", default="mention", show_default=True, type=click.Choice(["mention", "size"]),
               help="With DATA: the object order that stands in for the authors' file names (clip-oscope IOR, IOC, "
                    "--bias-position): caption mention order or size rank.")
@@ -279,30 +281,88 @@ def comco_eval(data, tasks, protocol, captions, names, object_order, bias_positi
     _run(plan, encoder, out, plot, overwrite, quiet)
 
 
-@click.command("caption-bias")
+@click.command("t2i-score")
 @click.argument("data", type=click.Path(file_okay=False))
+@click.option("--detector", required=True,
+              help="Open-vocabulary detector (OWLv2 / OWL-ViT): a Hugging Face repository id "
+                   "(google/owlv2-base-patch16-ensemble; downloaded on first use) or a model folder.")
+@click.option("--threshold", type=FiniteFloat(0, 1), default=DETECTION_THRESHOLD, show_default=True,
+              help="Detector score (0..1) from which an object counts as present.")
+@click.option("--split", default=None, help="Split to score (default: images, or the dataset's only split).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="Result JSON path (default: DATA/eval/t2i-score-<detector>-<model>.json).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@encoder_settings
+def comco_t2i_score(data, detector, threshold, split, seed, out, overwrite, quiet, encoder):
+    """Which prompt objects the images of a `comco t2i` dataset DATA show, by mention position: an open-vocabulary
+    detector (--detector, --threshold) and a CLIP encoder (--model: the object's name ranks within the prompt's
+    object count among all names) decide; presence rate per position, first against last with an exact McNemar
+    test over prompts, intervals by bootstrap over prompts. The detector runs with --device, --precision and
+    --batch-size too. See docs/t2i.md.
+    """
+    from bindscope.evaluation.results import samples_path
+    from bindscope.evaluation.t2i import format_t2i, t2i_score
+
+    run = t2i_score(data, encoder, detector, threshold=threshold, split=split, seed=seed, out=out,
+                    overwrite=overwrite, progress=not quiet)
+    click.echo(format_t2i(run.result))
+    click.echo(f"\nwrote {run.path} and its per-image rows {samples_path(run.path)}")
+
+
+@click.command("caption-bias")
+@click.argument("data", type=click.Path())
 @click.option("--split", "splits", multiple=True, help="Split(s) to read (repeatable). Default: all but "
                                                        "'references'.")
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
-              help="Result JSON path (default: DATA/eval/caption-bias.json).")
+              help="Result JSON path (default for a dataset: DATA/eval/caption-bias.json; needed for pairs).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
               help="Also write a bar plot (.png, .pdf or .svg).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
-def bindscope_caption_bias(data, splits, out, overwrite, plot, seed):
+@click.option("--detector", default=None,
+              help="Pairs: open-vocabulary detector (OWLv2 / OWL-ViT) finding each caption object: a Hugging Face "
+                   "repository id (google/owlv2-base-patch16-ensemble) or a model folder.")
+@click.option("--segmenter", default=None,
+              help="Pairs: SAM model (facebook/sam-vit-base or a folder) whose masks in the detector's boxes give the "
+                   "areas [the boxes' areas].")
+@click.option("--threshold", type=FiniteFloat(0, 1), default=None,
+              help=f"Pairs: detector score from which an object is found [{DETECTION_THRESHOLD:g}].")
+@click.option("--caption-objects", type=click.Choice(["lexicon", "spacy"]), default="lexicon", show_default=True,
+              help="Pairs: how a caption's objects are found: the names of --names and their synonyms, or spaCy noun "
+                   "chunks (needs en_core_web_sm).")
+@click.option("--names", default="coco", show_default=True,
+              help="Pairs, lexicon: the categories, comco72 | simco18 | coco | asset folder | file with one name per "
+                   "line.")
+@click.option("--limit", type=count(), default=None, help="Pairs: read only the first N pairs.")
+@click.option("--device", type=DEVICE, default="auto", show_default=True,
+              help=DEVICE_GRAMMAR + " (auto: CUDA when torch sees a GPU, else the CPU): the detector's and segmenter's.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
+              help="Detector and segmenter weights in float32, bfloat16 or float16.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def bindscope_caption_bias(data, splits, out, overwrite, plot, seed, detector, segmenter, threshold, caption_objects,
+                           names, limit, device, precision, quiet):
     """Where captions mention the image's largest object (ComCO Claim 2): share of captions naming it first,
     second, ..., or not at all, overall and by number of objects mentioned, with image-clustered intervals.
 
-    Works on any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
+    DATA is a bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN), or image-caption
+    pairs without annotations as img2dataset writes them (WebDataset tar shards, Parquet files with image bytes, or
+    a folder of images with .txt captions): then each caption's objects are found in its text (--caption-objects),
+    located by --detector, measured by their box or --segmenter mask, and the method is recorded in the result.
+    See docs/real-data.md and docs/t2i.md.
     """
     from bindscope.evaluation.api import caption_bias
     from bindscope.evaluation.caption_bias import format_caption_bias
 
-    run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot)
+    run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot,
+                       detector=detector, segmenter=segmenter, threshold=threshold, caption_objects=caption_objects,
+                       names=names, limit=limit, device=device, precision=precision, progress=not quiet)
     click.echo(format_caption_bias(run.result))
     click.echo(f"\nwrote {run.path}")
     if run.plot is not None:
         click.echo(f"wrote {run.plot}")
+
 
 @click.command("bench")
 @click.argument("benchmark", type=click.Choice(["aro", "sugarcrepe"]))

@@ -11,3 +11,7 @@ AUDIT_RANGES = {"epochs": (1, 1000), "batch_size": (2, MAX_BATCH), "lr": (0.0, M
                 "max_train_objects": (1, MAX_COUNT), "max_test_objects": (1, MAX_COUNT)}
 """The allowed ``(low, high)`` of every numeric setting of the legibility audit (``lr``: low excluded), the one
 place both :func:`bindscope.evaluation.audit.audit_madman` and ``madman audit`` read."""
+DETECTION_THRESHOLD = 0.1
+"""Default score (0..1) from which an open-vocabulary detector's object counts as found (``comco t2i-score``,
+``bindscope caption-bias`` on image-caption pairs): the value of the transformers OWLv2 examples
+(:mod:`bindscope.evaluation.detection`)."""

@@ -52,9 +52,9 @@ import numpy as np
 from bindscope.errors import BadInput
 from bindscope.evaluation.stats import wilson_interval
 from bindscope.format.records import OBJECT_ORDERS, ordered_objects  # noqa: F401 (part of this API)
+from bindscope.generators.comco.registry import JOIN
 
 PROTOCOLS = ("bindscope", "clip-oscope", "both")
-JOIN = " and "
 REPOSITORY = "clip-oscope/clip-oscope"
 TOR_SOURCE = "Text_Encoder_Experiments/TOR_ComCO_CLIP.py"
 IOR_SOURCE = "Image_Encoder_Experiments/IOR.py"
@@ -90,46 +90,6 @@ DEFINITIONS = {
 
 
 # ------------------------------------------------------------------------------------------ captions and names
-def read_names(spec: str | os.PathLike) -> list[str]:
-    """A name list: ``comco72`` / ``simco18`` (registry order, :func:`bindscope.generators.comco.registry.load_set`),
-    an asset folder (its registry), or a UTF-8 text file with one name per line (blank lines skipped).
-
-    The authors' ComCO TOR list (``TOR_ComCO_CLIP.py``) holds 90 names in COCO id order; ``comco72`` is the
-    72 of them bindscope renders, in the same order; their SimCO list is ``simco18`` in the same order.
-
-    Raises:
-        BadInput: an unknown set, an unreadable or empty file, a name used twice or containing ``" and "``.
-    """
-    from bindscope.generators.comco.registry import load_set
-
-    text = str(spec)
-    if text in ("comco72", "simco18") or os.path.isdir(text):
-        try:
-            return [c.name for c in load_set(text)]
-        except BadInput as exc:
-            raise BadInput(f"names {text!r}: {exc}", param="names") from None
-    path = Path(text)
-    if not path.is_file():
-        raise BadInput(f"names {text!r}: not comco72, simco18, an asset folder or a file of names (one per line)",
-                       param="names")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"names {text!r}: cannot read the file ({exc})", param="names") from None
-    names = [line.strip() for line in lines if line.strip()]
-    if not names:
-        raise BadInput(f"names {text!r}: the file holds no name; write one name per line", param="names")
-    seen = set()
-    for name in names:
-        if JOIN in f" {name} ":
-            raise BadInput(f"names {text!r}: name {name!r} contains ' and ', which separates objects in a "
-                           "caption; rename it", param="names")
-        if name in seen:
-            raise BadInput(f"names {text!r}: name {name!r} is listed twice; each name once", param="names")
-        seen.add(name)
-    return names
-
-
 def combination_captions(names: list[str], objects: int) -> list[list[str]]:
     """Every ``itertools.combinations(names, objects)``, in its order (the authors' TOR caption set).
 

@@ -10,13 +10,14 @@ records and validates it with that kind's JSON Schema (:data:`bindscope.evaluati
 - ``probe``, ``conjunctive-search``, ``labclip-eval`` (``alignment_result.json``): ``bindscope probe`` (both tasks)
   and ``bindscope labclip eval`` (``labclip fit`` writes a map, not a result);
 - ``madman-audit`` (``audit_result.json``): ``madman audit --out``;
-- ``caption-bias`` (``caption_bias_result.json``): ``bindscope caption-bias``.
+- ``caption-bias`` (``caption_bias_result.json``): ``bindscope caption-bias``;
+- ``t2i-score`` (``t2i_result.json``): ``comco t2i-score``.
 
 Rows are result files (model, pretrained tag, training step for checkpoints); columns are the figures each kind
 gives (:mod:`bindscope.evaluation.collect_kinds` names and defines them: conditional or unconditional, macro or
 micro, the sampling unit). Shares are percentages with their 95% interval; where a result holds the cluster
-bootstrap interval over images (``ci95_cluster``) the table uses it, else the Wilson interval (``ci95``), and the
-column header says which (``[img]`` / ``[W]``). The LABCLIP modality gap is a distance (unit ``distance``).
+bootstrap interval (``ci95_cluster``: over images, or over prompts for ``t2i-score``) the table uses it, else the
+Wilson interval (``ci95``), and the column header says which (``[img]`` / ``[prompt]`` / ``[W]``). The LABCLIP modality gap is a distance (unit ``distance``).
 
 Column names (stable, for scripts):
 
@@ -51,7 +52,10 @@ Column names (stable, for scripts):
   ``.../macro`` (mean per-class accuracy), ``audit/<size>/<attribute>`` per size level;
 - ``caption-bias``: ``caption-bias/pos<k>``, ``caption-bias/not_mentioned`` (share of all captions, bootstrap
   over images), ``caption-bias/first_when_mentioned`` (conditional on a mention),
-  ``caption-bias/<m>mentioned/pos<k>``.
+  ``caption-bias/<m>mentioned/pos<k>``;
+- ``t2i-score``: ``t2i/<scorer>/pos<k>`` (share of prompt objects at mention position k that the image shows, by
+  the ``detector`` or the ``clip`` scorer; interval: bootstrap over prompts), ``t2i/<scorer>/all``,
+  ``t2i/<scorer>/first``, ``t2i/<scorer>/last`` and ``t2i/<scorer>/<n>obj/pos<k>``.
 
 A file that is not JSON, records no known kind or fails its kind's schema stops the collection with one
 :class:`~bindscope.errors.BadInput` naming the file and why (exit status 2 from the CLI, nothing written).
@@ -131,6 +135,10 @@ def _identity(result: dict, kind: str, where: str) -> tuple[str, str, int | None
     Raises BadInput naming ``where`` for a step above :data:`MAX_STEP`."""
     if kind in MODEL_FREE:
         return (*MODEL_FREE[kind], None)
+    if kind == "t2i-score":  # its scorers' models: the detector's and the CLIP encoder's
+        models = {name: s["model"] for name, s in result["scorers"].items()}
+        names = [Path(m["name"]).name if os.sep in m["name"] else m["name"] for m in models.values()]
+        return " + ".join(names), models.get("clip", {}).get("pretrained", ""), None
     model = result["model"]
     step = model.get("step")
     if step is not None and step > MAX_STEP:
@@ -229,7 +237,7 @@ def format_table(table: dict, fmt: str) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Percent (distances where a column says so), 95% intervals: [img] bootstrap over images "
-                 "(clustered), [W] Wilson score, [-] none. Columns:")
+                 "(clustered), [prompt] bootstrap over prompts, [W] Wilson score, [-] none. Columns:")
     lines.append("")
     lines += [f"- `{c}`: {table.get('definitions', {}).get(c, '')}" for c in table["columns"]]
     if "summary" in table:

@@ -5,13 +5,14 @@ Every result file records its kind in its ``kind`` key (``caption-bias`` files w
 function that turns it into columns. A column is ``name -> figure`` with the figure
 ``{"value", "low", "high", "interval", "unit"}``: ``unit`` ``"%"`` (a share, in percent) or ``"distance"`` (the
 LABCLIP modality gap, Euclidean, 0..2); ``interval`` ``"img"`` (95 % percentile cluster bootstrap over images),
-``"W"`` (95 % Wilson score interval) or ``""`` (the figure has none). Every column also has a definition (what
+``"prompt"`` (the same over prompts), ``"W"`` (95 % Wilson score interval) or ``""`` (the figure has none). Every column also has a definition (what
 is counted, conditional or unconditional, macro or micro, the sampling unit), returned beside the figures.
 """
 
 from __future__ import annotations
 
-INTERVALS = {"img": "95% percentile cluster bootstrap over images", "W": "95% Wilson score interval",
+INTERVALS = {"img": "95% percentile cluster bootstrap over images",
+             "prompt": "95% percentile cluster bootstrap over prompts", "W": "95% Wilson score interval",
              "": "no interval"}
 
 
@@ -24,7 +25,8 @@ class Columns:
 
     def add(self, name: str, value, ci=None, interval: str = "W", definition: str = "", unit: str = "%") -> None:
         """Add column ``name``: ``value`` (a 0..1 share, or a distance with ``unit="distance"``), its 95%
-        interval ``ci`` (``[low, high]`` or None) of kind ``interval`` (``"img"``/``"W"``), its definition."""
+        interval ``ci`` (``[low, high]`` or None) of kind ``interval`` (``"img"``/``"prompt"``/``"W"``), its
+        definition."""
         scale = 100.0 if unit == "%" else 1.0
         self.figures[name] = {"value": None if value is None else scale * value,
                               "low": None if not ci else scale * ci[0], "high": None if not ci else scale * ci[1],
@@ -207,6 +209,27 @@ def caption_bias(result: dict, c: Columns) -> None:
         positions(f"caption-bias/{m}mentioned", block["positions"], f"captions mentioning {m} objects")
 
 
+def t2i_score(result: dict, c: Columns) -> None:
+    """Text-to-image prompt order (comco t2i-score): presence of prompt objects by mention position, per scorer."""
+    for name, scorer in result["scorers"].items():
+        block, prefix = scorer["presence"], f"t2i/{name}"
+        what = f"t2i ({name}): share of prompt objects shown in the image"
+
+        def positions(where: str, figures: dict, scope: str) -> None:
+            for k, p in figures.items():
+                c.add(f"{where}/pos{k}", p["share"], p["ci95_cluster"], "prompt",
+                      f"{what}, mentioned at position {k}{scope} (unit: object in one image, clustered by prompt)")
+        c.add(f"{prefix}/all", block["all"]["share"], block["all"]["ci95_cluster"], "prompt",
+              f"{what}, every mention (unit: object in one image, clustered by prompt)")
+        positions(prefix, block["by_position"], "")
+        for end in ("first", "last"):
+            p = block["first_vs_last"][end]
+            c.add(f"{prefix}/{end}", p["share"], p["ci95_cluster"], "prompt",
+                  f"{what}, the {end}-mentioned object of prompts of 2 or more objects")
+        for k, group in block["by_objects"].items():
+            positions(f"{prefix}/{k}obj", group["by_position"], f", prompts of {k} objects")
+
+
 # kind -> (schema, column function)
 KINDS = {
     "madman-eval": ("eval_result", task_columns),
@@ -218,6 +241,7 @@ KINDS = {
     "labclip-eval": ("alignment_result", labclip_eval),
     "madman-audit": ("audit_result", madman_audit),
     "caption-bias": ("caption_bias_result", caption_bias),
+    "t2i-score": ("t2i_result", t2i_score),
 }
 
 

@@ -176,7 +176,8 @@ def plan_sampled(source: SampledCaptions | None = None, task_names=None, options
 
 def _given_captions(source: SampledCaptions, names: list[str]):
     """``(candidates, caption lists, settings entries, file stem)`` of a given caption set."""
-    from bindscope.evaluation.clip_oscope import combination_captions, read_caption_file, read_names
+    from bindscope.evaluation.clip_oscope import combination_captions, read_caption_file
+    from bindscope.generators.comco.registry import read_names
 
     if source.captions is None:
         raise BadInput(f"names {source.names!r} applies with captions (captions='combinations' or a caption file)",
