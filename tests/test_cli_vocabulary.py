@@ -28,7 +28,7 @@ OPTIONS = [(path, option) for path, command in COMMANDS for option in command.pa
 
 
 def test_every_command_is_walked():
-    assert len(COMMANDS) == 30
+    assert len(COMMANDS) == 32
     assert {"madman generate", "comco render", "comco assets fetch", "bindscope labclip fit", "bindscope train",
             "bindscope import coco", "bindscope import clevr", "bindscope import pug", "bindscope export webdataset",
             "bindscope export open-clip-config", "bindscope export clip-oscope", "comco t2i",
