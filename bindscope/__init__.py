@@ -7,6 +7,7 @@ The public Python API (docs/python-api.md); every command-line tool is a thin wr
     bindscope.comco.render(out, config=None, **overrides)       # ComCO / SimCO dataset (Blender) -> BuildResult
     bindscope.evaluate(data, encoder, ...)                      # recognition / binding, TOR / IOR -> result dict
     bindscope.audit / caption_bias / collect                    # oracle audit, caption bias, result tables
+    bindscope.compare(results, ...)                             # paired tests between results -> Comparison
     bindscope.train(data, out, ...)                             # a small CLIP on MADMAN -> summary dict
     bindscope.probe(data, encoder, ...)                         # linear probes -> result dict
     bindscope.labclip.fit / eval / apply                        # LABCLIP alignment
@@ -32,6 +33,7 @@ _EXPORTS = {
     "audit": "bindscope.evaluation.api:audit",
     "caption_bias": "bindscope.evaluation.api:caption_bias",
     "collect": "bindscope.evaluation.api:collect",
+    "compare": "bindscope.evaluation.compare:compare",
     "train": "bindscope.training.api:train",
     "probe": "bindscope.alignment.api:probe",
     "labclip": "bindscope.alignment.labclip_api",
