@@ -28,9 +28,9 @@ OPTIONS = [(path, option) for path, command in COMMANDS for option in command.pa
 
 
 def test_every_command_is_walked():
-    assert len(COMMANDS) == 28
+    assert len(COMMANDS) == 29
     assert {"madman generate", "comco render", "comco assets fetch", "bindscope labclip fit", "bindscope train",
-            "bindscope import coco", "bindscope export webdataset",
+            "bindscope import coco", "bindscope export webdataset", "bindscope compare",
             "bindscope export open-clip-config", "bindscope export clip-oscope"} <= {path for path, _ in COMMANDS}
 
 

@@ -67,8 +67,7 @@ import os
 from pathlib import Path
 
 from bindscope.errors import BadInput
-from bindscope.evaluation.collect_kinds import KINDS, result_columns, result_kind
-from bindscope.schemas import validate
+from bindscope.evaluation.collect_kinds import load_result, result_columns, result_kind
 
 TABLE_SUFFIXES = (".csv", ".md", ".json")
 ID_COLUMNS = ("file", "kind", "model", "pretrained", "step", "dataset")
@@ -120,29 +119,6 @@ def _sources(paths: list[str | os.PathLike]) -> dict[Path, dict | None]:
         else:
             raise BadInput(f"result {str(p)!r} does not exist")
     return files
-
-
-def load_result(path: Path) -> dict:
-    """A result JSON of any kind of :data:`~bindscope.evaluation.collect_kinds.KINDS`, validated by that kind's
-    schema.
-
-    Raises:
-        BadInput: naming the file: not JSON, no ``kind`` key, an unknown kind (the known ones listed), or the
-            schema violation.
-    """
-    from bindscope.io.json_input import load_json
-
-    result = load_json(path, "result")
-    kind = result_kind(result)
-    where = f"result {str(path)!r}"
-    if kind is None:
-        raise BadInput(f"{where} records no kind (no 'kind' key); bindscope collect reads results of kind "
-                       f"{', '.join(KINDS)}")
-    if kind not in KINDS:
-        raise BadInput(f"{where}: kind {kind!r} is not a result bindscope collect reads; known kinds: "
-                       f"{', '.join(KINDS)}")
-    validate(result, KINDS[kind][0], f"{where} (kind {kind}, schema {KINDS[kind][0]})")
-    return result
 
 
 def _identity(result: dict, kind: str, where: str) -> tuple[str, str, int | None]:

@@ -11,6 +11,9 @@ is counted, conditional or unconditional, macro or micro, the sampling unit), re
 
 from __future__ import annotations
 
+from bindscope.errors import BadInput
+from bindscope.schemas import validate
+
 INTERVALS = {"img": "95% percentile cluster bootstrap over images", "W": "95% Wilson score interval",
              "": "no interval"}
 
@@ -243,3 +246,25 @@ def result_columns(result: dict) -> Columns:
     c = Columns()
     KINDS[result_kind(result)][1](result, c)
     return c
+
+
+def load_result(path) -> dict:
+    """A result JSON of any kind of :data:`KINDS`, validated by that kind's schema.
+
+    Raises:
+        BadInput: naming the file: not JSON, no ``kind`` key, an unknown kind (the known ones listed), or the
+            schema violation.
+    """
+    from bindscope.io.json_input import load_json
+
+    result = load_json(path, "result")
+    kind = result_kind(result)
+    where = f"result {str(path)!r}"
+    if kind is None:
+        raise BadInput(f"{where} records no kind (no 'kind' key); bindscope collect reads results of kind "
+                       f"{', '.join(KINDS)}")
+    if kind not in KINDS:
+        raise BadInput(f"{where}: kind {kind!r} is not a result bindscope collect reads; known kinds: "
+                       f"{', '.join(KINDS)}")
+    validate(result, KINDS[kind][0], f"{where} (kind {kind}, schema {KINDS[kind][0]})")
+    return result

@@ -131,7 +131,7 @@ class Comparison:
 # ------------------------------------------------------------------------------------------------ reading
 def _load(path: Path) -> tuple[dict, list[dict]]:
     """A result of a compared kind and its per-sample rows. Raises BadInput naming the file."""
-    from bindscope.evaluation.collect import load_result
+    from bindscope.evaluation.collect_kinds import load_result
     from bindscope.evaluation.results import read_rows, samples_path
 
     result = load_result(path)
