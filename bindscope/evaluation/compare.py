@@ -202,12 +202,11 @@ def _check_items(paths: list[Path], items: list[dict]) -> list[str]:
     for path, other in zip(paths[1:], items[1:]):
         for task in common:
             a, b = items[0][task], other[task]
-            if len(a) != len(b) or a.keys() != b.keys():
-                missing = sorted(set(a) ^ set(b), key=repr)[:1]
+            if a.keys() != b.keys():
+                missing = min(set(a) ^ set(b), key=repr)
                 raise BadInput(f"results {str(paths[0])!r} and {str(path)!r} score different samples in task "
                                f"{task} ({len(a)} and {len(b)} items; e.g. item (split, scenario, sample, "
-                               f"occurrence) {missing[0] if missing else '?'} is in one only); compare results on "
-                               "the same samples")
+                               f"occurrence) {missing} is in one only); compare results on the same samples")
             for key, (content, _) in a.items():
                 if b[key][0] != content:
                     raise BadInput(f"results {str(paths[0])!r} and {str(path)!r} differ in task {task}, item "
@@ -223,14 +222,12 @@ def _observations(task: str, row: dict, recall_ks: dict) -> list[tuple[str, str,
     split = f"{row['split']}/" if row.get("split") is not None else ""
     if task in ("recognition", "binding"):
         a, ok = row["attribute"], float(bool(row["passed"]))
-        names = ["recognition"] if task == "recognition" else ["binding_all"]
-        out = [(f"{split}{name}/{a}", "", ok, 1.0) for name in names]
-        out += [(f"{split}{name}/micro", "", ok, 1.0) for name in names]
-        out += [(f"{split}{name}/macro", a, ok, 1.0) for name in names]
-        if task == "binding":
+        keys = ((a, ""), ("micro", ""), ("macro", a))  # (column, part of the macro average)
+        name = "recognition" if task == "recognition" else "binding_all"
+        out = [(f"{split}{name}/{key}", part, ok, 1.0) for key, part in keys]
+        if task == "binding":  # conditional: counted where both objects passed recognition
             counted = float(bool(row["counted_in_binding"]))
-            out += [(f"{split}binding/{key}", part, ok * counted, counted)
-                    for key, part in ((a, ""), ("micro", ""), ("macro", a))]
+            out += [(f"{split}binding/{key}", part, ok * counted, counted) for key, part in keys]
         return out
     if task in POSITION_TASKS or task.startswith("claim1_"):
         prefix = task if task in POSITION_TASKS else f"claim1/{task[len('claim1_'):]}"
@@ -273,6 +270,8 @@ def _figures(items: dict, tasks: list[str], recall_ks: dict) -> dict[str, dict[t
 
 
 def _test(metric: str, first: dict, second: dict, seed: int, resamples: int) -> dict:
+    """The fields of a :class:`MetricComparison` (but ``result`` and ``p_holm``) from the two results' items of one
+    figure (:func:`_figures`; the same keys in both)."""
     from bindscope.evaluation.paired import mcnemar_exact, paired_bootstrap
 
     keys = list(first)
