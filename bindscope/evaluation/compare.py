@@ -315,8 +315,9 @@ def compare_results(paths: list[str | os.PathLike], seed: int = 0,
     """
     from bindscope.errors import check_int
     from bindscope.evaluation.paired import holm
+    from bindscope.limits import MAX_SEED
 
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     check_int("resamples", resamples, 1, 100_000)
     files = list(dict.fromkeys(Path(p) for p in paths))
     if len(files) < 2:
