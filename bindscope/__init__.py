@@ -9,6 +9,7 @@ The public Python API (docs/python-api.md); every command-line tool is a thin wr
     bindscope.evaluate(data, encoder, ...)                      # recognition / binding, TOR / IOR -> result dict
     bindscope.audit / caption_bias / collect                    # oracle audit, caption bias, result tables
     bindscope.t2i_score(data, encoder, detector, ...)           # which prompt objects generated images show
+    bindscope.compare(results, ...)                             # paired tests between results -> Comparison
     bindscope.train(data, out, ...)                             # a small CLIP on MADMAN -> summary dict
     bindscope.probe(data, encoder, ...)                         # linear probes -> result dict
     bindscope.labclip.fit / eval / apply                        # LABCLIP alignment
@@ -35,6 +36,7 @@ _EXPORTS = {
     "caption_bias": "bindscope.evaluation.api:caption_bias",
     "collect": "bindscope.evaluation.api:collect",
     "t2i_score": "bindscope.evaluation.t2i:t2i_score",
+    "compare": "bindscope.evaluation.compare:compare",
     "train": "bindscope.training.api:train",
     "probe": "bindscope.alignment.api:probe",
     "labclip": "bindscope.alignment.labclip_api",

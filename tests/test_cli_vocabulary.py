@@ -28,11 +28,11 @@ OPTIONS = [(path, option) for path, command in COMMANDS for option in command.pa
 
 
 def test_every_command_is_walked():
-    assert len(COMMANDS) == 32
+    assert len(COMMANDS) == 33
     assert {"madman generate", "comco render", "comco assets fetch", "bindscope labclip fit", "bindscope train",
             "bindscope import coco", "bindscope import clevr", "bindscope import pug", "bindscope export webdataset",
             "bindscope export open-clip-config", "bindscope export clip-oscope", "comco t2i",
-            "comco t2i-score"} <= {path for path, _ in COMMANDS}
+            "comco t2i-score", "bindscope compare"} <= {path for path, _ in COMMANDS}
 
 
 def test_no_retired_spelling():

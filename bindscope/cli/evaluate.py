@@ -413,19 +413,45 @@ def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, image
 @click.option("--columns", default=None,
               help="Comma-separated columns to plot (default: binding and recognition micro averages, else the "
                    "first 8).")
+@click.option("--compare", "compare", is_flag=True,
+              help="Also compare the results with paired tests, each against the first (as bindscope compare; "
+                   "they must be of one task on the same samples); not with a .csv table.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing table or plot.")
-def bindscope_collect(results, out, plot, columns, overwrite):
+def bindscope_collect(results, out, plot, columns, compare, overwrite):
     """One table from result JSONs of every kind (RESULTS: files or folders of results of `madman eval`,
     `comco eval`, `comco attention`, `bindscope bench`, training runs' result.json, `bindscope probe`,
-    `bindscope labclip eval`, `madman audit`, `bindscope caption-bias`): a row per file, a column per figure, each
-    in percent with its 95% interval; a file of unknown kind or failing its schema is an error. See
-    docs/evaluation.md."""
+    `bindscope labclip eval`, `madman audit`, `bindscope caption-bias`, or `madman sweep` folders): a row per file,
+    a column per figure, each in percent with its 95% interval; results that differ only in seed also as their
+    mean with a t interval over the seeds; a sweep's points with the swept property, value and seed; a file of
+    unknown kind or failing its schema is an error. See docs/evaluation.md."""
     from bindscope.evaluation.api import collect
     from bindscope.evaluation.collect import format_table
 
     chosen = [c.strip() for c in columns.split(",") if c.strip()] if columns is not None else None
-    table = collect(list(results), out, plot=plot, columns=chosen, overwrite=overwrite)
+    table = collect(list(results), out, plot=plot, columns=chosen, compare=compare, overwrite=overwrite)
     click.echo(format_table(table, "md"))
     click.echo(f"wrote {out} ({len(table['rows'])} results, {len(table['columns'])} columns)")
     if plot is not None:
         click.echo(f"wrote {plot}")
+
+
+@click.command("compare")
+@click.argument("results", nargs=-1, type=click.Path())
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the comparison to this file (.md, .csv or .json).")
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default=None,
+              help="Output format (default: --out's suffix, else md).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+def bindscope_compare(results, out, fmt, seed, overwrite):
+    """Paired tests between results of one task on the same samples (RESULTS: two or more result files of
+    `madman eval`, `comco eval` or training runs, with their per-sample rows; each compared with the first): per
+    figure the difference, its 95% interval (paired bootstrap over images) and a p-value (exact McNemar for one
+    binary outcome per image, else the paired bootstrap), Holm-corrected. Results on different samples are an
+    error. See docs/evaluation.md."""
+    from bindscope.evaluation.compare import compare, output_format
+
+    comparison = compare(list(results), out=out, fmt=fmt, seed=seed, overwrite=overwrite)
+    click.echo(comparison.format(output_format(None if out is None else Path(out), fmt)), nl=False)
+    if out is not None:
+        click.echo(f"wrote {out}")

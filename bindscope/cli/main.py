@@ -111,7 +111,8 @@ COMMANDS = {
             evaluate.comco_eval, evaluate.comco_attention, evaluate.comco_t2i_score],
     bindscope: [dataset.bindscope_verify, dataset.bindscope_release, dataset.bindscope_merge, align.bindscope_probe,
                 align.bindscope_labclip, importers.bindscope_import, evaluate.bindscope_caption_bias,
-                evaluate.bindscope_bench, evaluate.bindscope_collect, export.bindscope_export, train.bindscope_train],
+                evaluate.bindscope_bench, evaluate.bindscope_collect, evaluate.bindscope_compare,
+                export.bindscope_export, train.bindscope_train],
 }
 for _group, _commands in COMMANDS.items():
     for _command in _commands:

@@ -495,31 +495,39 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
 
 
 def collect(results: list[str | os.PathLike], out: str | os.PathLike, *, plot: str | os.PathLike | None = None,
-            columns: list[str] | None = None, overwrite: bool = False) -> dict:
+            columns: list[str] | None = None, compare: bool = False, overwrite: bool = False) -> dict:
     """Write one table of result JSONs of every kind (the library call behind ``bindscope collect``; see
     :mod:`bindscope.evaluation.collect`): a row per result file (model, pretrained tag, checkpoint step), a column
     per figure (positions, attributes, size ranks, probe and audit accuracies, caption-bias shares, ...), each
     share in percent with its 95% interval, every column defined.
 
+    Results that differ only in seed (training seeds of one run identity, or evaluation seeds) are also reported
+    as a group: the mean, each seed's value and a t interval over the seeds; a ``madman sweep`` folder is read
+    point by point, with the swept property, value and seed as columns
+    (:mod:`bindscope.evaluation.collect_groups`).
+
     Args:
         results: result files or folders of them, of any kind ``bindscope collect`` reads: ``madman eval``,
             ``comco eval``, ``comco attention``, ``bindscope bench``, a training run's ``result.json``,
             ``bindscope probe`` (attributes, conjunctive search), ``bindscope labclip eval``, ``madman audit``,
-            ``bindscope caption-bias``.
+            ``bindscope caption-bias``; or ``madman sweep`` folders.
         out: the table, ``.csv`` (value/low/high columns), ``.md`` (Markdown, with the column definitions) or
             ``.json`` (the table dict). overwrite: replace files.
-        plot: also draw the table (.png, .pdf or .svg): curves over training steps for checkpoints, else
-            grouped bars. columns: the columns to plot (default: binding and recognition micro averages, else
-            the first 8).
+        plot: also draw the table (.png, .pdf or .svg): curves against the swept value for a sweep, over
+            training steps for checkpoints (bands over seeds where there are several), else grouped bars.
+            columns: the columns to plot (default: binding and recognition micro averages, else the first 8).
+        compare: also compare the results with paired tests, each against the first
+            (:func:`bindscope.evaluation.compare.compare_results`: they must be of one task on the same samples):
+            ``table["comparison"]``, appended to a ``.md`` table (a ``.csv`` table cannot hold it).
 
     Returns:
-        The table dict (``columns``, ``definitions``, ``rows``, ``summary``) of
-        :func:`bindscope.evaluation.collect.collect`.
+        The table dict (``columns``, ``definitions``, ``rows``, ``groups``, ``summary``; ``comparison`` with
+        ``compare``) of :func:`bindscope.evaluation.collect.collect`.
 
     Raises:
         BadInput: a bad ``out`` suffix, an existing ``out``/``plot`` without ``overwrite``, an unknown column,
             an unreadable file, one of no known kind or failing its kind's schema (named, with the reason);
-            before anything is written.
+            ``compare`` with a ``.csv`` table or results a comparison refuses; before anything is written.
     """
     from bindscope.evaluation.collect import TABLE_SUFFIXES, format_table, plot_table
     from bindscope.evaluation.collect import collect as gather
@@ -530,11 +538,21 @@ def collect(results: list[str | os.PathLike], out: str | os.PathLike, *, plot: s
     if out_path.suffix.lower() not in TABLE_SUFFIXES:
         raise BadInput(f"out {str(out)!r}: the file name must end in one of {', '.join(TABLE_SUFFIXES)}",
                        param="out")
+    if compare and out_path.suffix.lower() == ".csv":
+        raise BadInput(f"compare: a .csv table ({str(out)!r}) cannot hold the comparison; write .md or .json, or "
+                       "use bindscope compare --format csv", param="compare")
     plot_path = check_plot_path(plot)
     for param, path in (("out", out_path), ("plot", plot_path)):
         _check_new_file(param, path, overwrite)
     check_locations(out_path, plot_path)
     table = gather(list(results))
+    if compare:
+        from dataclasses import asdict
+
+        from bindscope.evaluation.collect import result_files
+        from bindscope.evaluation.compare import compare_results
+
+        table["comparison"] = asdict(compare_results(result_files(list(results))))
     if columns is not None:
         unknown = [c for c in columns if c not in table["columns"]]
         if unknown or not columns:
