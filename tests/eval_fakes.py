@@ -52,6 +52,20 @@ class FakeEncoder(EncoderAdapter):
         return np.stack([self.image_vectors[i] for i in ids]).astype(np.float32)
 
 
+def hash_encoder(dim: int = 16) -> FakeEncoder:
+    """An encoder for any text and image: a text's vector is drawn from a generator seeded by its sha256, an
+    image's from one seeded by its bytes' sha256 (unit-norm, deterministic)."""
+    import hashlib
+
+    def vector(data: bytes) -> np.ndarray:
+        v = np.random.default_rng(int.from_bytes(hashlib.sha256(data).digest()[:8], "little")).normal(size=dim)
+        return (v / np.linalg.norm(v)).astype(np.float32)
+
+    encoder = FakeEncoder(dim, text_rule=lambda text: vector(text.encode()), key=f"hash-{dim}")
+    encoder.encode_images = lambda images: np.stack([vector(np.ascontiguousarray(im).tobytes()) for im in images])
+    return encoder
+
+
 def position_weighted_rule(names: list[str], dim: int, weights=(3.0, 2.0, 1.0, 0.5, 0.25)):
     """Text rule: "a and b and c" -> normalise(3 e_a + 2 e_b + 1 e_c): a text encoder biased to the first name."""
     index = {n: i for i, n in enumerate(names)}

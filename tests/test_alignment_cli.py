@@ -151,3 +151,16 @@ def test_labclip_fit_eval_apply_match_direct_computation(tiny):
     r = CliRunner().invoke(bindscope, ["labclip", "apply", str(root / "wrong.npy"), "--labclip", str(path),
                                        "--out", str(root / "wrong-out.npy")])
     assert r.exit_code == 2 and "32-dimensional" in r.output and not (root / "wrong-out.npy").exists()
+
+
+def test_labclip_fit_quiet_prints_no_progress_bar(tiny):
+    data, model, root = tiny
+    args = ["labclip", "fit", str(data), "--model", str(model), "--no-cache", "--epochs", "2", "--fit-batch-size",
+            "32"]
+    loud = invoke([*args, "--out", str(root / "loud.pt")])
+    assert loud.exit_code == 0 and "LABCLIP: 100%" in loud.output, loud.output
+    quiet = invoke([*args, "--out", str(root / "quiet.pt"), "--quiet"])
+    assert quiet.exit_code == 0
+    lines = quiet.output.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("LABCLIP fitted on ") and lines[2] == f"wrote {root / 'quiet.pt'}"
+    assert lines[1] in loud.output  # the same fit (its losses), without the bar

@@ -219,3 +219,58 @@ def test_bad_bench_files(tmp_path):
     result = CliRunner().invoke(bindscope, base + ["--images", str(images)])
     assert result.exit_code == 2 and result.output.count("Error:") == 1 and "'missing.jpg'" in result.output
     assert not out.exists()
+
+
+def _aro_order(tmp_path):
+    data = tmp_path / "aro"
+    data.mkdir()
+    save_image(tmp_path / "coco" / "val2014" / "x.jpg", 5)
+    (data / "coco_karpathy_test.json").write_text(json.dumps([{"image": "val2014/x.jpg", "caption": ["A red bus."]}]))
+    return ["bench", "aro", "--data", str(data), "--images", str(tmp_path / "coco"), "--model", "nowhere:model",
+            "--out", str(tmp_path / "r.json")]
+
+
+def test_the_order_subsets_without_spacys_model_name_the_model(tmp_path, monkeypatch):
+    """spaCy installed, its English model not: the error names the model and how to get it."""
+    import spacy
+
+    from bindscope.text import negatives
+
+    def load(name, **options):  # what spacy.load raises for a model that is not installed
+        raise OSError(f"[E050] Can't find model '{name}'. It doesn't seem to be a Python package or a valid path "
+                      "to a data directory.")
+
+    args = _aro_order(tmp_path)
+    negatives.spacy_pipeline.cache_clear()
+    monkeypatch.setattr(spacy, "load", load)
+    r = CliRunner().invoke(bindscope, args)
+    negatives.spacy_pipeline.cache_clear()
+    assert r.exit_code == 2
+    assert r.output == ("Error: aro coco_order/flickr_order need a part-of-speech tagger; spaCy model "
+                        "'en_core_web_sm' is not installed: python -m spacy download en_core_web_sm (or choose the "
+                        "subsets vg_relation,vg_attribution)\n")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_the_order_subsets_without_spacy_name_the_install_command(tmp_path, monkeypatch):
+    import builtins
+
+    from bindscope.text import negatives
+
+    real_import = builtins.__import__
+
+    def no_spacy(name, *args, **kwargs):
+        if name.split(".")[0] == "spacy":
+            raise ImportError("No module named 'spacy'")
+        return real_import(name, *args, **kwargs)
+
+    args = _aro_order(tmp_path)
+    negatives.spacy_pipeline.cache_clear()
+    monkeypatch.setattr(builtins, "__import__", no_spacy)
+    r = CliRunner().invoke(bindscope, args)
+    monkeypatch.undo()
+    negatives.spacy_pipeline.cache_clear()
+    assert r.exit_code == 2
+    assert r.output == ("Error: aro coco_order/flickr_order need a part-of-speech tagger; the spaCy tagger needs spaCy "
+                        "and its English model: pip install 'bindscope[text]' && python -m spacy download "
+                        "en_core_web_sm (or choose the subsets vg_relation,vg_attribution)\n")

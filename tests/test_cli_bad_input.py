@@ -222,8 +222,8 @@ def test_comco_render_failing_first_scene_leaves_nothing(work):
 
 @pytest.mark.parametrize("args, message", [
     (["--patch-size", "0"], "--patch-size"),
-    (["--warmup", "-5"], "--warmup must be an integer >= 0"),
-    (["--lr", "nan"], "not a finite number"),
+    (["--warmup", "-5"], "--warmup -5 is not allowed; use an integer in 0..10000000 steps"),
+    (["--lr", "nan"], "--lr nan is not allowed; use a finite number in (0, 10]"),
     (["--out-under-file"], "is a file, not a folder"),
 ])
 def test_madman_train_bad_input_exits_2_and_writes_nothing(madman_data, tmp_path, args, message):
@@ -271,11 +271,11 @@ def test_madman_audit_bad_input(work, madman_data, args, needles):
     _bad(madman, ["audit", *args, "--quiet"], work, *needles)
 
 
-def test_madman_audit_wrong_generator(work, madman_data):
+def test_madman_audit_needs_attribute_value_tables(work, madman_data):
     fake = work / "fake"
     shutil.copytree(madman_data, fake)
     manifest = json.loads((fake / "manifest.json").read_text())
-    manifest["generator"]["name"] = "comco"
-    manifest["config_sha256"] = config_sha256("comco", manifest["config"], manifest["seed"])
+    manifest["config"]["attributes"] = sorted(manifest["config"]["attributes"])  # names only, as ComCO's config
+    manifest["config_sha256"] = config_sha256("madman", manifest["config"], manifest["seed"])
     (fake / "manifest.json").write_text(json.dumps(manifest))
-    _bad(madman, ["audit", "fake", "--out", "a.json"], work, "'fake'", "'comco'", "madman")
+    _bad(madman, ["audit", "fake", "--out", "a.json"], work, "'fake'", "config.attributes maps every object attribute")

@@ -31,6 +31,7 @@ from bindscope.evaluation.clip_oscope import (
 )
 from bindscope.evaluation.collect import collect
 from bindscope.evaluation.comco import VocabEntry, evaluate_comco, evaluate_tor_sampled
+from bindscope.evaluation.sampled import SampledCaptions
 from bindscope.schemas import validate
 
 NAMES = ["car", "carrot", "apple", "pizza", "desk"]
@@ -123,9 +124,9 @@ def _tor_encoder() -> FakeEncoder:
 
 def test_tor_through_evaluate_tor_sampled_with_given_captions_and_both_protocols():
     rows: list = []
-    result = evaluate_tor_sampled(_tor_encoder(), vocabulary=[VocabEntry(n) for n in NAMES],
-                                  captions=[c[1] for c in TOR_CASES], caption_source="hand", protocol="both",
-                                  progress=False, rows=rows)
+    source = SampledCaptions(names=[VocabEntry(n) for n in NAMES], captions=[c[1] for c in TOR_CASES])
+    result = evaluate_tor_sampled(_tor_encoder(), source, options={"tor": {"protocol": "both"}}, progress=False,
+                                  rows=rows)
     validate(result, "eval_result", "result")
     _check_tor(result["metrics"]["clip_oscope"]["tor"])
     # bindscope's strict top-1 on the same captions: C6 is a tie; C1 top-1 car is no object
@@ -135,15 +136,17 @@ def test_tor_through_evaluate_tor_sampled_with_given_captions_and_both_protocols
     oscope = [r for r in rows if r["task"] == "clip-oscope-tor"]
     assert oscope[3]["top_n"] == ["apple", "car"] and oscope[3]["top_n_correct"] is False  # ascending order
     assert oscope[0]["top_n_correct"] is True and oscope[5]["top1"] == "apple"
-    assert result["settings"]["protocol"] == "both" and result["settings"]["captions"] == "hand"
+    assert result["settings"]["protocol"] == "both" and result["settings"]["captions"] == "given"
 
 
 def test_clip_oscope_protocol_alone_leaves_out_the_bindscope_block():
-    result = evaluate_tor_sampled(_tor_encoder(), vocabulary=[VocabEntry(n) for n in NAMES],
-                                  captions=[c[1] for c in TOR_CASES], protocol="clip-oscope", progress=False)
+    source = SampledCaptions(names=[VocabEntry(n) for n in NAMES], captions=[c[1] for c in TOR_CASES])
+    result = evaluate_tor_sampled(_tor_encoder(), source, options={"tor": {"protocol": "clip-oscope"}},
+                                  progress=False)
     assert set(result["metrics"]) == {"clip_oscope"}
     with pytest.raises(BadInput, match="protocol 'paper'"):
-        evaluate_tor_sampled(_tor_encoder(), vocabulary=[VocabEntry(n) for n in NAMES], protocol="paper")
+        evaluate_tor_sampled(_tor_encoder(), SampledCaptions(vocab=[VocabEntry(n) for n in NAMES]),
+                             options={"tor": {"protocol": "paper"}})
 
 
 # ------------------------------------------------------------------------------------------------------- IOR
@@ -206,7 +209,8 @@ def sample(index, image_id, caption, records):
 def test_ior_statistics_by_hand_with_the_restricted_argmax(tmp_path):
     path, encoder = _ior_dataset(tmp_path)
     rows: list = []
-    result = evaluate_comco(path, encoder, ["ior"], protocol="clip-oscope", progress=False, rows=rows)
+    result = evaluate_comco(path, encoder, ["ior"], options={"ior": {"protocol": "clip-oscope"}}, progress=False,
+                            rows=rows)
     validate(result, "eval_result", "result")
     assert "ior" not in result["metrics"]  # clip-oscope only
     block = result["metrics"]["clip_oscope"]["ior"]
@@ -231,7 +235,8 @@ def test_ior_statistics_by_hand_with_the_restricted_argmax(tmp_path):
 
 def test_ior_object_order_by_size_reverses_the_positions(tmp_path):
     path, encoder = _ior_dataset(tmp_path)
-    result = evaluate_comco(path, encoder, ["ior"], protocol="both", object_order="size", progress=False)
+    result = evaluate_comco(path, encoder, ["ior"], options={"ior": {"protocol": "both", "object_order": "size"}},
+                            progress=False)
     g = result["metrics"]["clip_oscope"]["ior"]["by_num_objects"]["3"]
     # size rank is the mention order reversed, so each per-position figure is reversed
     assert [p["value"] for p in g["most_similar_among_present"]["positions"]] == pytest.approx([1 / 5, 3 / 5, 1 / 5])
@@ -291,8 +296,9 @@ def test_matching_at_position_2_of_4_with_every_absent_category(tmp_path):
     path = build(tmp_path, "match", SpecGenerator({"scenes": [sample(0, 1, " and ".join(order), records)],
                                                    "references": refs}, name="comco", attribute_names=[]))
     rows: list = []
-    result = evaluate_comco(path, FakeEncoder(dim, texts, images), ["matching"], bias_position=2,
-                            matching_negatives=None, progress=False, rows=rows)
+    result = evaluate_comco(path, FakeEncoder(dim, texts, images), ["matching"],
+                            options={"matching": {"bias_position": 2, "matching_negatives": None}}, progress=False,
+                            rows=rows)
     validate(result, "eval_result", "result")
     m = result["metrics"]["matching"]
     assert (m["scenario_1"]["all"]["correct"], m["scenario_1"]["all"]["total"]) == (1, 2)
@@ -303,7 +309,8 @@ def test_matching_at_position_2_of_4_with_every_absent_category(tmp_path):
     assert result["settings"]["matching_bias_position"] == 2
     assert result["settings"]["matching_scenes_without_position"] == 0
     with pytest.raises(BadInput, match="bias_position 0"):
-        evaluate_comco(path, FakeEncoder(dim, texts, images), ["matching"], bias_position=0, progress=False)
+        evaluate_comco(path, FakeEncoder(dim, texts, images), ["matching"], options={"matching": {"bias_position": 0}},
+                       progress=False)
 
 
 # ----------------------------------------------------------------------------------------- captions and names

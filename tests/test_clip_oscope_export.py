@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import numpy as np
 from click.testing import CliRunner
@@ -85,3 +87,45 @@ def test_two_scenes_with_one_file_name_are_refused_and_nothing_is_written(tmp_pa
     assert _export(data, out, "--object-order", "size").exit_code == 2  # not empty, no --overwrite
     assert _export(data, out, "--overwrite").exit_code == 2  # the mention order still clashes
     assert _listing(out)["2-objects"] == ["apple_pizza.png", "pizza_apple.png"]
+
+
+def _with_reference(tmp_path, category):
+    """A scene of pizza and apple, and references of pizza, apple and ``category``."""
+    scenes = [Sample(0, image(1), np.zeros((8, 8), np.uint8), "pizza and apple",
+                     [obj(1, "pizza", {"size_class": "m"}, 1, 1, 9), obj(2, "apple", {"size_class": "m"}, 2, 2, 8)])]
+    refs = [Sample(k, image(10 + k), np.zeros((8, 8), np.uint8), c, [obj(1, c, {"size_class": "m"}, 1, 1)])
+            for k, c in enumerate(["pizza", "apple", category])]
+    return build(tmp_path, "refs", SpecGenerator({"scenes": scenes, "references": refs}, name="comco",
+                                                 attribute_names=["size_class"]))
+
+
+def test_a_category_too_long_for_a_file_name_is_refused_and_nothing_is_written(tmp_path):
+    data = _with_reference(tmp_path, "é" * 126)  # 252 bytes in UTF-8: "<category>.png" would be 256
+    out = tmp_path / "out"
+    result = _export(data, out)
+    assert result.exit_code == 2, result.output
+    assert result.output == (f"Error: references 2: category {'é' * 40!r}... is 252 bytes long (UTF-8); a file name "
+                             "holds at most 255 bytes, so <category>.png allows at most 251\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["refs"]  # no export, no staging folder
+
+
+def test_a_category_of_251_bytes_is_a_file_name(tmp_path):
+    data = _with_reference(tmp_path, "é" * 125 + "x")  # 251 bytes: "<category>.png" is 255
+    result = _export(data, tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert _listing(tmp_path / "out")["references"] == sorted(["apple.png", "pizza.png", "é" * 125 + "x.png"])
+
+
+def test_the_export_folders_have_the_umask_permissions(tmp_path):
+    data, _ = comco_fixture(tmp_path)
+    out = tmp_path / "out"
+    old = os.umask(0o027)
+    try:
+        result = _export(data, out)
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in [out, *out.rglob("*")]}
+    assert {name: mode for name, mode in modes.items() if (tmp_path / name).is_dir()} == {
+        "out": 0o750, "out/references": 0o750, "out/2-objects": 0o750, "out/3-objects": 0o750}
+    assert modes["out/clip-oscope.json"] == modes["out/references/apple.png"] == 0o640

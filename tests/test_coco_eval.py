@@ -95,7 +95,8 @@ def test_ior_with_external_references(tmp_path, coco_dataset):
     assert names == ["car", "cat", "dog", "person"]
     expected = E["person"] + (E["person"] + E["dog"]) / np.sqrt(2)
     assert np.allclose(proto[3], expected / np.linalg.norm(expected), atol=1e-6)
-    result = evaluate_comco(coco_dataset, encoder(), ["ior"], references=reference_set, progress=False)
+    result = evaluate_comco(coco_dataset, encoder(), ["ior"], progress=False,
+                            options={"ior": {"references": str(refs), "category_map": str(category_map)}})
     ior = result["metrics"]["ior"]
     assert ior["candidates"] == 4
     # image 7 = dog -> dog (rank 2); image 9 = car -> car (rank 1); image 12 = 0.8 person + 0.6 couch: couch has

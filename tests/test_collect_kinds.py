@@ -122,18 +122,17 @@ def results(tmp_path_factory):
     files["result.json"] = out / "train-result.json"
     files["result.json"].write_bytes((run / "result.json").read_bytes())
     assert summary["files"]["result.json"] == str(run / "result.json")
-    model = str(run / "model.pt")
-    files["probe"] = bindscope.probe(data, model, steps=20, device="cpu", use_cache=False, out=out / "probe.json",
-                                     progress=False).path
-    bindscope.labclip.fit(data, model, root / "map.pt", epochs=2, device="cpu", use_cache=False, progress=False)
-    files["labclip"] = bindscope.labclip.eval(data, model, root / "map.pt", device="cpu", use_cache=False,
-                                              out=out / "labclip.json", progress=False).path
+    model = bindscope.EncoderSettings(run / "model.pt", device="cpu", use_cache=False)
+    files["probe"] = bindscope.probe(data, model, steps=20, out=out / "probe.json", progress=False).path
+    bindscope.labclip.fit(data, model, root / "map.pt", epochs=2, progress=False)
+    files["labclip"] = bindscope.labclip.eval(data, model, root / "map.pt", out=out / "labclip.json",
+                                              progress=False).path
     files["audit"] = bindscope.audit(data, out=out / "audit.json", epochs=1, batch_size=16, width=4,
                                      progress=False).path
     # conjunctive search with the trained CLIP; ComCO binding on the same scenes with a fake encoder
     conj, conj_encoder = conjunctive_fixture(root)
-    files["conjunctive"] = bindscope.probe(conj, model, task="conjunctive-search", steps=20, device="cpu",
-                                           use_cache=False, out=out / "conjunctive.json", progress=False).path
+    files["conjunctive"] = bindscope.probe(conj, model, task="conjunctive-search", steps=20,
+                                           out=out / "conjunctive.json", progress=False).path
     files["binding"] = write_result(out / "comco-binding.json",
                                     evaluate_comco(conj, conj_encoder, ["binding"], progress=False))
     # hand-chosen encoders: madman eval, comco eval with retrieval, bench; caption bias of the ComCO scenes

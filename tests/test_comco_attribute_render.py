@@ -21,6 +21,7 @@ from bindscope.generators.comco import attributes as A
 from bindscope.generators.comco import scene
 from bindscope.generators.comco.config import DEFAULT_CONFIG
 from bindscope.generators.comco.registry import load_set
+from bindscope.io.ownership import write_marker
 from bindscope.publish.verify import verify_dataset
 
 pytestmark = pytest.mark.blender
@@ -179,13 +180,15 @@ def test_same_bytes_for_any_jobs_and_after_resume(dataset, tmp_path):
     assert len(files) == 4
     for name in files:
         assert (dataset / name).read_bytes() == (other / name).read_bytes()
-    # an interrupted run: one of the two shards done, no manifest yet; the same command finishes it
+    # an interrupted run (its marker and run state, one of the two shards, no manifest yet): the same command
+    # finishes it
     resumed = tmp_path / "c"
     (resumed / "data" / "shards").mkdir(parents=True)
     first = manifest["splits"]["scenes"]["shards"][0]["file"]
     shutil.copy(dataset / first, resumed / "data" / first)
     (resumed / "data" / RUN_STATE).write_text(json.dumps({"run_id": manifest["config_sha256"],
                                                           "generator": "comco"}))
+    write_marker(resumed / "data", "dataset", manifest["config_sha256"])
     _render(resumed, "--attributes", "size,colour,material")
     for name in files:
         assert (dataset / name).read_bytes() == (resumed / "data" / name).read_bytes()

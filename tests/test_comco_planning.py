@@ -285,3 +285,101 @@ def test_planning_never_imports_bpy():
             "bindscope.generators.comco.scene, bindscope.generators.comco.generator, bindscope.cli.comco; "
             "assert 'bpy' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# sha256 of the canonical JSON of {config, the first 60 scene plans and every reference plan} for four configs,
+# computed with the planner as it was before the mention-order keys existed: without them plans keep their bytes
+DEFAULT_PLAN_DIGESTS = {
+    "default": ({}, "43762d93691745cda92e83c7330b6c53b3ffa82b943479d5d6b98e8530fd7aa3"),
+    "attributes": ({"set": "simco18", "attributes": "colour,material,size", "objects": "1-5"},
+                   "ffce0a4712314d5b774fc5e85731a3561dda288b5fdf606d6143be8aa4f1a74d"),
+    "crop": ({"set": "simco18", "size_mode": "random", "references": "crop",
+              "caption": {"templates": ["a photo of {objects}."]}},
+             "9ba38f0567234ba4afd8769e3503f1b3bd244848414ac0c88c996d6ac72e5fdd"),
+    "equal-random": ({"size_mode": "equal", "placement": {"mode": "random"}},
+                     "bb50674cb2db8279a109f3919e6a9b42a436e486a3baedf8d8c54e2e60470016"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULT_PLAN_DIGESTS))
+def test_plans_without_saliency_keep_their_bytes(name):
+    import hashlib
+
+    from bindscope.io.canonical import canonical_json
+
+    overrides, expected = DEFAULT_PLAN_DIGESTS[name]
+    cfg = resolve_render_config(None, overrides)
+    assert "saliency" not in cfg and "saliency_bias" not in cfg
+    assert resolve_render_config(None, {**overrides, "saliency": "none"}) == cfg  # the explicit default
+    categories = load_set(cfg["set"])
+    specs = [scene.plan_scene(cfg, categories, 0, i) for i in range(60)]
+    specs += [scene.plan_reference(cfg, categories, 0, i) for i in range(len(categories))]
+    text = canonical_json({"config": cfg, "specs": specs})
+    assert hashlib.sha256(text if isinstance(text, bytes) else text.encode()).hexdigest() == expected
+    assert not any("salient" in s for s in specs)
+
+
+def _binomial_range(n: int, p: float) -> tuple[int, int]:
+    """Counts outside which a Binomial(n, p) count falls with probability below 1e-6 (both tails together)."""
+    from scipy.stats import binom
+
+    return int(binom.ppf(5e-7, n, p)), int(binom.isf(5e-7, n, p))
+
+
+@pytest.mark.parametrize("mode,bias", [("size", 0.75), ("size", 0.0), ("position", 1.0), ("position", 0.4)])
+def test_saliency_mention_order_share_within_its_binomial_range(comco72, mode, bias):
+    """saliency_bias is the probability that the salient object is named first, whatever the object count: the
+    realised share over 600 plans of 2-5 objects lies in its binomial range; the other objects are first in
+    the remaining scenes, each about equally often; position orders the whole caption left to right."""
+    cfg = resolve_render_config(None, {"objects": "2-5", "saliency": mode, "saliency_bias": bias})
+    n = 600
+    first, in_order, others_first = 0, 0, Counter()
+    for i in range(n):
+        spec = scene.plan_scene(cfg, comco72, 0, i)
+        objs = spec["objects"]
+        salient = objs[spec["salient"] - 1]
+        mentioned = sorted(objs, key=lambda o: o["mention_position"])
+        assert spec["caption"] == " and ".join(o["category"] for o in mentioned)
+        xs = scene.image_x(spec["camera"], objs, cfg)
+        if mode == "size":
+            assert salient["large"]
+        else:
+            assert xs[spec["salient"] - 1] == min(xs)
+        first += salient["mention_position"] == 1
+        in_order += [o["index"] for o in mentioned] == [objs[k]["index"] for k in np.argsort(xs)]
+        if salient["mention_position"] != 1:  # which of the others came first: its rank among them by x
+            others = sorted((o for o in objs if o is not salient), key=lambda o: xs[o["index"] - 1])
+            others_first[(len(objs), others.index(mentioned[0]))] += 1
+    low, high = _binomial_range(n, bias)
+    assert low <= first <= high, (first, low, high)
+    if mode == "position":
+        assert in_order == first  # left to right exactly when the leftmost is first
+    for (count, _), seen in others_first.items():  # per count: each of the count - 1 others equally likely
+        total = sum(v for (c, _), v in others_first.items() if c == count)
+        assert _binomial_range(total, 1 / (count - 1))[0] <= seen <= _binomial_range(total, 1 / (count - 1))[1]
+
+
+def test_saliency_images_do_not_depend_on_the_mention_order(comco72):
+    """Only the caption changes: every other value of a plan (scales, positions, camera, light, Cycles seed) is
+    the same with and without saliency, so the rendered images are too."""
+    plain = config(objects={"min": 2, "max": 5})
+    ordered = resolve_render_config(None, {"objects": "2-5", "saliency": "position", "saliency_bias": 0.5})
+    for i in range(40):
+        a, b = scene.plan_scene(plain, comco72, 0, i), scene.plan_scene(ordered, comco72, 0, i)
+        strip = lambda s: {**{k: v for k, v in s.items() if k not in ("caption", "salient")},  # noqa: E731
+                           "objects": [{k: v for k, v in o.items() if k != "mention_position"} for o in s["objects"]]}
+        assert strip(a) == strip(b)
+
+
+def test_saliency_keys_that_do_not_apply_are_refused(tmp_path):
+    with pytest.raises(BadInput, match="^saliency_bias 0.5 needs saliency size or position"):
+        resolve_render_config(None, {"saliency_bias": 0.5})
+    with pytest.raises(BadInput, match="^saliency 'size' needs size_mode one-large or random"):
+        resolve_render_config(None, {"saliency": "size", "size_mode": "equal"})
+    with pytest.raises(BadInput, match="saliency_bias: 1.5 is greater than the maximum of 1"):
+        resolve_render_config(None, {"saliency": "size", "saliency_bias": 1.5})
+    out = tmp_path / "out"
+    result = CliRunner().invoke(comco, ["render", "--set", "simco18", "--saliency", "left", "--out", str(out)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("Error: ") and "'left' is not one of ['none', 'size', 'position']" in result.output
+    assert not out.exists()

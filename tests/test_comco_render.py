@@ -390,6 +390,46 @@ def test_cropped_references():
     assert (background == background[0]).all()  # away from the object's edge: one backdrop colour
 
 
+def test_a_crop_reference_mask_is_the_objects_unoccluded_silhouette():
+    """The cube of seed 0 stands behind a small object in its scene; its crop reference shows it whole: the
+    mask equals the cube rendered alone from the crop's camera, and equals the unoccluded silhouette the scene
+    render measures (its other objects hidden) from that camera, while the scene itself hides part of it."""
+    gen = _generator(resolution=RES, samples=1, references="crop", depth=True)
+    session = gen._session()
+    spec, out = gen.render_crop(0)
+    assert spec["objects"][0]["category"] == "cube" and len(spec["scene_objects"]) >= 2
+    assert "salient" not in spec and spec["scene_camera"] != spec["camera"]
+    alone = session.render({**spec, "objects": [spec["objects"][0]]})
+    assert np.array_equal(out.mask, alone.mask) and out.objects[0].area == int((out.mask == 1).sum())
+    scene_view = session.render({**spec, "objects": spec["scene_objects"]})  # the whole scene, same camera
+    visible = scene_view.mask == 1
+    assert scene_view.objects[0].unoccluded_area == out.objects[0].area  # solo id render, others hidden
+    assert scene_view.objects[0].occlusion > 0.05 and visible.sum() < out.objects[0].area
+    assert (out.mask[visible] == 1).all()  # what the scene shows of the cube lies inside the reference's mask
+    assert np.array_equal(np.isfinite(out.depth), out.mask == 1)  # the object's depth, inf on the flat backdrop
+
+
+def test_saliency_is_recorded_in_the_manifest(tmp_path):
+    """--saliency position --saliency-bias 0.5: the manifest's realised share is the share of scenes whose caption
+    names the leftmost object (by projected centre) first, and that object is the salient one."""
+    data = render_cli(tmp_path, {**TINY, "references": False},
+                      ["render", "--set", "simco18", "--objects", "2-4", "-n", "6", "--resolution", "48",
+                       "--samples", "1", "--seed", "3", "--device", "cpu", "--quiet", "--saliency", "position",
+                       "--saliency-bias", "0.5"])
+    assert verify_dataset(data) == []
+    scenes, _, manifest = _scenes(data)
+    first = 0
+    for s in scenes:
+        (salient,) = [o for o in s.objects if o.salient]
+        assert salient.index == s.spec["salient"]
+        assert salient.extras["proj_cx"] == min(o.extras["proj_cx"] for o in s.objects)
+        first += salient.mention_position == 1
+    assert manifest["config"]["saliency"] == "position" and manifest["config"]["saliency_bias"] == 0.5
+    assert manifest["statistics"]["scenes"]["saliency"] == {"mode": "position", "scenes": 6, "requested": 0.5,
+                                                          "realised": first / 6}
+    assert manifest["generator"]["version"] == "3"
+
+
 def test_a_crop_mode_render_verifies_clean(tmp_path):
     """A reference cut from a scene is mentioned once, by its caption (the category name): mention position 1,
     whatever its place in the scene it was cut from."""

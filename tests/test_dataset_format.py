@@ -60,7 +60,8 @@ def test_output_folder_rules(tmp_path):
     before = _files(tmp_path / "d")
     assert build_dataset(SquaresGenerator(), tmp_path / "d", progress=False) == first  # the same run: done
     assert _files(tmp_path / "d") == before
-    with pytest.raises(BadInput, match="not empty.*finished dataset of another config or seed"):
+    with pytest.raises(BadInput, match=r"not empty: it holds another bindscope dataset \(finished\), made with "
+                                       "another config or seed"):
         build_dataset(SquaresGenerator(seed=1), tmp_path / "d", progress=False)
     build_dataset(SquaresGenerator(seed=1), tmp_path / "d", overwrite=True, progress=False)
     assert Dataset(tmp_path / "d").manifest["seed"] == 1

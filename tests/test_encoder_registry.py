@@ -33,7 +33,7 @@ def fake_kind(tmp_path):
 
 def test_a_registered_kind_comes_first_and_others_keep_their_order(fake_kind):
     names = [kind.name for kind in encoder_kinds()]
-    assert names == ["fake:", "hf:", "sentence-transformers folder", "open_clip config file", "run",
+    assert names == ["fake:", "hf-vlm:", "hf:", "sentence-transformers folder", "open_clip config file", "run",
                      "sentence-transformers/", "hf-hub:",
                      "open_clip"]
     assert encoder_kind("fake:x").name == "fake:" and encoder_kind("ViT-B-32").name == "open_clip"
@@ -41,7 +41,8 @@ def test_a_registered_kind_comes_first_and_others_keep_their_order(fake_kind):
 
 def test_bindscope_evaluate_uses_a_registered_kind(fake_kind, tmp_path):
     path, loads = fake_kind
-    run = bindscope.evaluate(path, model="fake:hand", device="cpu", use_cache=False, progress=False)
+    run = bindscope.evaluate(path, bindscope.EncoderSettings("fake:hand", device="cpu", use_cache=False),
+                             progress=False)
     assert loads == [("fake:hand", None, "cpu", 64)]
     assert run.path.name == "madman-fake-hand.json"
     colour = run.result["metrics"]["splits"]["test"]["binding"]["per_attribute"]["colour"]

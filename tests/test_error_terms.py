@@ -66,6 +66,7 @@ def _sweep(**fields):
 
 
 TRAIN = ["--steps", "1", "--embed-dim", "8", "--quiet"]
+NONE = bindscope.EncoderSettings("ViT-B-32", pretrained="none")  # random weights
 
 # (id, library call on the place folder P, library message (regex from the start), its param,
 #  command group, command arguments, the command's message (regex from the start))
@@ -118,26 +119,27 @@ CASES = [
      r"device 'tpu' is not allowed", "device",
      madman, ["eval", "madman", "--model", "ViT-B-32", "--pretrained", "none", "--device", "tpu", "--out", "r.json"],
      r"--device 'tpu' is not allowed"),
-    ("references", lambda p: bindscope.evaluate(p / "coco", "ViT-B-32", pretrained="none", tasks="ior",
-                                                references=p / "nope", out=False),
+    ("references", lambda p: bindscope.evaluate(p / "coco", NONE, tasks="ior",
+                                                options={"ior": {"references": p / "nope"}}, out=False),
      r"references '.*nope' is not a folder", "references",
      comco, ["eval", "coco", "--model", "ViT-B-32", "--pretrained", "none", "--tasks", "ior", "--reference-images",
              "nope", "--out", "r.json"], r"--reference-images 'nope' is not a folder"),
     ("train warmup", lambda p: bindscope.train(p / "madman", p / "run", warmup_steps=-5, steps=1),
-     r"warmup_steps must be an integer >= 0, got -5", "warmup_steps",
-     madman, ["train", "madman", "--out", "run", "--warmup", "-5", *TRAIN], r"--warmup must be an integer >= 0"),
+     r"warmup_steps -5 is not allowed; use an integer in 0\.\.10000000 steps", "warmup_steps",
+     madman, ["train", "madman", "--out", "run", "--warmup", "-5", *TRAIN],
+     r"--warmup -5 is not allowed; use an integer in 0\.\.10000000 steps"),
     ("train per sample", lambda p: bindscope.train(p / "madman", p / "run", negatives_per_sample=0),
-     r"negatives_per_sample must be an integer >= 1, got 0", "negatives_per_sample",
+     r"negatives_per_sample 0 is not allowed; use an integer in 1\.\.64 captions", "negatives_per_sample",
      madman, ["train", "madman", "--out", "run", "--negatives-per-sample", "0", *TRAIN],
-     r"--negatives-per-sample must be an integer >= 1, got 0"),
+     r"--negatives-per-sample 0 is not allowed; use an integer in 1\.\.64 captions"),
     ("train stored negatives", lambda p: bindscope.train(p / "coco", p / "run", negatives="stored", steps=1),
      r"negatives 'stored': split 'val2017' of '.*coco' \(coco\) stores no binding negatives", "negatives",
      bindscope_cli, ["train", "coco", "--out", "run", "--negatives", "stored", *TRAIN],
      r"--negatives 'stored': split 'val2017' of 'coco' \(coco\) stores no binding negatives"),
     ("train eval tasks", lambda p: bindscope.train(p / "madman", p / "run", eval_tasks="tor", steps=1),
-     r"eval_tasks 'tor' only apply to ComCO datasets", "eval_tasks",
+     r"eval_splits: dataset '.*madman' has several splits \(ood, test, train\); choose one", "eval_splits",
      madman, ["train", "madman", "--out", "run", "--eval-tasks", "tor", *TRAIN],
-     r"--eval-tasks 'tor' only apply to ComCO datasets"),
+     r"--eval-split: dataset 'madman' has several splits \(ood, test, train\); choose one"),
     ("sweep values", lambda p: _sweep(values="1,x"),
      r"values '1,x': expected comma-separated float values", "values",
      madman, ["sweep", "--property", "saliency-bias", "--values", "1,x", "--out", "sweep", "--quiet"],
@@ -146,7 +148,7 @@ CASES = [
      r"batch_size 64 is larger than num_train=32", "batch_size",
      madman, ["sweep", "--property", "saliency-bias", "--values", "0,1", "--num-train", "32", "--batch-size", "64",
               "--out", "sweep", "--quiet"], r"--batch-size 64 is larger than --num-train 32"),
-    ("conjunctive probe", lambda p: bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", device="cpu",
+    ("conjunctive probe", lambda p: bindscope.probe(p / "madman", NONE.replace(device="cpu"),
                                                     task="conjunctive-search", out=False),
      r"task conjunctive-search needs a dataset rendered with task='conjunctive-search'", "task",
      bindscope_cli, ["probe", "madman", "--model", "ViT-B-32", "--pretrained", "none", "--device", "cpu",
@@ -170,15 +172,15 @@ def test_library_names_the_parameter_and_the_command_the_flag(place, call, libra
 
 
 def _madman_eval(p, **options):
-    return bindscope.evaluate(p / "madman", "ViT-B-32", pretrained="none", device="cpu", out=False, **options)
+    return bindscope.evaluate(p / "madman", NONE.replace(device="cpu"), out=False, **options)
 
 
 def _probe(p, **options):
-    return bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", device="cpu", out=False, **options)
+    return bindscope.probe(p / "madman", NONE.replace(device="cpu"), out=False, **options)
 
 
 def _fit(p, **options):
-    return bindscope.labclip.fit(p / "madman", "ViT-B-32", p / "map.pt", pretrained="none", device="cpu", **options)
+    return bindscope.labclip.fit(p / "madman", NONE.replace(device="cpu"), p / "map.pt", **options)
 
 
 def _train(p, **options):
@@ -187,27 +189,31 @@ def _train(p, **options):
 
 AUDIT_ALLOWED = ("train_split, test_split, epochs, batch_size, lr, width, seed, max_train_objects, "
                  "max_test_objects, threads, shift")
-SCENE_ONLY = "only applies to ComCO datasets and COCO imports; a MADMAN dataset is evaluated per split"
+SPLIT_TASKS = "binding, first-mention, large-object"
 
 # (id, library call on the place folder P, its exact message (regex, whole), its param): every call is refused
 # with BadInput before any model is loaded, any work is done or anything is written.
 LIBRARY_CASES = [
     ("madman eval unknown task", lambda p: _madman_eval(p, tasks="nonsense"),
-     r"tasks 'nonsense': unknown task 'nonsense'; allowed for MADMAN: binding, first-mention, large-object",
-     "tasks"),
-    ("madman eval tasks", lambda p: _madman_eval(p, tasks="tor"),
-     r"tasks 'tor': unknown task 'tor'; allowed for MADMAN: binding, first-mention, large-object", "tasks"),
-    ("madman eval matching", lambda p: _madman_eval(p, matching_negatives=7),
-     rf"matching_negatives 7 {SCENE_ONLY} \(splits=\)", "matching_negatives"),
-    ("madman eval references", lambda p: _madman_eval(p, references="nowhere"),
-     rf"references 'nowhere' {SCENE_ONLY} \(splits=\)", "references"),
-    ("madman eval split", lambda p: _madman_eval(p, split="test"), rf"split 'test' {SCENE_ONLY} \(splits=\)",
-     "split"),
-    ("madman eval category map", lambda p: _madman_eval(p, category_map="x.json"),
-     rf"category_map 'x.json' {SCENE_ONLY} \(splits=\)", "category_map"),
+     rf"tasks 'nonsense': unknown task 'nonsense'; allowed here: {SPLIT_TASKS}", "tasks"),
+    ("madman eval tasks", lambda p: _madman_eval(p, kind="madman-eval", tasks="tor"),
+     rf"tasks 'tor': unknown task 'tor'; allowed here: {SPLIT_TASKS}", "tasks"),
+    ("madman eval matching", lambda p: _madman_eval(p, options={"matching": {"matching_negatives": 7}}),
+     rf"options given for unknown task 'matching'; tasks here: {SPLIT_TASKS}", "options"),
+    ("scene option of a task not run", lambda p: _madman_eval(p, tasks="tor", splits="test",
+                                                              options={"matching": {"matching_negatives": 7}}),
+     r"matching_negatives applies to task\(s\) matching; add one to tasks", "matching_negatives"),
+    ("scene splits", lambda p: _madman_eval(p, kind="comco-eval", splits=["test", "ood"]),
+     r"splits 'test, ood': comco eval reads one split of scenes; give one", "splits"),
+    ("category map without references", lambda p: _madman_eval(p, tasks="ior", splits="test",
+                                                               options={"ior": {"category_map": "x.json"}}),
+     r"category_map needs references", "category_map"),
+    ("task needs", lambda p: _madman_eval(p, tasks="ior", splits="test"),
+     r"task ior needs references \(single-object reference images.*; or give references=DIR\); split 'test' of "
+     r"'.*madman' holds: attributes, captions, mentions, negatives, objects, plans", "references"),
     ("eval splits string", lambda p: _madman_eval(p, splits="tset"),
      r"splits 'tset': dataset '.*madman' has no such split; it has: ood, test, train", "splits"),
-    ("eval existing out", lambda p: bindscope.evaluate(p / "madman", "ViT-B-32", pretrained="none", out=p / "old.json"),
+    ("eval existing out", lambda p: bindscope.evaluate(p / "madman", NONE, out=p / "old.json"),
      r"out '.*old.json' already exists; pass overwrite=True to replace it, or choose another file", "out"),
     ("eval unknown model", lambda p: bindscope.evaluate(p / "madman", "ViT-B-23", out=p / "new.json"),
      r"model 'ViT-B-23' is not known: .*did you mean .*ViT-B-32.*", "model"),
@@ -218,10 +224,10 @@ LIBRARY_CASES = [
     ("train vision", lambda p: _train(p, vision="transformer"),
      r"vision 'transformer' is not known; allowed: vit, resnet, cnn", "vision"),
     ("train patch size", lambda p: _train(p, patch_size=0),
-     r"patch_size 0 is not allowed; use an integer >= 1 pixels", "patch_size"),
+     r"patch_size 0 is not allowed; use an integer in 1\.\.4096 pixels", "patch_size"),
     ("train tokenizer", lambda p: _train(p, tokenizer="chars"), r"tokenizer 'chars' is not known; allowed: bpe, word",
      "tokenizer"),
-    ("train embed dim", lambda p: _train(p, embed_dim=0), r"embed_dim 0 is not allowed; use an integer in 1..8192",
+    ("train embed dim", lambda p: _train(p, embed_dim=0), r"embed_dim 0 is not allowed; use an integer in 1..8192 features",
      "embed_dim"),
     ("train eval split", lambda p: _train(p, eval_splits=["trian"]),
      r"eval_splits 'trian': data '.*madman' has no such split; it has: ood, test, train", "eval_splits"),
@@ -233,7 +239,7 @@ LIBRARY_CASES = [
     ("probe steps -1", lambda p: _probe(p, steps=-1), r"steps -1 is not allowed; use an integer >= 1", "steps"),
     ("probe attributes string", lambda p: _probe(p, attributes="color"),
      r"attributes: 'color' is not an attribute of this dataset; it has colour, .*", "attributes"),
-    ("probe existing out", lambda p: bindscope.probe(p / "madman", "ViT-B-32", pretrained="none", out=p / "old.json"),
+    ("probe existing out", lambda p: bindscope.probe(p / "madman", NONE, out=p / "old.json"),
      r"out '.*old.json' already exists; pass overwrite=True to replace it, or choose another file", "out"),
     ("labclip seed", lambda p: _fit(p, seed=-1), r"seed -1 is not allowed; use an integer >= 0", "seed"),
     ("labclip epochs", lambda p: _fit(p, epochs=0), r"epochs 0 is not allowed; use an integer >= 1", "epochs"),

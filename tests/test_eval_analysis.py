@@ -270,3 +270,28 @@ def test_comco_eval_tor_with_an_hf_encoder(tmp_path):
         + result["metrics"]["tor"]["by_num_objects"]["3"]["top1_not_in_query"] \
         + result["metrics"]["tor"]["by_num_objects"]["3"]["ties"] == 20
     assert len(read_rows(out)) == 20
+
+
+@pytest.mark.parametrize("step, shown", [(10 ** 400, "100000000000... (401 digits)"),
+                                         (2 ** 53 + 1, "9007199254740993")])
+def test_collect_refuses_a_step_beyond_2_to_the_53_before_writing(tmp_path, step, shown):
+    from bindscope.cli.main import bindscope
+
+    mpath, menc = madman_fixture(tmp_path)
+    result = evaluate_madman(mpath, menc, progress=False)
+    result["model"]["step"] = step
+    results = tmp_path / "results"
+    results.mkdir()
+    path = results / "m.json"
+    path.write_text(json.dumps(result))
+    out, plot = tmp_path / "table.md", tmp_path / "table.png"
+    r = CliRunner().invoke(bindscope, ["collect", str(results), "--out", str(out), "--plot", str(plot)])
+    assert r.exit_code == 2
+    assert r.output == (f"Error: {path}: model.step {shown} is not a training step bindscope collect can place: "
+                        "at most 2**53 = 9,007,199,254,740,992\n")
+    assert not out.exists() and not plot.exists()
+    result["model"]["step"] = 2 ** 53  # the largest step taken: a table and a curve over it
+    path.write_text(json.dumps(result))
+    r = CliRunner().invoke(bindscope, ["collect", str(results), "--out", str(out), "--plot", str(plot)])
+    assert r.exit_code == 0, r.output
+    assert "| 9007199254740992 |" in out.read_text() and plot.stat().st_size > 1000

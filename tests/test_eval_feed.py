@@ -492,8 +492,8 @@ def test_precision_and_the_batch_size_by_device_reach_the_encoder(tmp_path):
     kind = registry.register_encoder(registry.EncoderKind(
         "opts:", lambda m: m.startswith("opts:"), lambda m, p, **o: seen.append(o) or encoder))
     try:
-        bindscope.evaluate(path, "opts:a", device="cpu", precision="bf16", out=False, use_cache=False,
-                           progress=False)
+        bindscope.evaluate(path, bindscope.EncoderSettings("opts:a", device="cpu", precision="bf16", use_cache=False),
+                           out=False, progress=False)
         result = CliRunner().invoke(madman, ["eval", path, "--model", "opts:b", "--device", "cpu", "--precision",
                                              "fp16", "--batch-size", "8", "--no-cache", "--quiet", "--out",
                                              str(tmp_path / "r.json")])

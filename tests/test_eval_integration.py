@@ -155,7 +155,7 @@ def test_cli_errors_exit_2(comco_data, tmp_path):
     r = CliRunner().invoke(comco, ["eval", str(comco_data), "--model", "ViT-B-32", "--tasks", "tor,iorr"])
     assert r.exit_code == 2 and "unknown task 'iorr'; allowed here: tor, ior, i2tor, matching" in r.output
     r = CliRunner().invoke(madman, ["eval", str(comco_data), "--model", "ViT-B-32", "--pretrained", "none"])
-    assert r.exit_code == 2 and "madman eval needs a madman dataset" in r.output and "made by 'comco'" in r.output
+    assert r.exit_code == 2 and "has no evaluation split (test or ood); it has: references, scenes" in r.output
     r = CliRunner().invoke(comco, ["eval", "--tasks", "tor", "--vocab", "comco99", "--model", "ViT-B-32"])
     assert r.exit_code == 2 and "comco99" in r.output
     r = CliRunner().invoke(comco, ["eval", str(comco_data), "--objects", "4", "--model", "ViT-B-32"])
@@ -224,7 +224,8 @@ def test_evaluate_writes_the_bytes_of_madman_eval(madman_data, vit, tmp_path):
     r = run(madman, ["eval", str(madman_data), "--model", "ViT-B-32", "--pretrained", "none", "--device", "cpu",
                      "--no-cache", "--out", str(cli), "--quiet"])
     assert r.exit_code == 0, r.output
-    api = bindscope.evaluate(madman_data, "ViT-B-32", pretrained="none", device="cpu", use_cache=False,
+    api = bindscope.evaluate(madman_data, bindscope.EncoderSettings("ViT-B-32", pretrained="none", device="cpu",
+                                                                  use_cache=False),
                              out=tmp_path / "api.json", progress=False)
     assert api.path == tmp_path / "api.json" and api.plot is None
     assert api.path.read_bytes() == cli.read_bytes()
@@ -232,5 +233,5 @@ def test_evaluate_writes_the_bytes_of_madman_eval(madman_data, vit, tmp_path):
     assert api.result == json.loads(cli.read_text())
     from bindscope.evaluation.api import plan_evaluation  # the default file name is the command's
 
-    default = plan_evaluation(madman_data).default_out("ViT-B-32", "none")
+    default = plan_evaluation(madman_data).default_out(bindscope.EncoderSettings("ViT-B-32", "none"))
     assert default == madman_data / "eval" / "madman-ViT-B-32-none.json"

@@ -28,6 +28,7 @@ from bindscope.evaluation.comco import (
     sample_captions,
 )
 from bindscope.evaluation.madman import digit_negative, digit_recognition, evaluate_madman
+from bindscope.evaluation.sampled import SampledCaptions
 from bindscope.evaluation.stats import strict_top1, wilson_interval
 from bindscope.format.records import Sample
 from bindscope.schemas import validate
@@ -119,10 +120,13 @@ def test_embedding_cache_makes_a_rerun_skip_the_encoders(tmp_path):
     assert other.get(next(iter(EmbeddingCache(tmp_path / "cache", enc.cache_key)._load()))) is None
 
 
-def test_madman_refuses_other_generators_and_corrupt_shards(tmp_path):
+def test_madman_refuses_datasets_without_evaluation_splits_and_corrupt_shards(tmp_path):
     comco_path, enc = comco_fixture(tmp_path)
-    with pytest.raises(DatasetError, match="needs a madman dataset.*made by 'comco'"):
+    with pytest.raises(DatasetError, match="has no evaluation split \\(test or ood\\); it has: references, scenes"):
         evaluate_madman(comco_path, enc, progress=False)
+    with pytest.raises(DatasetError, match="task binding needs negatives .*split 'scenes' .* holds: "
+                                           "captions, mentions, objects, references"):
+        evaluate_madman(comco_path, enc, splits=["scenes"], progress=False)
     path, enc = madman_fixture(tmp_path)
     shard = tmp_path / "madman" / "shards" / "test-00000.h5"
     data = bytearray(shard.read_bytes())
@@ -130,7 +134,7 @@ def test_madman_refuses_other_generators_and_corrupt_shards(tmp_path):
     shard.write_bytes(bytes(data))
     with pytest.raises(DatasetError, match="test-00000.h5: sha256 differs from the manifest"):
         evaluate_madman(path, enc, progress=False)
-    with pytest.raises(DatasetError, match="no split 'val'"):
+    with pytest.raises(DatasetError, match="splits 'val': .* has no such split"):
         evaluate_madman(path, enc, splits=["val"], progress=False)
 
 
@@ -194,7 +198,8 @@ def test_matching_accuracy_by_hand(tmp_path):
     assert m["scenario_2"]["by_num_objects"]["3"]["accuracy"] == 1.0
     assert m["scenario_1"]["all"]["ci95"] == pytest.approx(wilson_by_hand(2, 3))
     # a seeded sample of one absent category per scene and scenario
-    capped = evaluate_comco(path, enc, ["matching"], matching_negatives=1, progress=False)["metrics"]["matching"]
+    capped = evaluate_comco(path, enc, ["matching"], options={"matching": {"matching_negatives": 1}},
+                            progress=False)["metrics"]["matching"]
     assert capped["scenario_1"]["all"]["total"] == 2
 
 
@@ -203,8 +208,10 @@ def test_comco_errors(tmp_path):
     with pytest.raises(BadInput, match="unknown task 'tors'; allowed here: tor, ior, i2tor, matching"):
         evaluate_comco(path, enc, "tor,tors", progress=False)
     madman_path, _ = madman_fixture(tmp_path)
-    with pytest.raises(DatasetError, match="needs a comco or coco dataset.*made by 'madman'"):
+    with pytest.raises(BadInput, match="has several splits \\(ood, test\\); choose one"):
         evaluate_comco(madman_path, enc, "tor", progress=False)
+    with pytest.raises(BadInput, match="task ior needs references .*or give references=DIR.*split 'test'"):
+        evaluate_comco(madman_path, enc, "tor,ior", split="test", progress=False)
     enc.supports_images = False
     with pytest.raises(BadInput, match="need an image encoder"):
         evaluate_comco(path, enc, "tor,ior", progress=False)
@@ -231,17 +238,19 @@ def test_sampled_captions_are_seeded_distinct_and_uniformly_ordered():
 def test_sampled_tor_with_a_first_biased_and_a_last_biased_encoder():
     names = [v.name for v in VOCAB8]
     first = FakeEncoder(8, text_rule=position_weighted_rule(names, 8))
-    result = evaluate_tor_sampled(first, objects=4, n=60, tasks="tor,claim1", vocabulary=VOCAB8, progress=False)
+    result = evaluate_tor_sampled(first, SampledCaptions(objects=4, n=60, vocab=VOCAB8), tasks="tor,claim1",
+                                  progress=False)
     validate(result, "eval_result", "result")
     four = result["metrics"]["tor"]["by_num_objects"]["4"]
     assert [p["unconditional"]["count"] for p in four["positions"]] == [60, 0, 0, 0]
     for group in ("large_first", "small_first"):
         assert result["metrics"]["claim1"][group]["by_num_objects"]["4"]["positions"][0]["conditional"]["share"] == 1
     last = FakeEncoder(8, text_rule=position_weighted_rule(names, 8, weights=(1.0, 2.0, 3.0, 4.0)))
-    four = evaluate_tor_sampled(last, objects=4, n=60, vocabulary=VOCAB8)["metrics"]["tor"]["by_num_objects"]["4"]
+    four = evaluate_tor_sampled(last, SampledCaptions(objects=4, n=60, vocab=VOCAB8))["metrics"]["tor"][
+        "by_num_objects"]["4"]
     assert [p["conditional"]["share"] for p in four["positions"]] == [0.0, 0.0, 0.0, 1.0]
     with pytest.raises(BadInput, match="unknown task 'ior'; allowed here: tor, claim1"):
-        evaluate_tor_sampled(first, tasks="ior", vocabulary=VOCAB8)
+        evaluate_tor_sampled(first, SampledCaptions(vocab=VOCAB8), tasks="ior")
 
 
 def test_cache_round_trip_keeps_digests_ending_in_nul_and_skips_broken_chunks(tmp_path):

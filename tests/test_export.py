@@ -403,15 +403,18 @@ def test_a_config_without_weights_or_with_foreign_weights_is_refused(data, tmp_p
     torch.save({"state_dict": build_model(ModelConfig(embed_dim=16, image_size=32)).state_dict()}, other)
     code, output = _cli(madman, "eval", data, "--model", config, "--pretrained", other, "--device", "cpu",
                         "--no-cache", "--quiet")
-    assert code == 2 and "does not fit the model config" in output and "width changed" in output, output
+    assert code == 2 and output.count("Error:") == 1, output
+    assert f"--pretrained {str(other)!r}: the state dict does not fit open_clip 'bs-refused' (unexpected " \
+           "'transformer.resblocks.2.attn.in_proj_bias', " in output, output
     narrow = tmp_path / "narrow.pt"  # the same towers, another embedding size
     torch.save({"state_dict": build_model(ModelConfig(
         embed_dim=16, image_size=32, patch_size=8, vision_width=64, vision_layers=2, text_width=64, text_layers=2,
         head_width=32, context_length=32)).state_dict()}, narrow)
     code, output = _cli(madman, "eval", data, "--model", config, "--pretrained", narrow, "--device", "cpu",
                         "--no-cache", "--quiet")
-    assert code == 2 and "could not load open_clip 'bs-refused'" in output, output
-    assert "Error(s) in loading state_dict for CLIP" in output, output
+    assert code == 2 and output.count("Error:") == 1, output
+    assert "the state dict entry 'text_projection' has shape (64, 16); open_clip 'bs-refused' needs (64, 32)" \
+        in output, output
 
     with pytest.raises(BadInput, match="give pretrained=CHECKPOINT"):
         load_adapter(str(config), device="cpu")
@@ -426,3 +429,28 @@ def test_a_config_without_weights_or_with_foreign_weights_is_refused(data, tmp_p
         load_adapter(str(tmp_path / "other.json"), pretrained="none", device="cpu")
     random = load_adapter(str(config), pretrained="none", device="cpu")
     assert random.embed_dim == 32 and random.image_size == 32 and random.context_length == 32
+
+
+def test_a_name_open_clip_ships_is_refused_and_nothing_is_written(tmp_path):
+    out = tmp_path / "ViT-B-32.json"
+    code, output = _cli(bindscope, "export", "open-clip-config", "--out", out, *TINY_OPTIONS)
+    assert code == 2
+    assert output == (f"Error: --out {str(out)!r}: its stem 'ViT-B-32' is a model open_clip ships, which the "
+                      "exported config would replace once added; choose another name, e.g. "
+                      f"{str(tmp_path / 'bs-ViT-B-32.json')!r}\n")
+    assert list(tmp_path.iterdir()) == []
+    code, output = _cli(bindscope, "export", "open-clip-config", "--out", tmp_path / "bs-ViT-B-32.json", *TINY_OPTIONS)
+    assert code == 0, output
+
+
+@pytest.mark.parametrize("record", [{"config": ["model"]}, {"config": "model"}, {"config": None}, ["config"],
+                                    {"config": {"model": [1]}}])
+def test_a_run_json_without_a_config_object_is_one_error_line(tmp_path, record):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps(record))
+    code, output = _cli(bindscope, "export", "open-clip-config", run, "--out", tmp_path / "cfg.json")
+    assert code == 2
+    assert output == (f"Error: run {str(run)!r}: run.json has no config.model entry (a JSON object with a 'config' "
+                      "object holding the 'model' object of a madman train run)\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]

@@ -18,7 +18,9 @@ from bindscope.build.builder import build_dataset
 from bindscope.cli.main import bindscope as bindscope_cli
 from bindscope.errors import BadInput
 from bindscope.training.checkpoint import load_trained_adapter
-from bindscope.training.train import Trainer, build_train_config
+from bindscope.training.config import build_train_config
+from bindscope.training.options import FINETUNE_LR
+from bindscope.training.train import Trainer
 
 FAST = {"steps": 3, "batch_size": 4, "warmup_steps": 1, "lr": 1e-4, "device": "cpu", "threads": 2,
         "checkpoint_every": 100}
@@ -84,10 +86,13 @@ def test_resume_equals_an_uninterrupted_run_and_the_run_evaluates_with_madman_ev
     changed = [k for k in start if not k.startswith("visual.") and not torch.equal(ours[k], start[k])]
     assert "token_embedding.weight" in changed and "text_projection" in changed
 
+    recorded = json.loads((tmp_path / "full" / "run.json").read_text())["config"]
+    assert recorded["lr"] == 1e-4 and recorded["model"]["architecture"]["vision_cfg"] == \
+        {"image_size": 224, "layers": 12, "width": 768, "patch_size": 32}
     adapter = load_trained_adapter(tmp_path / "full", device="cpu")
     assert (adapter.embed_dim, adapter.model_config.open_clip) == (512, "ViT-B-32")
-    result = bindscope.evaluate(madman, str(tmp_path / "full"), out=False, use_cache=False, progress=False,
-                                device="cpu").result
+    result = bindscope.evaluate(madman, bindscope.EncoderSettings(tmp_path / "full", device="cpu", use_cache=False),
+                                out=False, progress=False).result
     stored = json.loads((tmp_path / "full" / "result.json").read_text())
     assert result["metrics"] == stored["metrics"] and result["kind"] == "madman-eval"
     assert result["metrics"]["splits"]["test"]["num_scored"] == 4
@@ -109,7 +114,7 @@ def test_freezing_text_keeps_every_text_weight(madman, weights, tmp_path):
     ({"init": "ViT-B-32", "pretrained": "none", "vision_width": 64}, "vision_width does not apply with init",
      "vision_width"),
     ({"pretrained": "openai"}, "pretrained weights need init=MODEL", "pretrained"),
-    ({"freeze": "both"}, "freeze 'both' is not allowed", "freeze"),
+    ({"freeze": "both"}, "freeze 'both' is not known; allowed: none, image, text", "freeze"),
 ])
 def test_bad_fine_tuning_options_are_refused_before_anything_is_written(madman, tmp_path, options, message, param):
     with pytest.raises(BadInput, match=message) as caught:
@@ -122,3 +127,47 @@ def test_the_cli_refuses_small_clip_options_with_init_and_exits_2(madman, tmp_pa
                                                 "ViT-B-32", "--pretrained", "none", "--text-layers", "2"])
     assert result.exit_code == 2 and "--text-layers does not apply with --init 'ViT-B-32'" in result.output
     assert not (tmp_path / "run").exists()
+
+
+def test_the_config_records_the_real_architecture_and_the_fine_tuning_learning_rate(madman):
+    config = build_train_config(str(madman), "run", None, None, init="ViT-B-32", pretrained="none")
+    model = config.model.to_dict()
+    assert model == {"open_clip": "ViT-B-32", "embed_dim": 512, "image_size": 224, "context_length": 77,
+                     "interpolation": "bicubic",
+                     "architecture": {"embed_dim": 512,
+                                      "vision_cfg": {"image_size": 224, "layers": 12, "width": 768, "patch_size": 32},
+                                      "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 512,
+                                                   "heads": 8, "layers": 12}}}
+    assert "patch_size" not in model and "vision_layers" not in model  # no small-CLIP settings for a ViT-B-32
+    assert config.lr == FINETUNE_LR == 1e-6
+    assert build_train_config(str(madman), "run", None, None, init="ViT-B-32", pretrained="none", lr=3e-5).lr == 3e-5
+    assert build_train_config(str(madman), "run", None, None, canvas=96).lr == 1e-3  # from scratch
+
+
+def test_the_cli_leaves_the_fine_tuning_learning_rate_to_the_library(madman, tmp_path, monkeypatch):
+    from bindscope.training import api
+
+    seen = []
+    monkeypatch.setattr(api, "train", lambda *args, **options: seen.append(options) or _no_summary())
+    for extra in ([], ["--lr", "2e-5"]):
+        result = CliRunner().invoke(bindscope_cli, ["train", str(madman), "--out", str(tmp_path / "run"), "--init",
+                                                    "ViT-B-32", "--pretrained", "none", *extra])
+        assert result.exit_code == 0, result.output
+    assert "lr" not in seen[0] and seen[1]["lr"] == 2e-5
+    assert "embed_dim" not in seen[0] and seen[0]["init"] == "ViT-B-32"
+
+
+def _no_summary() -> dict:
+    return {"rank": 1}  # process 1 prints nothing
+
+
+def test_unreadable_pretrained_weights_leave_no_run_folder_and_the_corrected_command_runs(madman, weights, tmp_path):
+    bad = tmp_path / "truncated.pt"
+    bad.write_bytes(weights.read_bytes()[:4096])
+    out = tmp_path / "runs" / "ft"
+    with pytest.raises(BadInput, match="truncated.pt"):
+        bindscope.train(madman, out, progress=False, init="ViT-B-32", pretrained=str(bad), **FAST)
+    assert not (tmp_path / "runs").exists()
+    summary = bindscope.train(madman, out, progress=False, init="ViT-B-32", pretrained=str(weights),
+                              **{**FAST, "steps": 1})
+    assert summary["resumed_from"] == 0 and summary["steps"] == 1

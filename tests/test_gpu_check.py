@@ -18,10 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # toy reproduction
 @pytest.mark.blender
 def test_dry_run_prints_one_json_object_with_every_figure(tmp_path):
+    # GPU_CHECK_LIMIT=0: no time budget, so a busy machine slows the dry run down without failing it (budgets are
+    # the benchmark's business); the subprocess timeout only guards against a hang
     env = {**os.environ, "PYTHON": sys.executable, "GPU_CHECK_WORK": str(tmp_path / "work"),
-           "BINDSCOPE_CACHE": str(tmp_path / "cache"), "OUT": str(tmp_path)}
+           "BINDSCOPE_CACHE": str(tmp_path / "cache"), "OUT": str(tmp_path), "GPU_CHECK_LIMIT": "0"}
     done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry-run"], capture_output=True,
-                          text=True, env=env, timeout=600)
+                          text=True, env=env, timeout=3000)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, done.stdout[-2000:]

@@ -139,11 +139,11 @@ def test_spacy_tagger_missing_is_one_error_before_a_model_loads(coco, monkeypatc
             raise ImportError("No module named 'spacy'")
         return real_import(name, *args, **kwargs)
 
-    negatives._spacy_pipeline.cache_clear()
+    negatives.spacy_pipeline.cache_clear()
     monkeypatch.setattr(builtins, "__import__", no_spacy)
     r = CliRunner().invoke(bindscope, ["labclip", "fit", str(data), "--model", "no-such-model", "--out",
                                        str(root / "spacy.pt"), "--negatives", "shuffled", "--tagger", "spacy"])
-    negatives._spacy_pipeline.cache_clear()
+    negatives.spacy_pipeline.cache_clear()
     assert r.exit_code == 2 and r.output.count("Error:") == 1, r.output
     assert "pip install 'bindscope[text]' && python -m spacy download en_core_web_sm" in r.output
     assert not (root / "spacy.pt").exists()

@@ -131,10 +131,11 @@ def test_release_racing_a_slow_generate_leaves_the_dataset_whole(tmp_path, sourc
     writer = start(out, "--delay", "3")  # seconds per shard: the generate outlasts the release's checks
     assert wait_for(lambda: (out / LOCK).exists() or writer.poll() is not None)
     result = CliRunner().invoke(bindscope, ["release", str(source), "--out", str(out), "--overwrite"])
-    assert "in use by another bindscope run" in _error_line(result)
-    assert writer.wait(timeout=300) == 0, writer.stderr.read()
+    line = _error_line(result)  # the lock is held; once the generate has claimed the folder, it is a dataset too
+    assert "in use by another bindscope run" in line or "it holds a bindscope 'dataset' output" in line, line
+    assert writer.wait(timeout=1800) == 0, writer.stderr.read()
     reference = tmp_path / "reference"
-    assert start(reference).wait(timeout=300) == 0
+    assert start(reference).wait(timeout=1800) == 0
     assert tree(out) == tree(reference)
 
 
@@ -148,9 +149,9 @@ def test_sigterm_cleans_up_a_release_like_ctrl_c(tmp_path, source):
     def staging():
         return [p for p in tmp_path.iterdir() if p.name.startswith(".rel.")]
 
-    assert wait_for(lambda: staging() or process.poll() is not None, timeout=120)
+    assert wait_for(lambda: staging() or process.poll() is not None, timeout=1800)
     assert process.poll() is None, process.communicate()
     process.send_signal(signal.SIGTERM)
-    process.wait(timeout=120)
+    process.wait(timeout=1800)
     assert process.returncode != 0
     assert staging() == [] and not out.exists()

@@ -12,6 +12,7 @@ from madman_support import write_fake_mnist_root
 from bindscope.build.builder import RUN_STATE
 from bindscope.cli.main import madman
 from bindscope.format.reader import Dataset
+from bindscope.io.ownership import write_marker
 from bindscope.generators.madman.captions import parse_caption
 from bindscope.publish.verify import verify_dataset
 
@@ -142,13 +143,15 @@ def test_same_bytes_for_any_jobs_and_after_resume(tmp_path, mnist_root):
     assert run("generate", "--out", a, "--jobs", 1, "--config", cfg, *common).exit_code == 0
     assert run("generate", "--out", b, "--jobs", 2, "--config", cfg, *common).exit_code == 0
     assert tree(a) == tree(b)
-    # an interrupted run: two of the six shards done, no manifest yet; the same command finishes it
+    # an interrupted run (its marker and run state, two of the six shards, no manifest yet): the same command
+    # finishes it
     c.mkdir()
     (c / "shards").mkdir()
     for name in ("train-00000.h5", "test-00001.h5"):
         shutil.copy(a / "shards" / name, c / "shards" / name)
     run_id = json.loads((a / "manifest.json").read_text())["config_sha256"]
     (c / RUN_STATE).write_text(json.dumps({"run_id": run_id, "generator": "madman"}))
+    write_marker(c, "dataset", run_id)
     result = run("generate", "--out", c, "--config", cfg, *common)
     assert result.exit_code == 0, result.output
     assert tree(c) == tree(a)

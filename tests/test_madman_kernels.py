@@ -205,7 +205,7 @@ def test_kernels_compile_without_a_writable_cache_folder():
     code = ("from bindscope.generators.madman import kernels; kernels.warm_up(); "
             "print(type(kernels.ink_patch._cache).__name__)")
     env = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "ZipCacheLocator"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["NullCache"]
 

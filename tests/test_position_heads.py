@@ -13,11 +13,13 @@ from eval_fakes import FakeEncoder, SpecGenerator, build, image, obj
 from bindscope.errors import BadInput
 from bindscope.evaluation.comco import VocabEntry, evaluate_comco, evaluate_tor_sampled
 from bindscope.evaluation.position_heads import HeadSettings, position_classification, split_units
+from bindscope.evaluation.sampled import SampledCaptions
 from bindscope.format.records import Sample
 from bindscope.schemas import validate
 
 CLASSES = ["cube", "sphere", "cone", "star", "moon", "leaf"]
 FAST = HeadSettings(epochs=120, lr=0.1, batch_size=64, test_fraction=0.2, seed=3)
+FAST_OPTIONS = {"head_epochs": 120, "head_lr": 0.1, "head_batch_size": 64, "head_test_fraction": 0.2, "head_seed": 3}
 
 
 def block_embedding(names: list[str], noise: np.ndarray | None = None) -> np.ndarray:
@@ -76,8 +78,9 @@ def test_shuffled_labels_stay_near_chance():
 def test_toc_through_given_captions():
     texts = {name: np.eye(12, dtype=np.float32)[j] for j, name in enumerate(CLASSES)}
     texts.update({" and ".join(p): block_embedding(p) for p in PAIRS})
-    result = evaluate_tor_sampled(FakeEncoder(12, texts, {}), vocabulary=[VocabEntry(n) for n in CLASSES],
-                                  captions=PAIRS, tasks="toc", heads=FAST, progress=False)
+    source = SampledCaptions(names=[VocabEntry(n) for n in CLASSES], captions=PAIRS)
+    result = evaluate_tor_sampled(FakeEncoder(12, texts, {}), source, tasks="toc", options={"toc": FAST_OPTIONS},
+                                  progress=False)
     validate(result, "eval_result", "result")
     assert set(result["metrics"]) == {"toc"}
     g = result["metrics"]["toc"]["by_num_objects"]["2"]
@@ -98,14 +101,15 @@ def test_ioc_on_a_dataset_split_by_scene(tmp_path):
         refs.append(Sample(j, image(200 + j), np.zeros((8, 8), np.uint8), name, [obj(1, name, {}, 1, 1)], [], {}))
     path = build(tmp_path, "ioc", SpecGenerator({"scenes": scenes, "references": refs}, name="comco",
                                                 attribute_names=[]))
-    result = evaluate_comco(path, FakeEncoder(12, texts, images), ["ioc"], heads=FAST, progress=False)
+    result = evaluate_comco(path, FakeEncoder(12, texts, images), ["ioc"], options={"ioc": FAST_OPTIONS},
+                            progress=False)
     validate(result, "eval_result", "result")
     g = result["metrics"]["ioc"]["by_num_objects"]["2"]
     assert (g["train_units"], g["test_units"]) == (24, 6)
     assert [p["test"]["accuracy"] for p in g["positions"]] == [1.0, 1.0]
     # read by size rank the positions swap: the heads still read them perfectly (both blocks are in the image)
-    by_size = evaluate_comco(path, FakeEncoder(12, texts, images), ["ioc"], heads=FAST, object_order="size",
-                             progress=False)
+    by_size = evaluate_comco(path, FakeEncoder(12, texts, images), ["ioc"],
+                             options={"ioc": {**FAST_OPTIONS, "object_order": "size"}}, progress=False)
     assert [p["test"]["accuracy"] for p in by_size["metrics"]["ioc"]["by_num_objects"]["2"]["positions"]] == [1, 1]
     assert result["settings"]["heads"]["epochs"] == 120
 

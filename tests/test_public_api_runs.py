@@ -92,8 +92,9 @@ def test_comco_eval_writes_the_bytes_of_the_command(trained, tmp_path):
         sampled.parent, lambda: _cli(comco, "eval", "--model", model, "-n", "40", "--objects", "3", "--vocab",
                                      "simco18", "--seed", "2", "--device", "cpu", "--no-cache", "--quiet", "--out",
                                      sampled),
-        lambda: bindscope.evaluate(None, str(model), n=40, objects=3, vocab="simco18", seed=2, device="cpu",
-                                   use_cache=False, progress=False, out=sampled))
+        lambda: bindscope.evaluate(bindscope.SampledCaptions(n=40, objects=3, vocab="simco18"),
+                                   bindscope.EncoderSettings(model, device="cpu", use_cache=False), seed=2,
+                                   progress=False, out=sampled))
     assert cli == api and set(cli) == {"result.json", "result.samples.jsonl"}
     assert run.result == json.loads(api["result.json"])
     assert run.result["metrics"]["tor"]["by_num_objects"]["3"]["num_queries"] == 40
@@ -107,7 +108,8 @@ def test_comco_eval_writes_the_bytes_of_the_command(trained, tmp_path):
     cli, api, run = _then_api(
         out.parent, lambda: _cli(comco, "eval", coco, "--model", model, "--device", "cpu", "--no-cache", "--quiet",
                           "--out", out),
-        lambda: bindscope.evaluate(coco, str(model), device="cpu", use_cache=False, progress=False, out=out))
+        lambda: bindscope.evaluate(coco, bindscope.EncoderSettings(model, device="cpu", use_cache=False),
+                                   progress=False, out=out))
     assert cli == api and set(cli) == {"result.json", "result.samples.jsonl"}
     assert set(run.result["metrics"]) >= {"tor", "i2tor", "matching"}
 
@@ -132,11 +134,12 @@ def test_probe_and_labclip_write_the_bytes_of_the_commands(trained, tmp_path):
     _, data, model = trained
     model = str(model)
     common = ["--model", model, "--device", "cpu", "--no-cache"]
+    encoder = bindscope.EncoderSettings(model, device="cpu", use_cache=False)
     out = tmp_path / "probe" / "result.json"
     out.parent.mkdir()
     cli, api, run = _then_api(
         out.parent, lambda: _cli(bindscope_cli, "probe", data, *common, "--steps", "20", "--out", out, "--quiet"),
-        lambda: bindscope.probe(data, model, device="cpu", use_cache=False, steps=20, out=out, progress=False))
+        lambda: bindscope.probe(data, encoder, steps=20, out=out, progress=False))
     assert cli == api and "result.json" in cli
     assert run.result == json.loads(api["result.json"]) and run.result["metrics"]["modalities"]
 
@@ -145,7 +148,7 @@ def test_probe_and_labclip_write_the_bytes_of_the_commands(trained, tmp_path):
     cli, api, labclip = _then_api(
         fit.parent, lambda: _cli(bindscope_cli, "labclip", "fit", data, *common, "--epochs", "4", "--holdout-fraction", "0.2",
                           "--fit-batch-size", "32", "--out", fit),
-        lambda: bindscope.labclip.fit(data, model, fit, device="cpu", use_cache=False, epochs=4, holdout=0.2,
+        lambda: bindscope.labclip.fit(data, encoder, fit, epochs=4, holdout=0.2,
                                       fit_batch_size=32, progress=False))
     assert cli == api and set(cli) == {"labclip.pt"}
     assert len(labclip.meta["loss_history"]) == 5
@@ -154,6 +157,6 @@ def test_probe_and_labclip_write_the_bytes_of_the_commands(trained, tmp_path):
     out.parent.mkdir()
     cli, api, run = _then_api(
         out.parent, lambda: _cli(bindscope_cli, "labclip", "eval", data, *common, "--labclip", fit, "--out", out),
-        lambda: bindscope.labclip.eval(data, model, fit, device="cpu", use_cache=False, out=out, progress=False))
+        lambda: bindscope.labclip.eval(data, encoder, fit, out=out, progress=False))
     assert cli == api and "result.json" in cli
     assert run.result["metrics"]["before"]["binding"]["n"] > 0

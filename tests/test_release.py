@@ -21,6 +21,7 @@ from toy_generator import SquaresGenerator
 from bindscope.build.builder import build_dataset
 from bindscope.cli.main import bindscope
 from bindscope.format.reader import Dataset
+from bindscope.io.ownership import MARKER
 from bindscope.publish.release import SOURCE_FILE, read_card_header
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,7 +148,7 @@ def test_release_madman_layout_loads_equal_and_checks(tmp_path):
     assert yaml.safe_load(card.split("Resolved config:\n\n```yaml\n")[1].split("```")[0]) == manifest["config"]
     assert "- squares drawn by tests/toy_generator.py\n" in card  # the sources the manifest records
     assert sorted(p.relative_to(tmp_path / "rel").as_posix() for p in (tmp_path / "rel").rglob("*") if p.is_file()) \
-        == [SOURCE_FILE, "README.md", "default/ood-00000-of-00001.parquet", "default/test-00000-of-00001.parquet",
+        == [SOURCE_FILE, MARKER, "README.md", "default/ood-00000-of-00001.parquet", "default/test-00000-of-00001.parquet",
             "default/train-00000-of-00001.parquet"]
 
     assert _cli("release", "--check", tmp_path / "rel") == (0, f"{tmp_path / 'rel'}: OK, every image, mask, "
@@ -217,7 +218,7 @@ def _run_cli(args, env_extra):
     env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_standin_token", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
            **env_extra}
     return subprocess.run([str(ROOT / ".venv" / "bin" / "bindscope"), *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=1800)
 
 
 def test_push_uploads_the_release_folder_to_a_hub_standin(tmp_path):
@@ -234,8 +235,8 @@ def test_push_uploads_the_release_folder_to_a_hub_standin(tmp_path):
     commit = hub.commits[0]
     assert (commit["repo"], commit["revision"], commit["summary"]) == ("lab/madman-tiny", "main", "MADMAN tiny v1")
     local = {p.relative_to(rel).as_posix(): p.read_bytes() for p in rel.rglob("*") if p.is_file()}
-    assert set(local) - set(commit["files"]) == {SOURCE_FILE}  # local-only provenance stays here
-    assert commit["files"] == {k: v for k, v in local.items() if k != SOURCE_FILE}
+    assert set(local) - set(commit["files"]) == {SOURCE_FILE, MARKER}  # local-only provenance stays here
+    assert commit["files"] == {k: v for k, v in local.items() if k not in (SOURCE_FILE, MARKER)}
     assert set(commit["files"]) == {"README.md", "default/train-00000-of-00001.parquet",
                                     "default/test-00000-of-00001.parquet"}
     authorised = {path.split("/")[-2] if "/datasets/" in path else path for (_, path), auth
@@ -259,3 +260,14 @@ def test_push_without_network_fails_clearly_and_writes_nothing(tmp_path):
     assert result.returncode == 1 and "offline mode" in result.stderr and not (tmp_path / "rel").exists()
     result = _run_cli(["release", source, "--out", tmp_path / "rel", "--push", "not a repo"], {"HF_ENDPOINT": dead})
     assert result.returncode == 2 and "is not a Hub repository id" in result.stderr
+
+
+def test_quiet_release_prints_its_summary_only(madman_data, tmp_path):
+    code, loud = _cli("release", madman_data, "--out", tmp_path / "loud")
+    assert code == 0 and "Creating parquet from Arrow format" in loud, loud
+    code, output = _cli("release", madman_data, "--out", tmp_path / "quiet", "--quiet")
+    assert code == 0
+    assert output == (f"{tmp_path / 'quiet'}: 3 Parquet file(s), configs default; rows: train 6, test 5, ood 3\n")
+    import datasets
+
+    assert datasets.is_progress_bar_enabled()  # as it was before the command

@@ -20,6 +20,7 @@ from bindscope.evaluation.saliency import evaluate_saliency, score_first_mention
 from bindscope.format.reader import Dataset
 from bindscope.generators.madman import config as madman_config
 from bindscope.generators.madman.captions import parse_caption
+from bindscope.generators.madman.generator import MadmanGenerator
 from bindscope.generators.madman.planning import salient_object
 from bindscope.io.canonical import config_sha256
 from eval_fakes import unit
@@ -281,4 +282,110 @@ def test_unknown_task_exits_2_before_a_model_loads(eval_data, tmp_path):
     assert r.exit_code == 2 and "tor" in r.output and "first-mention" in r.output, r.output
     assert not (tmp_path / "r.json").exists()
     with pytest.raises(BadInput, match="tor"):
-        evaluate(data, "nowhere:model", tasks="tor", out=False)
+        evaluate(data, "nowhere:model", kind="madman-eval", tasks="tor", out=False)
+
+
+# ------------------------------------------------------------------------------------------ stored plans
+def test_every_generated_plan_passes_the_check_and_crafted_ones_are_named(eval_data):
+    data, gen = eval_data
+    with Dataset(data) as ds:
+        specs = [sample.spec for sample in ds.split("test")]
+    assert [gen.plan_problem(spec) for spec in specs] == [None] * 30
+    sources = len(gen.table.ink_box)  # the tiny source: 160 digits
+    assert sources == 160
+    spec = specs[0]
+    crafted = {
+        "digit 1 has source 160, not an integer 0..159 (an index of the digit source)":
+            lambda s: s["digits"][0].update(source=160),
+        "digit 2 has source True, not an integer 0..159 (an index of the digit source)":
+            lambda s: s["digits"][1].update(alternates=[True]),
+        "digit 1 has alternates 3, not a list": lambda s: s["digits"][0].update(alternates=3),
+        "digit 2 has digit 10, not an integer 0..9": lambda s: s["digits"][1].update(digit=10),
+        "digit 1 has size 'huge', not one of large, small": lambda s: s["digits"][0]["attributes"].update(size="huge"),
+        "digit 1 has swell nan, not a number 0..1": lambda s: s["digits"][0].update(swell=float("nan")),
+        "digit 1 has cuts [0.5], not a list of 0 number(s) 0..1 (its fracture)":
+            lambda s: s["digits"][0].update(cuts=[0.5]),
+        "has digits {'source': 1}, not a list of 1 or 2 digits": lambda s: s.update(digits={"source": 1}),
+        "has digits [], not a list of 1 or 2 digits": lambda s: s.update(digits=[]),
+        "digit 1 is int, not an object": lambda s: s["digits"].__setitem__(0, 7),
+        "has layout None, not {'jitter': [2 numbers within ±2.0 pixels], 'direction': a number}":
+            lambda s: s.update(layout=None),
+        "has layout {'direction': 1.0, 'jitter': [0.0, 1e+300]}, not {'jitter': [2 numbers within ±2.0 pixels], "
+        "'direction': a number}": lambda s: s.update(layout={"direction": 1.0, "jitter": [0.0, 1e300]}),
+        "digit 1 has cuts [10000000000000000000000000000000000000000], not a list of 0 number(s) 0..1 (its fracture)":
+            lambda s: s["digits"][0].update(cuts=[10 ** 40]),
+        "has mentions [{'index': 3, 'attributes': []}], not a list of {'index': 1..2, 'attributes': [...]}":
+            lambda s: s.update(mentions=[{"index": 3, "attributes": []}]),
+    }
+    for phrase, edit in crafted.items():
+        bad = json.loads(json.dumps(spec))
+        edit(bad)
+        assert gen.plan_problem(bad) == phrase
+    assert gen.plan_problem(["digits"]) == "is list, not an object"
+    wrong = json.loads(json.dumps(spec))
+    wrong["placements"][0]["source"] = 159
+    assert gen.plan_problem(wrong).startswith("placement 1 is {") and "not one of digit 1's candidates" in \
+        gen.plan_problem(wrong)
+    rebuilt = MadmanGenerator.from_config(gen.config, gen.seed)  # no digits loaded: the named source's 5,000
+    bad = json.loads(json.dumps(spec))
+    bad["digits"][0]["source"] = 5000
+    assert rebuilt.plan_problem(bad) == ("digit 1 has source 5000, not an integer 0..4,999 (an index of the digit "
+                                         "source)")
+    assert rebuilt.table is None
+
+
+def _craft_plan(data, tmp_path, edit):
+    """A copy of ``data`` whose first two-digit test sample's plan is ``edit``-ed, its checksum updated in the
+    manifest (as an attacker would); returns the copy and that sample's index."""
+    import shutil
+
+    import h5py
+
+    from bindscope.io.canonical import canonical_json, sha256_file
+
+    copy = tmp_path / "crafted"
+    shutil.copytree(data, copy)
+    shard = copy / "shards" / "test-00000.h5"
+    with h5py.File(shard, "r+") as f:
+        specs = [json.loads(text) for text in f["specs"][()]]
+        first = next(i for i, s in enumerate(specs) if len(s["digits"]) == 2)
+        edit(specs[first])
+        del f["specs"]
+        f.create_dataset("specs", data=np.array([json.dumps(s) for s in specs], dtype=object),
+                         dtype=h5py.string_dtype())
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["splits"]["test"]["shards"][0]["sha256"] = sha256_file(shard)
+    (copy / "manifest.json").write_text(canonical_json(manifest))
+    return copy, first
+
+
+@pytest.mark.parametrize("edit, phrase", [
+    (lambda s: s["digits"][0].update(source=10 ** 9),
+     "digit 1 has source 1000000000, not an integer 0..4,999 (an index of the digit source)"),
+    (lambda s: s["digits"][1].update(source=-1), "digit 2 has source -1, not an integer 0..4,999 (an index of the "
+                                                 "digit source)"),
+    (lambda s: s.update(digits="12"), "has digits 12, not a list of 1 or 2 digits"),
+    (lambda s: s.update(digits=s["digits"][:1], mentions=[{"index": 1, "attributes": []}], placements=None),
+     "has 1 digit(s) for the sample's 2 object(s)"),
+    (lambda s: s["digits"][0].update(digit=(s["digits"][0]["digit"] + 1) % 10), None),
+], ids=["source-huge", "source-negative", "digits-a-string", "one-digit", "another-class"])
+def test_a_crafted_plan_is_one_error_line_in_large_object_and_a_problem_in_verify(eval_data, rule_model, tmp_path,
+                                                                                  edit, phrase):
+    from bindscope.cli.main import bindscope
+
+    data, _ = eval_data
+    crafted, index = _craft_plan(data, tmp_path, edit)
+    if phrase is None:
+        with Dataset(crafted) as ds:
+            digit, category = ds.split("test")[index].spec["digits"][0]["digit"], ds.split("test")[index].objects[0]
+        phrase = f"digit 1 is a {digit}, the object table's object 1 a {category.category_id}"
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(madman, ["eval", str(crafted), "--model", rule_model, "--tasks", "large-object",
+                                    "--no-cache", "--quiet", "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert r.output == (f"Error: {crafted}: sample {index} of split 'test': its stored plan {phrase}; it cannot be "
+                        "redrawn (bindscope verify lists every such sample)\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["crafted"]
+    r = CliRunner().invoke(bindscope, ["verify", str(crafted)])
+    assert r.exit_code == 1
+    assert r.output.splitlines()[1:] == [f"  - shards/test-00000.h5[{index}]: stored plan {phrase}"], r.output

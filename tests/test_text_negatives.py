@@ -102,7 +102,7 @@ def test_spacy_missing_names_the_install_command(monkeypatch):
             raise ImportError("No module named 'spacy'")
         return real_import(name, *args, **kwargs)
 
-    negatives._spacy_pipeline.cache_clear()
+    negatives.spacy_pipeline.cache_clear()
     monkeypatch.setattr(builtins, "__import__", no_spacy)
     expected = "pip install 'bindscope\\[text\\]' && python -m spacy download en_core_web_sm"
     with pytest.raises(BadInput, match=expected) as info:
@@ -110,7 +110,7 @@ def test_spacy_missing_names_the_install_command(monkeypatch):
     assert info.value.param == "tagger"
     with pytest.raises(BadInput, match=expected):
         shuffled_negative(CAPTION, 0)  # the default tagger is spaCy's
-    negatives._spacy_pipeline.cache_clear()
+    negatives.spacy_pipeline.cache_clear()
 
 
 def test_penn_treebank_tags_as_aro_reads_them():

@@ -21,9 +21,10 @@ from bindscope.cli.main import comco, madman
 from bindscope.errors import BadInput
 from bindscope.importers.coco import import_coco
 from bindscope.text.negatives import split_words
+from bindscope.training.config import TrainConfig
 from bindscope.training.data import BatchSource, load_split
 from bindscope.training.model import ModelConfig
-from bindscope.training.train import TrainConfig, Trainer
+from bindscope.training.train import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -168,8 +169,8 @@ def test_shuffled_negatives_of_simco_captions_differ_and_keep_their_words(simco)
      "negatives"),
     (dict(split="train"), r"split 'train': '.*coco' has no such split; it has: val2017", "split"),
     (dict(eval_tasks="tor,nonsense"), r"eval_tasks 'tor,nonsense': unknown task 'nonsense'", "eval_tasks"),
-    (dict(eval_splits=["val2017", "val2017"]), r"eval_splits 'val2017, val2017': a coco dataset is evaluated on "
-                                               r"one split of scenes", "eval_splits"),
+    (dict(eval_splits=["val2017", "val2017"]), r"eval_splits 'val2017, val2017': data '.*coco' is evaluated on "
+                                               r"one split of scenes; give one", "eval_splits"),
     (dict(negatives="swapped"), r"negatives 'swapped' is not known; allowed: none, stored, shuffled", "negatives"),
 ])
 def test_bad_choices_are_refused_before_anything_is_written(coco, tmp_path, options, message, param):

@@ -15,8 +15,9 @@ from bindscope.cli.main import madman
 from bindscope.errors import BadInput
 from bindscope.training import checkpoint as checkpoint_module
 from bindscope.training.checkpoint import MODEL_FORMAT, load_trained_adapter, load_weights
+from bindscope.training.config import TrainConfig
 from bindscope.training.model import ModelConfig, build_model
-from bindscope.training.train import TrainConfig, Trainer
+from bindscope.training.train import Trainer
 
 TINY = ModelConfig(embed_dim=16, image_size=32, vision="cnn", vision_width=16, vision_layers=1, text_width=32,
                    text_layers=1, head_width=16, context_length=16)

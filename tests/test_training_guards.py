@@ -12,8 +12,7 @@ from click.testing import CliRunner
 
 from bindscope.cli.main import madman
 from bindscope.training import train as train_module
-from bindscope.training.train import TrainingDiverged, non_finite_tensor
-
+from bindscope.training.objective import TrainingDiverged, non_finite_tensor
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -117,5 +116,5 @@ def test_the_library_raises_training_diverged(data, tmp_path, monkeypatch):
 def test_the_absurd_learning_rate_is_refused_before_anything_is_written(data, tmp_path):
     out = tmp_path / "run"
     result = _train(data, out, "--lr", "1e308")
-    assert result.exit_code == 2 and "1e+308 is not in the range 0.0<x<=10.0" in result.output
+    assert result.exit_code == 2 and "--lr 1e+308 is not allowed; use a finite number in (0, 10]" in result.output
     assert not out.exists()

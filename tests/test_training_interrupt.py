@@ -99,7 +99,7 @@ def test_sigint_then_resume_equals_an_uninterrupted_run(data, tmp_path):
             time.sleep(0.2)  # into the next step's slowed-down window: weights updated, step not yet counted
             process.send_signal(signal.SIGINT)
             break
-    rest, stderr = process.communicate(timeout=300)
+    rest, stderr = process.communicate(timeout=1800)
     interrupted = _steps("".join(seen) + rest)
     done = max(interrupted)
     # the step under way when Ctrl-C came was finished and checkpointed, then the run stopped (click: "Aborted!")

@@ -71,3 +71,44 @@ def test_sweep_rejects_bad_input_before_writing(tmp_path, args, message):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not out.exists()
+
+
+def test_the_sweep_folder_is_claimed(tmp_path, monkeypatch):
+    """A foreign folder is refused before any work, a concurrent sweep is refused, a stale lock is taken over, and
+    SIGTERM before the first output leaves the folder as it was (the claim's marker removed)."""
+    import dataclasses
+    import os
+    import signal
+    import time
+
+    from bindscope.errors import BadInput
+    from bindscope.io.ownership import LOCK, OutputLock
+    from bindscope.training.sweep import Sweep
+
+    config = SweepConfig(property="saliency-bias", values="0", out=str(tmp_path / "sweep"), num_train=32,
+                         num_test=12, train_options=TRAIN)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(BadInput, match=r"is not empty and is not a madman sweep folder \(it holds no "
+                                                 r"\.bindscope\.json marker of one; e\.g\. 'notes\.txt'\)"):
+        Sweep(dataclasses.replace(config, out=str(foreign)))
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+
+    out = tmp_path / "sweep"
+    out.mkdir()
+    with OutputLock(out), pytest.raises(BadInput, match=r"is in use by another bindscope run \(pid "):
+        Sweep(config).run(progress=False)
+    (out / LOCK).write_text("pid 99999 on elsewhere: madman sweep (killed -9)\n")  # a stale lock
+    reached = []
+
+    def terminated(self, progress, source):
+        reached.append(json.loads((out / ".bindscope.json").read_text())["kind"])
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+
+    monkeypatch.setattr(Sweep, "_run", terminated)
+    with pytest.raises(KeyboardInterrupt):
+        Sweep(config).run(progress=False)
+    assert reached == ["sweep"] and list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == \
+        ["foreign", "sweep"]

@@ -4,10 +4,11 @@ and ``bindscope labclip`` (docs/alignment.md).
 Example (a notebook)::
 
     import bindscope
-    run = bindscope.probe("data/madman", "ViT-B-32", pretrained="none", modality="image")
+    encoder = bindscope.EncoderSettings("ViT-B-32", pretrained="none")
+    run = bindscope.probe("data/madman", encoder, modality="image")
     run.result["metrics"]["modalities"]["image"]["colour"]["accuracy"]
-    labclip = bindscope.labclip.fit("data/madman", "ViT-B-32", "labclip.pt", epochs=10)
-    bindscope.labclip.eval("data/madman", "ViT-B-32", "labclip.pt").result["metrics"]["after"]["binding"]
+    labclip = bindscope.labclip.fit("data/madman", encoder, "labclip.pt", epochs=10)
+    bindscope.labclip.eval("data/madman", encoder, "labclip.pt").result["metrics"]["after"]["binding"]
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import warnings
 from pathlib import Path
 
+from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput, check_int, check_number, name_list
 from bindscope.evaluation.api import Evaluation
 
@@ -45,19 +47,21 @@ def _check_out(path, overwrite: bool, explicit: bool = True) -> Path:
     return out
 
 
-def _default_out(kind: str, data, model: str, pretrained: str | None) -> str:
-    """``DATA/eval/<kind>-<model>-<tag>.json``, named like the evaluation module's results."""
+def _default_out(kind: str, data, encoder: EncoderSettings) -> str:
+    """``DATA/eval/<kind>-<model slug>.json``, named like the evaluation module's results
+    (:func:`bindscope.evaluation.api.model_slug`)."""
     from bindscope.evaluation.api import model_slug
 
-    return str(Path(data) / "eval" / f"{kind}-{model_slug(model, pretrained)}.json")
+    return str(Path(data) / "eval" / f"{kind}-{model_slug(encoder)}.json")
 
 
-def _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache, progress=False):
+def _encoder(encoder: EncoderSettings, progress: bool = False):
+    """The adapter of ``encoder`` and an embedder through the embedding cache it asks for."""
     from bindscope.alignment.data import make_embedder
-    from bindscope.encoders.registry import load_adapter
+    from bindscope.encoders.registry import load_encoder
 
-    adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size)
-    return adapter, make_embedder(adapter, cache_dir, use_cache=use_cache, progress=progress)
+    adapter = load_encoder(encoder)
+    return adapter, make_embedder(adapter, encoder.cache_dir, use_cache=encoder.use_cache, progress=progress)
 
 
 def _write(path: Path, kind, adapter, dataset, splits, settings, metrics, embedder) -> Evaluation:
@@ -79,12 +83,10 @@ def _bar(progress: bool, total: int, desc: str, unit: str):
     return tqdm(total=total, desc=desc, unit=unit, disable=not progress)
 
 
-def probe(data: str | os.PathLike, model: str = "ViT-B-32", *, pretrained: str | None = None,
-          task: str = "attributes", modality: str = "both", split: str | None = None,
-          attributes: list[str] | None = None,
+def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", *, task: str = "attributes",
+          modality: str = "both", split: str | None = None, attributes: list[str] | None = None,
           fractions: tuple[float, float, float] = (0.6, 0.2, 0.2), min_objects: int = 2, steps: int = 300,
-          lr: float = 0.01, weight_decay: float = 1e-4, seed: int = 0, device: str = "auto",
-          precision: str = "fp32", batch_size: int | None = None, cache_dir: str | None = None, use_cache: bool = True,
+          lr: float = 0.01, weight_decay: float = 1e-4, seed: int = 0,
           out: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = True) -> Evaluation:
     """Linear probes on frozen embeddings: one probe per target object and attribute (docs/alignment.md).
 
@@ -99,8 +101,9 @@ def probe(data: str | os.PathLike, model: str = "ViT-B-32", *, pretrained: str |
     interval next to a bag-of-words probe; ``modality``, ``attributes`` and ``min_objects`` do not apply.
 
     Args:
-        data: dataset folder. model / pretrained / device / precision / batch_size / cache_dir / use_cache:
-            the encoder (see :func:`bindscope.evaluate`). task: ``"attributes"`` or ``"conjunctive-search"``.
+        data: dataset folder. encoder: an :class:`~bindscope.encoders.settings.EncoderSettings` (one model), or
+            a model name or path with the other settings at their defaults (as :func:`bindscope.evaluate`).
+        task: ``"attributes"`` or ``"conjunctive-search"``.
         modality: ``"image"``, ``"text"`` or ``"both"``.
         split: default test, else the first split. attributes: a list or one name (default: all of the
             dataset's).
@@ -123,24 +126,24 @@ def probe(data: str | os.PathLike, model: str = "ViT-B-32", *, pretrained: str |
         raise BadInput(f"task {task!r} is not allowed; allowed: attributes, conjunctive-search", param="task")
     if modality not in ("image", "text", "both"):
         raise BadInput(f"modality {modality!r} is not allowed; allowed: image, text, both", param="modality")
+    encoder = EncoderSettings.of(encoder)
     settings = ProbeSettings(tuple(fractions), seed, min_objects, steps, lr, weight_decay)
     attributes = name_list("attributes", attributes)
     dataset, split = _open(data, split)
     if task == "conjunctive-search":
-        return _conjunctive(dataset, data, split, model, pretrained, settings,
-                            (device, precision, batch_size, cache_dir, use_cache), out, overwrite)
+        return _conjunctive(dataset, data, split, encoder, settings, out, overwrite)
     names = list(attributes) if attributes else list(dataset.attribute_names)
     for a in names:
         if a not in dataset.attribute_names:
             raise BadInput(f"attributes: {a!r} is not an attribute of this dataset; it has "
                            f"{', '.join(dataset.attribute_names)}", param="attributes")
     modalities = ("image", "text") if modality == "both" else (modality,)
-    out_path = _check_out(out or _default_out("probe", data, model, pretrained), overwrite, out is not None)
+    out_path = _check_out(out or _default_out("probe", data, encoder), overwrite, out is not None)
     table = load_table(dataset, split, build_swaps=False)
     check_probe_table(table, modalities, names, min_objects)
-    adapter, embedder = _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache)
+    adapter, embedder = _encoder(encoder)
     if "image" in modalities and not adapter.supports_images:
-        raise BadInput(f"model {model!r} is text-only; use modality text")
+        raise BadInput(f"model {encoder.model!r} is text-only; use modality text")
     with _bar(progress, len(names), "probes", "attribute") as bar:
         metrics = probe_dataset(dataset, embedder, split, modalities, names, settings,
                                 progress=lambda _: bar.update(), table=table)
@@ -195,14 +198,13 @@ def probe_dataset(dataset, embedder, split: str | None = None, modalities=("imag
     return result
 
 
-def _conjunctive(dataset, data, split, model, pretrained, settings, encoder, out, overwrite) -> Evaluation:
+def _conjunctive(dataset, data, split, encoder, settings, out, overwrite) -> Evaluation:
     """``probe(task="conjunctive-search")``: checks, fit, result JSON."""
     from bindscope.alignment.conjunctive import conjunctive_search, conjunctive_target
 
     target = conjunctive_target(dataset)
-    out_path = _check_out(out or _default_out("conjunctive-search", data, model, pretrained), overwrite,
-                          out is not None)
-    adapter, embedder = _encoder(model, pretrained, *encoder)
+    out_path = _check_out(out or _default_out("conjunctive-search", data, encoder), overwrite, out is not None)
+    adapter, embedder = _encoder(encoder)
     metrics = conjunctive_search(dataset, embedder, split, settings)
     record = {"task": "conjunctive-search", "split": split, "target": target,
               **{k: v for k, v in settings.record().items() if k != "min_objects"},
@@ -210,14 +212,14 @@ def _conjunctive(dataset, data, split, model, pretrained, settings, encoder, out
     return _write(out_path, "conjunctive-search", adapter, dataset, [split], record, metrics, embedder)
 
 
-def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, pretrained: str | None = None,
+def labclip_fit(data: str | os.PathLike, encoder: EncoderSettings | str, out: str | os.PathLike, *,
                 split: str | None = None, holdout: float = 0.1, epochs: int = 20, fit_batch_size: int = 128,
                 lr: float = 1e-3, seed: int = 0, negatives: str | None = None, tagger: str = "lexicon",
-                device: str = "auto", precision: str = "fp32",
-                batch_size: int | None = None, cache_dir: str | None = None, use_cache: bool = True,
-                overwrite: bool = False,
-                progress: bool = True):
+                overwrite: bool = False, progress: bool = True):
     """Fit the D x D LABCLIP map (Koishigarina et al.; docs/alignment.md) on ``data`` and write it to ``out``.
+
+    ``encoder``: an :class:`~bindscope.encoders.settings.EncoderSettings` (one model with image and text
+    towers), or a model name or path with the other settings at their defaults.
 
     The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam (``epochs``,
     ``fit_batch_size`` pairs per batch, ``lr``) on frozen embeddings. Negatives (``negatives``):
@@ -245,6 +247,7 @@ def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, 
     from bindscope.alignment.data import SHUFFLED, labclip_table
     from bindscope.alignment.pairs import plan_fit
 
+    encoder = EncoderSettings.of(encoder)
     if not 0 < holdout < 1:
         raise BadInput(f"holdout {holdout}: must be between 0 and 1 (exclusive)", param="holdout")
     check_int("epochs", epochs, 1)
@@ -255,9 +258,9 @@ def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, 
     out_path = _check_out(out, overwrite)
     table, negatives = labclip_table(dataset, split, negatives, tagger, seed)
     plan_fit(table, holdout, seed, by_sample=negatives == SHUFFLED)
-    adapter, embedder = _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache)
+    adapter, embedder = _encoder(encoder)
     if not adapter.supports_images:
-        raise BadInput(f"model {model!r} is text-only; LABCLIP needs image and text embeddings")
+        raise BadInput(f"model {encoder.model!r} is text-only; LABCLIP needs image and text embeddings")
     with _bar(progress, epochs, "LABCLIP", "epoch") as bar:
         def step(epoch, loss):
             bar.set_postfix(loss=f"{loss:.4f}")
@@ -269,10 +272,9 @@ def labclip_fit(data: str | os.PathLike, model: str, out: str | os.PathLike, *, 
     return labclip
 
 
-def labclip_eval(data: str | os.PathLike, model: str, labclip: str | os.PathLike, *, pretrained: str | None = None,
-                 split: str | None = None, device: str = "auto", precision: str = "fp32", batch_size: int | None = None,
-                 cache_dir: str | None = None, use_cache: bool = True, out: str | os.PathLike | None = None,
-                 overwrite: bool = False, progress: bool = True) -> Evaluation:
+def labclip_eval(data: str | os.PathLike, encoder: EncoderSettings | str, labclip: str | os.PathLike, *,
+                 split: str | None = None, out: str | os.PathLike | None = None, overwrite: bool = False,
+                 progress: bool = True) -> Evaluation:
     """Binding, recognition and the modality gap of ``data`` before and after the LABCLIP map file ``labclip``.
 
     On the map's fitting split (the default) only the held-out combinations count; on another split every
@@ -287,11 +289,12 @@ def labclip_eval(data: str | os.PathLike, model: str, labclip: str | os.PathLike
     """
     from bindscope.alignment.labclip import check_dimension, load_labclip
 
+    encoder = EncoderSettings.of(encoder)
     labclip_path = labclip
     labclip = load_labclip(labclip_path)
     dataset, split = _open(data, split or labclip.meta.get("split"))
-    out_path = _check_out(out or _default_out("labclip", data, model, pretrained), overwrite, out is not None)
-    adapter, embedder = _encoder(model, pretrained, device, precision, batch_size, cache_dir, use_cache, progress)
+    out_path = _check_out(out or _default_out("labclip", data, encoder), overwrite, out is not None)
+    adapter, embedder = _encoder(encoder, progress)
     check_dimension(labclip, adapter)
     if labclip.meta.get("cache_key") not in (None, adapter.cache_key):
         warnings.warn(f"the map was fitted for {labclip.meta.get('model')!r} ({labclip.meta.get('pretrained')}), "

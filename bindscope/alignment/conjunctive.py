@@ -32,7 +32,7 @@ def conjunctive_target(dataset) -> dict:
         BadInput: the dataset was not made with ``comco render --task conjunctive-search``.
     """
     config = dataset.manifest.get("config", {})
-    if dataset.generator != "comco" or config.get("task") != "conjunctive-search":
+    if config.get("task") != "conjunctive-search" or "target" not in (config.get("conjunctive_search") or {}):
         raise BadInput(f"task conjunctive-search needs a dataset rendered with task='conjunctive-search'; "
                        f"{str(dataset.path)!r} is not one", param="task")
     return dict(config["conjunctive_search"]["target"])

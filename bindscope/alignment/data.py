@@ -23,7 +23,7 @@ class SplitTable:
     """The non-pixel content of one split, one entry per sample (index = position in the split).
 
     Attributes:
-        generator: ``"madman"`` or ``"comco"``.
+        generator: the name of the generator that made the dataset.
         split: split name.
         attributes: the dataset's object attribute names (manifest ``object_attributes``).
         captions: caption per sample.
@@ -58,22 +58,28 @@ def _phrase_in(value: str, text: str) -> bool:
     return bool(value) and re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text) is not None
 
 
-def _madman_parser(dataset: Dataset) -> Callable:
-    """MADMAN's ``parse_caption`` bound to the dataset's value sets (manifest ``config.attributes``)."""
-    from bindscope.generators.madman.captions import parse_caption
+def caption_parser(dataset: Dataset) -> Callable | None:
+    """The caption parser the dataset's generator class offers (``caption_parser(config)``, e.g. MADMAN's
+    :func:`~bindscope.generators.madman.captions.parse_caption` bound to the manifest's value sets), or None when
+    it offers none (or the generator is not installed)."""
+    from bindscope.build.registry import generator_class
 
-    values = dataset.manifest.get("config", {}).get("attributes")
-    return lambda caption: parse_caption(caption, values)
+    try:
+        cls = generator_class(dataset.generator)
+    except BadInput:
+        return None
+    make = getattr(cls, "caption_parser", None)
+    return make(dataset.manifest.get("config", {})) if make is not None else None
 
 
 def described_attributes(caption: str, objects: list[ObjectRecord], attributes: list[str],
                          parser: Callable | None = None) -> dict[int, set[str]]:
     """Which attributes the caption gives for each mentioned object.
 
-    With ``parser`` (MADMAN's ``bindscope.generators.madman.captions.parse_caption``, which returns one
-    ``(digit, {attribute: value})`` pair per described digit in mention order) the parsed attributes are
-    used. Otherwise the caption is cut at ``" and "`` into one part per mentioned object (mention order)
-    and an attribute counts as described when its value occurs as a whole phrase in that object's part.
+    With ``parser`` (the generator's, :func:`caption_parser`: e.g. MADMAN's, which returns one ``(digit,
+    {attribute: value})`` pair per described digit in mention order) the parsed attributes are used. Otherwise
+    the caption is cut at ``" and "`` into one part per mentioned object (mention order) and an attribute counts
+    as described when its value occurs as a whole phrase in that object's part.
 
     Returns:
         ``{object index: set(attribute names)}`` for every object with ``mention_position > 0``.
@@ -186,7 +192,7 @@ def load_table(dataset: Dataset, split: str, build_swaps: bool = True, compose="
     """
     part = dataset.split(split)
     table = SplitTable(dataset.generator, split, list(dataset.attribute_names))
-    parser = _madman_parser(dataset) if dataset.generator == "madman" else None
+    parser = caption_parser(dataset)
     stored = []
     for reader in part.shards():
         for local in range(reader.count):
@@ -224,11 +230,9 @@ def make_embedder(adapter, cache_dir: str | None = None, use_cache: bool = True,
     :func:`~bindscope.encoders.embedding_cache.default_cache_dir`), so a rerun does not re-encode. ``progress``: tqdm
     bars on stderr while encoding.
     """
-    from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache, default_cache_dir
+    from bindscope.encoders.embedding_cache import Embedder, open_cache
 
-    cache = (EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim)
-             if use_cache else None)
-    return Embedder(adapter, cache, progress=progress)
+    return Embedder(adapter, open_cache(adapter, cache_dir, use_cache), progress=progress)
 
 
 def encode_texts(embedder, texts: list[str]) -> np.ndarray:
@@ -281,7 +285,8 @@ SHUFFLED = "shuffled"
 def caption_lexicon(dataset: Dataset, table: SplitTable) -> tuple[list[str], list[str]]:
     """The nouns and adjectives of a split's captions, for :func:`bindscope.text.negatives.lexicon_tagger`.
 
-    * a COCO import: nouns = every phrase of the COCO mention table (:mod:`bindscope.importers.mentions`,
+    * a split whose captions are recorded with their mention phrases (holding ``phrases``: a COCO import): nouns
+      = every phrase of the COCO mention table (:mod:`bindscope.importers.mentions`,
       singular and plural, e.g. ``"man"``, ``"hot dog"``) of the categories in the split; adjectives =
       :data:`bindscope.text.negatives.COMMON_ADJECTIVES` (colour, size, age and material words: the importer
       knows no attribute words);
@@ -295,7 +300,7 @@ def caption_lexicon(dataset: Dataset, table: SplitTable) -> tuple[list[str], lis
     from bindscope.text.negatives import COMMON_ADJECTIVES
 
     categories = {o.category for objects in table.objects for o in objects}
-    if dataset.generator == "coco":
+    if "phrases" in dataset.split(table.split).holds:
         from bindscope.importers.mentions import mention_table
 
         known = mention_table()

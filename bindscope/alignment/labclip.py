@@ -30,6 +30,7 @@ import numpy as np
 from bindscope.encoders.interface import l2_normalise, torch_threads
 from bindscope.errors import BadInput, check_int, check_number
 from bindscope.io.atomic import atomic_open
+from bindscope.io.weights import all_finite, check_plain, read_torch_file
 
 FORMAT = "bindscope-labclip"
 FORMAT_VERSION = 1
@@ -116,35 +117,12 @@ def _map_problem(path: Path, problem: str) -> BadInput:
     return BadInput(f"LABCLIP map {str(path)!r}: {problem}")
 
 
-def _check_plain(path: Path, value, where: str, depth: int = 0) -> None:
-    """Raise BadInput unless ``value`` is JSON-like (str, finite number, bool, None, lists, string-keyed dicts)."""
-    if depth > 32:
-        raise _map_problem(path, f"{where} is nested too deep")
-    if value is None or isinstance(value, (str, bool, int)):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise _map_problem(path, f"{where} holds the non-finite number {value!r}")
-        return
-    if isinstance(value, (list, tuple)):
-        for k, item in enumerate(value):
-            _check_plain(path, item, f"{where}[{k}]", depth + 1)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _map_problem(path, f"{where} has the key {key!r}, not a string")
-            _check_plain(path, item, f"{where}.{key}", depth + 1)
-        return
-    raise _map_problem(path, f"{where} is a {type(value).__name__}, not a plain value")
-
-
 def _check_meta(path: Path, meta, dim: int) -> dict:
     """The map's ``meta`` record, checked against the map: JSON-like, the fields read back of the right types
     (texts; ``held_out`` a list of ``[category, attribute, value]``), ``embed_dim`` equal to the weight's side."""
     if not isinstance(meta, dict):
         raise _map_problem(path, f"meta is a {type(meta).__name__}, not a mapping")
-    _check_plain(path, meta, "meta")
+    check_plain(meta, "meta", lambda problem: _map_problem(path, problem))
     for key in _META_TEXT:
         if meta.get(key) is not None and not isinstance(meta[key], str):
             raise _map_problem(path, f"meta.{key} is {meta[key]!r}, not a text")
@@ -167,27 +145,12 @@ def load_labclip(path: str | os.PathLike) -> LabclipMap:
         BadInput: naming the file and the problem: missing, unreadable, too large, holding objects other than
             tensors and plain values (a pickled payload is refused unread), or not a sound bindscope LABCLIP map.
     """
-    import stat
-
     import torch
 
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"LABCLIP map {str(path)!r}: no such file")
-    try:
-        info = path.stat()
-    except OSError as exc:
-        raise _map_problem(path, f"cannot be read ({exc.strerror})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise _map_problem(path, "is not a regular file")
-    if info.st_size > MAX_MAP_BYTES:
-        raise _map_problem(path, f"is {info.st_size} bytes; a map is at most {MAX_MAP_BYTES} bytes")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises several types for a broken file
-        from bindscope.training.checkpoint import load_error
-
-        raise _map_problem(path, load_error(exc)) from None
+    payload = read_torch_file(path, "map", MAX_MAP_BYTES, label="LABCLIP map")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise BadInput(f"{str(path)!r} is not a LABCLIP map written by `bindscope labclip fit`")
     if set(payload) != MAP_KEYS:
@@ -205,7 +168,7 @@ def load_labclip(path: str | os.PathLike) -> LabclipMap:
         raise _map_problem(path, f"weight is a {weight.layout} {weight.dtype} tensor; expected a dense float32 one")
     if weight.ndim != 2 or weight.shape[0] != weight.shape[1] or not 1 <= weight.shape[0] <= MAX_DIM:
         raise _map_problem(path, f"weight has shape {tuple(weight.shape)}, expected (D, D) with 1 <= D <= {MAX_DIM}")
-    if not bool(torch.isfinite(weight).all()):
+    if not all_finite(weight):
         raise _map_problem(path, "weight holds NaN or infinite values")
     scale = payload["logit_scale"]
     if not (isinstance(scale, float) and math.isfinite(scale) and 0 < scale <= MAX_LOGIT_SCALE):

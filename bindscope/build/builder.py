@@ -13,19 +13,20 @@ writes ``parts/part-IIIII-of-KKKKK.json`` (its shard entries, additive counts, a
 resolved config, in its key order, and seed, from which the merge rebuilds the generator through the registry);
 :func:`bindscope.build.merge.merge_parts` joins the K parts into the dataset a single run makes.
 
-Folder states handled by :func:`output_state` (the folder is ours only through its marker, see
-:mod:`bindscope.io.ownership`, and is locked for the whole run):
+The output folder is claimed through :mod:`bindscope.io.claim` (kind :data:`DATASET`: the folder is ours only
+through its marker, and is locked for the whole run); its decisions mean here:
 
-- missing or empty: a new run starts;
-- holds an unfinished run of the same generator, config and seed (``.bindscope-run.json``): it resumes, and
-  adopts a finished shard only when its ``.done`` record names this run and its sha256 still matches;
-- holds the finished dataset of this very run: nothing to do (leftovers of an interrupted tidy-up are removed);
-- holds a finished, smaller dataset of the same generator, config and seed (the generator's ``extends`` says so,
-  e.g. ComCO with a larger ``-n``): it is extended. Its shards are set aside as ``.<shard>.previous``; each
-  task reads its samples back from there, generates only the missing ones and writes the shard again (with this
-  run's id), so the result is byte-identical to a single run of the larger dataset;
-- holds another bindscope dataset or run: :class:`BadInput` unless ``overwrite``; foreign files:
-  :class:`BadInput` always, and nothing is deleted.
+- ``new`` (missing or empty): a new run starts;
+- ``resume`` (an unfinished run of the same generator, config and seed): it adopts a finished shard only when its
+  ``.done`` record names this run and its sha256 still matches;
+- ``done`` (the finished dataset of this very run): nothing to do (leftovers of an interrupted tidy-up are
+  removed);
+- ``extend`` (a finished, smaller dataset of the same generator, config and seed: the generator's ``extends``
+  says so, e.g. ComCO with a larger ``-n``): its shards are set aside as ``.<shard>.previous``; each task reads
+  its samples back from there, generates only the missing ones and writes the shard again (with this run's id),
+  so the result is byte-identical to a single run of the larger dataset;
+- ``overwrite``: another bindscope dataset or run is replaced (only with ``overwrite``); foreign files and
+  other commands' outputs: :class:`BadInput` always, and nothing is deleted.
 """
 
 from __future__ import annotations
@@ -48,15 +49,8 @@ from bindscope.format.records import Sample
 from bindscope.format.shard import FORMAT_VERSION, ShardReader, write_shard
 from bindscope.io.atomic import remove_temp_files, write_text_atomic
 from bindscope.io.canonical import canonical_json, config_sha256, sha256_file
-from bindscope.io.ownership import (
-    OutputLock,
-    bookkeeping,
-    clear_owned,
-    read_marker,
-    require_owned,
-    resolve_output,
-    write_marker,
-)
+from bindscope.io.claim import OutputKind, check_output, claim_output
+from bindscope.io.ownership import OutputLock, write_marker
 from bindscope.io.workers import exit_with_parent, parent_alive
 from bindscope.schemas import validate
 
@@ -127,8 +121,8 @@ class BuildResult:
         path: the output folder.
         manifest: the finished dataset's manifest; None for one part of a ``num_parts > 1`` run.
         part_record: that part's record (see :func:`write_part_record`); None for a whole run.
-        already_complete: ``resume`` found this very dataset (same generator, config and seed) finished in
-            ``path``; nothing was written.
+        already_complete: ``path`` already held this very dataset (same generator, config and seed), finished
+            (:func:`output_state` said ``"done"``, see :func:`finish_if_done`); nothing was written.
     """
 
     path: Path
@@ -146,18 +140,6 @@ def shard_tasks(splits: dict[str, int], shard_size: int) -> list[ShardTask]:
     return tasks
 
 
-def _just_started(out: Path) -> bool:
-    """True when ``out`` holds only what a starting run writes before its run state lands: the lock, temporary
-    files and empty ``shards``/``parts`` folders (parts of one run starting together in one folder)."""
-    for entry in out.iterdir():
-        if bookkeeping(entry.name):
-            continue
-        if entry.name in ("shards", PARTS_DIR) and entry.is_dir() and not any(entry.iterdir()):
-            continue
-        return False
-    return True
-
-
 def _run_id_in(path: Path, key: str) -> str | None:
     try:
         value = json.loads(path.read_text(encoding="utf-8")).get(key)
@@ -166,89 +148,62 @@ def _run_id_in(path: Path, key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _folder_run_id(out: Path) -> str | None:
-    """The run id of the bindscope run that owns ``out`` (its run state, else its marker); ``None`` if foreign."""
-    state = _run_id_in(out / RUN_STATE, "run_id")
-    if state is not None and len(state) == 64:
-        return state
-    marker = read_marker(out)
-    return marker.get("run_id") if marker is not None and marker.get("kind") == KIND else None
+def _finished(out: Path, run_id: str) -> bool:
+    """The folder holds the finished dataset of the run ``run_id`` (its manifest, written last, names it)."""
+    return _run_id_in(out / MANIFEST, "config_sha256") == run_id
 
 
-def refuse_foreign(out: str | Path, overwrite: bool) -> str | None:
-    """The run id owning the folder ``out`` (``None`` when it is missing, empty or just started); raise
-    :class:`BadInput` for a folder no bindscope run owns, before any slow work (commands call it first).
-    """
-    out = resolve_output(out)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"out {str(out)!r} exists and is not a folder", param="out")
-    if not out.is_dir() or _just_started(out):
+DATASET = OutputKind(KIND, "bindscope dataset", identity="config or seed", finished=_finished,
+                     claim_files=(RUN_STATE,))
+"""A dataset folder, for :mod:`bindscope.io.claim` (generate, render, import, merge)."""
+
+
+def _extending(extends):
+    """``extends(manifest)`` as the claim's ``extends(folder)`` test: the folder's finished manifest is a prefix of
+    this run's dataset. None stays None."""
+    if extends is None:
         return None
-    owner = _folder_run_id(out)
-    if owner is None:
-        if overwrite:
-            require_owned(out, KIND, "bindscope dataset")
-        raise BadInput(f"out {str(out)!r} is not empty and holds no bindscope run; choose an empty or new folder",
-                       param="out")
-    return owner
+
+    def test(out: Path) -> bool:
+        try:
+            previous = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(previous, dict) and bool(extends(previous))
+    return test
+
+
+def refuse_foreign(out: str | Path, overwrite: bool) -> None:
+    """Raise :class:`BadInput` for a folder no dataset run could use (foreign files, another command's output, a
+    file), before any slow work (commands call it first); see :func:`bindscope.io.claim.check_output`."""
+    check_output(out, DATASET, overwrite)
 
 
 def output_state(out: str | Path, run_id: str, overwrite: bool, extends=None) -> str:
-    """Decide, before anything is written, what a run ``run_id`` does with the folder ``out``.
-
-    A folder belongs to a bindscope run only through its marker (see :mod:`bindscope.io.ownership`) or
-    its run state; a ``manifest.json`` alone proves nothing. ``out`` is resolved (symlinks followed) first.
-
-    Returns:
-        ``"new"`` (missing or empty folder, or parts of this run starting together in it), ``"resume"`` (an
-        unfinished run of the same generator, config and seed), ``"done"`` (the finished dataset of this very
-        run, perhaps interrupted while tidying up), ``"extend"`` (``extends(manifest)`` is true for the finished
-        dataset in ``out``: a smaller dataset of the same generator, config and seed; never with
-        ``overwrite``) or ``"overwrite"`` (``overwrite`` given and ``out`` holds another bindscope dataset or
-        run).
+    """What a run ``run_id`` would do with the folder ``out``, decided without writing anything: ``"new"``,
+    ``"resume"``, ``"done"``, ``"extend"`` (``extends(manifest)`` is true for the finished dataset in ``out``; never
+    with ``overwrite``) or ``"overwrite"`` (see :func:`bindscope.io.claim.claim_output`, kind :data:`DATASET`).
 
     Raises:
         BadInput: ``out`` is empty, the current folder or an ancestor of it, or a file; or it is not empty and
             neither a matching run nor ``overwrite`` allows using it (the message says what it holds and
-            what to pass); or ``overwrite`` would delete a folder bindscope did not make.
+            what to pass); or ``overwrite`` would delete a folder this command did not make.
     """
-    owner = refuse_foreign(out, overwrite)
-    if owner is None:
-        return "new"
-    out = resolve_output(out)
-    if (out / MANIFEST).is_file():
-        if _run_id_in(out / MANIFEST, "config_sha256") == run_id == owner:
-            return "done"
-        if extends is not None and not overwrite:
-            try:
-                previous = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                previous = None
-            if isinstance(previous, dict) and extends(previous):
-                return "extend"
-        if overwrite:
-            return "overwrite"
-        raise BadInput(f"out {str(out)!r} is not empty: it holds a finished dataset of another config or seed; "
-                       "pass overwrite=True to replace it, or choose another folder", param="out")
-    if owner == run_id:
-        return "resume"
-    if overwrite:
-        return "overwrite"
-    raise BadInput(f"out {str(out)!r} is not empty: it holds an unfinished run with another config or "
-                   "seed; repeat that run's command to resume it, pass overwrite=True to replace it, or choose "
-                   "another folder", param="out")
+    return claim_output(out, DATASET, run_id, overwrite=overwrite, extends=_extending(extends)).decision
 
 
 def finish_if_done(out: str | Path, run_id: str) -> dict | None:
     """The manifest of ``out`` when it holds the finished dataset of the run ``run_id`` (after tidying up, under
-    the folder's lock, what a run killed at its finishing moment left), else ``None``. Lets a command say
+    the folder's claim, what a run killed at its finishing moment left), else ``None``. Lets a command say
     "already complete" before it loads its data."""
-    out = resolve_output(out)
-    if output_state(out, run_id, overwrite=False) != "done":
+    claim = claim_output(out, DATASET, run_id)
+    if claim.decision != "done":
         return None
-    with OutputLock(out):
-        tidy_finished(out)
-        return load_manifest(out)
+    with claim:
+        if claim.decision != "done":  # changed meanwhile: the run itself decides again
+            return None
+        tidy_finished(claim.path)
+        return load_manifest(claim.path)
 
 
 def _done_record(shards_dir: Path, task: ShardTask) -> Path:
@@ -519,8 +474,10 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
         GenerationError: shards the workers wrote are not visible here (a remote cluster without a shared
             file system).
 
-    The folder is locked for the whole run (parts of one run share the lock); worker processes on this
-    machine exit when this process dies. A repeated command of a finished run returns its manifest.
+    The folder is claimed for the whole run (:mod:`bindscope.io.claim`; parts of one run share the lock): SIGTERM
+    and SIGHUP stop it like Ctrl-C, and a run that fails before its first shard leaves no claimed folder. Worker
+    processes on this machine exit when this process dies. A repeated command of a finished run returns its
+    manifest.
     """
     generator_class(generator.name)  # a registered generator: verify, release and merge find it by name
     check_backend(backend, scheduler, jobs)
@@ -528,25 +485,20 @@ def build_dataset(generator: Generator, out: str | Path, jobs: int = 1, overwrit
     check_parts(num_parts, part, len(tasks))
     mine = part_tasks(tasks, num_parts, part)
     run_id = config_sha256(generator.name, generator.config, generator.seed)
-    extends = getattr(generator, "extends", None) if num_parts == 1 else None
-    decision = output_state(out, run_id, overwrite, extends)  # before connecting, locking or writing anything
-    out = resolve_output(out)
-    shared = num_parts > 1 and decision != "overwrite"
+    extends = _extending(getattr(generator, "extends", None) if num_parts == 1 else None)
+    claim = claim_output(out, DATASET, run_id, overwrite=overwrite, shared=num_parts > 1, extends=extends)
+    out = claim.path  # decided before connecting, locking or writing anything; decided again under the lock
     # Workers on this machine watch this process (a remote Dask worker cannot see it).
     parent_pid = os.getpid() if scheduler is None else None
-    with open_executor(backend, scheduler, jobs) as executor, OutputLock(out, shared=shared), \
-            _part_lock(out, num_parts, part):
-        decision = output_state(out, run_id, overwrite, extends)  # again, now that no other writer can change it
+    with open_executor(backend, scheduler, jobs) as executor, claim, _part_lock(out, num_parts, part):
+        decision = claim.decision
         if decision == "done":
             tidy_finished(out)
             return load_manifest(out)
-        if decision == "overwrite":
-            if shared:
-                raise BadInput(f"out {str(out)!r} changed while this run started; repeat the command", param="out")
-            clear_owned(out, KIND, "bindscope dataset")
-        write_marker(out, KIND, run_id)
         if decision != "resume":
             write_text_atomic(out / RUN_STATE, canonical_json({"run_id": run_id, "generator": generator.name}))
+        elif extends is not None and extends(out):
+            decision = "extend"  # an extension cut short before the smaller dataset's manifest was removed
         shards_dir = out / "shards"
         shards_dir.mkdir(exist_ok=True)
         if decision == "extend":  # set the smaller dataset's shards aside, then it is an unfinished run of this one

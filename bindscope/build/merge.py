@@ -25,6 +25,7 @@ import shutil
 from pathlib import Path
 
 from bindscope.build.builder import (
+    DATASET,
     PART_FORMAT,
     PART_FORMAT_VERSION,
     PARTS_DIR,
@@ -33,15 +34,16 @@ from bindscope.build.builder import (
     assemble_manifest,
     finish_dataset,
     shard_tasks,
+    tidy_finished,
 )
 from bindscope.build.registry import rebuild_generator
 from bindscope.errors import BadInput
-from bindscope.format.manifest import MANIFEST
+from bindscope.format.manifest import MANIFEST, load_manifest
 from bindscope.io.atomic import atomic_path
 from bindscope.io.canonical import config_sha256, sha256_file
 from bindscope.io.inside import file_inside
 from bindscope.io.json_input import load_json
-from bindscope.io.ownership import OutputLock, bookkeeping, resolve_output
+from bindscope.io.claim import check_output, claim_output
 
 _RECORD_KEYS = ("run_id", "generator", "config_json", "seed", "splits", "shard_size", "num_parts", "part", "shards")
 
@@ -157,32 +159,33 @@ def merge_parts(inputs: list[str | os.PathLike], out: str | os.PathLike | None =
     Args:
         inputs: folders holding the parts (one shared folder or one per part, in any order).
         out: the merged dataset folder. ``None`` (only with one input) merges in place. Otherwise it must be
-            missing, empty, or one of ``inputs``. Shards are hard-linked where the file system allows, else
-            copied; input folders other than ``out`` are left unchanged.
+            missing, empty, one of ``inputs``, or this dataset (merged already, or a merge cut short: it is
+            finished). Shards are hard-linked where the file system allows, else copied; input folders other
+            than ``out`` are left unchanged. The folder is claimed through :mod:`bindscope.io.claim` (kind
+            :data:`~bindscope.build.builder.DATASET`).
 
     Raises:
-        BadInput: see :func:`plan_merge`; ``out`` missing with several inputs, or a non-empty foreign folder.
+        BadInput: see :func:`plan_merge`; ``out`` missing with several inputs; an ``out`` that holds anything
+            else (foreign files, another dataset or command's output) or that another run is writing.
     """
     folders = [Path(p).absolute() for p in inputs]
     if out is None:
         if len(folders) != 1:
             raise BadInput("out is needed to merge several part folders (the merged dataset's folder)", param="out")
-        out_path = folders[0]
-    else:
-        out_path = resolve_output(out)
+        out = folders[0]
+    check_output(out, DATASET)  # an unusable or foreign out is refused before the parts are read
     generator, results, sources = plan_merge(folders)
-    if out_path.exists() and out_path not in folders:
-        if not out_path.is_dir():
-            raise BadInput(f"out {str(out_path)!r} exists and is not a folder", param="out")
-        if any(not bookkeeping(p.name) for p in out_path.iterdir()):
-            raise BadInput(f"out {str(out_path)!r} is not empty; choose a new folder or one of the part folders",
-                           param="out")
     manifest = assemble_manifest(generator, results)
-    with OutputLock(out_path):  # refused while a part (or another merge) still writes there
-        (out_path / "shards").mkdir(parents=True, exist_ok=True)
+    # a part folder merged in place holds an unfinished run of this dataset: the claim resumes it
+    claim = claim_output(out, DATASET, manifest["config_sha256"])
+    with claim:  # refused while a part (or another merge) still writes there
+        if claim.decision == "done":  # the merged dataset is there already
+            tidy_finished(claim.path)
+            return load_manifest(claim.path)
+        (claim.path / "shards").mkdir(exist_ok=True)
         for task, source in sources.items():
-            target = out_path / "shards" / task.filename
-            if source != target:
+            target = claim.path / "shards" / task.filename
+            if source.resolve() != target:
                 _link_or_copy(source, target)
-        finish_dataset(out_path, generator, manifest)
+        finish_dataset(claim.path, generator, manifest)
     return manifest

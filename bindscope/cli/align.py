@@ -9,10 +9,11 @@ from bindscope.errors import BadInput
 
 
 def _model_options(command):
-    """The encoder options (``--model`` ... ``--no-cache``), the same as the eval commands'."""
-    from bindscope.cli.options import encoder_options
+    """The encoder options (``--model`` ... ``--no-cache``), the same as the eval commands'
+    (:func:`bindscope.cli.options.encoder_settings`)."""
+    from bindscope.cli.options import encoder_settings
 
-    return encoder_options(command)
+    return encoder_settings(command)
 
 
 def _fmt(value) -> str:
@@ -48,8 +49,8 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @click.option("--out", default=None, help="result JSON (default DATA/eval/probe-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def bindscope_probe(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, task, modality, split,
-                  attributes, fractions, min_objects, steps, lr, weight_decay, seed, out, overwrite, quiet):
+def bindscope_probe(data, encoder, task, modality, split, attributes, fractions, min_objects, steps, lr, weight_decay,
+                    seed, out, overwrite, quiet):
     """Linear probes on frozen embeddings of dataset DATA: one probe per target object and attribute.
 
     Each probe is Linear(D, n_classes) on L2-normalised image or caption embeddings, trained with
@@ -62,10 +63,9 @@ def bindscope_probe(data, model, pretrained, device, precision, batch_size, cach
     from bindscope.alignment.api import probe
 
     names = [a.strip() for a in attributes.split(",")] if attributes else None
-    run = probe(data, model, pretrained=pretrained, task=task, modality=modality, split=split, attributes=names,
+    run = probe(data, encoder, task=task, modality=modality, split=split, attributes=names,
                 fractions=_parse_fractions(fractions), min_objects=min_objects, steps=steps, lr=lr,
-                weight_decay=weight_decay, seed=seed, device=device, precision=precision, batch_size=batch_size,
-                cache_dir=cache_dir, use_cache=not no_cache, out=out, overwrite=overwrite, progress=not quiet)
+                weight_decay=weight_decay, seed=seed, out=out, overwrite=overwrite, progress=not quiet)
     split, metrics, out_path = run.result["settings"]["split"], run.result["metrics"], run.path
     if task == "conjunctive-search":
         _conjunctive_table(run.result["settings"]["target"], split, metrics)
@@ -132,8 +132,9 @@ def bindscope_labclip():
 @click.option("--tagger", type=click.Choice(["lexicon", "spacy"]), default="lexicon", show_default=True,
               help="how --negatives shuffled finds nouns and adjectives: the dataset's own words (COCO: its "
                    "mention table and colour/size words) or spaCy's en_core_web_sm (pip install 'bindscope[text]')")
-def bindscope_labclip_fit(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out, overwrite,
-                          split, holdout, epochs, fit_batch_size, lr, seed, negatives, tagger):
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def bindscope_labclip_fit(data, encoder, out, overwrite, split, holdout, epochs, fit_batch_size, lr, seed, negatives,
+                          tagger, quiet):
     """Fit the D x D LABCLIP map on dataset DATA and write it to --out.
 
     The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam on frozen
@@ -144,10 +145,9 @@ def bindscope_labclip_fit(data, model, pretrained, device, precision, batch_size
     """
     from bindscope.alignment.api import labclip_fit
 
-    labclip = labclip_fit(data, model, out, pretrained=pretrained, split=split, holdout=holdout, epochs=epochs,
+    labclip = labclip_fit(data, encoder, out, split=split, holdout=holdout, epochs=epochs,
                           fit_batch_size=fit_batch_size, lr=lr, seed=seed, negatives=negatives, tagger=tagger,
-                          device=device, precision=precision,
-                          batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache, overwrite=overwrite)
+                          overwrite=overwrite, progress=not quiet)
     split, out_path = labclip.meta["split"], out
     losses = labclip.meta["loss_history"]
     kept = "" if labclip.meta["negatives"] == "shuffled" else \
@@ -190,8 +190,7 @@ def _report_rows(metrics: dict) -> list[str]:
 @click.option("--out", default=None, help="result JSON (default DATA/eval/labclip-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def bindscope_labclip_eval(data, model, pretrained, device, precision, batch_size, cache_dir, no_cache, labclip_path,
-                           split, out, overwrite, quiet):
+def bindscope_labclip_eval(data, encoder, labclip_path, split, out, overwrite, quiet):
     """Binding, recognition and the modality gap of DATA before and after a LABCLIP map.
 
     On the map's fitting split only the held-out combinations count; on another split every sample with
@@ -204,9 +203,8 @@ def bindscope_labclip_eval(data, model, pretrained, device, precision, batch_siz
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        run = labclip_eval(data, model, labclip_path, pretrained=pretrained, split=split, device=device,
-                           precision=precision, batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache,
-                           out=out, overwrite=overwrite, progress=not quiet)
+        run = labclip_eval(data, encoder, labclip_path, split=split, out=out, overwrite=overwrite,
+                           progress=not quiet)
     for warning in caught:
         click.echo(f"warning: {warning.message}", err=True)
     split, metrics, out_path = run.result["settings"]["split"], run.result["metrics"], run.path

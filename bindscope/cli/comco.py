@@ -8,6 +8,7 @@ from bindscope.cli.options import build_options, report_build
 from bindscope.cli.types import DEVICE
 from bindscope.errors import DEVICE_GRAMMAR
 from bindscope.generators.comco.api import MAX_JOBS, MAX_THREADS
+from bindscope.generators.comco.saliency import SALIENCY
 
 
 @click.command("render")
@@ -30,6 +31,11 @@ from bindscope.generators.comco.api import MAX_JOBS, MAX_THREADS
               help="scenes, or conjunctive-search: the target conjunction (config conjunctive_search.target) "
                    "present or absent among distractors sharing one attribute with it [scenes].")
 @click.option("--depth/--no-depth", default=None, help="Also store a float16 depth map per sample [off].")
+@click.option("--saliency", default=None, metavar="none|size|position",
+              help="Which object the caption names first with probability --saliency-bias: "
+                   + "; ".join(f"{k}: {v}" for k, v in SALIENCY.items()) + " [none: uniform mention order].")
+@click.option("--saliency-bias", type=float, default=None,
+              help="Probability that the salient object (see --saliency) is mentioned first (0..1) [1].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Dataset seed.")
 @click.option("--jobs", type=int, default=1, show_default=True,
               help=f"Worker processes (1..{MAX_JOBS}), each with one persistent Blender session.")
@@ -45,12 +51,13 @@ from bindscope.generators.comco.api import MAX_JOBS, MAX_THREADS
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @build_options
 def comco_render(out, n, objects, set, size_mode, resolution, samples, references, attributes, task, depth,
-           seed, jobs, threads, device, config, overwrite, quiet, **build):
+                 saliency, saliency_bias, seed, jobs, threads, device, config, overwrite, quiet, **build):
     """Render ComCO / SimCO scenes with exact per-object instance masks into a dataset folder OUT.
 
     Headless Blender (bpy, Cycles). Splits: `scenes` (multi-object images, captions = names joined with
-    " and " in a seeded random order) and `references` (one image per category, for IOR). Planning is
-    validated before anything is written; an interrupted run resumes when repeated. Example:
+    " and " in a seeded random order, or one object first with --saliency) and `references` (one image per
+    category, for IOR). Planning is validated before anything is written; an interrupted run resumes when
+    repeated. Example:
 
         comco render --objects 2-5 -n 1000 --out data/comco
     """
@@ -59,7 +66,8 @@ def comco_render(out, n, objects, set, size_mode, resolution, samples, reference
     result = render(out, config, seed=seed, jobs=jobs, threads=threads, device=device,
                     overwrite=overwrite, progress=not quiet, **build, set=set, objects=objects,
                     size_mode=size_mode, resolution=resolution, samples=samples, n=n, references=references,
-                    attributes=attributes, task=task, depth=depth)
+                    attributes=attributes, task=task, depth=depth, saliency=saliency,
+                    saliency_bias=saliency_bias)
     if result.already_complete:
         click.echo(f"{out}: already complete (same config and seed); nothing to do")
         return

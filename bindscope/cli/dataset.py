@@ -1,6 +1,6 @@
-"""Dataset-level commands of ``bindscope``: ``release`` and ``merge``; and :func:`build_options`, the click
-options every generator command shares for scale-out (``--backend``, ``--scheduler``, ``--num-parts``,
-``--part``).
+"""Dataset-level commands of ``bindscope``: ``verify``, ``release`` and ``merge``. (The click options every
+generator command shares for scale-out, ``--backend``, ``--scheduler``, ``--num-parts`` and ``--part``, are
+:func:`bindscope.cli.options.build_options`.)
 
 Heavy libraries (datasets, huggingface_hub, dask) are imported inside the command functions.
 """
@@ -54,8 +54,9 @@ def bindscope_verify(directory: str, no_masks: bool):
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes encoding PNGs (the output does not depend on it).")
 @click.option("--overwrite", is_flag=True, help="Replace an earlier release in --out.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
 def bindscope_release(data, out, release_dir, repo_id, private, commit_message, licence, pretty_name, max_shard_size,
-                      jobs, overwrite):
+                      jobs, overwrite, quiet):
     """Publish dataset DATA in the Hugging Face Hub's format: Parquet + dataset card.
 
     \b
@@ -94,13 +95,14 @@ def bindscope_release(data, out, release_dir, repo_id, private, commit_message, 
         from bindscope.publish.release import make_release
 
         summary = make_release(data, out, licence=licence, pretty_name=pretty_name,
-                               max_shard_size=max_shard_size, jobs=jobs, overwrite=overwrite, repo_id=repo_id)
+                               max_shard_size=max_shard_size, jobs=jobs, overwrite=overwrite, repo_id=repo_id,
+                               progress=not quiet)
         rows = ", ".join(f"{split} {n}" for split, n in summary["rows"].items())
         click.echo(f"{out}: {len(summary['files']) - 1} Parquet file(s), configs "
                    f"{', '.join(summary['configs'])}; rows: {rows}")
     if repo_id is not None:
         try:
-            url = push_release(out, repo_id, private=private, commit_message=commit_message)
+            url = push_release(out, repo_id, private=private, commit_message=commit_message, progress=not quiet)
         except HubError as exc:
             raise click.ClickException(str(exc)) from None
         click.echo(f"pushed {out} to {repo_id}: {url}")

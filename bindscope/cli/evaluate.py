@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from bindscope.cli.options import _apply, _apply_options, _model_choice_options, encoder_options
+from bindscope.cli.options import _apply, encoder_settings, tasks_option
+from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput
 from bindscope.evaluation import AUDIT_SHIFT
 from bindscope.evaluation.api import check_locations
@@ -24,14 +25,15 @@ def _result_options():
 
 
 def _model_options(func):
-    """:func:`encoder_options` plus the result options of the eval commands (--out, --overwrite, --plot, --quiet)."""
-    return encoder_options(_apply(func, _result_options()))
+    """:func:`~bindscope.cli.options.encoder_settings` plus the result options of the eval commands (--out,
+    --overwrite, --plot, --quiet)."""
+    return encoder_settings(_apply(func, _result_options()))
 
 
-def _plan_outputs(model: str, pretrained: str | None, out: str | None, plot: str | None, overwrite: bool,
-                  plan) -> list[tuple[str, str | None, Path, Path | None]]:
-    """``(model, pretrained, result path, plot path)`` per model named by ``--model``/``--pretrained``, checked
-    before any model is loaded (:func:`bindscope.evaluation.model_list.expand_models`).
+def _plan_outputs(encoder: EncoderSettings, out: str | None, plot: str | None, overwrite: bool,
+                  plan) -> list[tuple[EncoderSettings, Path, Path | None]]:
+    """``(encoder settings of one model, result path, plot path)`` per model named by ``--model`` /
+    ``--pretrained``, checked before any model is loaded (:func:`bindscope.evaluation.model_list.expand_models`).
 
     One model: ``--out`` is the result file. Several: ``--out`` is a folder holding one ``<default name>`` per
     model, and ``--plot P.png`` becomes ``P-<model>.png`` per model; ``plan.default_out`` gives the default
@@ -42,34 +44,34 @@ def _plan_outputs(model: str, pretrained: str | None, out: str | None, plot: str
     from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_result_path
 
-    pairs = expand_models(model, pretrained)
+    pairs = expand_models(encoder.model, encoder.pretrained)
     planned = []
     for name, tag in pairs:
-        path = plan.default_out(name, tag)
+        one = encoder.replace(model=name, pretrained=tag)
+        path = plan.default_out(one)
         if out is not None:
             path = Path(out) / path.name if len(pairs) > 1 else Path(out)
         plot_path = check_plot_path(plot)
         if plot_path is not None and len(pairs) > 1:
-            plot_path = plot_path.with_name(f"{plot_path.stem}-{model_slug(name, tag)}{plot_path.suffix}")
+            plot_path = plot_path.with_name(f"{plot_path.stem}-{model_slug(one)}{plot_path.suffix}")
         out_path = check_result_path(path, overwrite)
         check_locations(out_path, plot_path)
-        planned.append((name, tag, out_path, plot_path))
-    if len({p[2] for p in planned}) < len(planned):
-        raise BadInput(f"--model {model!r}: two models would write the same result file; name them apart")
+        planned.append((one, out_path, plot_path))
+    if len({p[1] for p in planned}) < len(planned):
+        raise BadInput(f"--model {encoder.model!r}: two models would write the same result file; name them apart")
     return planned
 
 
-def _run(plan, model, pretrained, out, plot, overwrite, quiet, formatter=None, **encoder) -> None:
-    """Check every model's output paths, then evaluate the models one by one and print each result (with
-    ``formatter``, default :func:`bindscope.evaluation.report.format_result`)."""
+def _run(plan, encoder: EncoderSettings, out, plot, overwrite, quiet) -> None:
+    """Check every model's output paths, then evaluate the models one by one and print each result
+    (:func:`bindscope.evaluation.report.format_result`, what the library's result formats to)."""
     from bindscope.evaluation.api import run_evaluation
     from bindscope.evaluation.report import format_result
     from bindscope.evaluation.results import samples_path
 
-    for name, tag, out_path, plot_path in _plan_outputs(model, pretrained, out, plot, overwrite, plan):
-        run = run_evaluation(plan, name, tag, out=out_path, plot=plot_path, overwrite=overwrite,
-                             progress=not quiet, **encoder)
-        click.echo((formatter or format_result)(run.result))
+    for one, out_path, plot_path in _plan_outputs(encoder, out, plot, overwrite, plan):
+        run = run_evaluation(plan, one, out=out_path, plot=plot_path, overwrite=overwrite, progress=not quiet)
+        click.echo(format_result(run.result))
         click.echo(f"\nwrote {out_path}" + (f" and its per-sample rows {samples_path(out_path)}" if plan.samples
                                             else ""))
         if plot_path is not None:
@@ -95,14 +97,10 @@ def _labclip(path: str | None):
 @click.argument("data", type=click.Path(file_okay=False))
 @click.option("--split", "splits", multiple=True,
               help="Split(s) to evaluate (repeatable). Default: test and ood, those present.")
-@click.option("--tasks", default=None,
-              help="Comma-separated, of binding (recognition and binding, the default), first-mention (does a "
-                   "caption stand for its first-mentioned digit?) and large-object (does an image stand for its "
-                   "larger digit?).")
+@tasks_option("madman-eval")
 @_model_options
 @_labclip_option
-def madman_eval(data, splits, tasks, model, pretrained, device, precision, batch_size, cache_dir, no_cache, out,
-                overwrite, plot, quiet, labclip):
+def madman_eval(data, splits, tasks, encoder, out, overwrite, plot, quiet, labclip):
     """Recognition and binding accuracy per attribute on a MADMAN dataset DATA; with --tasks also the
     first-mention and large-object shares.
 
@@ -115,10 +113,9 @@ def madman_eval(data, splits, tasks, model, pretrained, device, precision, batch
     from bindscope.evaluation.api import plan_evaluation
 
     # Everything a user can get wrong is checked before a model is loaded or a file is written.
-    plan = plan_evaluation(data, splits=list(splits) or None, tasks=tasks, text_transform=_labclip(labclip),
-                           generators=("madman",), task_name="madman eval")
-    _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
-         batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache)
+    plan = plan_evaluation(data, kind="madman-eval", splits=list(splits) or None, tasks=tasks,
+                           text_transform=_labclip(labclip))
+    _run(plan, encoder, out, plot, overwrite, quiet)
 
 @click.command("audit")
 @click.argument("data", type=click.Path(file_okay=False))
@@ -184,44 +181,27 @@ def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, ba
 @click.option("--split", default="scenes", show_default=True, help="Split to read.")
 @click.option("--limit", default=None, type=click.IntRange(min=1), help="Use only the first N samples.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
-@_apply_options(_model_choice_options() + _result_options())
-def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model, pretrained, device, precision,
-                    batch_size, out, overwrite, plot, quiet):
+@_model_options
+def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, encoder, out, overwrite, plot, quiet):
     """CLS-to-patch attention by object size rank on DATA's scenes (Abbasi et al., CVPR 2025, Figure 3).
 
     Attention is recomputed from each ViT block's q/k projections with a forward hook (open_clip exposes no
     attention weights); each object's instance mask is mapped onto the patch grid. Reports, per size rank,
     the share of CLS attention on the object, per patch of the object, its area in patches and how many of
-    the top-k attended patches it holds, with bootstrap intervals over scenes. See docs/evaluation.md.
+    the top-k attended patches it holds, with bootstrap intervals over scenes. Attention maps are not
+    embeddings: nothing is cached (--cache-dir and --no-cache change nothing). See docs/evaluation.md.
     """
-    from bindscope.encoders.interface import default_batch_size
-    from bindscope.evaluation.api import EvaluationPlan
-    from bindscope.evaluation.attention import cls_attention_by_size
-    from bindscope.evaluation.results import open_dataset
+    from bindscope.evaluation.api import plan_attention
 
-    batch_size = batch_size or default_batch_size(device)
-
-    ds = open_dataset(data, ("comco", "coco"), "comco attention")
-    ds.split(split)
-    ds.check([split])
-
-    def run(adapter, text_transform, cache, progress, rows):
-        return cls_attention_by_size(ds, adapter, layers=layers, use_rollout=use_rollout, top_k=top_k,
-                                     split=split, limit=limit, batch_size=batch_size, seed=seed,
-                                     progress=progress, check=False)
-    plan = EvaluationPlan(run, Path(data) / "eval", f"attention-{layers}{'-rollout' if use_rollout else ''}",
-                          "", None, samples=False)
-    _run(plan, model, pretrained, out, plot, overwrite, quiet, device=device, precision=precision,
-         batch_size=batch_size, use_cache=False)
+    plan = plan_attention(data, split=split, seed=seed, batch_size=encoder.batch_size, device=encoder.device,
+                          options={"layers": layers, "use_rollout": use_rollout, "top_k": top_k, "limit": limit})
+    _run(plan, encoder.replace(use_cache=False), out, plot, overwrite, quiet)
 
 @click.command("eval")
 @click.argument("data", required=False, type=click.Path(file_okay=False))
-@click.option("--tasks", default=None,
-              help="Comma-separated. With DATA: tor,ior,i2tor,matching,binding (default: all; ior only with a "
-                   "references split or --reference-images; binding only for datasets rendered with --attributes), "
-                   "toc,ioc (linear position heads) and retrieval (image-text R@1/5/10 both ways; before and after "
-                   "--labclip), only when named. Without DATA: tor, claim1 and/or toc on "
-                   "sampled captions (default: tor).")
+@tasks_option("comco-eval", " With DATA: the defaults run when the dataset holds what they need (ior: a references "
+              "split or --reference-images; binding: stored negatives). Without DATA: tor, claim1 and/or toc on "
+              "sampled captions (default: tor).")
 @click.option("--protocol", default="bindscope", show_default=True,
               type=click.Choice(["bindscope", "clip-oscope", "both"]),
               help="TOR/IOR statistics: bindscope's, the authors' scripts' (clip-oscope/clip-oscope: top-n "
@@ -259,47 +239,41 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, model,
               help="With --reference-images: JSON/YAML file mapping category names to subfolder names.")
 @click.option("--reference-images-per-category", "references_per_category", type=int, default=10, show_default=True,
               help="With --reference-images: images per category (first by file name), averaged into one candidate.")
-@click.option("--pooling", default="cls", show_default=True, type=click.Choice(["cls", "mean"]),
-              help="Pooling of hf:<model> text encoders (SimCSE: cls; sentence-transformers-style: mean).")
 @_model_options
 @_labclip_option
 def comco_eval(data, tasks, protocol, captions, names, object_order, bias_position, head_epochs, head_test_fraction,
                objects, vocab, n, seed, matching_negatives, split, references, category_map,
-               references_per_category, pooling, model, pretrained, device, precision, batch_size, cache_dir,
-               no_cache, out, overwrite, plot, quiet, labclip):
-    """TOR, IOR, I2TOR and image-text matching on a ComCO/SimCO dataset or a COCO import DATA, or TOR (and
-    the Claim-1 test) on captions sampled from a vocabulary when DATA is omitted (Abbasi et al., CVPR 2025).
+               references_per_category, encoder, out, overwrite, plot, quiet, labclip):
+    """TOR, IOR, I2TOR and image-text matching on a dataset DATA (ComCO/SimCO, a COCO import, any dataset that
+    holds what the tasks need), or TOR (and the Claim-1 test) on captions sampled from a vocabulary when DATA is
+    omitted (Abbasi et al., CVPR 2025).
 
     Shares are reported unconditionally and conditional on the top-1 being one of the query's objects.
     IOR on COCO compares with external reference images (--reference-images, e.g. DomainNet). See
     docs/evaluation.md and docs/real-data.md.
     """
     from bindscope.evaluation.api import plan_evaluation
-    from bindscope.evaluation.position_heads import HeadSettings
+    from bindscope.evaluation.sampled import SampledCaptions
+    from bindscope.evaluation.tasks.registry import options_from_fields
 
     if matching_negatives is not None and matching_negatives.strip().isdigit():
         matching_negatives = int(matching_negatives)
-    heads = HeadSettings(epochs=head_epochs, test_fraction=head_test_fraction, seed=seed)
-    plan = plan_evaluation(data, tasks=tasks, text_transform=_labclip(labclip),
-                           matching_negatives=matching_negatives, seed=seed, objects=objects, vocab=vocab, n=n,
-                           split=split, references=references, category_map=category_map,
-                           references_per_category=references_per_category, generators=("comco", "coco"),
-                           task_name="comco eval", protocol=protocol, captions=captions, names=names,
-                           object_order=object_order, bias_position=bias_position, heads=heads)
-    _run(plan, model, pretrained, out, plot, overwrite, quiet, _format_comco, device=device, precision=precision,
-         batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache, pooling=pooling)
-
-
-def _format_comco(result: dict) -> str:
-    """bindscope's table of a ``comco eval`` result, then the clip-oscope lines and the TOC/IOC heads."""
-    from bindscope.evaluation.clip_oscope import format_oscope
-    from bindscope.evaluation.position_heads import format_heads
-    from bindscope.evaluation.report import format_result
-
-    from bindscope.evaluation.retrieval import format_retrieval
-
-    extra = format_oscope(result["metrics"]) + format_heads(result["metrics"]) + format_retrieval(result["metrics"])
-    return format_result(result) + ("\n\n" + "\n".join(extra).rstrip() if extra else "")
+    sampling = {"objects": objects, "vocab": vocab, "n": n, "captions": captions, "names": names}
+    scene_only = {"split": split, "references": references, "category_map": category_map,
+                  "bias_position": bias_position, "object_order": None if object_order == "mention" else object_order}
+    given = [k for k, v in (sampling if data is not None else scene_only).items() if v is not None]
+    if given and data is not None:
+        raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
+                       "dataset's scenes are used", param=given[0])
+    if given:
+        raise BadInput(f"{', '.join(given)} need DATA (a dataset of scenes)", param=given[0])
+    options = options_from_fields("comco-eval", {
+        "protocol": protocol, "object_order": object_order, "bias_position": bias_position,
+        "head_epochs": head_epochs, "head_test_fraction": head_test_fraction, "matching_negatives": matching_negatives,
+        "references": references, "category_map": category_map, "references_per_category": references_per_category})
+    plan = plan_evaluation(SampledCaptions(**sampling) if data is None else data, kind="comco-eval", tasks=tasks,
+                           splits=split, options=options, seed=seed, text_transform=_labclip(labclip))
+    _run(plan, encoder, out, plot, overwrite, quiet)
 
 
 @click.command("caption-bias")
@@ -344,20 +318,17 @@ def bindscope_caption_bias(data, splits, out, overwrite, plot, seed):
               help="Result JSON path (default: results/bench/<benchmark>-<model>-<pretrained>.json).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-@encoder_options
+@encoder_settings
 @_labclip_option
-def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, out, overwrite, quiet, model, pretrained,
-          device, precision, batch_size, cache_dir, no_cache, labclip):
+def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, out, overwrite, quiet, encoder, labclip):
     """ARO or SugarCrepe from their published files in local folders: accuracy per subset (Wilson 95%
     intervals), macro and micro averages; --labclip applies a fitted LABCLIP map. See docs/real-data.md."""
     from bindscope.evaluation.api import plan_bench
-    from bindscope.evaluation.bench import format_bench
 
     chosen = [s.strip() for s in subsets.split(",") if s.strip()] if subsets else None
     plan = plan_bench(benchmark, data, images=images, flickr_images=flickr_images, subsets=chosen, seed=seed,
                       text_transform=_labclip(labclip))
-    _run(plan, model, pretrained, out, None, overwrite, quiet, format_bench, device=device,
-         precision=precision, batch_size=batch_size, cache_dir=cache_dir, use_cache=not no_cache)
+    _run(plan, encoder, out, None, overwrite, quiet)
 
 @click.command("collect")
 @click.argument("results", nargs=-1, type=click.Path())

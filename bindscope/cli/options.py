@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import click
 
-from bindscope.cli.types import DEVICE
-from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, check_utf8_path
+from bindscope.encoders.settings import EncoderSettings
+from bindscope.errors import check_utf8_path
 
 
 def exit_with_problems(header: str, problems: list[str]) -> None:
@@ -27,17 +28,6 @@ def check_utf8_arguments(kwargs: dict) -> None:
         for item in value if isinstance(value, (list, tuple)) else (value,):
             if isinstance(item, str):
                 check_utf8_path(name, item)
-
-
-def utf8_arguments(func):
-    """Decorator: :func:`check_utf8_arguments` on the command's arguments before its body runs."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        check_utf8_arguments(kwargs)
-        return func(*args, **kwargs)
-
-    return wrapper
 
 
 def build_options(func):
@@ -89,16 +79,43 @@ def report_build(result: dict, out: str) -> None:
         click.echo(f"{out}: {total} samples in {len(result['splits'])} split(s)")
 
 
-def encoder_options(func):
-    """The click options that choose and run an encoder (``--model`` ... ``--no-cache``), shared by ``madman
-    eval``, ``comco eval``, ``bindscope probe`` and ``bindscope labclip``; values go to
-    :func:`bindscope.encoders.registry.load_adapter` and :class:`bindscope.encoders.embedding_cache.EmbeddingCache`."""
-    return _apply(utf8_arguments(func), _model_choice_options() + [
-        click.option("--cache-dir", default=None, type=click.Path(file_okay=False),
-                     help="Embedding cache folder (default $BINDSCOPE_CACHE/embeddings, else "
-                          "$XDG_CACHE_HOME/bindscope/embeddings, else ~/.cache/bindscope/embeddings)."),
-        click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk embedding cache."),
-    ])
+def _setting_option(setting: dataclasses.Field) -> click.Option:
+    """The click option of one :class:`~bindscope.encoders.settings.EncoderSettings` field, from its metadata
+    (flag, help, ``choices`` shown as the metavar, ``type``, ``negated`` for a flag that turns the field off).
+    The values reach the settings object unchecked: its one check gives the ``Error:`` line."""
+    meta = setting.metadata
+    if meta.get("negated"):
+        return click.option(meta["flag"], _param_name(setting), is_flag=True, help=meta["help"])
+    choices = meta.get("choices")
+    default = None if setting.default is dataclasses.MISSING else setting.default
+    return click.option(meta["flag"], _param_name(setting), type=meta.get("type", str), default=default,
+                        required=meta.get("required", False), help=meta["help"],
+                        show_default=default is not None,
+                        metavar="[" + "|".join(choices) + "]" if choices else meta.get("metavar"))
+
+
+def _param_name(setting: dataclasses.Field) -> str:
+    """The command's keyword for a setting: its flag without dashes (``--no-cache`` -> ``no_cache``)."""
+    return setting.metadata["flag"].lstrip("-").replace("-", "_")
+
+
+def encoder_settings(func):
+    """Click decorator: one option per :class:`~bindscope.encoders.settings.EncoderSettings` field (``--model``,
+    ``--pretrained``, ``--device``, ``--precision``, ``--batch-size``, ``--pooling``, ``--context-length``,
+    ``--cache-dir``, ``--no-cache``; generated from the fields, so every command that loads an encoder offers
+    the same options), and the command receives them as one keyword argument ``encoder``, an
+    ``EncoderSettings`` checked before the command body runs (a bad value: one ``Error:`` line naming the flag,
+    exit status 2). The command's other string arguments are checked for UTF-8 (:func:`check_utf8_arguments`)."""
+    settings = dataclasses.fields(EncoderSettings)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        values = {s.name: kwargs.pop(_param_name(s)) for s in settings}
+        values.update({s.name: not values[s.name] for s in settings if s.metadata.get("negated")})
+        check_utf8_arguments(kwargs)
+        return func(*args, encoder=EncoderSettings(**values), **kwargs)
+
+    return _apply(wrapper, [_setting_option(s) for s in settings])
 
 
 def _apply(func, options):
@@ -107,27 +124,33 @@ def _apply(func, options):
     return func
 
 
-def _model_choice_options():
-    """``--model`` ... ``--batch-size``: which encoder and how it runs (values go to
-    :func:`bindscope.encoders.registry.load_adapter`)."""
-    return [
-        click.option("--model", required=True,
-                     help="open_clip name (ViT-B-32, RN50, ...), hf-hub:<org>/<repo>, "
-                          "sentence-transformers/<name> (text only), a checkpoint file or run folder from "
-                          "`madman train`, or an open_clip model config .json (`bindscope export "
-                          "open-clip-config`) with --pretrained its checkpoint (open_clip_train's epoch_N.pt)."),
-        click.option("--pretrained", default=None,
-                     help="open_clip tag (openai, laion2b_s34b_b79k, ...), 'none' (random weights), a local "
-                          "checkpoint file or hf-hub:<org>/<repo>. Default: 'openai' where listed, else the "
-                          "model's first listed tag."),
-        click.option("--device", type=DEVICE, default="auto", show_default=True, help=DEVICE_GRAMMAR + "."),
-        click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS),
-                     help="Encoder weights and inputs in float32, bfloat16 or float16 (embeddings are float32)."),
-        click.option("--batch-size", default=None, type=click.IntRange(min=1),
-                     help="Inputs per forward pass [64 on a CPU, 512 on CUDA]."),
-    ]
+class _TasksOption(click.Option):
+    """``--tasks``: its help lists the registered tasks of a result kind at the time the help is shown (so tasks
+    added by plug-ins appear); ``--tasks help`` (or ``--tasks --help``) prints them, one per line, and exits."""
+
+    def __init__(self, *args, kind: str, extra: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kind, self.extra = kind, extra
+
+    def get_help_record(self, ctx):
+        from bindscope.evaluation.tasks.registry import tasks_help
+
+        self.help = tasks_help(self.kind) + self.extra
+        return super().get_help_record(ctx)
 
 
-def _apply_options(options):
-    """Decorator form of :func:`_apply` (with :func:`utf8_arguments`)."""
-    return lambda func: _apply(utf8_arguments(func), options)
+def _list_tasks(ctx, param, value):
+    if value in ("help", "--help"):
+        from bindscope.evaluation.tasks.registry import tasks
+
+        for task in tasks(param.kind):
+            click.echo(f"{task.name}{' (default)' if task.default else ''}: {task.summary}")
+        ctx.exit(0)
+    return value
+
+
+def tasks_option(kind: str, extra: str = ""):
+    """The ``--tasks`` option of a command that runs the registered tasks of ``kind``
+    (:mod:`bindscope.evaluation.tasks`): comma-separated names; its help lists the tasks."""
+    return click.option("--tasks", default=None, cls=_TasksOption, kind=kind, extra=extra, callback=_list_tasks,
+                        is_eager=True)

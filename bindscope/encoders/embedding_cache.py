@@ -59,6 +59,14 @@ def default_cache_dir() -> Path:
     return cache_root() / "embeddings"
 
 
+def open_cache(adapter: EncoderAdapter, cache_dir: str | os.PathLike | None = None,
+               use_cache: bool = True) -> EmbeddingCache | None:
+    """The embedding cache of ``adapter`` (its ``cache_key`` and ``embed_dim``) under ``cache_dir`` (None:
+    :func:`default_cache_dir`), or None when ``use_cache`` is off: what
+    :attr:`~bindscope.encoders.settings.EncoderSettings.cache_dir` and ``use_cache`` ask for."""
+    return EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim) if use_cache else None
+
+
 def text_hash(text: str) -> bytes:
     """sha256 digest (32 bytes) of a text's UTF-8 bytes, prefixed by the modality."""
     return hashlib.sha256(b"text\0" + text.encode("utf-8")).digest()

@@ -29,20 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.encoders.interface import EncoderAdapter
-from bindscope.encoders.model_folder import check_model_folder, files_digest, no_prompts, weights_fingerprint
+from bindscope.encoders.model_folder import model_source, no_prompts, quiet_transformers
+from bindscope.encoders.settings import check_pooling
 from bindscope.errors import BadInput
+from bindscope.io.weights import check_module_finite
 
 HF_PREFIX = "hf:"
-POOLINGS = ("cls", "mean")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 MAX_LENGTH = 512
-
-
-def check_pooling(pooling: str) -> str:
-    """``pooling`` if it is one of :data:`POOLINGS`; BadInput naming the allowed values otherwise."""
-    if pooling not in POOLINGS:
-        raise BadInput(f"pooling {pooling!r} is not allowed; use one of {', '.join(POOLINGS)}", param="pooling")
-    return pooling
 
 
 class HFTextAdapter(EncoderAdapter):
@@ -77,32 +71,23 @@ class HFTextAdapter(EncoderAdapter):
         self.device = resolve_device(device)
         self.precision = precision
         self.batch_size = batch_size
-        local = Path(source)
-        if local.is_dir():
-            local = local.resolve()
-            files = check_model_folder(local, model)
-            identity = f"{local}|{weights_fingerprint(files, WEIGHT_FILES, local, model)}|files={files_digest(files)}"
-            source = str(local)
-        elif local.exists():
-            raise BadInput(f"model {model!r}: {source!r} is a file; give a model folder or a repository id",
-                           param="model")
-        else:
-            identity = source
+        source, identity, local = model_source(source, model, WEIGHT_FILES)
         try:
-            with no_prompts():
+            with no_prompts(), quiet_transformers():
                 self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, trust_remote_code=False)
                 net = transformers.AutoModel.from_pretrained(source, trust_remote_code=False)
         except (OSError, ValueError, EOFError) as exc:
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             raise BadInput(f"could not load transformers model {source!r}: {reason} (Hub models are downloaded on "
                            "first use; offline, give a local model folder)") from None
+        check_module_finite(net, f"model {model!r}", param="model")
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
         self.model = net.to(self.device, dtype=dtype).eval()
         self.resolved_name = model
-        if not local.is_dir():  # a Hub model: the revision actually loaded
+        if not local:  # a Hub model: the revision actually loaded
             revision = getattr(net.config, "_commit_hash", None)
             identity = f"{source}@{revision}" if revision else source
-        self.pretrained = identity if local.is_dir() else source
+        self.pretrained = identity if local else source
         self.context_length = int(min(getattr(self.tokenizer, "model_max_length", MAX_LENGTH) or MAX_LENGTH,
                                       MAX_LENGTH))
         self.embed_dim = int(net.config.hidden_size)
@@ -133,6 +118,11 @@ class HFTextAdapter(EncoderAdapter):
     def truncated(self, texts: list[str]) -> list[bool]:
         """True where the text has more tokens (special tokens included) than ``context_length``."""
         return [len(self.tokenizer(t)["input_ids"]) > self.context_length for t in texts]
+
+    def limit_context(self, tokens: int) -> None:
+        """Texts are tokenized with ``max_length=tokens`` from now on (see the interface)."""
+        self.context_length = self.check_context(tokens)
+        self.cache_key += f"|context={tokens}"
 
 
 def is_sentence_transformers_folder(path: str | os.PathLike) -> bool:

@@ -1,8 +1,12 @@
 """The encoder interface every evaluation, training and alignment part uses.
 
-Concrete adapters (open_clip models, sentence-transformers text models, CLIPs trained by ``madman train``)
-live in :mod:`bindscope.encoders.registry`; :func:`bindscope.encoders.registry.load_adapter` picks one
-from a model name or checkpoint path.
+Concrete adapters live in their own modules: open_clip models in :mod:`bindscope.encoders.open_clip`,
+sentence-transformers text models in :mod:`bindscope.encoders.sentence_transformers`, ``transformers`` text
+encoders in :mod:`bindscope.encoders.hf_text`, ``transformers`` vision-language models in
+:mod:`bindscope.encoders.hf_vision_language`, CLIPs trained by ``bindscope train`` in
+:mod:`bindscope.training.checkpoint`. :mod:`bindscope.encoders.registry` maps a model name or path to the loader of
+one (:func:`bindscope.encoders.registry.load_encoder`, from an
+:class:`~bindscope.encoders.settings.EncoderSettings`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bindscope.errors import BadInput, PRECISIONS, check_device
+from bindscope.errors import PRECISIONS, BadInput, check_device  # noqa: F401  (PRECISIONS: imported from here)
 
 if TYPE_CHECKING:
     import torch
@@ -156,6 +160,26 @@ class EncoderAdapter(ABC):
         """
         return [False] * len(texts)
 
+    def limit_context(self, tokens: int) -> None:
+        """Cut every text to at most ``tokens`` tokens (start and end tokens included) from now on
+        (:attr:`~bindscope.encoders.settings.EncoderSettings.context_length`): ``context_length`` becomes
+        ``tokens``, :meth:`truncated` counts against it and ``cache_key`` records it. Adapters whose tokenizer
+        can be cut override this (after :meth:`check_context`); the default refuses.
+
+        Raises:
+            BadInput: this encoder's texts cannot be cut, or ``tokens`` exceeds its own context length.
+        """
+        raise BadInput(f"context_length {tokens} is not allowed for model {self.name!r}: its texts cannot be cut "
+                       "to another length; leave context_length unset", param="context_length")
+
+    def check_context(self, tokens: int) -> int:
+        """``tokens`` if it is at most the model's own ``context_length``; BadInput naming both otherwise."""
+        own = getattr(self, "context_length", None)
+        if own is not None and tokens > own:
+            raise BadInput(f"context_length {tokens} is not allowed for model {self.name!r}: its own context "
+                           f"length is {own} tokens; use 2..{own}", param="context_length")
+        return tokens
+
 
 def check_images(images) -> np.ndarray:
     """``images`` as an ``(N, H, W, 3)`` uint8 array.
@@ -185,8 +209,3 @@ def torch_threads(count: int):
     finally:
         torch.set_num_threads(previous)
 
-
-def check_precision(precision: str) -> None:
-    if precision not in PRECISIONS:
-        raise BadInput(f"precision {precision!r} is not allowed; use one of {', '.join(PRECISIONS)}",
-                       param="precision")

@@ -13,15 +13,18 @@ import numpy as np
 from bindscope.encoders.interface import (
     EncoderAdapter,
     check_images,
-    check_precision,
     device_preprocess,
     l2_normalise,
     resolve_device,
 )
 from bindscope.encoders.model_folder import no_prompts
+from bindscope.encoders.open_clip_config import check_hub_open_clip_config, check_open_clip_config
+from bindscope.encoders.open_clip_weights import load_open_clip_file, no_random_init_warning
+from bindscope.encoders.settings import check_precision
 from bindscope.encoders.sentence_transformers import BUNDLED_SENTENCE_TRANSFORMERS, SENTENCE_TRANSFORMERS_PREFIX
 from bindscope.errors import BadInput
 from bindscope.io.canonical import sha256_file
+from bindscope.io.weights import check_module_finite
 
 RANDOM_WEIGHTS_SEED = 0
 
@@ -119,11 +122,15 @@ class OpenCLIPAdapter(EncoderAdapter):
         self.device = resolve_device(device)
         self.precision = precision
         self.batch_size = batch_size
+        if tag.startswith("hf-hub:"):
+            check_hub_open_clip_config(tag[len("hf-hub:"):], model)
         try:
             with no_prompts():  # an hf-hub text tower asking about custom code reads end of file and refuses
                 net = self._create(open_clip, torch, tag, precision)
+        except BadInput:
+            raise
         except (OSError, RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
-            # a garbage checkpoint: torch.load(weights_only=True) refuses it with an UnpicklingError
+            # open_clip failing to fetch or build a tag or an hf-hub model (a local file is refused above as BadInput)
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise BadInput(f"could not load open_clip {self.resolved_name!r} with pretrained {tag!r}: {reason} "
                            "(weights are downloaded on first use; offline, use pretrained='none' or a local "
@@ -132,7 +139,7 @@ class OpenCLIPAdapter(EncoderAdapter):
         self.model = net
         with no_prompts():
             self.tokenizer = open_clip.get_tokenizer(tag if tag.startswith("hf-hub:") else self.resolved_name)
-        self.context_length = int(getattr(self.tokenizer, "context_length", None) or 77)
+        self.context_length = self._model_context = int(getattr(self.tokenizer, "context_length", None) or 77)
         cfg = open_clip.get_model_preprocess_cfg(net)
         size = cfg.get("size", 224)
         self.image_size = int(size if isinstance(size, int) else size[0])
@@ -157,13 +164,18 @@ class OpenCLIPAdapter(EncoderAdapter):
 
     def _create(self, open_clip, torch, tag: str, precision: str):
         if tag == "none":
-            with torch.random.fork_rng(devices=[]):
+            with torch.random.fork_rng(devices=[]), no_random_init_warning():
                 torch.manual_seed(RANDOM_WEIGHTS_SEED)
                 return open_clip.create_model(self.resolved_name, pretrained=None, pretrained_text=False,
                                               precision=precision, device=self.device)
+        if os.path.isfile(tag):  # read and checked by bindscope (open_clip_weights), never by open_clip's loader
+            return load_open_clip_file(self.resolved_name, tag, precision, self.device)
         if tag.startswith("hf-hub:"):
-            return open_clip.create_model(tag, precision=precision, device=self.device)
-        return open_clip.create_model(self.resolved_name, pretrained=tag, precision=precision, device=self.device)
+            net = open_clip.create_model(tag, precision=precision, device=self.device)
+        else:
+            net = open_clip.create_model(self.resolved_name, pretrained=tag, precision=precision, device=self.device)
+        check_module_finite(net, f"pretrained {tag!r}", param="pretrained")
+        return net
 
     def _probe_dim(self) -> int:
         return int(self.encode_texts(["a"]).shape[1])
@@ -177,9 +189,31 @@ class OpenCLIPAdapter(EncoderAdapter):
     def encode_texts(self, texts: list[str]) -> np.ndarray:
         out = []
         for start in range(0, len(texts), self.batch_size):
-            tokens = self.tokenizer(list(texts[start:start + self.batch_size])).to(self.device)
+            tokens = self._tokenize(list(texts[start:start + self.batch_size])).to(self.device)
             out.append(self._timed(self.model.encode_text, tokens))
         return self._finish(out)
+
+    def _tokenize(self, texts: list[str]):
+        """``(N, L)`` int64 token ids at the model's own length ``L``; with :meth:`limit_context` each text is
+        first cut to ``context_length`` tokens (the end token kept last) and the rest padded with zeros."""
+        if self.context_length == self._model_context:
+            return self.tokenizer(texts)
+        import torch.nn.functional as F
+
+        cut = self.tokenizer(texts, context_length=self.context_length)
+        return F.pad(cut, (0, self._model_context - cut.shape[1]), value=0)
+
+    def limit_context(self, tokens: int) -> None:
+        """Models with CLIP's BPE tokenizer only (open_clip's ``SimpleTokenizer``, start and end tokens and zero
+        padding; the text tower pools at the end token); other tokenizers refuse (see the interface)."""
+        if not self._bpe():
+            super().limit_context(tokens)
+        self.context_length = self.check_context(tokens)
+        self.cache_key += f"|context={tokens}"
+
+    def _bpe(self) -> bool:
+        tok = self.tokenizer
+        return hasattr(tok, "encode") and hasattr(tok, "sot_token_id") and getattr(tok, "reduction_fn", None) is None
 
     def preprocess_images(self, images: np.ndarray):
         """``(N, H, W, 3)`` uint8 RGB -> the model's input, ``(N, 3, S, S)`` on the adapter's device.
@@ -247,19 +281,25 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
 
     ``pretrained`` is a checkpoint of that architecture: one written by ``open_clip_train``
     (``<logs>/<name>/checkpoints/epoch_N.pt``, a dict whose ``state_dict`` keys are prefixed ``module.`` when
-    trained with DDP; open_clip's loader takes either), a plain state dict, or ``"none"`` for random weights
-    (seed 0). Loaded with ``torch.load(weights_only=True)``. The config is registered with
+    trained with DDP; either is taken), a plain state dict or a safetensors file, or ``"none"`` for random weights
+    (seed 0). It is read and checked by bindscope before the model is built, never by open_clip's loader
+    (:func:`bindscope.encoders.open_clip_weights.read_open_clip_weights`). The config is registered with
     ``open_clip.add_model_config`` under the file's stem, the name ``open_clip_train --model`` used (a later
     file of the same stem replaces an earlier one).
 
+    The config is data: a key that is not an open_clip architecture key, tokenizer options beyond the cleaning
+    ones (``trust_remote_code`` among them), or a tokenizer, text tower or weights named from outside the file
+    are refused (:func:`bindscope.encoders.open_clip_config.check_open_clip_config`).
+
     Raises:
-        BadInput: the file is not an open_clip model config; its stem is the name of a model open_clip ships;
+        BadInput: the file is not an open_clip model config, or one of its keys is not allowed; its stem is the name of a model open_clip ships;
             no ``pretrained`` given, or a checkpoint that is missing or does not fit the config.
     """
     import json
-    from importlib import resources
 
     import open_clip
+
+    from bindscope.publish.open_clip_config import shipped_by_open_clip
 
     path = Path(model).resolve()
     try:
@@ -269,8 +309,8 @@ def load_open_clip_config_adapter(model: str, pretrained: str | None, **options)
     if not isinstance(config, dict) or not all(key in config for key in CONFIG_KEYS):
         raise BadInput(f"model {model!r} is not an open_clip model config: it needs the keys "
                        f"{', '.join(CONFIG_KEYS)} (bindscope export open-clip-config writes one)", param="model")
-    shipped = resources.files("open_clip").joinpath("model_configs", f"{path.stem}.json")
-    if shipped.is_file():
+    check_open_clip_config(config, model, local=True)
+    if shipped_by_open_clip(path.stem):
         raise BadInput(f"model {model!r}: its name {path.stem!r} (the file's stem) is a model open_clip ships; "
                        "rename the file", param="model")
     if pretrained is None:

@@ -3,7 +3,10 @@
 The first kind whose ``matches`` accepts the string wins, in this order:
 
 1. kinds added at run time with :func:`register_encoder` (newest first);
-2. ``hf:``: ``hf:<repo id or folder>``, any ``transformers`` text encoder with CLS or mean pooling
+2. ``hf-vlm:``: ``hf-vlm:<repo id or folder>``, or a local folder (with or without ``hf:``) whose
+   ``config.json`` declares a vision-language model: a ``transformers`` CLIP / SigLIP / ... model with its own
+   processor (:mod:`bindscope.encoders.hf_vision_language`);
+   ``hf:``: ``hf:<repo id or folder>``, any ``transformers`` text encoder with CLS or mean pooling
    (:mod:`bindscope.encoders.hf_text`; SimCSE, BERT-style models);
 3. ``sentence-transformers folder``: a local folder holding ``modules.json``: that model, text-only;
 4. ``open_clip config file``: an existing ``.json`` file, an open_clip model config (``bindscope export
@@ -32,7 +35,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
 
-from bindscope.encoders.interface import EncoderAdapter, check_precision, default_batch_size
+from bindscope.encoders.interface import EncoderAdapter, default_batch_size
+from bindscope.encoders.settings import SETTING_NAMES, EncoderSettings
 from bindscope.encoders.sentence_transformers import SENTENCE_TRANSFORMERS_PREFIX
 from bindscope.errors import BadInput
 
@@ -62,6 +66,19 @@ def _load_hf_text(model: str, pretrained: str | None, **options) -> EncoderAdapt
     return HFTextAdapter(model, **options)
 
 
+def _load_vision_language(model: str, pretrained: str | None, **options) -> EncoderAdapter:
+    from bindscope.encoders.hf_vision_language import HFVisionLanguageAdapter
+
+    options.pop("pooling", None)
+    return HFVisionLanguageAdapter(model, **options)
+
+
+def _is_vision_language(model: str) -> bool:
+    from bindscope.encoders.hf_vision_language import VLM_PREFIX, is_vision_language_folder
+
+    return model.startswith(VLM_PREFIX) or is_vision_language_folder(model)
+
+
 def _load_open_clip_config(model: str, pretrained: str | None, **options) -> EncoderAdapter:
     from bindscope.encoders.open_clip import load_open_clip_config_adapter
 
@@ -85,7 +102,9 @@ class EncoderKind:
     Attributes:
         name: the kind's name (``"hf:"``, ``"run folder"``, ``"sentence-transformers/"``, ``"open_clip"``, ...).
         matches: ``model -> bool``; a prefix test for named kinds.
-        loader: ``loader(model, pretrained, device=, precision=, batch_size=, pooling=) -> EncoderAdapter``.
+        loader: ``loader(model, pretrained, device=, precision=, batch_size=, pooling=) -> EncoderAdapter``
+            (the values of an :class:`~bindscope.encoders.settings.EncoderSettings`, already checked; a kind that
+            does not pool drops ``pooling``).
         slug: ``model -> str``, the file-name part naming the model in result files (None: the model string made
             safe for a file name).
     """
@@ -104,6 +123,7 @@ def _prefix(prefix: str) -> Callable[[str], bool]:
 
 
 _FIRST = [
+    EncoderKind("hf-vlm:", _is_vision_language, _load_vision_language),
     EncoderKind("hf:", _prefix("hf:"), _load_hf_text),
     EncoderKind("sentence-transformers folder", _is_sentence_transformers_folder, _load_sentence_transformer),
     EncoderKind("open_clip config file", _is_open_clip_config_file, _load_open_clip_config),
@@ -135,7 +155,7 @@ def encoder_kinds() -> list[EncoderKind]:
 
 def register_encoder(kind: EncoderKind) -> EncoderKind:
     """Add ``kind`` ahead of every other kind (so a new prefix wins over the open_clip catch-all); it is then
-    used by :func:`load_adapter`, :func:`bindscope.evaluate`, the probes and every ``--model`` option of the
+    used by :func:`load_encoder`, :func:`bindscope.evaluate`, the probes and every ``--model`` option of the
     command line (in the same process). Re-registering a name replaces the earlier kind. Returns ``kind``."""
     _REGISTERED[:] = [k for k in _REGISTERED if k.name != kind.name] + [kind]
     return kind
@@ -146,35 +166,39 @@ def encoder_kind(model: str) -> EncoderKind:
     return next(kind for kind in encoder_kinds() if kind.matches(model))
 
 
-def load_adapter(model: str, pretrained: str | None = None, device: str = "auto", precision: str = "fp32",
-                 batch_size: int | None = None, pooling: str = "cls") -> EncoderAdapter:
-    """Load an encoder by name or checkpoint path (see the module docstring for the accepted forms).
+def load_encoder(encoder: EncoderSettings | str) -> EncoderAdapter:
+    """Load the encoder that ``encoder`` names (see the module docstring for the accepted model forms).
 
     Args:
-        model: open_clip model name, ``hf-hub:<org>/<repo>``, ``sentence-transformers/<name>``, or a path to a
-            checkpoint file or run folder written by ``madman train``.
-        pretrained: open_clip pretrained tag, ``"none"`` (random weights), a local checkpoint file, an
-            ``hf-hub:`` name, or None for the model's default tag. Ignored for the other kinds of model.
-        device: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``.
-        precision: ``fp32``, ``bf16`` or ``fp16``.
-        batch_size: inputs per forward pass (>= 1); None: by device
-            (:func:`bindscope.encoders.interface.default_batch_size`: 64 on a CPU, 512 on CUDA).
-        pooling: ``cls`` or ``mean``, for ``hf:`` text encoders only (:mod:`bindscope.encoders.hf_text`).
+        encoder: an :class:`~bindscope.encoders.settings.EncoderSettings` (its cache fields are not used here),
+            or a model name or path (every other setting at its default).
 
     Returns:
-        An :class:`EncoderAdapter` giving (N, D) float32 L2-normalised embeddings.
+        An :class:`EncoderAdapter` giving (N, D) float32 L2-normalised embeddings; ``batch_size`` None becomes
+        :func:`bindscope.encoders.interface.default_batch_size` of the device (64 on a CPU, 512 on CUDA); with
+        ``context_length`` set, texts are cut to that many tokens (:meth:`EncoderAdapter.limit_context`).
 
     Raises:
-        BadInput: unknown model (with the closest valid names), unknown tag, bad device/precision/batch size,
-            or weights that cannot be loaded.
+        BadInput: unknown model (with the closest valid names), unknown tag, a setting out of range, a
+            ``context_length`` the model cannot take, or weights that cannot be loaded.
     """
-    if batch_size is None:
-        batch_size = default_batch_size(device)
-    if batch_size < 1:
-        raise BadInput(f"batch_size must be at least 1, got {batch_size}", param="batch_size")
-    check_precision(precision)
-    from bindscope.encoders.hf_text import check_pooling
+    settings = EncoderSettings.of(encoder)
+    batch_size = settings.batch_size or default_batch_size(settings.device)
+    adapter = encoder_kind(settings.model).load(settings.model, settings.pretrained, device=settings.device,
+                                                precision=settings.precision, batch_size=batch_size,
+                                                pooling=settings.pooling)
+    if settings.context_length is not None:
+        adapter.limit_context(settings.context_length)
+    return adapter
 
-    check_pooling(pooling)
-    return encoder_kind(model).load(model, pretrained, device=device, precision=precision, batch_size=batch_size,
-                                    pooling=pooling)
+
+def load_adapter(model: str, pretrained: str | None = None, **settings) -> EncoderAdapter:
+    """:func:`load_encoder` of ``EncoderSettings(model, pretrained, **settings)``: the keyword form, e.g.
+    ``load_adapter("ViT-B-32", "none", device="cpu", batch_size=32)``. ``settings``: the other fields of
+    :class:`~bindscope.encoders.settings.EncoderSettings` (``device``, ``precision``, ``batch_size``,
+    ``pooling``, ``context_length``). Raises BadInput as :func:`load_encoder`, and for an unknown keyword."""
+    allowed = SETTING_NAMES[2:]  # after model and pretrained
+    unknown = sorted(set(settings) - set(allowed))
+    if unknown:
+        raise BadInput(f"{unknown[0]} is not an encoder setting; allowed: {', '.join(allowed)}", param=unknown[0])
+    return load_encoder(EncoderSettings(model, pretrained, **settings))

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.encoders.hf_text import WEIGHT_FILES
-from bindscope.encoders.interface import EncoderAdapter, check_precision, l2_normalise, resolve_device
+from bindscope.encoders.interface import EncoderAdapter, l2_normalise, resolve_device
 from bindscope.encoders.model_folder import (check_model_folder, check_sentence_transformers_modules, files_digest,
-                                             no_prompts, weights_fingerprint)
+                                             no_prompts, quiet_transformers, weights_fingerprint)
+from bindscope.encoders.settings import check_precision
 from bindscope.errors import BadInput
+from bindscope.io.weights import check_module_finite
 
 SENTENCE_TRANSFORMERS_PREFIX = "sentence-transformers/"
 
@@ -71,12 +73,13 @@ class SentenceTransformerAdapter(EncoderAdapter):
                 self.pretrained = f"{source}|{weights_fingerprint(files, WEIGHT_FILES, folder, model)}"
                 files_key = f"|files={files_digest(files)}"
         try:
-            with no_prompts():
+            with no_prompts(), quiet_transformers():
                 net = SentenceTransformer(source, device=self.device, trust_remote_code=False)
         except (OSError, ValueError, EOFError) as exc:
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             raise BadInput(f"could not load sentence-transformers model {model!r}: {reason} (other models than "
                            "the bundled all-MiniLM-L6-v2 are downloaded on first use)") from None
+        check_module_finite(net, f"model {model!r}", param="model")
         if precision != "fp32":
             net = net.to(torch.float16 if precision == "fp16" else torch.bfloat16)
         self.model = net
@@ -98,3 +101,8 @@ class SentenceTransformerAdapter(EncoderAdapter):
         """True where the text has more word pieces (special tokens included) than ``max_seq_length``."""
         tok = self.model.tokenizer
         return [len(tok(t)["input_ids"]) > self.context_length for t in texts]
+
+    def limit_context(self, tokens: int) -> None:
+        """The model's ``max_seq_length`` becomes ``tokens`` (see the interface)."""
+        self.context_length = self.model.max_seq_length = self.check_context(tokens)
+        self.cache_key += f"|context={tokens}"

@@ -3,7 +3,7 @@
 Example (a notebook)::
 
     import bindscope
-    run = bindscope.evaluate("data/madman", "ViT-B-32", pretrained="none")
+    run = bindscope.evaluate("data/madman", bindscope.EncoderSettings("ViT-B-32", pretrained="none"))
     run.result["metrics"]["splits"]["test"]["binding"]["accuracy"], run.path
 """
 
@@ -14,10 +14,9 @@ import os
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from bindscope.errors import BadInput, DatasetError, check_int, name_list
+from bindscope.encoders.settings import EncoderSettings
+from bindscope.errors import BadInput, check_int, name_list
 from bindscope.io.ownership import check_output_location
-
-MAX_SAMPLED_CAPTIONS = 1_000_000  # TOR on sampled captions: captions per group
 
 
 class Evaluation(NamedTuple):
@@ -28,8 +27,22 @@ class Evaluation(NamedTuple):
     plot: Path | None
 
 
-def model_slug(model: str, pretrained: str | None) -> str:
-    """File-name part naming the model and weights; resolves (and so validates) open_clip names without loading."""
+def model_slug(encoder: EncoderSettings) -> str:
+    """File-name part naming the model, its weights and the settings that change its embeddings: the pooling of
+    an ``hf:`` model (``...-cls``, ``...-mean``) and a ``context_length`` (``...-context32``), so runs
+    that differ in them never share a default result file. Resolves (and so validates) open_clip names without
+    loading."""
+    from bindscope.encoders.registry import encoder_kind
+
+    name = _weights_slug(encoder.model, encoder.pretrained)
+    if encoder_kind(encoder.model).name == "hf:":
+        name += f"-{encoder.pooling}"
+    if encoder.context_length is not None:
+        name += f"-context{encoder.context_length}"
+    return name
+
+
+def _weights_slug(model: str, pretrained: str | None) -> str:
     from bindscope.encoders.hf_text import HF_PREFIX
     from bindscope.encoders.open_clip import resolve_open_clip
     from bindscope.encoders.registry import encoder_kind
@@ -60,87 +73,87 @@ class EvaluationPlan(NamedTuple):
     text_transform: Callable | None
     samples: bool = True
 
-    def default_out(self, model: str, pretrained: str | None) -> Path:
-        """``<folder>/<stem>-<model>-<tag><suffix>.json`` (e.g. ``DATA/eval/madman-vit-b-32-openai.json``)."""
-        return self.folder / f"{self.stem}-{model_slug(model, pretrained)}{self.suffix}.json"
+    def default_out(self, encoder: EncoderSettings) -> Path:
+        """``<folder>/<stem>-<model slug><suffix>.json`` (e.g. ``DATA/eval/madman-vit-b-32-openai.json``;
+        :func:`model_slug`)."""
+        return self.folder / f"{self.stem}-{model_slug(encoder)}{self.suffix}.json"
 
 
-def plan_evaluation(data: str | os.PathLike | None, *, splits: list[str] | None = None,
-                    tasks: str | None = None, text_transform=None, matching_negatives: int | None = None,
-                    seed: int = 0, objects: int | None = None, vocab: str | None = None, n: int | None = None,
-                    split: str | None = None, references: str | os.PathLike | None = None,
-                    category_map: str | os.PathLike | None = None, references_per_category: int = 10,
-                    generators: tuple[str, ...] = ("madman", "comco", "coco"),
-                    task_name: str = "evaluate", protocol: str = "bindscope", captions: str | None = None,
-                    names: str | None = None, object_order: str = "mention", bias_position: int | None = None,
-                    heads=None) -> EvaluationPlan:
+def evaluation_kind(ds, task_names=None) -> str:
+    """The result kind an evaluation of the open dataset ``ds`` writes: the kind of the named tasks when only one
+    kind has them all; else ``madman-eval`` (each evaluation split on its own) when ``ds`` has a ``test`` or
+    ``ood`` split, ``comco-eval`` (one split of scenes) otherwise."""
+    from bindscope.evaluation.tasks.registry import tasks
+
+    if task_names is not None:
+        names = {t.strip() for t in (task_names.split(",") if isinstance(task_names, str) else task_names)} - {""}
+        kinds = [k for k in ("madman-eval", "comco-eval") if names <= {t.name for t in tasks(k, "dataset")}]
+        if len(kinds) == 1:
+            return kinds[0]
+    return "madman-eval" if {"test", "ood"} & set(ds.split_names) else "comco-eval"
+
+
+def plan_evaluation(data, *, kind: str | None = None, tasks: str | list[str] | None = None,
+                    splits: str | list[str] | None = None, options: dict | None = None, seed: int = 0,
+                    text_transform=None) -> EvaluationPlan:
     """Check everything of an evaluation but the model and the output paths (see :func:`evaluate` for the
-    arguments): the dataset (manifest, splits, shard checksums), the tasks and their options.
+    arguments): the dataset (manifest, splits, shard checksums), the tasks, what they need of the dataset, their
+    options.
 
     Raises:
         BadInput / DatasetError: as :func:`evaluate`, before any model is loaded.
     """
-    from bindscope.evaluation.clip_oscope import check_protocol, ordered_objects
-    from bindscope.evaluation.position_heads import HeadSettings
     from bindscope.evaluation.results import open_dataset
+    from bindscope.evaluation.sampled import SampledCaptions, plan_sampled, run_sampled
+    from bindscope.evaluation.tasks.registry import KINDS, check_options
 
-    matching_negatives = None if matching_negatives == "all" else matching_negatives
-    _check_seed(seed, matching_negatives)
-    check_protocol(protocol)
-    ordered_objects([], object_order)
-    heads = (heads or HeadSettings(seed=seed)).check()
-    if bias_position is not None:
-        check_int("bias_position", bias_position, 1)
-    oscope = {"protocol": protocol, "object_order": object_order, "bias_position": bias_position, "heads": heads}
+    if kind is not None and kind not in ("madman-eval", "comco-eval"):
+        raise BadInput(f"kind {kind!r} is not allowed; use madman-eval, comco-eval or None (chosen from the data)",
+                       param="kind")
+    check_int("seed", seed, 0)
     splits = name_list("splits", splits)
     tag = getattr(text_transform, "file_tag", None)
     suffix = f"-{tag}" if tag else ""
-    if data is not None:
-        given = [p for p, v in (("objects", objects), ("vocab", vocab), ("n", n), ("captions", captions),
-                                ("names", names)) if v is not None]
-        if given:
-            raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
-                           "dataset's scenes are used", param=given[0])
-        ds = open_dataset(data, generators, task_name, validate=False)
-        if ds.generator == "madman":
-            from bindscope.evaluation.saliency import parse_madman_tasks
+    if data is None or isinstance(data, SampledCaptions):
+        if kind == "madman-eval" or splits:
+            what = "kind madman-eval" if kind == "madman-eval" else "splits"
+            raise BadInput(f"{what} needs DATA (a dataset); without one, TOR runs on sampled captions",
+                           param="kind" if kind else "splits")
+        sampled = plan_sampled(data, tasks, options, seed)
 
-            task_list = parse_madman_tasks(tasks)
-            _refuse_scene_options(None, matching_negatives, split, references, category_map)
-            _refuse_oscope_options(oscope, "a MADMAN dataset is evaluated per split (splits=)")
-            run, stem, extra = _madman_run(ds, splits, task_list, seed)
-        else:
-            run, stem, extra = _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map,
-                                           references_per_category, oscope)
-        return EvaluationPlan(run, Path(ds.path) / "eval", stem, suffix + extra, text_transform)
-    given = [p for p, v in (("split", split), ("references", references), ("category_map", category_map),
-                            ("bias_position", bias_position)) if v is not None]
-    if object_order != "mention":
-        given.append("object_order")
-    if given:
-        raise BadInput(f"{', '.join(given)} need DATA (a ComCO dataset or a COCO import)", param=given[0])
-    run, stem = _sampled_run(tasks, matching_negatives, seed, objects, vocab, n, captions, names, oscope)
-    return EvaluationPlan(run, Path(stem).parent, Path(stem).name, suffix, text_transform)
+        def run(adapter, text_transform, cache, progress, rows):
+            return run_sampled(sampled, adapter, text_transform=text_transform, cache=cache, seed=seed,
+                               progress=progress, rows=rows)
+        return EvaluationPlan(run, Path(sampled.stem).parent, Path(sampled.stem).name, suffix, text_transform)
+    ds = open_dataset(data, validate=False)
+    kind = kind or evaluation_kind(ds, tasks)
+    check_options(kind, options)  # the values, before the dataset is read
+    command = KINDS[kind]
+    if kind == "madman-eval":
+        run, stem, extra = _split_run(ds, tasks, splits, options, seed)
+    else:
+        if splits is not None and len(splits) > 1:
+            raise BadInput(f"splits {', '.join(splits)!r}: {command} reads one split of scenes; give one",
+                           param="splits")
+        run, stem, extra = _scenes_run(ds, tasks, splits[0] if splits else None, options, seed)
+    return EvaluationPlan(run, Path(ds.path) / "eval", stem, suffix + extra, text_transform)
 
 
-def run_evaluation(plan: EvaluationPlan, model: str, pretrained: str | None = None, *, out: Path | None,
-                   plot: Path | None = None, overwrite: bool = False, device: str = "auto",
-                   precision: str = "fp32", batch_size: int | None = None, pooling: str = "cls",
-                   cache_dir: str | None = None, use_cache: bool = True, progress: bool = True) -> Evaluation:
-    """Load the encoder and run a checked :class:`EvaluationPlan`; write the result (and its per-sample rows,
+def run_evaluation(plan: EvaluationPlan, encoder: EncoderSettings, *, out: Path | None, plot: Path | None = None,
+                   overwrite: bool = False, progress: bool = True) -> Evaluation:
+    """Load the encoder of ``encoder`` (one model: :func:`bindscope.encoders.registry.load_encoder`) and run a
+    checked :class:`EvaluationPlan` with its embedding cache; write the result (and its per-sample rows,
     :func:`bindscope.evaluation.results.samples_path`) to ``out`` (None: nothing written) and the plot.
     ``out`` and ``plot`` must already be checked (:func:`evaluate` does it)."""
-    from bindscope.encoders.embedding_cache import EmbeddingCache, default_cache_dir
-    from bindscope.encoders.registry import load_adapter
+    from bindscope.encoders.embedding_cache import open_cache
+    from bindscope.encoders.registry import load_encoder
     from bindscope.evaluation.report import plot_result
     from bindscope.evaluation.results import write_result
 
-    adapter = load_adapter(model, pretrained, device=device, precision=precision, batch_size=batch_size,
-                           pooling=pooling)
+    adapter = load_encoder(encoder)
     if hasattr(plan.text_transform, "check_encoder"):
         plan.text_transform.check_encoder(adapter)
-    cache = EmbeddingCache(cache_dir or default_cache_dir(), adapter.cache_key, adapter.embed_dim) \
-        if use_cache else None
+    cache = open_cache(adapter, encoder.cache_dir, encoder.use_cache)
     rows: list | None = [] if out is not None and plan.samples else None  # built only to be written
     result = plan.run(adapter, plan.text_transform, cache, progress, rows)
     if out is not None:
@@ -150,95 +163,73 @@ def run_evaluation(plan: EvaluationPlan, model: str, pretrained: str | None = No
     return Evaluation(result, out, plot)
 
 
-def evaluate(data: str | os.PathLike | None, model: str = "ViT-B-32", *, pretrained: str | None = None,
-             splits: list[str] | None = None, tasks: str | None = None,
-             text_transform=None, device: str = "auto", precision: str = "fp32",
-             batch_size: int | None = None, pooling: str = "cls", cache_dir: str | None = None, use_cache: bool = True,
+def evaluate(data, encoder: EncoderSettings | str = "ViT-B-32", *, kind: str | None = None,
+             tasks: str | list[str] | None = None, splits: str | list[str] | None = None,
+             options: dict | None = None, seed: int = 0, text_transform=None,
              out: str | os.PathLike | bool | None = None, overwrite: bool = False,
-             plot: str | os.PathLike | None = None,
-             progress: bool = True, matching_negatives: int | None = None, seed: int = 0, objects: int | None = None,
-             vocab: str | None = None, n: int | None = None, split: str | None = None,
-             references: str | os.PathLike | None = None, category_map: str | os.PathLike | None = None,
-             references_per_category: int = 10, generators: tuple[str, ...] = ("madman", "comco", "coco"),
-             task_name: str = "evaluate", protocol: str = "bindscope", captions: str | None = None,
-             names: str | None = None, object_order: str = "mention", bias_position: int | None = None,
-             heads=None) -> Evaluation:
-    """Evaluate an encoder on a dataset; return the result (schema ``eval_result``), written as JSON with its
-    per-sample rows (``<result>.samples.jsonl``) beside it.
+             plot: str | os.PathLike | None = None, progress: bool = True) -> Evaluation:
+    """Evaluate an encoder on a dataset with registered tasks (:mod:`bindscope.evaluation.tasks`); return the
+    result (schema ``eval_result``), written as JSON with its per-sample rows (``<result>.samples.jsonl``) beside
+    it. ``madman eval`` and ``comco eval`` are :func:`plan_evaluation` then :func:`run_evaluation` per model, as
+    here, and print :func:`bindscope.evaluation.report.format_result` of the result.
 
-    MADMAN datasets: recognition and binding accuracy per attribute and split (binding counted where recognition
-    succeeded for both digits; Gurung et al., GCPR 2025), Wilson 95% intervals. ComCO/SimCO datasets: TOR, IOR,
-    I2TOR, image-text matching (Abbasi et al., CVPR 2025) and, on datasets rendered with attributes, MADMAN's
-    recognition and binding (``binding``). ``data=None``: TOR (and ``claim1``) on captions
-    sampled from the vocabulary ``vocab``. COCO imports: the ComCO tasks, IOR against external reference images
-    (``references``). See docs/evaluation.md and docs/real-data.md. ``madman eval`` and ``comco eval`` are
-    :func:`plan_evaluation` then :func:`run_evaluation` per model, as here.
+    Which tasks can run depends on what the dataset holds (:attr:`Dataset.holds
+    <bindscope.format.reader.Dataset.holds>`), not on the generator that made it. ``madman-eval`` tasks score each
+    evaluation split on its own: ``binding`` (recognition and binding per attribute, binding counted where
+    recognition succeeded for both objects; Gurung et al., GCPR 2025; the default), ``first-mention`` and
+    ``large-object`` (:mod:`bindscope.evaluation.saliency`). ``comco-eval`` tasks read one split of scenes: TOR,
+    IOR, I2TOR, matching (Abbasi et al., CVPR 2025), ``binding`` on scenes that store negatives (the defaults,
+    those the dataset holds what they need for), ``toc``, ``ioc``, ``retrieval`` (only when named); without a
+    dataset TOR, ``claim1`` and ``toc`` on sampled captions. See docs/evaluation.md and docs/real-data.md.
 
     Args:
-        data: dataset folder (or an open :class:`~bindscope.format.reader.Dataset`), or None (sampled captions).
-        model: encoder (see :func:`bindscope.encoders.registry.load_adapter`: open_clip name, ``hf-hub:``,
-            ``sentence-transformers/<name>``, or a ``madman train`` run folder / checkpoint).
-        pretrained: open_clip pretrained tag (``"none"``: random weights).
-        splits: MADMAN splits, a list or one name (default: test and ood, those present).
-        tasks: ComCO tasks, e.g. ``"tor,ior"`` (of tor, ior, i2tor, matching, binding; default: all that
-            apply with data, ``tor`` without; ``toc`` and ``ioc``, the position heads, only when named). MADMAN
-            tasks: ``binding`` (the default), ``first-mention`` and ``large-object``
-            (:mod:`bindscope.evaluation.saliency`), e.g. ``"first-mention,large-object"``.
+        data: dataset folder or an open :class:`~bindscope.format.reader.Dataset`; or a
+            :class:`~bindscope.evaluation.sampled.SampledCaptions` (or None: its defaults) for TOR on captions
+            sampled from a vocabulary or given.
+        encoder: the encoder and how it runs, an :class:`~bindscope.encoders.settings.EncoderSettings` (model,
+            pretrained, device, precision, batch_size, pooling, context_length, cache_dir, use_cache; one model),
+            or a model name or path with every other setting at its default (open_clip name, ``hf-hub:``,
+            ``hf:``, ``sentence-transformers/<name>``, or a ``bindscope train`` run folder / checkpoint).
+        kind: ``madman-eval`` or ``comco-eval``; None: the kind of the named tasks, else ``madman-eval`` for a
+            dataset with a ``test`` or ``ood`` split, ``comco-eval`` otherwise (:func:`evaluation_kind`).
+        tasks: task names, a comma-separated string or a list (see ``madman eval --help`` / ``comco eval
+            --help``); default: the kind's default tasks whose needs the dataset meets.
+        splits: ``madman-eval``: the splits, each scored on its own (default: test and ood, those present);
+            ``comco-eval``: the one split of scenes (default ``scenes``, or the dataset's only split).
+        options: per task name its options: an instance of the task's options dataclass or a dict of its fields,
+            e.g. ``{"matching": MatchingOptions(matching_negatives=5), "tor": {"protocol": "both"}, "ior":
+            {"references": "domainnet/real"}, "toc": {"head_epochs": 10}}``; a field several chosen tasks have
+            (``protocol``, ``object_order``, the ``head_*`` fields) takes one value in all of them.
+        seed: seed of samplings (matching negatives, sampled captions) and bootstraps (>= 0).
         text_transform: a callable on L2-normalised (N, D) text embeddings, e.g. a LABCLIP map
             (``bindscope.labclip.load(path)``); its ``file_tag`` (if any) names the default result file and
             its ``check_encoder(adapter)`` (if any) runs before encoding.
-        device / precision / batch_size / pooling: encoder settings (batch_size None: 64 on a CPU, 512 on
-            CUDA; precision ``fp32``, ``bf16`` or ``fp16``; pooling: ``cls`` or ``mean``, ``hf:``
-            text encoders only); cache_dir / use_cache: the embedding cache.
         out: result file (default ``DATA/eval/<task>-<model>-<tag>.json``, or ``results/comco-sampled-...``
             without data); ``False``: write nothing. overwrite: replace an existing result file.
         plot: also draw the result (.png/.pdf/.svg). progress: tqdm bars on stderr.
-        matching_negatives / seed: ComCO matching (wrong captions per scene, an integer >= 1 or ``"all"`` =
-            None = every absent category; seed >= 0).
-        protocol: ``bindscope`` (default), ``clip-oscope`` (TOR and IOR as the authors' scripts compute them,
-            :mod:`bindscope.evaluation.clip_oscope`, under ``metrics["clip_oscope"]``) or ``both``.
-        captions / names: without data: ``captions="combinations"`` (every ``itertools.combinations`` of the
-            name list ``names`` with ``objects`` names each, default 3, in list order: the authors' caption set) or
-            a text file of captions (one per line, objects separated by " and "); ``names``: ``comco72``
-            (default), ``simco18``, an asset folder or a file of names, one per line (the candidates).
-        object_order: ``mention`` or ``size``: the order standing in for the authors' file names (clip-oscope
-            IOR, IOC, ``bias_position``). bias_position: matching with the biased object at this 1-based
-            position and the authors' captions. heads: :class:`~bindscope.evaluation.position_heads.HeadSettings`
-            of the ``toc`` / ``ioc`` tasks.
-        split: ComCO/COCO: the split of scenes (default ``scenes``, or the dataset's only split).
-        references / category_map / references_per_category: ComCO/COCO IOR against external single-object
-            images, one subfolder per category (the DomainNet layout), averaged per category.
-        objects / vocab / n: sampled-caption TOR only (objects per caption >= 2, vocabulary, captions 1..1e6).
-        generators / task_name: the dataset kinds accepted and the name used in messages (the commands
-            pass ``("madman",), "madman eval"`` and ``("comco", "coco"), "comco eval"``).
 
     Returns:
         An :class:`Evaluation`: ``result`` (the dict written), ``path`` (the JSON file, None with
         ``out=False``), ``plot`` (or None).
 
     Raises:
-        BadInput / DatasetError: a bad value or dataset, a ComCO/COCO option (``tasks``, ``matching_negatives``,
-            ``split``, ``references``, ``category_map``) with a MADMAN dataset, an existing result file without
-            ``overwrite``; all checked before the model is loaded or a file is written; ``param`` names the
-            parameter.
+        BadInput / DatasetError: a bad value or dataset, an unknown task or option, a task whose needs the data
+            does not meet (the message says what it needs and what the split holds), options of tasks that do not
+            run, an existing result file without ``overwrite``; all checked before the model is loaded or a file
+            is written; ``param`` names the parameter.
     """
     from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_result_path
 
     # Everything a user can get wrong is checked before the model is loaded or a file is written.
-    plan = plan_evaluation(data, splits=splits, tasks=tasks, text_transform=text_transform,
-                           matching_negatives=matching_negatives, seed=seed, objects=objects, vocab=vocab, n=n,
-                           split=split, references=references, category_map=category_map,
-                           references_per_category=references_per_category, generators=generators,
-                           task_name=task_name, protocol=protocol, captions=captions, names=names,
-                           object_order=object_order, bias_position=bias_position, heads=heads)
-    default_out = plan.default_out(model, pretrained)
+    encoder = EncoderSettings.of(encoder)
+    plan = plan_evaluation(data, kind=kind, tasks=tasks, splits=splits, options=options, seed=seed,
+                           text_transform=text_transform)
+    default_out = plan.default_out(encoder)
     out_path = None if out is False else check_result_path(default_out if out in (None, True) else out, overwrite)
     plot_path = check_plot_path(plot)
     check_locations(out_path, plot_path)
-    return run_evaluation(plan, model, pretrained, out=out_path, plot=plot_path, overwrite=overwrite,
-                          device=device, precision=precision, batch_size=batch_size, pooling=pooling,
-                          cache_dir=cache_dir, use_cache=use_cache, progress=progress)
+    return run_evaluation(plan, encoder, out=out_path, plot=plot_path, overwrite=overwrite, progress=progress)
 
 
 def check_locations(out_path: Path | None, plot_path: Path | None) -> None:
@@ -248,204 +239,34 @@ def check_locations(out_path: Path | None, plot_path: Path | None) -> None:
             check_output_location(param, path)
 
 
-def _refuse_scene_options(tasks, matching_negatives, split, references, category_map) -> None:
-    """BadInput for a ComCO/COCO option given with a MADMAN dataset (an unknown task name is refused as such)."""
-    from bindscope.evaluation.comco import ALL_TASKS, parse_tasks
+def _split_run(ds, task_names, splits, options, seed):
+    """Split tasks (:mod:`bindscope.evaluation.splits`): check them; return (run, file stem, file suffix)."""
+    from bindscope.evaluation.splits import KIND, plan_splits, run_splits
+    from bindscope.evaluation.tasks.registry import resolve_options
 
-    if tasks is not None:
-        parse_tasks(tasks, ALL_TASKS)
-    options = {"tasks": tasks, "matching_negatives": matching_negatives, "split": split, "references": references,
-               "category_map": category_map}
-    for param, value in options.items():
-        if value is not None:
-            raise BadInput(f"{param} {value!r} only applies to ComCO datasets and COCO imports; a MADMAN dataset "
-                           "is evaluated per split (splits=)", param=param)
-
-
-def _refuse_oscope_options(oscope: dict, why: str) -> None:
-    """BadInput for a clip-oscope / position-head option that the evaluation at hand does not use."""
-    for param, default in (("protocol", "bindscope"), ("object_order", "mention"), ("bias_position", None)):
-        if oscope[param] != default:
-            raise BadInput(f"{param} {oscope[param]!r} only applies to ComCO datasets and COCO imports; {why}",
-                           param=param)
-
-
-def _madman_run(ds, splits, task_list=("binding",), seed=0):
-    """MADMAN tasks (recognition and binding; first-mention, large-object): check the splits; return
-    (run(adapter, transform, cache, progress, rows), file stem, file suffix)."""
-    from bindscope.encoders.embedding_cache import Embedder
-    from bindscope.evaluation.madman import default_splits, evaluate_madman
-    from bindscope.evaluation.saliency import evaluate_saliency
-
-    for name in splits or []:
-        if name not in ds.split_names:
-            raise DatasetError(f"splits {name!r}: dataset {str(ds.path)!r} has no such split; it has: "
-                               f"{', '.join(ds.split_names)}", param="splits")
-    ds.check(list(splits or []) or default_splits(ds))
-    others = [t for t in task_list if t != "binding"]
+    chosen, splits = plan_splits(ds, task_names, splits)
+    resolved = resolve_options(chosen, options, KIND)
+    ds.check(splits)
 
     def run(adapter, text_transform, cache, progress, rows):
-        embedder = Embedder(adapter, cache, progress=progress)
-        result = None
-        if "binding" in task_list:
-            result = evaluate_madman(ds, adapter, splits=list(splits or []) or None, text_transform=text_transform,
-                                     embedder=embedder, progress=progress, check=False, rows=rows)
-        if others:
-            extra = evaluate_saliency(ds, adapter, others, splits=list(splits or []) or None,
-                                      text_transform=text_transform, embedder=embedder, progress=progress,
-                                      check=False, rows=rows, seed=seed)
-            if result is None:
-                return extra
-            # one embedder served both: its counters (the later result's) cover both; each keeps its truncation
-            result["metrics"].update(extra["metrics"])
-            result["settings"]["tasks"] = list(task_list)
-            result["settings"]["saliency"] = {k: extra["settings"][k] for k in ("interval", "size_levels")}
-            result["counts"] = {**extra["counts"], "truncation": result["counts"]["truncation"],
-                                "truncation_saliency": extra["counts"]["truncation"]}
-        return result
-    stem = "madman" if list(task_list) == ["binding"] else "madman-" + "+".join(task_list)
+        return run_splits(ds, adapter, chosen, splits, resolved, text_transform=text_transform, cache=cache,
+                          seed=seed, progress=progress, rows=rows)
+    names = [t.name for t in chosen]
+    stem = "madman" if names == ["binding"] else "madman-" + "+".join(names)
     return run, stem, ""
 
 
-def _scenes_run(ds, tasks, matching_negatives, seed, split, references, category_map, references_per_category,
-                oscope=None):
-    """TOR / IOR / I2TOR / matching on a ComCO dataset or a COCO import: check the options; return (run, file
-    stem, file suffix)."""
-    from bindscope.evaluation.comco import (
-        ALL_TASKS,
-        dataset_vocabulary,
-        default_tasks,
-        evaluate_comco,
-        parse_tasks,
-        scene_split,
-    )
-    from bindscope.evaluation.references import load_references
-    from bindscope.evaluation.results import short_hash
+def _scenes_run(ds, task_names, split, options, seed):
+    """Scene tasks (:mod:`bindscope.evaluation.scenes`): check them; return (run, file stem, file suffix)."""
+    from bindscope.evaluation.scenes import plan_scenes, run_scenes
 
-    defaults = [t for t in default_tasks(ds) if t != "ior" or references or "references" in ds.split_names]
-    task_list = parse_tasks(",".join(defaults) if tasks is None else tasks, ALL_TASKS)
-    oscope = oscope or {"protocol": "bindscope", "object_order": "mention", "bias_position": None, "heads": None}
-    if oscope["bias_position"] is not None and "matching" not in task_list:
-        raise BadInput(f"bias_position {oscope['bias_position']} applies to the matching task; add matching to "
-                       "tasks", param="bias_position")
-    if "binding" in task_list and "binding" not in default_tasks(ds):
-        raise BadInput("tasks binding needs a dataset rendered with attributes (its scenes store recognition "
-                       "and binding negatives)", param="tasks")
-    scenes = scene_split(ds, split)
-    reference_set = None
-    if references is not None:
-        reference_set = load_references(references, dataset_vocabulary(ds, scenes)[0],
-                                        ds.manifest["image_size"][0], category_map, references_per_category)
-    elif category_map is not None:
-        raise BadInput("category_map needs references", param="category_map")
-    elif "ior" in task_list and "references" not in ds.split_names:
-        raise BadInput(f"ior needs single-object reference images: {str(ds.path)!r} has no 'references' split; "
-                       "give references=DIR (one subfolder of images per category, the DomainNet layout)",
-                       param="references")
-    ds.check([scenes] + (["references"] if "references" in ds.split_names else []))
-    extra = "" if references is None else f"-refs-{short_hash(str(Path(references).resolve()))}"
-    extra += _oscope_suffix(oscope)
+    scenes = plan_scenes(ds, task_names, split, options, seed)
+    ds.check(scenes.splits)
 
     def run(adapter, text_transform, cache, progress, rows):
-        return evaluate_comco(ds, adapter, task_list, text_transform=text_transform, cache=cache,
-                              matching_negatives=matching_negatives, seed=seed, progress=progress, check=False,
-                              split=scenes, references=reference_set, rows=rows, **oscope)
-    return run, f"comco-{'+'.join(task_list)}", extra
-
-
-def _oscope_suffix(oscope: dict) -> str:
-    """Result-file suffix naming the non-default clip-oscope options (``-clip-oscope``, ``-both``, ``-size-order``,
-    ``-bias2``), so that their results do not replace the default ones."""
-    out = "" if oscope["protocol"] == "bindscope" else f"-{oscope['protocol']}"
-    out += "" if oscope["object_order"] == "mention" else f"-{oscope['object_order']}-order"
-    return out + ("" if oscope["bias_position"] is None else f"-bias{oscope['bias_position']}")
-
-
-def _check_seed(seed: int, matching_negatives: int | None) -> None:
-    check_int("seed", seed, 0)
-    if matching_negatives is not None:
-        import numbers
-
-        if not isinstance(matching_negatives, numbers.Integral) or isinstance(matching_negatives, bool) \
-                or matching_negatives < 1:
-            raise BadInput(f"matching_negatives {matching_negatives!r} is not allowed; use 'all' (every absent "
-                           "category) or an integer >= 1", param="matching_negatives")
-
-
-def _sampled_run(tasks, matching_negatives, seed, objects, vocab, n, captions=None, names=None, oscope=None):
-    """TOR on sampled (or given) captions: check the options; return (run, file stem)."""
-    from bindscope.evaluation.comco import SAMPLED_TASKS, evaluate_tor_sampled, load_vocabulary, parse_tasks
-    from bindscope.evaluation.results import slug
-
-    task_list = parse_tasks("tor" if tasks is None else tasks, SAMPLED_TASKS)
-    if matching_negatives is not None:
-        raise BadInput("matching_negatives needs a dataset (matching uses the dataset's images)",
-                       param="matching_negatives")
-    oscope = oscope or {"protocol": "bindscope", "heads": None}
-    if captions is not None or names is not None:
-        return _given_captions_run(task_list, seed, objects, vocab, n, captions, names, oscope)
-    objects, vocab, n = objects or 4, vocab or "comco72", 2000 if n is None else n
-    if objects < 2:
-        raise BadInput(f"objects must be at least 2 for TOR, got {objects}", param="objects")
-    if not 1 <= n <= MAX_SAMPLED_CAPTIONS:
-        raise BadInput(f"n {n} is out of range; allowed: 1..{MAX_SAMPLED_CAPTIONS:,} captions", param="n")
-    try:  # an unknown set fails here, before the model is loaded
-        categories = load_vocabulary(vocab)
-    except BadInput as exc:  # the registry names its own parameter (set); here it is vocab
-        message = str(exc)
-        raise BadInput("vocab" + message[len("set"):] if exc.param == "set" else message, param="vocab") from None
-    if objects > len(categories):
-        raise BadInput(f"objects {objects} is more than the {len(categories)} categories of vocab {vocab!r}; "
-                       f"allowed: 2..{len(categories)}", param="objects")
-
-    def run(adapter, text_transform, cache, progress, rows):
-        return evaluate_tor_sampled(adapter, vocab=vocab, objects=objects, n=n, seed=seed, tasks=task_list,
-                                    text_transform=text_transform, cache=cache, progress=progress, rows=rows,
-                                    protocol=oscope["protocol"], heads=oscope["heads"])
-    stem = f"results/comco-sampled-{slug(vocab)}-{objects}obj-n{n}-seed{seed}/{'+'.join(task_list)}"
-    return run, stem + _oscope_suffix({"object_order": "mention", "bias_position": None, **oscope})
-
-
-def _given_captions_run(task_list, seed, objects, vocab, n, captions, names, oscope):
-    """TOR on the authors' combination captions or a caption file (``captions``) against ``names``: check them
-    (the caption set is built here, before any model is loaded); return (run, file stem)."""
-    from bindscope.evaluation.clip_oscope import combination_captions, read_caption_file, read_names
-    from bindscope.evaluation.comco import VocabEntry, evaluate_tor_sampled
-    from bindscope.evaluation.results import short_hash, slug
-
-    if captions is None:
-        raise BadInput(f"names {names!r} applies with captions (captions='combinations' or a caption file)",
-                       param="names")
-    for param, value, why in (("vocab", vocab, "the candidates are names (comco72, simco18 or a file of names)"),
-                              ("n", n, "the caption set is given, not sampled")):
-        if value is not None:
-            raise BadInput(f"{param} {value!r} does not apply with captions: {why}", param=param)
-    if "claim1" in task_list:
-        raise BadInput("tasks claim1 draws its own captions; with captions use tasks tor and/or toc", param="tasks")
-    names = "comco72" if names is None else str(names)
-    name_list = read_names(names)
-    if str(captions) == "combinations":
-        objects = 3 if objects is None else objects
-        lists = combination_captions(name_list, objects)
-        source = f"combinations: every itertools.combinations of {names} ({len(name_list)} names), {objects} each"
-        tag = f"{objects}obj-combinations"
-    else:
-        if objects is not None:
-            raise BadInput(f"objects {objects} does not apply with a caption file (its lines name the objects)",
-                           param="objects")
-        lists = read_caption_file(captions, name_list)
-        source = f"file {str(Path(captions).resolve())}"
-        tag = f"file-{short_hash(str(Path(captions).resolve()))}"
-    entries = [VocabEntry(name) for name in name_list]
-    names_tag = slug(names) if names in ("comco72", "simco18") else f"names-{short_hash(str(Path(names).resolve()))}"
-
-    def run(adapter, text_transform, cache, progress, rows):
-        return evaluate_tor_sampled(adapter, vocab=names, seed=seed, tasks=task_list, text_transform=text_transform,
-                                    cache=cache, vocabulary=entries, progress=progress, rows=rows,
-                                    protocol=oscope["protocol"], captions=lists, caption_source=source,
-                                    heads=oscope["heads"])
-    stem = f"results/comco-captions-{names_tag}-{tag}/{'+'.join(task_list)}"
-    return run, stem + _oscope_suffix({"object_order": "mention", "bias_position": None, **oscope})
+        return run_scenes(scenes, adapter, text_transform=text_transform, cache=cache, seed=seed, progress=progress,
+                          rows=rows)
+    return run, f"comco-{'+'.join(scenes.names)}", scenes.file_suffix()
 
 
 def plan_bench(benchmark: str, data: str | os.PathLike, *, images: str | os.PathLike | None = None,
@@ -453,9 +274,10 @@ def plan_bench(benchmark: str, data: str | os.PathLike, *, images: str | os.Path
                text_transform=None) -> EvaluationPlan:
     """ARO or SugarCrepe from their published files (``bindscope bench``; docs/real-data.md) as an
     :class:`EvaluationPlan`: the files and every image are checked here, before any model is loaded
-    (:func:`bindscope.evaluation.bench.read_bench`); :func:`run_evaluation` then scores a model
-    (:func:`bindscope.evaluation.bench.evaluate_bench`: accuracy per subset with Wilson 95% intervals, macro and
-    micro averages). Default result file: ``results/bench/<benchmark>-<model>-<tag>[-<labclip tag>].json``.
+    (:func:`bindscope.evaluation.bench.read_bench`); :func:`run_evaluation` then scores a model (the task
+    ``benchmark`` of kind ``bench``, :mod:`bindscope.evaluation.tasks.bench`: accuracy per subset with Wilson 95%
+    intervals, macro and micro averages). Default result file:
+    ``results/bench/<benchmark>-<model>-<tag>[-<labclip tag>].json``.
 
     Args:
         benchmark: ``"aro"`` or ``"sugarcrepe"``. data: folder of the benchmark's JSON files.
@@ -467,16 +289,57 @@ def plan_bench(benchmark: str, data: str | os.PathLike, *, images: str | os.Path
     Raises:
         BadInput: unknown benchmark or subset, a missing folder, file or image, a malformed entry.
     """
-    from bindscope.evaluation.bench import evaluate_bench, read_bench
+    from types import SimpleNamespace
 
+    from bindscope.evaluation.bench import read_bench
+    from bindscope.evaluation.tasks.registry import get_task
+
+    task = get_task("bench", benchmark)
     items = read_bench(benchmark, data, images, flickr_images, subsets, seed=seed)
     tag = getattr(text_transform, "file_tag", None)
 
     def run(adapter, text_transform, cache, progress, rows):
-        return evaluate_bench(benchmark, items, adapter, text_transform=text_transform, cache=cache,
-                              data=str(Path(data).resolve()), seed=seed, progress=progress)
+        state = SimpleNamespace(benchmark=benchmark, items=items, adapter=adapter, text_transform=text_transform,
+                                cache=cache, data=str(Path(data).resolve()), seed=seed, progress=progress,
+                                result=None)
+        task.compute(state, None)
+        return state.result
     return EvaluationPlan(run, Path("results") / "bench", benchmark, f"-{tag}" if tag else "", text_transform,
                           samples=False)
+
+
+def plan_attention(data: str | os.PathLike, *, split: str = "scenes", options=None, seed: int = 0,
+                   batch_size: int | None = None, device: str = "auto") -> EvaluationPlan:
+    """``comco attention`` as an :class:`EvaluationPlan`: the task ``attention`` (kind ``comco-attention``,
+    :mod:`bindscope.evaluation.tasks.attention`) on split ``split`` of ``data``, its options
+    (:class:`~bindscope.evaluation.tasks.attention.AttentionOptions` or a dict of its fields) and the dataset
+    checked here. Default result file: ``DATA/eval/attention-<layers>[-rollout]-<model>-<tag>.json``.
+
+    Raises:
+        BadInput / DatasetError: a bad option, a missing split, a split without objects, a corrupt shard.
+    """
+    from types import SimpleNamespace
+
+    from bindscope.encoders.interface import default_batch_size
+    from bindscope.evaluation.results import open_dataset
+    from bindscope.evaluation.tasks.registry import get_task, resolve_options
+
+    task = get_task("comco-attention", "attention")
+    chosen = resolve_options([task], {"attention": options} if options is not None else None, task.kind)
+    opts = chosen["attention"]
+    check_int("seed", seed, 0)
+    ds = open_dataset(data)
+    ds.split(split)
+    ds.check([split])
+    batch_size = batch_size or default_batch_size(device)
+
+    def run(adapter, text_transform, cache, progress, rows):
+        state = SimpleNamespace(dataset=ds, adapter=adapter, split=split, batch_size=batch_size, seed=seed,
+                                progress=progress, result=None)
+        task.compute(state, opts)
+        return state.result
+    return EvaluationPlan(run, Path(data) / "eval", f"attention-{opts.layers}{'-rollout' if opts.use_rollout else ''}",
+                          "", None, samples=False)
 
 
 def _check_new_file(param: str, path: Path | None, overwrite: bool) -> None:

@@ -40,7 +40,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bindscope.encoders.interface import EncoderAdapter
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, DatasetError
 from bindscope.evaluation.results import dataset_info, envelope, open_dataset
 from bindscope.evaluation.stats import cluster_bootstrap
 from bindscope.format.reader import Dataset
@@ -218,7 +218,7 @@ def cls_attention_by_size(dataset: str | os.PathLike | Dataset, adapter: Encoder
     """CLS-to-patch attention by object size rank over a dataset's scenes (the paper's Figure 3 analysis).
 
     Args:
-        dataset: a dataset folder with instance masks and size ranks (``comco``, ``coco``, ...) or an open
+        dataset: a dataset folder whose split holds objects (instance masks and size ranks) or an open
             :class:`Dataset`.
         adapter: an open_clip ViT (:class:`~bindscope.encoders.open_clip.OpenCLIPAdapter`) or a ViT trained by
             ``madman train``; must provide ``preprocess_images`` and ``model.visual``.
@@ -253,8 +253,11 @@ def cls_attention_by_size(dataset: str | os.PathLike | Dataset, adapter: Encoder
     visual = vision_transformer(adapter)
     if not hasattr(adapter, "preprocess_images"):
         raise BadInput(f"model {adapter.name!r} does not expose its image preprocessing")
-    ds = open_dataset(dataset, ("comco", "coco"), "comco attention")
+    ds = open_dataset(dataset)
     samples = ds.split(split)
+    if "objects" not in samples.holds:
+        raise DatasetError(f"comco attention needs objects with masks; split {split!r} of {str(ds.path)!r} holds "
+                           f"none ({', '.join(sorted(samples.holds)) or 'nothing else'})", param="split")
     if check:
         ds.check([split])
     total = len(samples) if limit is None else min(limit, len(samples))

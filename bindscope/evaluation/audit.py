@@ -308,7 +308,12 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
         if value is not None:
             check_int(name, value, low, high)
     check_number("lr", lr)
-    ds = open_dataset(dataset, ("madman",), "madman audit")
+    ds = open_dataset(dataset)
+    values = ds.manifest.get("config", {}).get("attributes")
+    if not isinstance(values, dict) or any(not isinstance(values.get(a), dict) for a in ds.attribute_names):
+        raise DatasetError(f"madman audit needs a dataset whose config.attributes maps every object attribute "
+                           f"({', '.join(ds.attribute_names) or 'none'}) to its values (as MADMAN's does); "
+                           f"{str(ds.path)!r}'s does not")
     if train_split == test_split:
         raise BadInput(f"the train and test splits are both {train_split!r}; the oracle must be tested on objects "
                        f"it was not trained on (splits: {', '.join(ds.split_names)})")

@@ -173,15 +173,16 @@ def spacy_tagger() -> Tagger:
     """The default noun/adjective tagger: spaCy's ``en_core_web_sm`` (coarse tags NOUN, PROPN, ADJ).
 
     Raises:
-        BadInput: spaCy or the model is not installed (the message says how to install them).
+        BadInput: spaCy or its model is not installed; the message says which and how to install it
+            (:func:`bindscope.text.negatives.spacy_pipeline`).
     """
-    try:
-        import spacy
+    from bindscope.text.negatives import spacy_pipeline
 
-        nlp = spacy.load("en_core_web_sm", disable=["parser", "ner", "lemmatizer"])
-    except (ImportError, OSError):
-        raise BadInput("aro coco_order/flickr_order need a part-of-speech tagger: pip install spacy && python -m "
-                       "spacy download en_core_web_sm (or choose subsets=vg_relation,vg_attribution)") from None
+    try:
+        nlp = spacy_pipeline("en_core_web_sm")
+    except BadInput as exc:
+        raise BadInput(f"aro coco_order/flickr_order need a part-of-speech tagger; {exc} (or choose the subsets "
+                       "vg_relation,vg_attribution)") from None
     from spacy.tokens import Doc
 
     def tag(words: list[str]) -> list[bool]:

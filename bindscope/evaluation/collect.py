@@ -71,6 +71,7 @@ from bindscope.schemas import validate
 TABLE_SUFFIXES = (".csv", ".md", ".json")
 ID_COLUMNS = ("file", "kind", "model", "pretrained", "step", "dataset")
 MODEL_FREE = {"madman-audit": ("oracle CNN", "(trained)"), "caption-bias": ("(no model)", "")}
+MAX_STEP = 2 ** 53  # the largest step a float64 (a plot's axis) holds exactly
 
 
 def result_figures(result: dict) -> dict[str, dict]:
@@ -125,15 +126,22 @@ def load_result(path: Path) -> dict:
     return result
 
 
-def _identity(result: dict, kind: str) -> tuple[str, str, int | None]:
-    """(model, pretrained, step) of a row: a trained model's path by its file name, "(file)" as its tag."""
+def _identity(result: dict, kind: str, where: str) -> tuple[str, str, int | None]:
+    """(model, pretrained, step) of a row: a trained model's path by its file name, "(file)" as its tag.
+    Raises BadInput naming ``where`` for a step above :data:`MAX_STEP`."""
     if kind in MODEL_FREE:
         return (*MODEL_FREE[kind], None)
     model = result["model"]
+    step = model.get("step")
+    if step is not None and step > MAX_STEP:
+        digits = str(step)
+        shown = digits if len(digits) <= 20 else f"{digits[:12]}... ({len(digits)} digits)"
+        raise BadInput(f"{where}: model.step {shown} is not a training step bindscope collect can place: at most "
+                       f"2**53 = {MAX_STEP:,}")
     name = model.get("resolved_name", model["name"])
     if os.sep in name:  # a trained model's path: its file name says enough
-        return Path(name).name, "(file)", model.get("step")
-    return name, model["pretrained"], model.get("step")
+        return Path(name).name, "(file)", step
+    return name, model["pretrained"], step
 
 
 def collect(paths: list[str | os.PathLike]) -> dict:
@@ -150,7 +158,8 @@ def collect(paths: list[str | os.PathLike]) -> dict:
         step order), then file.
 
     Raises:
-        BadInput: a missing path or a file that is not a valid result of a known kind (named, with the reason).
+        BadInput: a missing path or a file that is not a valid result of a known kind (named, with the reason),
+            or whose ``model.step`` is above :data:`MAX_STEP`.
     """
     rows, definitions, by_kind = [], {}, {}
     for path in result_files(paths):
@@ -162,7 +171,7 @@ def collect(paths: list[str | os.PathLike]) -> dict:
         seen = by_kind.setdefault(kind, [0, set()])
         seen[0] += 1
         seen[1].update(columns.figures)
-        model, pretrained, step = _identity(result, kind)
+        model, pretrained, step = _identity(result, kind, str(path))
         rows.append({"file": str(path), "kind": kind, "model": model, "pretrained": pretrained, "step": step,
                      "dataset": (result.get("dataset") or {}).get("path", ""), "figures": columns.figures})
     rows.sort(key=lambda r: (r["kind"], r["model"], r["pretrained"], -1 if r["step"] is None else r["step"],

@@ -41,8 +41,19 @@ class Columns:
 
 # ---------------------------------------------------------------- evaluation results (schema eval_result)
 
-def _binding(c: Columns, block: dict, prefix: str, where: str) -> None:
-    """``<prefix>binding|binding_all|recognition/<attribute>``, ``.../macro``, ``.../micro``."""
+def task_columns(result: dict, c: Columns) -> None:
+    """The columns of an evaluation result: those of each registered task of its kind
+    (:attr:`bindscope.evaluation.tasks.registry.Task.columns`), in registration order."""
+    from bindscope.evaluation.tasks.registry import tasks
+
+    for task in tasks(result["kind"]):
+        if task.columns is not None:
+            task.columns(result, c)
+
+
+def binding_columns(c: Columns, block: dict, prefix: str, where: str) -> None:
+    """``<prefix>binding|binding_all|recognition/<attribute>``, ``.../macro``, ``.../micro`` of a recognition and
+    binding block (:func:`bindscope.evaluation.madman.score_split`)."""
     texts = {"binding": "binding accuracy conditional on recognition (binding negatives counted only where both "
                         "objects pass every recognition negative of the attribute; the MADMAN paper's)",
              "binding_all": "binding accuracy, unconditional (every binding negative)",
@@ -58,102 +69,40 @@ def _binding(c: Columns, block: dict, prefix: str, where: str) -> None:
                      "attributes' negatives")
 
 
-def madman_eval(result: dict, c: Columns) -> None:
-    for split, block in result["metrics"].get("splits", {}).items():
-        _binding(c, block, f"{split}/", f"split {split}: ")
-    shares = (("first_mention", "by_relation", "share of two-digit captions more similar to the description of their "
-               "first-mentioned digit than to the other's (chance 50%), unconditional", "among captions with"),
-              ("large_object", "by_size_pair", "share of images of two digits of different size levels more similar to "
-               "the render of the larger digit alone than to the smaller's (chance 50%)", "size levels"))
-    for key, parts, definition, part_text in shares:
-        for split, block in result["metrics"].get(key, {}).items():
-            text = f"split {split}: {definition}"
-            c.proportion(f"{split}/{key}", block["all"], text)
-            for part, p in block[parts].items():
-                c.proportion(f"{split}/{key}/{part}", p, f"{text}, {part_text} {part}")
+def position_columns(c: Columns, task: str, block: dict) -> None:
+    """``<task>/<n>obj/pos<k>`` (conditional share) and ``.../uncond`` of a retrieval block (TOR, IOR, I2TOR,
+    Claim 1: :func:`bindscope.evaluation.comco.retrieval_shares`)."""
+    for n, g in block["by_num_objects"].items():
+        for p in g["positions"]:
+            key, k = f"{task}/{n}obj/pos{p['position']}", p["position"]
+            c.add(key, p["conditional"]["share"], p["conditional"]["ci95"], definition=(
+                f"{task}, {n} objects: share of top-1 at position {k}, conditional on the top-1 being one of "
+                "the query's objects (the paper's tables)"))
+            c.add(f"{key}/uncond", p["unconditional"]["share"], p["unconditional"]["ci95"], definition=(
+                f"{task}, {n} objects: share of top-1 at position {k} among all queries (unconditional)"))
 
 
-def bench(result: dict, c: Columns) -> None:
-    metrics = result["metrics"]
-    name = metrics["benchmark"]
-    for subset, block in metrics["subsets"].items():
-        c.proportion(f"{name}/{subset}", block["accuracy"], f"{name} subset {subset}: accuracy (caption preferred "
-                     "to its negative)")
-    c.add(f"{name}/macro", metrics["average"]["macro"], definition=f"{name}: macro accuracy, mean over subsets")
-    c.proportion(f"{name}/micro", metrics["average"]["micro"], f"{name}: micro accuracy, pooled over items")
-
-
-def comco_eval(result: dict, c: Columns) -> None:
-    metrics = result["metrics"]
-    if "binding" in metrics:
-        _binding(c, metrics["binding"], "", "")
-    blocks = [(task, metrics[task]) for task in ("tor", "ior", "i2tor") if task in metrics]
-    blocks += [(f"claim1/{group}", b) for group, b in metrics.get("claim1", {}).items()]
-    for task, block in blocks:
-        for n, g in block["by_num_objects"].items():
-            for p in g["positions"]:
-                key, k = f"{task}/{n}obj/pos{p['position']}", p["position"]
-                c.add(key, p["conditional"]["share"], p["conditional"]["ci95"], definition=(
-                    f"{task}, {n} objects: share of top-1 at position {k}, conditional on the top-1 being one of "
-                    "the query's objects (the paper's tables)"))
-                c.add(f"{key}/uncond", p["unconditional"]["share"], p["unconditional"]["ci95"], definition=(
-                    f"{task}, {n} objects: share of top-1 at position {k} among all queries (unconditional)"))
-    for scenario, block in metrics.get("matching", {}).items():
-        c.proportion(f"matching/{scenario}", block["all"], f"image-text matching {scenario}: accuracy")
-    _oscope(metrics, c)
-    _retrieval(metrics, c)
-
-
-def _oscope(metrics: dict, c: Columns) -> None:
-    """The ComCO authors' statistics (``--protocol clip-oscope|both``) and the TOC / IOC position heads."""
-    for task, block in metrics.get("clip_oscope", {}).items():
-        for n, g in block["by_num_objects"].items():
-            key, where = f"clip-oscope/{task}/{n}obj", f"clip-oscope {task}, {n} objects"
-            c.add(f"{key}/top{n}", g["top_n_accuracy"]["value"], g["top_n_accuracy"]["ci95"],
-                  definition=f"{where}: top-{n} accuracy (the authors' script)")
-            families = (("position_given_correct_top_n", "pos{}", "position {} given a correct top-n"),
-                        ("position_of_top1", "pos{}/all", "position {} of the top-1 over all captions"),
-                        ("most_similar_among_present", "present{}", "most similar among the present objects at "
-                                                                    "position {}"))
-            for family, name, text in families:
-                for p in g.get(family, {}).get("positions", []):
-                    c.add(f"{key}/{name.format(p['position'])}", p["value"], p["ci95"],
-                          definition=f"{where}: {text.format(p['position'])}")
-            for field, name in (("mean_precision", "precision"), ("mean_recall", "recall"), ("mean_f1", "f1"),
-                                ("map", "map"), ("ndcg", "ndcg")):
-                c.add(f"{key}/{name}", g[field]["value"], definition=f"{where}: {field} (mean over queries)")
-            for field, name in (("precision_at_k", "P@{}"), ("recall_at_k", "R@{}")):
-                for v in g[field]["values"]:
-                    c.add(f"{key}/{name.format(v['k'])}", v["value"], definition=f"{where}: {field}, k = {v['k']}")
-    for task in ("toc", "ioc"):
-        for n, g in metrics.get(task, {}).get("by_num_objects", {}).items():
-            for p in g["positions"]:
-                key, k = f"{task}/{n}obj/pos{p['position']}", p["position"]
-                c.proportion(key, p["test"], f"{task} head, {n} objects, position {k}: test accuracy")
-                c.proportion(f"{key}/majority", p["majority_baseline"],
-                             f"{task} head, {n} objects, position {k}: majority-class baseline")
-
-
-def _retrieval(metrics: dict, c: Columns) -> None:
-    """Image-text retrieval R@k, and with a text transform the figures without it (``retrieval/before``)."""
-    block = metrics.get("retrieval")
-    for prefix, part in (("retrieval", block), ("retrieval/before", (block or {}).get("before_text_transform"))):
-        for direction, name in (("text_to_image", "text-to-image"), ("image_to_text", "image-to-text")):
-            for k, p in (part or {}).get(direction, {}).get("recall", {}).items():
-                stage = " without the text transform" if prefix.endswith("before") else ""
-                c.proportion(f"{prefix}/{name}/R@{k}", p, f"retrieval {name}{stage}: recall at {k} (share of "
-                             f"queries with a correct item among the top {k})")
-
-
-def comco_attention(result: dict, c: Columns) -> None:
-    metrics = result["metrics"]
-    blocks = [(f"block{b}", v) for b, v in metrics["layers"].items()]
-    if "rollout" in metrics:
-        blocks.append(("rollout", metrics["rollout"]))
-    for name, block in blocks:
-        for r in block["all"]:
-            c.add(f"attention/{name}/rank{r['size_rank']}", r["mass"]["mean"], r["mass"]["ci95"], "img",
-                  f"CLS attention, {name}: mean share of the attention on the object of size rank {r['size_rank']}")
+def oscope_columns(c: Columns, task: str, block: dict | None) -> None:
+    """The ComCO authors' statistics of ``task`` (``--protocol clip-oscope|both``;
+    :mod:`bindscope.evaluation.clip_oscope`), nothing when ``block`` is None."""
+    for n, g in (block or {}).get("by_num_objects", {}).items():
+        key, where = f"clip-oscope/{task}/{n}obj", f"clip-oscope {task}, {n} objects"
+        c.add(f"{key}/top{n}", g["top_n_accuracy"]["value"], g["top_n_accuracy"]["ci95"],
+              definition=f"{where}: top-{n} accuracy (the authors' script)")
+        families = (("position_given_correct_top_n", "pos{}", "position {} given a correct top-n"),
+                    ("position_of_top1", "pos{}/all", "position {} of the top-1 over all captions"),
+                    ("most_similar_among_present", "present{}", "most similar among the present objects at "
+                                                                "position {}"))
+        for family, name, text in families:
+            for p in g.get(family, {}).get("positions", []):
+                c.add(f"{key}/{name.format(p['position'])}", p["value"], p["ci95"],
+                      definition=f"{where}: {text.format(p['position'])}")
+        for field, name in (("mean_precision", "precision"), ("mean_recall", "recall"), ("mean_f1", "f1"),
+                            ("map", "map"), ("ndcg", "ndcg")):
+            c.add(f"{key}/{name}", g[field]["value"], definition=f"{where}: {field} (mean over queries)")
+        for field, name in (("precision_at_k", "P@{}"), ("recall_at_k", "R@{}")):
+            for v in g[field]["values"]:
+                c.add(f"{key}/{name.format(v['k'])}", v["value"], definition=f"{where}: {field}, k = {v['k']}")
 
 
 # ---------------------------------------------------------------- alignment results (schema alignment_result)
@@ -260,10 +209,10 @@ def caption_bias(result: dict, c: Columns) -> None:
 
 # kind -> (schema, column function)
 KINDS = {
-    "madman-eval": ("eval_result", madman_eval),
-    "comco-eval": ("eval_result", comco_eval),
-    "comco-attention": ("eval_result", comco_attention),
-    "bench": ("eval_result", bench),
+    "madman-eval": ("eval_result", task_columns),
+    "comco-eval": ("eval_result", task_columns),
+    "comco-attention": ("eval_result", task_columns),
+    "bench": ("eval_result", task_columns),
     "probe": ("alignment_result", probe),
     "conjunctive-search": ("alignment_result", conjunctive_search),
     "labclip-eval": ("alignment_result", labclip_eval),

@@ -24,58 +24,23 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
-from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache, stored_image_key
+from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
 from bindscope.encoders.interface import EncoderAdapter
-from bindscope.errors import BadInput, DatasetError
-from bindscope.evaluation.feed import batches_of, embed_texts, paused_gc, read_images_ahead, reader_workers
-from bindscope.evaluation.results import (
-    TextTransform,
-    apply_text_transform,
-    dataset_info,
-    encoder_counts,
-    envelope,
-    open_dataset,
-    transform_name,
-    truncation_counts,
-)
+from bindscope.errors import BadInput
+from bindscope.evaluation.feed import paused_gc
+from bindscope.evaluation.results import TextTransform, open_dataset
 from bindscope.evaluation.stats import averages, clustered_proportion, proportion
+from bindscope.evaluation.splits import NegativeColumns  # noqa: F401 (part of this API)
 from bindscope.format.reader import Dataset
 from bindscope.generators.madman.attributes import ATTRIBUTES
 
-EVAL_SPLITS = ("test", "ood")
 DIGITS = tuple(str(d) for d in range(10))
 INTERVALS = ("ci95: Wilson score 95% per comparison (treats comparisons as independent); ci95_cluster: 95% "
              "percentile bootstrap over images, all comparisons of one image resampled together (2,000 resamples)")
 SPLIT_ROLES = {"test": "in-distribution", "ood": "out-of-distribution (held-out object-attribute combinations)"}
-
-
-@dataclass
-class NegativeColumns:
-    """The negatives of N samples as columns (M rows in all): sample ``i``'s are rows ``bounds[i]:bounds[i+1]``.
-
-    Attributes:
-        bounds: (N + 1,) int64, non-decreasing from 0 to M.
-        kind, attribute, caption: M str each (the fields of :class:`~bindscope.format.records.Negative`).
-        objects: M tuples of 1-based object indices.
-    """
-
-    bounds: np.ndarray
-    kind: list[str]
-    attribute: list[str]
-    objects: list[tuple[int, ...]]
-    caption: list[str]
-
-    @classmethod
-    def from_records(cls, negatives: list[list]) -> "NegativeColumns":
-        """The columns of per-sample lists of :class:`~bindscope.format.records.Negative`."""
-        flat = [n for negs in negatives for n in negs]
-        return cls(np.cumsum([0] + [len(negs) for negs in negatives], dtype=np.int64), [n.kind for n in flat],
-                   [n.attribute for n in flat], [tuple(n.objects) for n in flat], [n.caption for n in flat])
 
 
 def score_split(image_emb: np.ndarray, caption_emb: np.ndarray, negatives: list[list] | NegativeColumns,
@@ -181,71 +146,16 @@ def _counted_in_binding(owner: np.ndarray, attr: np.ndarray, objects: list[tuple
     return is_bind & ~bad
 
 
-def default_splits(ds: Dataset) -> list[str]:
-    """The evaluation splits ``test`` and ``ood`` that ``ds`` has. Raises DatasetError when it has neither."""
-    splits = [s for s in EVAL_SPLITS if s in ds.split_names]
-    if not splits:
-        raise DatasetError(f"dataset {str(ds.path)!r} has no evaluation split (test or ood); it has: "
-                           f"{', '.join(ds.split_names)}")
-    return splits
-
-
-@dataclass
-class _ScoredSamples:
-    """The samples of a split that have negatives, in index order: ``ids`` (indices in the split), ``captions``,
-    ``negatives`` and ``keys`` (image cache keys: :func:`~bindscope.encoders.embedding_cache.stored_image_key`)."""
-
-    ids: list[int]
-    captions: list[str]
-    negatives: NegativeColumns
-    keys: list[bytes]
-
-
-def _scored_samples(split) -> _ScoredSamples:
-    """The tables of the samples of ``split`` that have negatives, read a shard at a time (whole columns), and
-    every shard's specs (not yet parsed: :meth:`~bindscope.format.shard.ShardReader.check_specs`)."""
-    out = _ScoredSamples([], [], NegativeColumns([0], [], [], [], []), [])
-    columns = out.negatives
-    for number, reader in enumerate(split.shards()):
-        reader.check_specs(parse=False)  # read here, parsed by check_specs() while the images are read
-        digest = split.shard_digest(number)
-        sizes = np.diff(reader.negative_offsets)
-        keep = np.flatnonzero(sizes).tolist()
-        shard_captions = reader.captions
-        out.ids += [reader.first_index + j for j in keep]
-        out.captions += [shard_captions[j] for j in keep]
-        out.keys += [stored_image_key(digest, j) for j in keep]
-        columns.bounds += (columns.bounds[-1] + np.cumsum(sizes[keep])).tolist()
-        columns.kind += reader.negative_column("kind")  # samples without negatives have no rows
-        columns.attribute += reader.negative_column("attribute")
-        columns.objects += reader.negative_column("objects")
-        columns.caption += reader.negative_column("caption")
-    columns.bounds = np.asarray(columns.bounds, dtype=np.int64)
-    return out
-
-
-def _scored_images(batches, samples: _ScoredSamples, size: int, bar):
-    """``(cache keys, images)`` of the scored samples among ``(first index, (B, H, W, 3) uint8)`` batches of their
-    split (``size`` samples) in index order (those without negatives are left out)."""
-    scored = np.zeros(size, bool)
-    scored[samples.ids] = True
-    done = 0
-    for first, batch in batches:
-        keep = np.flatnonzero(scored[first:first + len(batch)])
-        if len(keep):
-            yield (samples.keys[done:done + len(keep)], batch if len(keep) == len(batch) else batch[keep])
-            done += len(keep)
-        bar.update(len(batch))
-
-
 def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, splits: list[str] | None = None,
                     text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
                     embedder: Embedder | None = None, progress: bool = True, check: bool = True,
                     rows: list | None = None, seed: int = 0, workers: int | None = None) -> dict:
-    """Recognition and binding accuracy of ``adapter`` on a MADMAN dataset (see the module docstring).
+    """Recognition and binding accuracy of ``adapter`` on a dataset that stores negatives (see the module
+    docstring): the ``binding`` task of :mod:`bindscope.evaluation.splits`, split by split.
 
     Args:
-        dataset: a MADMAN dataset folder or an open :class:`Dataset`.
+        dataset: a dataset folder (MADMAN, or any whose evaluation splits store recognition and binding
+            negatives) or an open :class:`Dataset`.
         adapter: an encoder with an image tower.
         splits: splits to evaluate; default: those of ``("test", "ood")`` the dataset has.
         text_transform: optional callable applied to the L2-normalised text embeddings (N, D) -> (N, D')
@@ -267,54 +177,18 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
         holds ``role``, ``num_samples``, ``num_scored`` and the :func:`score_split` blocks.
 
     Raises:
-        DatasetError: not a MADMAN dataset, a requested split is missing, no split to evaluate, a corrupt shard.
+        DatasetError: a requested split is missing, no split to evaluate, a split that stores no negatives, a
+            corrupt shard.
         BadInput: the adapter is text-only.
     """
-    ds = open_dataset(dataset, ("madman",), "madman eval", validate=False)
-    if not adapter.supports_images:
-        raise BadInput(f"madman eval needs an image encoder; {adapter.name!r} is text-only")
-    if splits is None:
-        splits = default_splits(ds)
-    for name in splits:
-        ds.split(name)  # raises DatasetError naming the available splits
+    from bindscope.evaluation.splits import plan_splits, run_splits
+
+    ds = open_dataset(dataset, validate=False)
+    chosen, splits = plan_splits(ds, ["binding"], splits)
     if check:
         ds.check(splits)  # every shard's sha256 and header, once; the opened readers are reused
-    embedder = embedder or Embedder(adapter, cache, progress=progress)
-    metrics = {"splits": {}}
-    all_texts: list[str] = []
-    all_captions: list[str] = []
-    try:
-        for name in splits:
-            split = ds.split(name)
-            samples = _scored_samples(split)
-            captions, negatives, bounds = samples.captions, samples.negatives, samples.negatives.bounds
-            # the images are read and decompressed (in a thread, and in worker processes when there are any)
-            # while the texts are encoded here
-            with read_images_ahead(split, reader_workers(len(captions), workers)) as pieces:
-                for reader in split.shards():  # an evaluation that reads no spec still refuses non-JSON ones
-                    reader.check_specs()
-                neg_texts = negatives.caption
-                text_emb = apply_text_transform(embed_texts(embedder, captions + neg_texts), text_transform)
-                with tqdm(total=len(split), desc=f"madman eval {name}", disable=not progress, unit="img") as bar:
-                    images = _scored_images(batches_of(pieces), samples, len(split), bar)
-                    image_emb = embedder.image_batches(images, total=len(captions))
-            caption_emb, flat_neg = text_emb[:len(captions)], text_emb[len(captions):]
-            negative_emb = [flat_neg[bounds[i]:bounds[i + 1]] for i in range(len(captions))]
-            scored = score_split(image_emb, caption_emb, negatives, negative_emb, ds.attribute_names, samples.ids,
-                                 rows, seed, row_fields={"split": name})
-            metrics["splits"][name] = {"role": SPLIT_ROLES.get(name, "evaluation"), "num_samples": len(split),
-                                       "num_scored": len(captions), **scored}
-            all_texts += neg_texts
-            all_captions += captions
-    finally:
-        embedder.flush()
-    counts = encoder_counts(embedder)
-    counts["truncation"] = truncation_counts(adapter, all_texts, all_captions)
-    settings = {"task": "madman", "splits": list(splits), "text_transform": transform_name(text_transform),
-                "comparison": "strict > (ties count as wrong)", "seed": seed,
-                "interval": INTERVALS,
-                "binding": "conditional on recognition of the attribute for both digits (paper)"}
-    return envelope("madman-eval", adapter, dataset_info(ds, splits), settings, metrics, counts)
+    return run_splits(ds, adapter, chosen, splits, text_transform=text_transform, embedder=embedder, cache=cache,
+                      seed=seed, progress=progress, rows=rows, workers=workers)
 
 
 def digit_negative(caption: str, present: set[int], rng: np.random.Generator) -> str:
@@ -361,10 +235,10 @@ def digit_recognition(dataset: str | os.PathLike | Dataset, adapter: EncoderAdap
         ``{"correct", "total", "accuracy" (0..1), "ci95" (Wilson), "split", "seed"}``.
 
     Raises:
-        DatasetError: not a MADMAN dataset or no such split. BadInput: a text-only adapter or a caption that
+        DatasetError: no such split. BadInput: a text-only adapter or a caption that
         does not end its descriptions with digits.
     """
-    ds = open_dataset(dataset, ("madman",), "madman digit recognition")
+    ds = open_dataset(dataset)
     if not adapter.supports_images:
         raise BadInput(f"digit recognition needs an image encoder; {adapter.name!r} is text-only")
     rng = np.random.default_rng(seed)
@@ -395,9 +269,9 @@ def size_pairs(dataset: str | os.PathLike | Dataset, split: str = "test") -> dic
     ``{sample index: (size of digit 1, size of digit 2)}`` (the input of :func:`binding_by_size_relation`).
 
     Raises:
-        DatasetError: not a MADMAN dataset or no such split.
+        DatasetError: no such split.
     """
-    ds = open_dataset(dataset, ("madman",), "madman size pairs")
+    ds = open_dataset(dataset)
     try:
         part = ds.split(split)
         pairs = {}

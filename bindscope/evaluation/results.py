@@ -1,8 +1,9 @@
 """What every evaluation shares: opening and checking datasets, text transforms, the result envelope, writing.
 
-A result is one JSON object validated by ``bindscope/schemas/eval_result.json``::
+A result is one JSON object validated by ``bindscope/schemas/eval_result.json`` with, per kind, the blocks of its
+registered tasks (:func:`bindscope.evaluation.tasks.schema.result_schema`)::
 
-    {"schema_version": 1, "kind": "madman-eval" | "comco-eval",
+    {"schema_version": 1, "kind": "madman-eval" | "comco-eval" | "comco-attention" | "bench",
      "model": {...}, "dataset": {...} | null, "settings": {...}, "metrics": {...},
      "counts": {...}, "versions": {...}}
 
@@ -25,7 +26,7 @@ import numpy as np
 
 from bindscope.encoders.embedding_cache import Embedder
 from bindscope.encoders.interface import EncoderAdapter, l2_normalise
-from bindscope.errors import BadInput, DatasetError
+from bindscope.errors import BadInput
 from bindscope.format.manifest import MANIFEST
 from bindscope.format.reader import Dataset
 from bindscope.io.atomic import write_text_atomic
@@ -36,9 +37,10 @@ SCHEMA_VERSION = 1
 TextTransform = Callable[[np.ndarray], np.ndarray]
 
 
-def open_dataset(dataset: str | os.PathLike | Dataset, generators: tuple[str, ...], task: str,
-                 validate: bool = True) -> Dataset:
-    """Open ``dataset`` (a path or an open :class:`Dataset`) and check it was made by one of ``generators``.
+def open_dataset(dataset: str | os.PathLike | Dataset, validate: bool = True) -> Dataset:
+    """Open ``dataset`` (a path or an open :class:`Dataset`). Which dataset an evaluation accepts is decided by
+    what it holds (:attr:`Dataset.holds <bindscope.format.reader.Dataset.holds>`) against what its tasks need,
+    not by the generator that made it.
 
     ``validate`` (for a path): how shards are checked on open (:class:`Dataset`); the evaluations pass False:
     they read few of the string columns (captions and negatives), each checked when first read, and parse the
@@ -46,13 +48,9 @@ def open_dataset(dataset: str | os.PathLike | Dataset, generators: tuple[str, ..
     before anything is written.
 
     Raises:
-        DatasetError: missing/unfinished folder, invalid manifest, or the wrong generator for ``task``.
+        DatasetError: missing/unfinished folder or invalid manifest.
     """
-    ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset, validate=validate)
-    if ds.generator not in generators:
-        raise DatasetError(f"{task} needs a {' or '.join(generators)} dataset, but {str(ds.path)!r} was made by "
-                           f"{ds.generator!r}")
-    return ds
+    return dataset if isinstance(dataset, Dataset) else Dataset(dataset, validate=validate)
 
 
 def dataset_info(ds: Dataset, splits: list[str]) -> dict:
@@ -134,12 +132,24 @@ def encoder_counts(embedder: Embedder) -> dict:
 def envelope(kind: str, adapter: EncoderAdapter, dataset: dict | None, settings: dict, metrics: dict,
              counts: dict, schema: str = "eval_result") -> dict:
     """The one result envelope of every encoder result (evaluations, probes, LABCLIP): assemble it and
-    validate it against ``schema`` (``eval_result`` or ``alignment_result``; RuntimeError if it violates the
-    schema: a bug)."""
+    validate it against ``schema`` (``eval_result``: with the registered tasks' blocks,
+    :func:`bindscope.evaluation.tasks.schema.validate_result`; or ``alignment_result``; RuntimeError if it violates
+    the schema: a bug)."""
     result = {"schema_version": SCHEMA_VERSION, "kind": kind, "model": model_info(adapter), "dataset": dataset,
               "settings": settings, "metrics": metrics, "counts": counts, "versions": versions()}
-    validate(result, schema, f"{schema.replace('_', ' ')} (internal error)", error=RuntimeError)
+    check_result(result, schema, f"{schema.replace('_', ' ')} (internal error)")
     return result
+
+
+def check_result(result: dict, schema: str, what: str) -> None:
+    """RuntimeError unless ``result`` is valid against ``schema`` (``eval_result``: composed with the registered
+    tasks' block schemas)."""
+    if schema == "eval_result":
+        from bindscope.evaluation.tasks.schema import validate_result
+
+        validate_result(result, what, RuntimeError)
+    else:
+        validate(result, schema, what, error=RuntimeError)
 
 
 def slug(text: str) -> str:
@@ -183,7 +193,7 @@ def write_result(path: str | os.PathLike, result: dict, overwrite: bool = False,
     line, to :func:`samples_path` (also atomically), so a result file never exists without its rows.
     """
     path = check_result_path(path, overwrite)
-    validate(result, schema, "evaluation result (internal error)", error=RuntimeError)
+    check_result(result, schema, "evaluation result (internal error)")
     path.parent.mkdir(parents=True, exist_ok=True)
     if rows is not None:
         write_text_atomic(samples_path(path), "".join(json.dumps(r, sort_keys=True, ensure_ascii=False,

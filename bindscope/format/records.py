@@ -29,7 +29,7 @@ class ObjectRecord:
         area: visible pixel count (number of mask pixels equal to ``index``).
         size_rank: 1 for the largest visible area in the sample, 2 for the next, ... (ties broken by index).
         salient: True for the sample's salient object (MADMAN: the centred digit; ComCO: the large one in
-            ``one-large`` mode, else the object of size rank 1).
+            ``one-large`` mode, else the object of size rank 1; with ``saliency`` the object it names).
         mention_position: 1-based position of the object's mention in the caption, 0 if not mentioned.
         extras: generator-specific numeric columns (e.g. ``{"occlusion": 0.1}``), float32 on disk; the
             names are listed in the manifest's ``object_extras``.

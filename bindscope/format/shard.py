@@ -31,7 +31,7 @@ import numpy as np
 
 from bindscope.errors import DatasetError
 from bindscope.format.records import Negative, ObjectRecord, Sample
-from bindscope.io.atomic import atomic_path
+from bindscope.io.atomic import atomic_hdf5
 from bindscope.io.canonical import sha256_file
 from bindscope.io.inside import regular_file
 
@@ -97,7 +97,7 @@ def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: 
         raise ValueError("all samples of a shard must have the same arrays (names, shapes, dtypes)")
     objects = [o for s in samples for o in s.objects]
     negatives = [n for s in samples for n in s.negatives]
-    with atomic_path(path, before_rename) as tmp, h5py.File(tmp, "w", libver="v110", track_order=False) as f:
+    with atomic_hdf5(path, before_rename, libver="v110", track_order=False) as f:
         f.attrs["format_version"] = FORMAT_VERSION
         f.attrs["split"] = split
         f.attrs["first_index"] = first_index
@@ -432,6 +432,13 @@ class ShardReader:
     def objects(self, local: int) -> list[ObjectRecord]:
         """The objects of the shard's ``local``-th sample."""
         return self._object_records(int(self.object_offsets[local]), int(self.object_offsets[local + 1]))
+
+    def object_numbers(self, name: str) -> np.ndarray:
+        """One integer column of the objects table for every object of the shard (``index``, ``category_id``,
+        ``area``, ``size_rank`` or ``mention_position``). Raises KeyError for another name."""
+        if name not in _OBJECT_INT_COLUMNS:
+            raise KeyError(f"no integer objects column {name!r}; the columns are {', '.join(_OBJECT_INT_COLUMNS)}")
+        return self._objects[name]
 
     def all_objects(self) -> list[list[ObjectRecord]]:
         """The objects of every sample, ``[objects of sample 0, ...]`` (one pass over the table; the same

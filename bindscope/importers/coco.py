@@ -58,7 +58,7 @@ NAME = "coco"
 COCO_LICENCE = ("COCO annotations (captions, instances): Creative Commons Attribution 4.0 (CC BY 4.0), "
                 "https://cocodataset.org/#termsofuse; COCO images: Flickr terms of use, each image under the "
                 "licence named in the instances file's `licenses`")
-VERSION = "1"
+VERSION = "2"  # the importer's version in the manifest; changes whenever the same input would give other bytes
 POLYGON_TOLERANCE = 1.0  # pixels a polygon vertex may lie outside the image (COCO rounds vertices)
 MAX_OBJECTS = 255  # the uint8 instance mask
 ATTRIBUTES = ["supercategory"]

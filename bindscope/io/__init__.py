@@ -1,2 +1,3 @@
-"""Files on disk: atomic writes, canonical JSON and hashing, output ownership and locks, worker lifetime, the cache
+"""Files on disk: atomic writes, canonical JSON and hashing, output ownership and locks, the one claim every writer takes
+on its output (``claim``), worker lifetime, the cache
 folder, reading ahead in a thread."""

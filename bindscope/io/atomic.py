@@ -147,8 +147,13 @@ def atomic_hdf5(path: str | os.PathLike, before_rename: Callable[[], None] | Non
     HDF5 must never meet a full disk itself: a write that fails inside the library (``errno = 28``) leaves its
     objects in a state that crashes the process (segmentation fault) when they are closed or collected, after
     any error message. Here the library writes only to memory, and a full disk is an ordinary ``ENOSPC`` in
-    :func:`atomic_path`, hence :class:`~bindscope.errors.DiskFull` naming ``path``. The bytes are those HDF5
-    writes to a file directly (the same library, the same calls). Memory: one compressed copy of the file.
+    :func:`atomic_path`, hence :class:`~bindscope.errors.DiskFull` naming ``path``.
+
+    Bytes: the same calls give the same file, for any process. They are those HDF5 writes to a file directly
+    except at the end: the image is taken while the file is still open, so it keeps the free space HDF5 gives
+    back when it closes a file (1 KiB of zeros in bindscope's shards) and the superblock's end-of-file address
+    says so. Memory: the file as written (compressed), held once while the block runs and twice for the moment
+    HDF5 hands the image over; nothing else.
 
     ``file_options`` go to :class:`h5py.File` (e.g. ``libver="v110", track_order=False``).
     """

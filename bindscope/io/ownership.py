@@ -1,5 +1,8 @@
 """Output folders bindscope may write into and delete: ownership marker, exclusive lock, worker lifetime.
 
+These are the parts; writers use them through :mod:`bindscope.io.claim`, the one claim on an output folder (what
+it holds, the lock, new / resume / overwrite, stage and rename, clean-up on every signal).
+
 Every folder a bindscope run creates (a dataset, a ``madman train`` run, a sweep, a release) holds the marker
 ``.bindscope.json``::
 
@@ -11,9 +14,9 @@ refuses anything else with :class:`~bindscope.errors.BadInput` (exit status 2) a
 
 A run holds :class:`OutputLock` on its folder from its first write to its last (``fcntl.flock`` on
 ``.bindscope.lock``, an advisory lock released by the kernel when the process dies, so a ``kill -9`` leaves no
-stale lock). A second writer fails at once with ``BadInput`` naming the holder (pid, host, command). Parts of
-one run that share a folder take the lock shared, so they run together, while a single run or an
-``--overwrite`` needs it exclusive.
+stale lock: the lock file it leaves is free and taken over like any other). A second writer fails at once with
+``BadInput`` naming the holder (pid, host, command). Parts of one run that share a folder take the lock shared,
+so they run together, while a single run or an ``--overwrite`` needs it exclusive.
 
 Paths are resolved (symlinks followed) before any check, and :func:`resolve_output` refuses an empty path and
 the current folder or one of its ancestors: a run never writes into or clears the folder it was started from.
@@ -241,6 +244,12 @@ class OutputLock:
             os.close(fd)
             raise BadInput(f"lock file {str(self.path)!r} is not a regular file: remove it", param=self.flag)
         return fd
+
+    def moved(self, folder: str | os.PathLike) -> None:
+        """Record that the held lock's folder was renamed to ``folder`` (the lock file moved with it), so that
+        :meth:`__exit__` removes the file under its new name (see :mod:`bindscope.io.claim`'s publish)."""
+        self.folder = Path(folder)
+        self.path = self.folder / self.path.name
 
     def __exit__(self, *exc) -> None:
         fd, self._fd = self._fd, None

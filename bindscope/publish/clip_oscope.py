@@ -21,16 +21,16 @@ compression level 6 without metadata, ``clip-oscope.json`` as canonical JSON.
 
 Refused with :class:`~bindscope.errors.BadInput` before anything is written: two scenes that would get the same
 file name (the same objects in the same order), two references of one class, a category name that cannot be
-read back from a file name (containing ``_`` or ``/``, or empty), and a scene object without a reference image
-(the scripts look every object up among the references). The folder is written under a temporary name beside
-``out`` and renamed into place when complete.
+read back from a file name (containing ``_`` or ``/``, or empty) or too long for one (a file name holds at most
+255 bytes), and a scene object without a reference image (the scripts look every object up among the references).
+The folder is claimed through :mod:`bindscope.io.claim` (kind :data:`CLIP_OSCOPE`, staged): written into a staging
+folder beside ``out`` and exchanged with ``out`` when complete, under ``out``'s lock; ``overwrite`` replaces only an
+earlier clip-oscope export. The export's folders get the permissions of any new folder (the umask's).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from bindscope.errors import BadInput
@@ -38,13 +38,15 @@ from bindscope.format.manifest import MANIFEST
 from bindscope.format.reader import Dataset
 from bindscope.format.records import ordered_objects
 from bindscope.io.canonical import canonical_json, sha256_file
-from bindscope.io.ownership import bookkeeping, read_marker, resolve_output, write_marker
+from bindscope.io.claim import OutputKind, check_output, claim_output
 
 KIND = "clip-oscope"
 INDEX_FILE = "clip-oscope.json"
 REFERENCES = "references"
 PNG_LEVEL = 6
 MAX_NAME_BYTES = 255  # the longest file name most file systems take
+CLIP_OSCOPE = OutputKind(KIND, "clip-oscope export", staged=True)
+"""An export folder, for :mod:`bindscope.io.claim`."""
 
 
 def objects_folder(n: int) -> str:
@@ -57,6 +59,11 @@ def _check_name(category: str, where: str) -> str:
         raise BadInput(f"{where}: category {category!r} cannot be written into the authors' file names "
                        "(obj1_obj2_..._objn.png is split at '_'): a category name must be non-empty and hold no "
                        "'_' or '/'", param="data")
+    size = len(category.encode())
+    if size > MAX_NAME_BYTES - len(".png"):
+        raise BadInput(f"{where}: category {category[:40]!r}... is {size} bytes long (UTF-8); a file name holds at "
+                       f"most {MAX_NAME_BYTES} bytes, so <category>.png allows at most {MAX_NAME_BYTES - 4}",
+                       param="data")
     return category
 
 
@@ -73,8 +80,9 @@ def plan_export(dataset: Dataset, split: str = "scenes", object_order: str = "me
 
     Raises:
         BadInput: a bad ``object_order``, no ``references`` split, a split name that is ``references``, a
-            category that cannot be a file-name part, two references of one class, a scene object without a
-            reference, or two scenes with the same file name (both sample indices named).
+            category that cannot be a file-name part (or is too long for a file name), two references of one
+            class, a scene object without a reference, or two scenes with the same file name (both sample indices
+            named).
         DatasetError: no such split.
     """
     ordered_objects([], object_order)
@@ -139,29 +147,19 @@ def export_clip_oscope(data: str | os.PathLike, out: str | os.PathLike, split: s
 
     Raises:
         BadInput: see :func:`plan_export`; an ``out`` that is a file, inside the source, or not empty (and not
-            an earlier export with ``overwrite``).
+            an earlier export with ``overwrite``), or that another run is writing (naming it).
         DatasetError: ``data`` is not a finished dataset or a shard fails its check.
     """
-    out = resolve_output(out)
+    out = check_output(out, CLIP_OSCOPE, overwrite)  # before the source is read
     source = Path(data).resolve()
     if out == source or source in out.parents or out in source.parents:
         raise BadInput(f"out {str(out)!r} must not be the source dataset, lie inside it or contain it", param="out")
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise BadInput(f"out {str(out)!r} exists and is not a folder", param="out")
-    replace = False
-    if out.is_dir() and any(not bookkeeping(p.name) for p in out.iterdir()):
-        marker = read_marker(out)
-        if not overwrite or marker is None or marker.get("kind") != KIND:
-            raise BadInput(f"out {str(out)!r} is not empty; choose a new or empty folder"
-                           + (" (overwrite=True replaces only an earlier clip-oscope export)" if overwrite else
-                              ", or pass overwrite=True to replace an earlier clip-oscope export"), param="out")
-        replace = True
     with Dataset(source) as ds:
         plan = plan_export(ds, split, object_order)
         ds.check([REFERENCES, split])
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-        try:
+        source_sha256 = sha256_file(source / MANIFEST)
+        with claim_output(out, CLIP_OSCOPE, source_sha256, overwrite=overwrite) as claim:
+            staging = claim.staging()
             (staging / REFERENCES).mkdir()
             refs = ds.split(REFERENCES)
             for name, index in plan["references"].items():
@@ -170,26 +168,13 @@ def export_clip_oscope(data: str | os.PathLike, out: str | os.PathLike, split: s
             for path, index in plan["scenes"].items():
                 (staging / path).parent.mkdir(exist_ok=True)
                 _write_png(scenes[index].image, staging / path)
-            source_sha256 = sha256_file(source / MANIFEST)
             index = {"format": "bindscope-clip-oscope-export", "format_version": 1,
                      "source": {"manifest_sha256": source_sha256, "generator": ds.generator},
                      "split": split, "object_order": object_order,
                      "references": {f"{REFERENCES}/{k}": v for k, v in plan["references"].items()},
                      "scenes": plan["scenes"]}
             (staging / INDEX_FILE).write_text(canonical_json(index), encoding="utf-8")
-            write_marker(staging, KIND, source_sha256)
-            if replace:
-                old = out.with_name(f".{out.name}.old-{os.getpid()}")
-                os.replace(out, old)
-                os.replace(staging, out)
-                shutil.rmtree(old)
-            else:
-                if out.is_dir():
-                    out.rmdir()  # empty (bookkeeping files aside, which an empty folder does not hold here)
-                os.replace(staging, out)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+            claim.publish()
     files = {REFERENCES: len(plan["references"])}
     for path in plan["scenes"]:
         files[path.split("/")[0]] = files.get(path.split("/")[0], 0) + 1

@@ -3,7 +3,8 @@
 Uses ``huggingface_hub`` (https://huggingface.co/docs/huggingface_hub): :meth:`HfApi.whoami` first (is the Hub
 reachable, is the token valid?), then :meth:`HfApi.create_repo` (``repo_type="dataset"``, ``exist_ok=True``,
 the ``private`` flag) and :meth:`HfApi.upload_folder` (one commit with the given message; large folders are
-committed in several parts by huggingface_hub). Local-only files (``.bindscope-*``) are not uploaded.
+committed in several parts by huggingface_hub). Local-only files (``.bindscope-*`` and the ownership marker
+``.bindscope.json``) are not uploaded.
 
 The endpoint is ``HF_ENDPOINT`` (default https://huggingface.co) and the token ``HF_TOKEN`` or the one saved
 by ``hf auth login``, as everywhere in huggingface_hub.
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from bindscope.errors import BadInput
 
-LOCAL_ONLY = [".bindscope-*"]
+LOCAL_ONLY = [".bindscope-*", ".bindscope.json"]
 
 
 class HubError(RuntimeError):
@@ -66,7 +67,8 @@ def connect(repo_id: str, token: str | None = None, endpoint: str | None = None)
 
 
 def push_release(folder: str | os.PathLike, repo_id: str, private: bool = False,
-                 commit_message: str | None = None, token: str | None = None, endpoint: str | None = None) -> str:
+                 commit_message: str | None = None, token: str | None = None, endpoint: str | None = None,
+                 progress: bool = True) -> str:
     """Upload the release ``folder`` to the dataset repository ``repo_id``; return the commit URL.
 
     Args:
@@ -76,6 +78,7 @@ def push_release(folder: str | os.PathLike, repo_id: str, private: bool = False,
         commit_message: the commit title (default ``"Upload bindscope release"``).
         token: a Hub token (default: ``HF_TOKEN`` or the saved login).
         endpoint: the Hub URL (default: ``HF_ENDPOINT`` or https://huggingface.co).
+        progress: show ``huggingface_hub``'s upload progress bars.
 
     Raises:
         BadInput: ``folder`` is not a release; ``repo_id`` is malformed.
@@ -84,16 +87,17 @@ def push_release(folder: str | os.PathLike, repo_id: str, private: bool = False,
     """
     from huggingface_hub.errors import HfHubHTTPError
 
-    from bindscope.publish.release import read_card_header
+    from bindscope.publish.release import progress_bars, read_card_header
 
     folder = Path(folder)
     read_card_header(folder)  # DatasetError (a BadInput) unless it is a release folder with a card
     api, user = connect(repo_id, token, endpoint)
     try:
         api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-        info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="dataset",
-                                 commit_message=commit_message or "Upload bindscope release",
-                                 ignore_patterns=list(LOCAL_ONLY))
+        with progress_bars(progress):
+            info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="dataset",
+                                     commit_message=commit_message or "Upload bindscope release",
+                                     ignore_patterns=list(LOCAL_ONLY))
     except HfHubHTTPError as exc:
         raise HubError(f"the Hub at {api.endpoint} refused the upload to {repo_id} as {user} ({exc}); "
                        "no commit was made") from None

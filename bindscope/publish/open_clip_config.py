@@ -34,6 +34,7 @@ resizes bilinearly without augmentation.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -104,6 +105,15 @@ def open_clip_model_config(model: dict) -> tuple[dict, list[str]]:
             "text_cfg": text_cfg}, notes
 
 
+def shipped_by_open_clip(name: str) -> bool:
+    """Whether ``name`` is the name of a model config open_clip ships (``open_clip/model_configs/<name>.json``),
+    which a config registered under that name (``open_clip.add_model_config``) would replace. open_clip is
+    looked up, not imported."""
+    spec = importlib.util.find_spec("open_clip")
+    folders = (spec.submodule_search_locations or []) if spec is not None else []
+    return any((Path(folder) / "model_configs" / f"{name}.json").is_file() for folder in folders)
+
+
 def run_model(run: str | os.PathLike) -> dict:
     """The architecture (``ModelConfig.to_dict()``) of the ``madman train`` run folder ``run``, read from its
     ``run.json``.
@@ -122,9 +132,11 @@ def run_model(run: str | os.PathLike) -> dict:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise BadInput(f"run {str(run)!r}: {RUN_FILE} does not parse ({exc})", param="run") from None
-    model = record.get("config", {}).get("model") if isinstance(record, dict) else None
+    config = record.get("config") if isinstance(record, dict) else None
+    model = config.get("model") if isinstance(config, dict) else None
     if not isinstance(model, dict):
-        raise BadInput(f"run {str(run)!r}: {RUN_FILE} has no config.model entry", param="run")
+        raise BadInput(f"run {str(run)!r}: {RUN_FILE} has no config.model entry (a JSON object with a 'config' "
+                       "object holding the 'model' object of a madman train run)", param="run")
     return model
 
 
@@ -133,7 +145,8 @@ def export_open_clip_config(run: str | os.PathLike | None, out: str | os.PathLik
     """Write the open_clip model config of a ``madman train`` run (or of ``model``) to the JSON file ``out``.
 
     ``open_clip.add_model_config(out)`` then registers it under the file's stem (``cfg.json`` -> ``"cfg"``), the
-    name ``open_clip.create_model`` and ``open_clip_train --model`` take (see docs/export.md).
+    name ``open_clip.create_model`` and ``open_clip_train --model`` take (see docs/export.md); a stem that is a
+    model open_clip ships (``ViT-B-32``) is refused, as the config would replace open_clip's own.
 
     Args:
         run: a ``madman train`` run folder (its ``run.json`` names the architecture); None with ``model``.
@@ -146,9 +159,14 @@ def export_open_clip_config(run: str | os.PathLike | None, out: str | os.PathLik
 
     Raises:
         BadInput: neither or both of ``run`` and ``model``; see :func:`run_model` and
-            :func:`open_clip_model_config`; ``out`` exists (without ``overwrite``), is a folder, or does not end
-            in ``.json``. Nothing is written then.
+            :func:`open_clip_model_config`; ``out`` exists (without ``overwrite``), is a folder or a link, does
+            not end in ``.json``, its stem names a model open_clip ships (:func:`shipped_by_open_clip`), is a file
+            that is not an open_clip model config (with ``overwrite``: only such a file is replaced), or another
+            export writes it (naming it). Nothing is written then.
+
+    The file is claimed through :func:`bindscope.io.claim.claim_file` (a lock beside it) and written atomically.
     """
+    from bindscope.io.claim import claim_file
     from bindscope.io.ownership import check_output_location
 
     if (run is None) == (model is None):
@@ -158,12 +176,24 @@ def export_open_clip_config(run: str | os.PathLike | None, out: str | os.PathLik
     if path.suffix != ".json" or path.stem in ("", "."):
         raise BadInput(f"out {str(out)!r} must be a file name ending in .json (its stem becomes the open_clip "
                        "model name)", param="out")
+    if shipped_by_open_clip(path.stem):
+        raise BadInput(f"out {str(out)!r}: its stem {path.stem!r} is a model open_clip ships, which the exported "
+                       f"config would replace once added; choose another name, e.g. "
+                       f"{str(path.with_name('bs-' + path.name))!r}", param="out")
     check_output_location("out", path)
-    if path.is_dir() or path.is_symlink():
-        raise BadInput(f"out {str(out)!r} is a folder or a link; give a new .json file", param="out")
-    if path.exists() and not overwrite:
-        raise BadInput(f"out {str(out)!r} exists; pass overwrite=True to replace it", param="out")
-    config, notes = open_clip_model_config(run_model(run) if run is not None else model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, canonical_json(config))
+    with claim_file(path, is_model_config, "open_clip model config", overwrite) as target:
+        config, notes = open_clip_model_config(run_model(run) if run is not None else model)
+        write_text_atomic(target, canonical_json(config))
     return {"path": path, "name": path.stem, "config": config, "notes": notes}
+
+
+def is_model_config(path: str | os.PathLike) -> bool:
+    """True when the file ``path`` is an open_clip model config of the shape :func:`open_clip_model_config` writes
+    (a JSON object of exactly ``embed_dim``, ``quick_gelu``, ``vision_cfg`` and ``text_cfg``, at most 64 KiB): the
+    only file ``overwrite`` replaces."""
+    try:
+        with open(path, "rb") as handle:
+            config = json.loads(handle.read(1 << 16).decode("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and set(config) == {"embed_dim", "quick_gelu", "vision_cfg", "text_cfg"}

@@ -6,6 +6,7 @@ Layout of a release folder (what ``datasets.load_dataset(RELEASE_DIR)`` and the 
                                                 size category) + how the data was generated
     <config>/<split>-00000-of-0000N.parquet     rows of one split, at most ``max_shard_size`` each (500 MB)
     .bindscope-source.json                      local only (never uploaded): where the source dataset is
+    .bindscope.json                             local only: the ownership marker (kind "release")
 
 Configs: a MADMAN dataset gives one config, ``default``, with its splits (``train``, ``test``, ``ood``); a
 ComCO dataset gives one config per split, named after it — ``scenes`` (the default config) and
@@ -41,10 +42,12 @@ import json
 import math
 import os
 import shutil
-import tempfile
+import warnings
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from string import Template
+from typing import Iterator
 
 import numpy as np
 import yaml
@@ -57,13 +60,15 @@ from bindscope.format.reader import Dataset
 from bindscope.format.records import Sample
 from bindscope.io.canonical import canonical_json, sha256_file
 from bindscope.io.inside import file_inside
-from bindscope.io.ownership import OutputLock, bookkeeping, resolve_output
-from bindscope.io.workers import terminate_as_interrupt
+from bindscope.io.claim import OutputKind, check_output, claim_output
+from bindscope.io.ownership import resolve_output
 from bindscope.publish.verify import verify_dataset
 
 SOURCE_FILE = ".bindscope-source.json"
 DEFAULT_MAX_SHARD_SIZE = "500MB"
 TASK_CATEGORIES = ["zero-shot-image-classification", "image-to-text", "text-to-image", "image-segmentation"]
+RELEASE = OutputKind("release", "bindscope release", staged=True)
+"""A release folder, for :mod:`bindscope.io.claim`."""
 SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
                    (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M")]
 
@@ -286,42 +291,56 @@ def _check_release(source, out, licence: str, jobs: int, overwrite: bool) -> tup
     out = resolve_output(out)
     if out == source or source in out.parents:
         raise BadInput(f"out {str(out)!r} must not be the source dataset or lie inside it", param="out")
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise BadInput(f"out {str(out)!r} exists and is not a folder", param="out")
+    check_output(out, RELEASE, overwrite)  # a file, a foreign folder, or an earlier release without overwrite
     manifest = check_source(source)
     return source, out, manifest
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
-    """BadInput unless ``out`` is empty (lock files aside), or an earlier release (its
-    ``.bindscope-source.json`` a regular file, not a link) and ``overwrite``. Called under the output lock."""
-    if not any(not bookkeeping(p.name) for p in out.iterdir()):
+@contextmanager
+def progress_bars(enabled: bool) -> Iterator[None]:
+    """Within the block, the progress bars of ``datasets`` and ``huggingface_hub`` as they are (``enabled``) or
+    off; after it, as they were."""
+    if enabled:
+        yield
         return
-    if not overwrite:
-        raise BadInput(f"out {str(out)!r} is not empty; pass overwrite=True to replace an earlier release",
-                       param="out")
-    mark = out / SOURCE_FILE
-    if mark.is_symlink() or not mark.is_file():
-        raise BadInput(f"out {str(out)!r} is not a folder made by bindscope release; overwrite=True only "
-                       "replaces an earlier release", param="out")
+    import datasets
+    from huggingface_hub import utils as hub_utils
+
+    was = datasets.is_progress_bar_enabled(), not hub_utils.are_progress_bars_disabled()
+    with warnings.catch_warnings():  # an environment variable that forces the bars on wins, with a warning
+        warnings.simplefilter("ignore")
+        datasets.disable_progress_bars()
+        hub_utils.disable_progress_bars()
+    try:
+        yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if was[0]:
+                datasets.enable_progress_bars()
+            if was[1]:
+                hub_utils.enable_progress_bars()
 
 
-def _arrow_files(source: str, split: str, shards: list[int], features, cache: str) -> list[str]:
+def _arrow_files(source: str, split: str, shards: list[int], features, cache: str,
+                 progress: bool = True) -> list[str]:
     """Encode the rows of ``shards`` into an Arrow file under ``cache``; return its path(s). Runs in this process or
-    in a joblib worker."""
+    in a joblib worker; ``progress``: show ``datasets``' progress bar."""
     import datasets
 
-    part = datasets.Dataset.from_generator(
-        _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
-        gen_kwargs={"source": source, "split": split, "shards": shards})
+    with progress_bars(progress):
+        part = datasets.Dataset.from_generator(
+            _rows, features=features, cache_dir=cache, split=datasets.NamedSplit(split),
+            gen_kwargs={"source": source, "split": split, "shards": shards})
     return [entry["filename"] for entry in part.cache_files]
 
 
 def _write_parquet(source: Path, split: str, num_shards: int, features, staging: Path, config: str,
-                   max_bytes: int, jobs: int, out: Path) -> tuple[int, list[str]]:
+                   max_bytes: int, jobs: int, scratch: Path, progress: bool) -> tuple[int, list[str]]:
     """Convert one split to Parquet files under ``staging/config`` (each at most about ``max_bytes``); return
-    ``(rows, relative file names)``. ``datasets`` keeps an Arrow copy of the split next to ``out`` (same file
-    system, usually more room than /tmp), deleted once the split's Parquet files are written.
+    ``(rows, relative file names)``. ``datasets`` keeps an Arrow copy of the split in ``scratch`` (beside the
+    release folder: same file system, usually more room than /tmp), deleted once the split's Parquet files are
+    written.
 
     With ``jobs > 1`` contiguous groups of shards are encoded by joblib's loky workers, which are started fresh
     rather than forked (a fork of a process that already runs threads, as a test session or a notebook does,
@@ -330,12 +349,14 @@ def _write_parquet(source: Path, split: str, num_shards: int, features, staging:
     import datasets
     from joblib import Parallel, delayed
 
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.cache-", dir=out.parent) as cache:
+    cache = scratch / split
+    cache.mkdir()
+    try:
         groups = [list(g) for g in _contiguous_groups(num_shards, max(1, min(jobs, num_shards)))]
-        tasks = [delayed(_arrow_files)(str(source), split, group, features, os.path.join(cache, str(i)))
+        tasks = [delayed(_arrow_files)(str(source), split, group, features, os.path.join(cache, str(i)), progress)
                  for i, group in enumerate(groups)]
         if len(tasks) == 1:
-            files = [_arrow_files(str(source), split, groups[0], features, os.path.join(cache, "0"))]
+            files = [_arrow_files(str(source), split, groups[0], features, os.path.join(cache, "0"), progress)]
         else:
             files = Parallel(n_jobs=len(tasks), backend="loky")(tasks)
         parts = [datasets.Dataset.from_file(name) for group in files for name in group]
@@ -344,10 +365,13 @@ def _write_parquet(source: Path, split: str, num_shards: int, features, staging:
         names = []
         for i in range(num_files):
             name = f"{config}/{split}-{i:05d}-of-{num_files:05d}.parquet"
-            table.shard(num_files, i, contiguous=True).to_parquet(str(staging / name))
+            with progress_bars(progress):
+                table.shard(num_files, i, contiguous=True).to_parquet(str(staging / name))
             names.append(name)
         rows = len(table)
         del table, parts
+    finally:
+        shutil.rmtree(cache)
     return rows, names
 
 
@@ -358,26 +382,15 @@ def _contiguous_groups(count: int, groups: int) -> list[range]:
     return [range(starts[i], starts[i + 1]) for i in range(groups)]
 
 
-def _swap_into_place(staging: Path, out: Path) -> None:
-    """Rename the finished ``staging`` folder to ``out`` (an earlier release there is moved aside, then
-    deleted)."""
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(staging, out)
-        shutil.rmtree(old)
-    else:
-        os.replace(staging, out)
-
-
 def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str = "other",
                  pretty_name: str | None = None, max_shard_size: str | int = DEFAULT_MAX_SHARD_SIZE,
-                 jobs: int = 1, overwrite: bool = False, repo_id: str | None = None) -> dict:
+                 jobs: int = 1, overwrite: bool = False, repo_id: str | None = None, progress: bool = True) -> dict:
     """Write the release folder ``out`` for the dataset ``source``; return a summary.
 
-    The folder is assembled under a temporary name next to ``out`` and renamed into place when complete, so
-    ``out`` never holds a partial release. During the conversion ``datasets`` keeps an Arrow copy of the split being
-    converted next to ``out`` too (removed after each split).
+    The folder is claimed through :mod:`bindscope.io.claim` (kind :data:`RELEASE`, staged): assembled in a staging
+    folder next to ``out`` and exchanged with ``out`` when complete, so ``out`` never holds a partial release.
+    During the conversion ``datasets`` keeps an Arrow copy of the split being converted in a scratch folder next
+    to ``out`` too (removed after each split).
 
     Args:
         source: a finished bindscope dataset folder.
@@ -386,8 +399,10 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
         pretty_name: card title (default: ``"<generator> dataset (bindscope)"``).
         max_shard_size: upper bound of one Parquet file, e.g. ``"500MB"`` (estimated from the Arrow size).
         jobs: processes that encode PNGs (joblib loky workers); the output does not depend on it.
-        overwrite: replace an existing release folder (only one made by ``bindscope release``).
+        overwrite: replace an existing release folder (only one made by ``bindscope release``: its marker says
+            so).
         repo_id: Hub repository named in the card's loading example.
+        progress: show ``datasets``' progress bars (encoding, Parquet writing).
 
     Returns:
         ``{"configs": {config: [splits]}, "rows": {split: n}, "files": [relative paths]}``.
@@ -404,47 +419,26 @@ def make_release(source: str | os.PathLike, out: str | os.PathLike, licence: str
     card_file = source / "README.md"  # read before any work: a card linked out of the source is refused now
     source_card = "" if not (card_file.exists() or card_file.is_symlink()) else \
         file_inside(source, "README.md", "dataset card", DatasetError).read_text(encoding="utf-8")
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        return _release_into(source, out, manifest, layout, features, licence, pretty_name, source_card,
-                             max_bytes, jobs, overwrite, repo_id)
-    except BaseException:
-        if created and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()  # the folder this run made, left empty: no trace of a failed release
-        raise
-
-
-def _release_into(source: Path, out: Path, manifest: dict, layout: dict, features, licence: str, pretty_name: str,
-                  source_card: str, max_bytes: int, jobs: int, overwrite: bool, repo_id: str | None) -> dict:
-    """The body of :func:`make_release`, once ``out`` exists: lock, convert into a staging folder, swap."""
-    # The lock every writer of a folder takes, on --out itself: a generate, merge or train on the same folder
-    # is refused while the release runs, and the release is refused while one of them runs. What --out holds
-    # is checked under the lock. SIGTERM and SIGHUP clean up like Ctrl-C.
-    with terminate_as_interrupt(), OutputLock(out):
-        _check_out(out, overwrite)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-        umask = os.umask(0)
-        os.umask(umask)
-        staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; a release folder is an ordinary folder
+    # The claim every writer takes (bindscope.io.claim), on --out itself: a generate, merge or train on the same
+    # folder is refused while the release runs, and the release is refused while one of them runs; what --out
+    # holds is checked again under the lock. SIGTERM and SIGHUP clean up like Ctrl-C.
+    with claim_output(out, RELEASE, sha256_file(source / MANIFEST), overwrite=overwrite) as claim:
+        staging, scratch = claim.staging(), claim.scratch()
         files: list[str] = []
         rows: dict[str, int] = {}
-        try:
-            for config, splits in layout.items():
-                (staging / config).mkdir()
-                for split in splits:
-                    rows[split], names = _write_parquet(source, split, len(manifest["splits"][split]["shards"]),
-                                                        features, staging, config, max_bytes, jobs, out)
-                    files += names
-            card = release_card(manifest, layout, rows, licence, pretty_name, source_card, repo_id)
-            (staging / "README.md").write_text(card, encoding="utf-8")
-            (staging / SOURCE_FILE).write_text(canonical_json({
-                "source": str(source), "source_manifest_sha256": sha256_file(source / MANIFEST),
-                "config_sha256": manifest.get("config_sha256"), "configs": layout, "rows": rows}), encoding="utf-8")
-            _swap_into_place(staging, out)
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging)
+        for config, splits in layout.items():
+            (staging / config).mkdir()
+            for split in splits:
+                rows[split], names = _write_parquet(source, split, len(manifest["splits"][split]["shards"]),
+                                                    features, staging, config, max_bytes, jobs, scratch,
+                                                    progress)
+                files += names
+        card = release_card(manifest, layout, rows, licence, pretty_name, source_card, repo_id)
+        (staging / "README.md").write_text(card, encoding="utf-8")
+        (staging / SOURCE_FILE).write_text(canonical_json({
+            "source": str(source), "source_manifest_sha256": sha256_file(source / MANIFEST),
+            "config_sha256": manifest.get("config_sha256"), "configs": layout, "rows": rows}), encoding="utf-8")
+        claim.publish()
     return {"configs": layout, "rows": rows, "files": ["README.md"] + files}
 
 

@@ -34,6 +34,9 @@ def verify_dataset(path: str | os.PathLike, check_masks: bool = True) -> list[st
       :class:`bindscope.format.shard.ShardReader`); its own attributes (split, first index, count, object
       count, image size, attribute column order, per-sample array names, shapes and dtypes, and the run id =
       ``config_sha256``, which covers generator, config and seed) against the manifest;
+    - each sample's stored plan, where its generator checks plans (``generator.plan_problem(spec, objects)``,
+      e.g. MADMAN's: digit sources in range, known attribute values, a digit of the class of each object; see
+      :func:`bindscope.generators.madman.plans.plan_problem`);
     - with ``check_masks``, every image and mask chunk is read, and per sample: the mask only holds 0 and
       object indices, each object's ``area`` and ``bbox`` equal those of its mask pixels, size ranks follow
       the areas, mention positions are 1..m over the mentioned objects, no negative equals the caption, and where
@@ -47,20 +50,33 @@ def verify_dataset(path: str | os.PathLike, check_masks: bool = True) -> list[st
         return [str(exc)]
     problems = [f"{MANIFEST}: {p}" for p in manifest_problems(manifest)]
     problems += _file_problems(root, manifest)
+    generator = _generator(manifest)
+    plan_problem = getattr(generator, "plan_problem", None)
     gap = _object_gap(manifest)
     counts: dict[str, dict[str, float]] = {}
     complete = True  # every shard's own counts were read (else the statistics cannot be recomputed)
     for split, info in manifest["splits"].items():
         counts[split] = {}
         for entry in info["shards"]:
-            found, shard_counts = _shard_problems(root, entry, split, manifest, check_masks, gap)
+            found, shard_counts = _shard_problems(root, entry, split, manifest, check_masks, plan_problem, gap)
             problems += found
             complete = complete and isinstance(shard_counts, dict)
             for key, value in (shard_counts or {}).items():
                 counts[split][key] = counts[split].get(key, 0) + value
-    if complete:
-        problems += _statistics_problems(manifest, counts)
+    if complete and generator is not None:
+        problems += _statistics_problems(manifest, counts, generator)
     return problems
+
+
+def _generator(manifest: dict):
+    """The dataset's generator rebuilt from the manifest, or None for one this installation cannot rebuild (an
+    unknown name, a ``coco`` import, a config it refuses)."""
+    from bindscope.build.registry import rebuild_generator
+
+    try:
+        return rebuild_generator(manifest["generator"]["name"], manifest["config"], manifest["seed"])
+    except (BadInput, KeyError, TypeError, ValueError):
+        return None
 
 
 def _file_problems(root: Path, manifest: dict) -> list[str]:
@@ -91,8 +107,10 @@ def _object_gap(manifest: dict) -> int | None:
 
 
 def _shard_problems(root: Path, entry: dict, split: str, manifest: dict, check_masks: bool,
-                    gap: int | None) -> tuple[list[str], dict | None]:
-    """The problems of one shard, and its own additive counts (``None`` when they cannot be read)."""
+                    plan_problem=None, gap: int | None = None) -> tuple[list[str], dict | None]:
+    """The problems of one shard, and its own additive counts (``None`` when they cannot be read);
+    ``plan_problem(spec, objects)``: the generator's check of a stored plan (None: plans are not checked); ``gap``:
+    the empty pixels the generator keeps between the objects of an image (None: not checked)."""
     where = entry["file"]
     if not (root / where).exists() and not (root / where).is_symlink():
         return [], None  # reported by _file_problems
@@ -124,6 +142,15 @@ def _shard_problems(root: Path, entry: dict, split: str, manifest: dict, check_m
             problems.append(f"{where}: per-sample arrays {layout} differ from the manifest's sample_arrays "
                             f"{manifest.get('sample_arrays', {})}")
         shard_counts = _json(attrs.get("statistics", "{}"))
+        objects = reader.all_objects() if plan_problem is not None else []
+        for local in range(len(objects)):
+            try:
+                problem = plan_problem(reader.spec(local), objects[local])
+            except (AttributeError, KeyError, TypeError, ValueError):  # a config the check cannot read
+                problems.append(f"{where}: its plans cannot be checked against the manifest's config")
+                break
+            if problem:
+                problems.append(f"{where}[{local}]: stored plan {problem}")
         if check_masks and not mismatch:
             for local in range(reader.count):
                 try:
@@ -144,13 +171,9 @@ def _json(text):
         return None
 
 
-def _statistics_problems(manifest: dict, counts: dict) -> list[str]:
-    """The manifest's statistics against those its generator computes from the shards' own counts (skipped for a
-    generator this installation does not know)."""
-    from bindscope.build.registry import rebuild_generator
-
+def _statistics_problems(manifest: dict, counts: dict, generator) -> list[str]:
+    """The manifest's statistics against those its generator computes from the shards' own counts."""
     try:
-        generator = rebuild_generator(manifest["generator"]["name"], manifest["config"], manifest["seed"])
         expected = json.loads(canonical_json(generator.statistics(counts)))
     except (BadInput, KeyError, TypeError, ValueError, ZeroDivisionError):
         return []

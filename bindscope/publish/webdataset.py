@@ -33,7 +33,8 @@ Each shard is written under a temporary name and renamed when complete, after it
 and its sha256 computed; a ``.<shard>.done`` record beside it holds its manifest entry. A rerun of the same
 export (same source, split and shard size) keeps every shard whose sha256 matches its record or the
 manifest and rewrites the rest, so an interrupted export resumes to the same bytes, and a finished one is
-checked and left as it is.
+checked and left as it is. The folder is claimed through :mod:`bindscope.io.claim` (kind :data:`WEBDATASET`):
+locked for the whole export, refused when it holds anything but an export, replaced only with ``overwrite``.
 """
 
 from __future__ import annotations
@@ -53,19 +54,10 @@ from bindscope.errors import BadInput, DatasetError, check_int
 from bindscope.format.manifest import MANIFEST
 from bindscope.format.reader import Dataset
 from bindscope.format.records import Sample
-from bindscope.io.atomic import atomic_path, remove_temp_files, write_text_atomic
+from bindscope.io.atomic import atomic_path, write_text_atomic
 from bindscope.io.canonical import canonical_json, sha256_file
-from bindscope.io.ownership import (
-    MARKER,
-    OutputLock,
-    bookkeeping,
-    clear_owned,
-    read_marker,
-    require_owned,
-    resolve_output,
-    write_marker,
-)
-from bindscope.io.workers import exit_with_parent, parent_alive, terminate_as_interrupt
+from bindscope.io.claim import OutputKind, check_output, claim_output
+from bindscope.io.workers import exit_with_parent, parent_alive
 
 FORMAT = "bindscope-webdataset"
 FORMAT_VERSION = 1
@@ -244,24 +236,14 @@ def export_run_id(source_manifest_sha256: str, split: str, samples_per_shard: in
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _decide(out: Path, run_id: str, overwrite: bool) -> str:
-    """``"new"``, ``"resume"`` (this export, finished or not) or ``"overwrite"``; BadInput otherwise."""
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise BadInput(f"out {str(out)!r} exists and is not a folder", param="out")
-    if not out.is_dir() or all(bookkeeping(p.name) for p in out.iterdir()):
-        return "new"
-    marker = read_marker(out)
-    if marker is None or marker.get("kind") != KIND:
-        if overwrite:
-            require_owned(out, KIND, "bindscope webdataset export")
-        raise BadInput(f"out {str(out)!r} is not empty and holds no bindscope webdataset export; choose an empty "
-                       "or new folder", param="out")
-    if marker.get("run_id") == run_id:
-        return "resume"
-    if overwrite:
-        return "overwrite"
-    raise BadInput(f"out {str(out)!r} holds another webdataset export (another source, split or "
-                   "samples_per_shard); pass overwrite=True to replace it, or choose another folder", param="out")
+def _finished(out: Path, run_id: str) -> bool:
+    manifest = _read_json(out / MANIFEST_FILE)
+    return isinstance(manifest, dict) and manifest.get("run_id") == run_id
+
+
+WEBDATASET = OutputKind(KIND, "webdataset export", identity="source, split or samples_per_shard",
+                        finished=_finished)
+"""An export folder, for :mod:`bindscope.io.claim`."""
 
 
 def _check_source(data, out: Path, split: str) -> tuple[Path, Dataset]:
@@ -317,51 +299,38 @@ def export_webdataset(data: str | os.PathLike, out: str | os.PathLike, split: st
 
     samples_per_shard = check_int("samples_per_shard", samples_per_shard, 1, what="samples")
     jobs = check_int("jobs", jobs, 1, what="processes")
-    out = resolve_output(out)
+    out = check_output(out, WEBDATASET, overwrite)  # a foreign out is refused before the source is checked
     source, ds = _check_source(data, out, split)
     with ds:
         source_sha = sha256_file(source / MANIFEST)
         run_id = export_run_id(source_sha, split, samples_per_shard)
-        _decide(out, run_id, overwrite)  # before anything, even the lock file, is written
+        claim = claim_output(out, WEBDATASET, run_id, overwrite=overwrite)  # before anything is written
         num_samples = len(ds.split(split))
         tasks = shard_tasks(num_samples, samples_per_shard)
-        created = not out.exists()
-        try:
-            with terminate_as_interrupt(), OutputLock(out):
-                decision = _decide(out, run_id, overwrite)  # again, now that no other writer can change it
-                if decision == "overwrite":
-                    clear_owned(out, KIND, "bindscope webdataset export")
-                remove_temp_files(out)
-                write_marker(out, KIND, run_id)
-                finished = _read_json(out / MANIFEST_FILE) if decision == "resume" else None
-                previous = {e.get("file"): e for e in finished.get("shards", []) if isinstance(e, dict)} \
-                    if isinstance(finished, dict) and finished.get("run_id") == run_id else {}
-                entries: dict[int, dict] = {}
-                for task in tasks:
-                    name = shard_name(split, task.number)
-                    record = _read_json(_done_record(out, name))
-                    done = record.get("entry") if isinstance(record, dict) and record.get("run_id") == run_id \
-                        else previous.get(name)
-                    entry = _entry_if_intact(out, done, task, name)
-                    if entry is not None:
-                        entries[task.number] = entry
-                todo = [t for t in tasks if t.number not in entries]
-                kept = [shard_name(split, n) for n in sorted(entries)]
-                parent_pid = os.getpid() if jobs > 1 else None
-                with tqdm(total=num_samples, initial=num_samples - sum(t.count for t in todo), unit="img",
-                          disable=not progress, desc=f"webdataset {split}") as bar:
-                    for position, entry in LocalExecutor(jobs).map(
-                            _write_shard, (ds, split, str(out), run_id, parent_pid), todo):
-                        entries[todo[position].number] = entry
-                        bar.update(todo[position].count)
-                manifest = _finish(out, ds, source_sha, run_id, split, samples_per_shard,
-                                   [entries[t.number] for t in tasks])
-        except BaseException:
-            if created and out.is_dir() and all(bookkeeping(p.name) or p.name == MARKER for p in out.iterdir()):
-                (out / MARKER).unlink(missing_ok=True)  # nothing exported yet: leave no trace
-                if not any(out.iterdir()):
-                    out.rmdir()
-            raise
+        with claim:
+            finished = _read_json(out / MANIFEST_FILE) if claim.decision in ("resume", "done") else None
+            previous = {e.get("file"): e for e in finished.get("shards", []) if isinstance(e, dict)} \
+                if isinstance(finished, dict) and finished.get("run_id") == run_id else {}
+            entries: dict[int, dict] = {}
+            for task in tasks:
+                name = shard_name(split, task.number)
+                record = _read_json(_done_record(out, name))
+                done = record.get("entry") if isinstance(record, dict) and record.get("run_id") == run_id \
+                    else previous.get(name)
+                entry = _entry_if_intact(out, done, task, name)
+                if entry is not None:
+                    entries[task.number] = entry
+            todo = [t for t in tasks if t.number not in entries]
+            kept = [shard_name(split, n) for n in sorted(entries)]
+            parent_pid = os.getpid() if jobs > 1 else None
+            with tqdm(total=num_samples, initial=num_samples - sum(t.count for t in todo), unit="img",
+                      disable=not progress, desc=f"webdataset {split}") as bar:
+                for position, entry in LocalExecutor(jobs).map(
+                        _write_shard, (ds, split, str(out), run_id, parent_pid), todo):
+                    entries[todo[position].number] = entry
+                    bar.update(todo[position].count)
+            manifest = _finish(out, ds, source_sha, run_id, split, samples_per_shard,
+                               [entries[t.number] for t in tasks])
     return {"path": out, "manifest": manifest, "written": [shard_name(split, t.number) for t in todo],
             "kept": kept}
 

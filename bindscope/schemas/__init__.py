@@ -22,8 +22,10 @@ def load_schema(name: str) -> dict:
     return json.loads(text)
 
 
-def validate(instance: object, name: str, what: str, error: type[Exception] = BadInput) -> None:
-    """Validate ``instance`` against schema ``name``.
+def validate(instance: object, name: str, what: str, error: type[Exception] = BadInput,
+             schema: dict | None = None) -> None:
+    """Validate ``instance`` against schema ``name`` (or the schema dict ``schema``, e.g. one composed from
+    ``name``'s).
 
     Raises ``error`` (default :class:`BadInput`; its ``param``: the top-level key at fault) whose message is
     ``"<what>: <path>: <reason>"`` (unknown keys: followed by the allowed ones) for the most relevant violation,
@@ -36,7 +38,7 @@ def validate(instance: object, name: str, what: str, error: type[Exception] = Ba
     """
     import jsonschema  # imported on first use: ``import bindscope`` stays light
 
-    schema = load_schema(name)
+    schema = load_schema(name) if schema is None else schema
     if name.endswith("_config"):
         _check_finite(instance, schema, (), what, error)
         _whole_floats_to_int(instance, schema, schema)

@@ -112,7 +112,13 @@ def lexicon_tagger(nouns: Iterable[str] = (), adjectives: Iterable[str] = ()) ->
 
 
 @lru_cache(maxsize=4)
-def _spacy_pipeline(model: str):
+def spacy_pipeline(model: str = "en_core_web_sm"):
+    """spaCy's pipeline ``model`` without parser, entity recogniser and lemmatiser (loaded once per process).
+
+    Raises:
+        BadInput (``param="tagger"``): spaCy is not installed (the message gives :data:`SPACY_INSTALL`), or it is
+            and the model is not (the message gives ``python -m spacy download <model>``).
+    """
     try:
         import spacy
     except ImportError:
@@ -148,7 +154,7 @@ def spacy_tagger(model: str = "en_core_web_sm") -> Tagger:
         BadInput: spaCy is not installed (the message gives ``pip install 'bindscope[text]' && python -m spacy
             download en_core_web_sm``) or ``model`` is not installed.
     """
-    nlp = _spacy_pipeline(model)
+    nlp = spacy_pipeline(model)
 
     def tag(words: list[str]) -> list[str]:
         from spacy.tokens import Doc

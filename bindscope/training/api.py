@@ -14,7 +14,7 @@ import os
 
 from bindscope.errors import BadInput, name_list
 from bindscope.io.ownership import check_output_location
-from bindscope.training.options import DEFAULTS
+from bindscope.training.options import check_options
 
 
 def train(data: str | os.PathLike, out: str | os.PathLike, *, split: str | None = None,
@@ -35,36 +35,41 @@ def train(data: str | os.PathLike, out: str | os.PathLike, *, split: str | None 
             with a references split, I2TOR, matching, binding with attributes; ``eval_tasks`` a list or a
             comma-separated string); see :mod:`bindscope.training.evaluation`.
         overwrite: replace a different run in ``out``. progress: tqdm bar on stderr.
-        **options: any key of :data:`DEFAULTS` (the table :class:`bindscope.training.options.TrainSettings`;
-            model: ``embed_dim``, ``image_size`` (pixels, None: the canvas rounded to the patch size), ``vision``
-            ``"vit"|"resnet"|"cnn"``, widths and layers, ``patch_size``, ``head_width``, ``tokenizer``
-            ``"bpe"|"word"``, ``context_length``; optimisation: ``batch_size``, ``steps``, ``lr`` (in (0, 10]),
-            ``weight_decay`` (in [0, 10]), ``warmup_steps``, ``negatives`` (NegCLIP hard negatives:
-            ``"none"``, ``"stored"`` (the dataset's binding negatives), ``"shuffled"`` (made from each caption)),
+        **options: any option of the table :data:`bindscope.training.options.OPTIONS` (defaults, ranges and
+            meaning there and in docs/training.md; model: ``embed_dim``, ``image_size`` (pixels, None: the canvas
+            rounded to the patch size), ``vision`` ``"vit"|"resnet"|"cnn"``, widths and layers, ``patch_size``,
+            ``head_width``, ``tokenizer`` ``"bpe"|"word"``, ``context_length``; fine-tuning: ``init``,
+            ``pretrained``, ``freeze``; optimisation: ``batch_size``, ``steps``, ``lr`` (in (0, 10]),
+            ``weight_decay`` (in [0, 10]), ``warmup_steps``, ``negatives`` (NegCLIP hard negatives: ``"none"``,
+            ``"stored"`` (the dataset's binding negatives), ``"shuffled"`` (made from each caption)),
             ``negatives_per_sample``, ``seed``; runtime: ``device``, ``precision``, ``workers``, ``threads``,
-            ``checkpoint_every``, ``log_every``, ``eval_every``, ``keep_checkpoints``).
+            ``dist_timeout``, ``checkpoint_every``, ``log_every``, ``eval_every``, ``keep_checkpoints``).
 
     Returns:
         The run summary (``steps``, ``resumed_from``, ``steps_per_s``, ``final_loss``, ``result`` (the
         evaluation result dict), ``files`` (name -> path), ...; see :meth:`bindscope.training.train.Trainer.run`).
 
     Raises:
-        BadInput: an unknown option or a bad value (named), an unreadable dataset or split, an evaluation the
-            evaluation module cannot run, ``negatives="stored"`` on a split without binding negatives, an
-            unusable ``out``; all before anything is written.
+        BadInput: an unknown option or a value outside its range (named), an unreadable dataset or split, an
+            evaluation the evaluation module cannot run, ``negatives="stored"`` on a split without binding
+            negatives, an unusable ``out``, processes of a ``torchrun`` job that disagree; all before anything
+            is written.
+        TrainingDiverged: the loss or a weight stopped being finite.
     """
-    from bindscope.training.train import Trainer, build_train_config
+    from bindscope.format.reader import Dataset
+    from bindscope.training.config import build_train_config
+    from bindscope.training.train import Trainer
 
-    unknown = sorted(set(options) - set(DEFAULTS))
-    if unknown:
-        raise BadInput(f"unknown training option(s) {', '.join(unknown)}; allowed: {', '.join(DEFAULTS)}",
-                       param=unknown[0])
+    check_options(options)  # every value in its range before anything is read
     check_output_location("out", out)
     if isinstance(eval_tasks, str):
         eval_tasks = [t.strip() for t in eval_tasks.split(",") if t.strip()]
     if split is not None and not isinstance(split, str):
         raise BadInput(f"split {split!r} is not allowed; give a split name", param="split")
-    config = build_train_config(str(data), str(out), None if eval_data is None else str(eval_data),
-                                name_list("eval_splits", eval_splits) or None, split=split,
-                                eval_tasks=name_list("eval_tasks", eval_tasks) or None, **options)
-    return Trainer(config, overwrite=overwrite, progress=progress).run()
+    with Dataset(data) as dataset:  # the training data's manifest, read once
+        config = build_train_config(str(data), str(out), None if eval_data is None else str(eval_data),
+                                    name_list("eval_splits", eval_splits) or None, split=split,
+                                    eval_tasks=name_list("eval_tasks", eval_tasks) or None,
+                                    manifest=dataset.manifest, **options)
+        trainer = Trainer(config, overwrite=overwrite, progress=progress, dataset=dataset)
+    return trainer.run()

@@ -32,6 +32,7 @@ from bindscope.encoders.interface import (  # one device rule for every encoder
 from bindscope.encoders.registry import EncoderKind
 from bindscope.errors import BadInput
 from bindscope.io.atomic import atomic_open
+from bindscope.io.weights import check_plain, check_tensors, read_torch_file
 
 CHECKPOINT = "checkpoint.pt"
 MODEL = "model.pt"
@@ -42,6 +43,7 @@ MODEL_FORMAT = "bindscope-small-clip"
 FORMAT_VERSION = 1
 MODEL_FILE_KEYS = frozenset({"format", "version", "step", "model", "model_config", "train_config"})
 CHECKPOINT_KEYS = MODEL_FILE_KEYS | {"optimizer", "scheduler", "scaler", "rng"}
+CHECKPOINT_OPTIONAL = frozenset({"log"})  # the losses since the last log line (absent from older checkpoints)
 MAX_FILE_BYTES = 8 << 30  # a model or checkpoint file larger than this is refused before it is read
 MAX_PARAMETERS = 2_000_000_000  # numbers in a model's state dict
 MAX_JSON_BYTES = 16 << 20  # the JSON-like entries (train_config) of a model file
@@ -184,78 +186,6 @@ def _problem(file: Path, problem: str) -> BadInput:
     return BadInput(f"{str(file)!r}: {problem}")
 
 
-def read_torch_file(file: Path, what: str, max_bytes: int | None = None):
-    """``torch.load(file, weights_only=True)`` of a regular file of at most ``max_bytes`` (default
-    :data:`MAX_FILE_BYTES`), on the CPU.
-
-    Raises:
-        BadInput: naming ``file`` and the problem: not a regular file, too large, or not loadable with
-            ``weights_only=True`` (a corrupt file, or one holding objects other than tensors and plain values,
-            such as a pickled payload that could run code).
-    """
-    import stat
-
-    import torch
-
-    try:
-        info = file.stat()
-    except OSError as exc:
-        raise _problem(file, f"cannot be read ({exc.strerror})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise _problem(file, f"is not a regular file; expected a {what}")
-    max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
-    if info.st_size > max_bytes:
-        raise _problem(file, f"is {info.st_size} bytes; a {what} is at most {max_bytes} bytes")
-    try:
-        return torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for a file that is not a torch file
-        raise _problem(file, load_error(exc)) from None
-
-
-def load_error(exc: Exception) -> str:
-    """What a failed ``torch.load(..., weights_only=True)`` means, in one short phrase (torch's own message
-    spans lines and suggests loading without ``weights_only``, which could run the file's code)."""
-    import pickle
-    import re
-
-    text = str(exc)
-    if isinstance(exc, pickle.UnpicklingError):
-        refused = re.search(r"Unsupported global: GLOBAL (\S+)", text)
-        if refused:
-            return (f"holds objects other than tensors and plain values ({refused.group(1)}), refused unread: "
-                    "loading them could run code")
-        detail = re.search(r"WeightsUnpickler error:\s*([^\n]+)", text)
-        return f"is not readable as a torch file ({detail.group(1).strip() if detail else 'not a pickle'})"
-    first = (text.strip().splitlines() or [type(exc).__name__])[0][:200]
-    return f"is not readable as a torch file ({type(exc).__name__}: {first})"
-
-
-def _plain(value, where: str, file: Path, depth: int = 0) -> None:
-    """Raise BadInput unless ``value`` is JSON-like: str, finite number, bool, None, lists and string-keyed
-    dicts of those (no tensor), nested at most 32 deep."""
-    import math
-
-    if depth > 32:
-        raise _problem(file, f"{where} is nested too deep")
-    if value is None or isinstance(value, (str, bool, int)):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise _problem(file, f"{where} holds the non-finite number {value!r}")
-        return
-    if isinstance(value, (list, tuple)):
-        for k, item in enumerate(value):
-            _plain(item, f"{where}[{k}]", file, depth + 1)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _problem(file, f"{where} has the key {key!r}, not a string")
-            _plain(item, f"{where}.{key}", file, depth + 1)
-        return
-    raise _problem(file, f"{where} is a {type(value).__name__}, not a plain value")
-
-
 def expected_state(config) -> dict:
     """``{name: (shape, dtype)}`` of the state dict of :func:`~bindscope.training.model.build_model`'s model for
     ``config``, built on torch's ``meta`` device (no memory for weights, nothing initialised)."""
@@ -266,34 +196,6 @@ def expected_state(config) -> dict:
     with torch.device("meta"):
         model = build_model(config)
     return {name: (tuple(t.shape), t.dtype) for name, t in model.state_dict().items()}
-
-
-def check_tensors(file: Path, where: str, tensors, expected: dict) -> None:
-    """Raise BadInput (naming ``file`` and the entry) unless ``tensors`` is a dict with exactly the names of
-    ``expected`` (``{name: (shape, dtype)}``), each a dense CPU tensor of that shape and dtype, and finite."""
-    import torch
-
-    if not isinstance(tensors, dict):
-        raise _problem(file, f"{where} is a {type(tensors).__name__}, not a mapping of names to tensors")
-    missing = sorted(set(expected) - set(tensors), key=str)
-    unexpected = sorted(set(tensors) - set(expected), key=str)
-    if missing or unexpected:
-        parts = [f"missing {', '.join(map(str, missing[:5]))}" if missing else "",
-                 f"unexpected {', '.join(map(repr, unexpected[:5]))}" if unexpected else ""]
-        raise _problem(file, f"{where} does not fit the model ({'; '.join(p for p in parts if p)})")
-    for name, (shape, dtype) in expected.items():
-        tensor = tensors[name]
-        if not isinstance(tensor, torch.Tensor):
-            raise _problem(file, f"{where} entry {name!r} is a {type(tensor).__name__}, not a tensor")
-        if tensor.layout != torch.strided or tensor.is_quantized or tensor.device.type != "cpu":
-            raise _problem(file, f"{where} entry {name!r} is not a dense CPU tensor ({tensor.layout})")
-        if tensor.dtype != dtype:
-            raise _problem(file, f"{where} entry {name!r} has dtype {tensor.dtype}; the model needs {dtype}")
-        if tuple(tensor.shape) != tuple(shape):
-            raise _problem(file, f"{where} entry {name!r} has shape {tuple(tensor.shape)}; the model needs "
-                                 f"{tuple(shape)}")
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise _problem(file, f"{where} entry {name!r} holds NaN or infinite values")
 
 
 def _run_record(file: Path) -> tuple[Path, dict] | None:
@@ -314,6 +216,17 @@ def _run_record(file: Path) -> tuple[Path, dict] | None:
     return (record_file, model) if isinstance(model, dict) else None
 
 
+def _as_written(model: dict) -> dict:
+    """A run.json model config as this bindscope writes it (a fine-tune's recorded before its ``architecture``
+    entry existed gains it); unchanged where it is not a valid config."""
+    from bindscope.training.model import ModelConfig
+
+    try:
+        return ModelConfig.from_dict(model).to_dict()
+    except (BadInput, TypeError):
+        return model
+
+
 def read_weights_file(file: Path, formats: tuple[str, ...] = (MODEL_FORMAT, CHECKPOINT_FORMAT),
                       max_bytes: int | None = None) -> tuple[dict, object]:
     """Read and validate a ``madman train`` model or checkpoint file: ``(blob, ModelConfig)``.
@@ -329,12 +242,15 @@ def read_weights_file(file: Path, formats: tuple[str, ...] = (MODEL_FORMAT, CHEC
     """
     from bindscope.training.model import ModelConfig
 
-    blob = read_torch_file(file, "madman train model or checkpoint", max_bytes)
+    blob = read_torch_file(file, "madman train model or checkpoint",
+                           MAX_FILE_BYTES if max_bytes is None else max_bytes)
     if not isinstance(blob, dict) or blob.get("format") not in formats:
         found = blob.get("format") if isinstance(blob, dict) else type(blob).__name__
         raise _problem(file, f"is not a madman train {'model or checkpoint' if len(formats) > 1 else 'checkpoint'} "
                              f"(format {found!r}; expected {' or '.join(map(repr, formats))})")
     keys = CHECKPOINT_KEYS if blob["format"] == CHECKPOINT_FORMAT else MODEL_FILE_KEYS
+    if blob["format"] == CHECKPOINT_FORMAT:
+        keys = keys | (CHECKPOINT_OPTIONAL & set(blob))
     if set(blob) != keys:
         missing, unexpected = sorted(keys - set(blob)), sorted(set(blob) - keys, key=str)
         raise _problem(file, "has " + "; ".join(p for p in (
@@ -348,16 +264,16 @@ def read_weights_file(file: Path, formats: tuple[str, ...] = (MODEL_FORMAT, CHEC
     if blob["train_config"] is not None:
         import json
 
-        _plain(blob["train_config"], "train_config", file)
+        check_plain(blob["train_config"], "train_config", lambda problem: _problem(file, problem))
         if len(json.dumps(blob["train_config"])) > MAX_JSON_BYTES:
             raise _problem(file, f"train_config is larger than {MAX_JSON_BYTES} bytes")
-    _plain(blob["model_config"], "model_config", file)
+    check_plain(blob["model_config"], "model_config", lambda problem: _problem(file, problem))
     try:
         config = ModelConfig.from_dict(blob["model_config"])
     except BadInput as exc:
         raise _problem(file, f"model_config: {exc}") from None
     run = _run_record(file)
-    if run is not None and run[1] != config.to_dict():
+    if run is not None and _as_written(run[1]) != config.to_dict():
         record_file, model = run
         changed = sorted(k for k in set(model) | set(config.to_dict()) if model.get(k) != config.to_dict().get(k))
         raise _problem(file, f"model_config differs from the run's {str(record_file)!r} in {', '.join(changed)}")

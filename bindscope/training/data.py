@@ -22,24 +22,17 @@ Hard negatives (NegCLIP: Yuksekgonul et al., ICLR 2023; the MADMAN paper's basel
   ``(seed, s, sample index, j)``. A caption the recipe cannot change (fewer than two different nouns and fewer
   than two different attribute words, e.g. a one-object ComCO caption) adds none.
 
-They are extra candidates for the image->text loss only (see :func:`bindscope.training.train.clip_loss`).
+They are extra candidates for the image->text loss only (see :func:`bindscope.training.objective.clip_loss`).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from bindscope.errors import BadInput
 from bindscope.training.options import NEGATIVES
-
-CAPTION_ATTRIBUTES = {"madman": None, "comco": "config", "coco": ()}
-"""Per generator, the object attributes whose values are words of the captions (the lexicon's attribute words):
-MADMAN all of them (None), ComCO those of its manifest's ``config.attributes`` (``comco render --attributes``),
-COCO none (its ``supercategory`` is not said in the captions)."""
-
 
 @dataclass(frozen=True)
 class Lexicon:
@@ -100,17 +93,12 @@ def training_split(split_names: list[str], split: str | None, path: str = "data"
                    "scenes; choose one", param="split")
 
 
-def _caption_attributes(manifest: dict) -> list[str]:
-    rule = CAPTION_ATTRIBUTES.get(manifest["generator"]["name"], ())
-    if rule is None:
-        return list(manifest["object_attributes"])
-    if rule == "config":
-        return [a for a in manifest.get("config", {}).get("attributes") or [] if a in manifest["object_attributes"]]
-    return list(rule)
+def load_split(source, split: str | None = "train") -> TrainingData:
+    """Read split ``split`` (None: :func:`training_split`'s default) of a dataset into memory.
 
-
-def load_split(path: str | os.PathLike, split: str | None = "train") -> TrainingData:
-    """Read split ``split`` (None: :func:`training_split`'s default) of the dataset at ``path`` into memory.
+    Args:
+        source: the dataset folder, or the dataset opened (a :class:`bindscope.format.reader.Dataset`, left open:
+            its manifest is not read again).
 
     Raises:
         DatasetError: the folder is not a finished dataset, or a shard is unreadable.
@@ -118,35 +106,42 @@ def load_split(path: str | os.PathLike, split: str | None = "train") -> Training
     """
     from bindscope.format.reader import Dataset
 
-    with Dataset(path) as dataset:
-        split = training_split(dataset.split_names, split, str(path))
-        part = dataset.split(split)
-        attributes = _caption_attributes(dataset.manifest)
-        coco = dataset.generator == "coco"
-        images, captions, negatives, kept = None, [], [], []
-        nouns, adjectives = set(), set()
-        position = 0
-        for reader in part.shards():
-            block = reader.all_images()
-            keep = [local for local in range(reader.count) if reader.captions[local].strip()]
-            if images is None:  # one array filled shard by shard: memory peaks at the split plus one shard
-                images = np.empty((len(part), *block.shape[1:]), block.dtype)
-            images[len(captions):len(captions) + len(keep)] = block[keep]
-            for local in keep:
-                captions.append(reader.captions[local])
-                negatives.append([n.caption for n in reader.negatives(local) if n.kind == "binding"])
-                kept.append(position + local)
-                for obj in reader.objects(local):
-                    nouns.add(obj.category.lower())
-                    adjectives.update(obj.attributes[a].lower() for a in attributes if obj.attributes.get(a))
-                if coco:
-                    for phrase in (reader.spec(local).get("captions") or [{}])[0].get("phrases", {}).values():
-                        nouns.add(str(phrase).lower())
-            position += reader.count
+    if isinstance(source, Dataset):
+        return _read_split(source, split)
+    with Dataset(source) as dataset:
+        return _read_split(dataset, split)
+
+
+def _read_split(dataset, split: str | None) -> TrainingData:
+    path = str(dataset.path)
+    split = training_split(dataset.split_names, split, path)
+    part = dataset.split(split)
+    attributes = dataset.caption_attributes  # the attribute values its captions say
+    phrases = "phrases" in part.holds  # captions recorded with the phrases that mention each object
+    images, captions, negatives, kept = None, [], [], []
+    nouns, adjectives = set(), set()
+    position = 0
+    for reader in part.shards():
+        block = reader.all_images()
+        keep = [local for local in range(reader.count) if reader.captions[local].strip()]
+        if images is None:  # one array filled shard by shard: memory peaks at the split plus one shard
+            images = np.empty((len(part), *block.shape[1:]), block.dtype)
+        images[len(captions):len(captions) + len(keep)] = block[keep]
+        for local in keep:
+            captions.append(reader.captions[local])
+            negatives.append([n.caption for n in reader.negatives(local) if n.kind == "binding"])
+            kept.append(position + local)
+            for obj in reader.objects(local):
+                nouns.add(obj.category.lower())
+                adjectives.update(obj.attributes[a].lower() for a in attributes if obj.attributes.get(a))
+            if phrases:
+                for phrase in (reader.spec(local).get("captions") or [{}])[0].get("phrases", {}).values():
+                    nouns.add(str(phrase).lower())
+        position += reader.count
     if not captions:
         raise BadInput(f"split {split!r} of {str(path)!r} holds no samples with a caption")
     lexicon = Lexicon(tuple(sorted(nouns)), tuple(sorted(adjectives - nouns)))
-    return TrainingData(images[:len(captions)], captions, negatives, str(path), split, dataset.generator, lexicon,
+    return TrainingData(images[:len(captions)], captions, negatives, path, split, dataset.generator, lexicon,
                         skipped=position - len(captions), indices=np.asarray(kept, dtype=np.int64))
 
 

@@ -20,15 +20,14 @@ optimiser step is then identical on every rank. Only rank 0 writes the run folde
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import signal
 from dataclasses import dataclass
 
 from bindscope.errors import BadInput
 
-# How long a rank waits in a collective (e.g. while rank 0 evaluates or writes a checkpoint) before it fails.
-TIMEOUT = datetime.timedelta(hours=2)
-# torchrun forwards these to every process; under a process group each one only asks for a stop after the step.
+# Signals that ask for a stop after the step under way (torchrun forwards both to every process).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -129,6 +128,43 @@ class Group:
         error.reported = True  # every rank knows: none reports it again
         raise error
 
+    def check_same(self, values: dict) -> None:
+        """Stop every process, before anything is written, unless each holds the same ``values`` (plain JSON
+        values, e.g. the run's identity and its training data's sha256) as process 0: one collective, every
+        process raises the same BadInput naming the first entry (in ``values``' order; inside a nested mapping,
+        its first differing key) that differs, both values and the processes holding them.
+
+        Raises:
+            BadInput (``param`` the entry's name, ``reported`` True): the values differ.
+        """
+        if not self.active:
+            return
+        every = [json.loads(text) for text in self.gather_text(json.dumps(values))]
+        for rank, theirs in enumerate(every[1:], start=1):
+            key, ours, other = _first_difference(every[0], theirs)
+            if key is not None:
+                error = BadInput(f"{key} differs between the processes of this run: process {rank} has "
+                                 f"{json.dumps(other)}, process 0 has {json.dumps(ours)}; start every process with "
+                                 "the same options and training data", param=key)
+                error.reported = True
+                raise error
+
+    def gather_text(self, text: str) -> list[str]:
+        """Every rank's ``text`` (index = rank), on every rank (UTF-8 bytes in uint8 tensors: no pickling)."""
+        import torch
+        import torch.distributed as dist
+
+        data = text.encode("utf-8")
+        size = torch.tensor([len(data)], dtype=torch.int64, device=self._comm_device)
+        sizes = [torch.empty_like(size) for _ in range(self.world_size)]
+        dist.all_gather(sizes, size)
+        longest = max(1, max(int(s) for s in sizes))
+        buffer = torch.zeros(longest, dtype=torch.uint8)
+        buffer[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else buffer[:0]
+        buffers = [torch.empty(longest, dtype=torch.uint8, device=self._comm_device) for _ in sizes]
+        dist.all_gather(buffers, buffer.to(self._comm_device))
+        return [bytes(b.cpu()[:int(s)].tolist()).decode("utf-8") for b, s in zip(buffers, sizes)]
+
     def broadcast_text(self, text: str, source: int = 0) -> str:
         """``text`` of rank ``source``, on every rank (UTF-8 bytes in a uint8 tensor: no pickling)."""
         import torch
@@ -222,13 +258,44 @@ class Group:
         return bool(flat[-1].item() > 0)
 
 
-def start(device: str, world: tuple[int, int, int]) -> Group:
+def is_collective_failure(exc: BaseException) -> bool:
+    """True for the error of a collective whose peers are gone or silent (a process died, or the
+    ``dist_timeout`` passed): ``torch.distributed.DistError`` (network, backend, store, timeout errors), or the
+    plain RuntimeError that gloo and NCCL raise (their messages name their source files)."""
+    import torch.distributed as dist
+
+    return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and any(
+        word in str(exc) for word in ("gloo", "NCCL", "Connection closed", "Connection reset")))
+
+
+def first_sentence(exc: BaseException, limit: int = 200) -> str:
+    """The first sentence of an error's message (the backend's file and line left out), for one error line."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = text.split("] ", 1)[-1] if text.startswith("[") else text
+    return text.split(". ")[0][:limit]
+
+
+def _first_difference(ours, theirs, name: str | None = None):
+    """``(key, our value, their value)`` of the first entry of the mapping ``ours`` that ``theirs`` holds
+    otherwise (looking inside nested mappings), or ``(None, None, None)`` when they are equal."""
+    if ours == theirs:
+        return None, None, None
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in [*ours, *(k for k in theirs if k not in ours)]:
+            found = _first_difference(ours.get(key), theirs.get(key), key)
+            if found[0] is not None:
+                return found
+    return name, ours, theirs
+
+
+def start(device: str, world: tuple[int, int, int], timeout: float = 600) -> Group:
     """Join the process group of ``world`` = ``(rank, world_size, local_rank)`` (:func:`world_from_env`) for
     training on ``device`` (``auto`` | ``cpu`` | ``cuda`` | ``cuda:N``, validated already).
 
     One process: nothing is started; the device is resolved as usual. Several: NCCL on CUDA (the device becomes
     ``cuda:LOCAL_RANK``), gloo on the CPU, with torchrun's ``MASTER_ADDR`` / ``MASTER_PORT`` rendezvous
-    (``env://``) and a collective timeout of :data:`TIMEOUT`.
+    (``env://``) and a collective timeout of ``timeout`` seconds (``--dist-timeout``): a process that waits
+    longer for the others in one collective (one of them died or hangs) fails, so the run ends.
 
     Raises:
         BadInput: CUDA asked for and absent, or fewer GPUs on the node than ``LOCAL_RANK`` needs.
@@ -255,6 +322,7 @@ def start(device: str, world: tuple[int, int, int]) -> Group:
                            f"{dist.get_world_size()}; the environment says {rank} of {world_size}")
         return Group(rank, world_size, local_rank, resolved, started=False)
     backend = "nccl" if resolved.startswith("cuda") else "gloo"
-    dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size, timeout=TIMEOUT,
+    dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=timeout),
                             **({"device_id": torch.device(resolved)} if backend == "nccl" else {}))
     return Group(rank, world_size, local_rank, resolved, started=True)

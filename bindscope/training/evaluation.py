@@ -2,12 +2,13 @@
 evaluation module's own plan (:func:`bindscope.evaluation.api.plan_evaluation`), so a run's ``result.json`` is the
 result ``madman eval`` / ``comco eval`` give for its ``model.pt``.
 
-- MADMAN: recognition and binding per attribute on the ``eval_splits`` (default: ``test`` and ``ood``, those
-  present; :func:`bindscope.evaluation.madman.evaluate_madman`).
-- ComCO / SimCO scenes and COCO imports: the ComCO tasks (TOR, IOR, I2TOR, matching, and binding on scenes
-  rendered with attributes; :func:`bindscope.evaluation.comco.evaluate_comco`, Abbasi et al., CVPR 2025) on one
-  split of scenes (``eval_splits``: at most one; default ``scenes`` or the only split), ``eval_tasks``
-  defaulting to what ``comco eval`` runs on that dataset (IOR only with a ``references`` split).
+- A dataset with evaluation splits (``test``, ``ood``: MADMAN, any generator's): recognition and binding per
+  attribute on the ``eval_splits`` (default: ``test`` and ``ood``, those present;
+  :func:`bindscope.evaluation.madman.evaluate_madman`).
+- Any other dataset (ComCO / SimCO scenes, COCO imports, ...), or ``eval_tasks`` given: the scene tasks (TOR, IOR,
+  I2TOR, matching, and binding on scenes that store negatives; :func:`bindscope.evaluation.comco.evaluate_comco`,
+  Abbasi et al., CVPR 2025) on one split of scenes (``eval_splits``: at most one; default ``scenes`` or the only
+  split), ``eval_tasks`` defaulting to what ``comco eval`` runs on that dataset (those it holds what they need for).
 
 No embedding cache (the weights change between evaluations), no text transform, matching against every absent
 category (``comco eval``'s default).
@@ -19,8 +20,6 @@ from typing import NamedTuple
 
 from bindscope.errors import BadInput, DatasetError
 
-GENERATORS = ("madman", "comco", "coco")
-"""The datasets a run evaluates on (those the evaluation module scores)."""
 TASK_NAME = "training evaluation (eval_data)"
 _RENAMED = {"splits": "eval_splits", "split": "eval_splits", "tasks": "eval_tasks"}
 """Evaluation parameters and the training parameter that sets each (an error names the latter)."""
@@ -28,11 +27,11 @@ _RENAMED = {"splits": "eval_splits", "split": "eval_splits", "tasks": "eval_task
 
 class RunEvaluation(NamedTuple):
     """A checked evaluation of a training run: ``plan`` (an :class:`~bindscope.evaluation.api.EvaluationPlan`),
-    ``generator`` of the evaluation dataset, ``splits`` (the MADMAN splits, or the one split of scenes) and
-    ``tasks`` (the ComCO tasks; None for MADMAN)."""
+    ``kind`` of its result (``madman-eval``: per split; ``comco-eval``: one split of scenes), ``splits`` (the
+    splits scored, or the one split of scenes) and ``tasks`` (the scene tasks; None for split tasks)."""
 
     plan: object
-    generator: str
+    kind: str
     splits: list[str]
     tasks: list[str] | None
 
@@ -50,53 +49,45 @@ def _renamed(exc: BadInput | DatasetError) -> BadInput | DatasetError:
 
 def plan_run_evaluation(eval_data: str, eval_splits: list[str] | None, eval_tasks: list[str] | None,
                         param: str = "eval_data") -> RunEvaluation:
-    """Check the evaluation of a run before anything is written: the dataset (finished, a kind the evaluation
-    module scores, its shards readable), the splits and the tasks.
+    """Check the evaluation of a run before anything is written: the dataset (finished, its shards readable), the
+    splits and the tasks, as :func:`bindscope.evaluation.api.plan_evaluation` chooses them from what the dataset
+    holds (:func:`bindscope.evaluation.api.evaluation_kind`).
 
     Args:
-        eval_data: the evaluation dataset folder. eval_splits: MADMAN splits (default test and ood, those
-            present), or for ComCO / COCO one split of scenes. eval_tasks: ComCO / COCO task names (of tor, ior,
-            i2tor, matching, binding; default: ``comco eval``'s). param: the parameter named in errors.
+        eval_data: the evaluation dataset folder. eval_splits: for a dataset with evaluation splits (``test``,
+            ``ood``) the splits scored (default: those present); else one split of scenes. eval_tasks: scene task
+            names (of tor, ior, i2tor, matching, binding, ...; default: ``comco eval``'s). param: the parameter
+            named in errors.
 
     Raises:
         BadInput / DatasetError: naming ``param``, ``eval_splits`` or ``eval_tasks`` and what is allowed.
     """
-    from bindscope.evaluation.api import plan_evaluation
-    from bindscope.evaluation.comco import ALL_TASKS, default_tasks, parse_tasks, scene_split
+    from bindscope.evaluation.api import evaluation_kind, plan_evaluation
     from bindscope.evaluation.results import open_dataset
     from bindscope.format.manifest import load_manifest
 
     manifest = load_manifest(eval_data, param=param)
-    generator = manifest["generator"]["name"]
-    if generator not in GENERATORS:
-        raise BadInput(f"{param} {eval_data!r} was made by {generator!r}; a run evaluates on a "
-                       f"{', '.join(GENERATORS)} dataset", param=param)
     available = list(manifest["splits"])
     missing = [s for s in eval_splits or [] if s not in available]
     if missing:
         raise BadInput(f"eval_splits {', '.join(missing)!r}: {param} {eval_data!r} has no such split; "
                        f"it has: {', '.join(available)}", param="eval_splits")
     try:
-        if generator == "madman":
-            if eval_tasks:
-                raise BadInput(f"eval_tasks {','.join(eval_tasks)!r} only apply to ComCO datasets and COCO imports; "
-                               f"{param} {eval_data!r} is a MADMAN dataset (recognition and binding per split)",
-                               param="eval_tasks")
+        ds = open_dataset(eval_data, validate=False)
+        kind = "comco-eval" if eval_tasks else evaluation_kind(ds)
+        if kind == "madman-eval":
             splits = list(eval_splits) if eval_splits else [s for s in ("test", "ood") if s in available]
-            if not splits:
-                raise BadInput(f"{param} {eval_data!r} has no split test or ood; it has: {', '.join(available)} "
-                               "(pass eval_splits)", param=param)
-            plan = plan_evaluation(eval_data, splits=splits, generators=GENERATORS, task_name=TASK_NAME)
-            return RunEvaluation(plan, generator, splits, None)
+            plan = plan_evaluation(ds, kind=kind, splits=splits)
+            return RunEvaluation(plan, kind, splits, None)
         if eval_splits and len(eval_splits) > 1:
-            raise BadInput(f"eval_splits {', '.join(eval_splits)!r}: a {generator} dataset is evaluated on one split "
-                           "of scenes; give one", param="eval_splits")
-        ds = open_dataset(eval_data, GENERATORS, TASK_NAME)
-        split = scene_split(ds, eval_splits[0] if eval_splits else None)
-        tasks = parse_tasks(",".join(eval_tasks), ALL_TASKS) if eval_tasks else \
-            [t for t in default_tasks(ds) if t != "ior" or "references" in ds.split_names]
-        plan = plan_evaluation(ds, tasks=",".join(tasks), split=split, generators=GENERATORS, task_name=TASK_NAME)
-        return RunEvaluation(plan, generator, [split], tasks)
+            raise BadInput(f"eval_splits {', '.join(eval_splits)!r}: {param} {eval_data!r} is evaluated on one "
+                           "split of scenes; give one", param="eval_splits")
+        from bindscope.evaluation.scenes import plan_scenes
+
+        scenes = plan_scenes(ds, ",".join(eval_tasks) if eval_tasks else None,
+                             eval_splits[0] if eval_splits else None)
+        plan = plan_evaluation(ds, kind=kind, tasks=scenes.names, splits=scenes.split)
+        return RunEvaluation(plan, kind, [scenes.split], scenes.names)
     except (BadInput, DatasetError) as exc:
         raise _renamed(exc) from None
 

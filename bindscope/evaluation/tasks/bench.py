@@ -1,0 +1,45 @@
+"""ARO and SugarCrepe from their published files (:mod:`bindscope.evaluation.bench`; ``bindscope bench``): accuracy
+per subset (the subsets the files hold, or those chosen), macro and micro averages. One task per benchmark."""
+
+from __future__ import annotations
+
+from bindscope.evaluation.tasks.registry import Task
+
+
+def compute(run, options) -> None:
+    """``run.result``: the benchmark result of ``run.adapter`` on the items ``run.items`` read before."""
+    from bindscope.evaluation.bench import evaluate_bench
+
+    run.result = evaluate_bench(run.benchmark, run.items, run.adapter, text_transform=run.text_transform,
+                                cache=run.cache, data=run.data, seed=run.seed, progress=run.progress)
+
+
+def report(result: dict) -> list[str]:
+    from bindscope.evaluation.bench import format_bench
+
+    metrics = result["metrics"]
+    return [f"{metrics['benchmark']}: {len(metrics['subsets'])} subsets"] + format_bench(result).split("\n")[1:]
+
+
+def columns(result: dict, c) -> None:
+    metrics = result["metrics"]
+    name = metrics["benchmark"]
+    for subset, block in metrics["subsets"].items():
+        c.proportion(f"{name}/{subset}", block["accuracy"], f"{name} subset {subset}: accuracy (caption preferred "
+                     "to its negative)")
+    c.add(f"{name}/macro", metrics["average"]["macro"], definition=f"{name}: macro accuracy, mean over subsets")
+    c.proportion(f"{name}/micro", metrics["average"]["micro"], f"{name}: micro accuracy, pooled over items")
+
+
+def _schema(benchmark: str) -> dict:
+    return {"type": "object", "required": ["benchmark", "subsets", "average"], "additionalProperties": False,
+            "properties": {"benchmark": {"const": benchmark},
+                           "subsets": {"type": "object", "minProperties": 1,
+                                       "additionalProperties": {"$ref": "#/$defs/bench_subset"}},
+                           "average": {"$ref": "#/$defs/average"}}}
+
+
+TASKS = [Task(name=name, kind="bench", summary=summary, compute=compute, images=True, schema={"": _schema(name)},
+              report=report, columns=columns)
+         for name, summary in (("aro", "ARO: VG-Relation, VG-Attribution, COCO-Order, Flickr-Order"),
+                               ("sugarcrepe", "SugarCrepe: add, replace and swap of objects, attributes, relations"))]
