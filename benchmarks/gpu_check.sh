@@ -13,7 +13,10 @@
 # python3, /opt/torch/.venv/bin/python3 - checks the modules bindscope needs, and installs only the missing ones
 # into /tmp/bindscope-site from .whl/ (wheels carried along; --prepare-wheels makes them; $GPU_CHECK_WHEELS names
 # another prepared folder) or, where an index is reachable, from it - each under a time limit. The ComCO render
-# step runs with $BLENDER_PYTHON when set (bpy 5.0.1 needs Python 3.11), else with the same Python. The whole check runs under $GPU_CHECK_LIMIT seconds (default
+# step runs with $BLENDER_PYTHON when set (bpy 5.0.1 needs Python 3.11), else with the same Python. The
+# text-to-image step (benchmarks/t2i_check.py: stabilityai/sd-turbo, google/owlv2-base-patch16-ensemble,
+# facebook/sam-vit-base) runs when diffusers and transformers import and those weights are in the Hugging Face
+# cache ($HF_HOME, carried along: nothing is downloaded); else the report says it was skipped and why. The whole check runs under $GPU_CHECK_LIMIT seconds (default
 # 560, inside one 10-minute device command; 0: no time limit, for tests of the script).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -36,7 +39,7 @@ if [ "$MODE" = wheels ]; then
   mkdir -p .whl
   grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
   for spec in open_clip_torch==3.3.0 ftfy wcwidth mlxtend jsonschema jsonschema-specifications referencing \
-              rpds-py; do
+              rpds-py diffusers==0.42.1; do
     timeout 120 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
       --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
       --platform manylinux2014_x86_64 -d .whl "$spec" || echo "could not fetch $spec" >&2

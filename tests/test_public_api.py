@@ -27,7 +27,7 @@ def _cli(group, *args):
 
 
 def test_madman_generate_writes_the_bytes_of_the_command(tmp_path):
-    root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=8, test_per_class=4)
+    root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=12, test_per_class=4)
     _cli(madman, "generate", "--out", tmp_path / "cli", "--mnist-root", root, "-n", "12", "--seed", "3",
          "--attribute-density", "2", "--holdout", "7:colour=red", "--quiet")
     result = bindscope.madman.generate(tmp_path / "api", mnist_root=root, seed=3, attribute_density=2.0,
@@ -80,7 +80,7 @@ def test_the_package_exposes_the_documented_calls():
 
 
 def test_library_messages_name_parameters_and_the_command_line_shows_flags(tmp_path):
-    root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=8, test_per_class=4)
+    root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=12, test_per_class=4)
     small = {"train": 4, "test": 4, "ood": 4}
     bindscope.madman.generate(tmp_path / "d", mnist_root=root, seed=1, splits=small, progress=False)
     with pytest.raises(BadInput, match="^out .* another config or seed; pass overwrite=True to replace it") as caught:

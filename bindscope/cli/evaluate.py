@@ -1,4 +1,5 @@
-"""``madman eval`` and ``comco eval`` (click). torch/open_clip are imported inside the commands only."""
+"""``madman eval``, ``comco eval``, ``comco t2i-score`` and the analyses (click). torch, open_clip and transformers are
+imported inside the commands only."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from pathlib import Path
 import click
 
 from bindscope.cli.options import _apply, encoder_settings, settings_options, task_options, tasks_option
+from bindscope.cli.types import DEVICE, SEED, FiniteFloat, count
 from bindscope.encoders.settings import EncoderSettings
-from bindscope.errors import BadInput
-from bindscope.cli.types import SEED, count
-from bindscope.evaluation import AuditSettings
+from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput
+from bindscope.evaluation import DETECTION_THRESHOLD, AuditSettings
 from bindscope.evaluation.sampled import SampledCaptions
 from bindscope.evaluation.api import check_locations
 
@@ -214,30 +215,88 @@ def comco_eval(data, tasks, options, sampling, seed, split, encoder, out, overwr
     _run(plan, encoder, out, plot, overwrite, quiet)
 
 
-@click.command("caption-bias")
+@click.command("t2i-score")
 @click.argument("data", type=click.Path(file_okay=False))
+@click.option("--detector", required=True,
+              help="Open-vocabulary detector (OWLv2 / OWL-ViT): a Hugging Face repository id "
+                   "(google/owlv2-base-patch16-ensemble; downloaded on first use) or a model folder.")
+@click.option("--threshold", type=FiniteFloat(0, 1), default=DETECTION_THRESHOLD, show_default=True,
+              help="Detector score (0..1) from which an object counts as present.")
+@click.option("--split", default=None, help="Split to score (default: images, or the dataset's only split).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="Result JSON path (default: DATA/eval/t2i-score-<detector>-<model>.json).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@encoder_settings
+def comco_t2i_score(data, detector, threshold, split, seed, out, overwrite, quiet, encoder):
+    """Which prompt objects the images of a `comco t2i` dataset DATA show, by mention position: an open-vocabulary
+    detector (--detector, --threshold) and a CLIP encoder (--model: the object's name ranks within the prompt's
+    object count among all names) decide; presence rate per position, first against last with an exact McNemar
+    test over prompts, intervals by bootstrap over prompts. The detector runs with --device, --precision and
+    --batch-size too. See docs/t2i.md.
+    """
+    from bindscope.evaluation.results import samples_path
+    from bindscope.evaluation.t2i import format_t2i, t2i_score
+
+    run = t2i_score(data, encoder, detector, threshold=threshold, split=split, seed=seed, out=out,
+                    overwrite=overwrite, progress=not quiet)
+    click.echo(format_t2i(run.result))
+    click.echo(f"\nwrote {run.path} and its per-image rows {samples_path(run.path)}")
+
+
+@click.command("caption-bias")
+@click.argument("data", type=click.Path())
 @click.option("--split", "splits", multiple=True, help="Split(s) to read (repeatable). Default: all but "
                                                        "'references'.")
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
-              help="Result JSON path (default: DATA/eval/caption-bias.json).")
+              help="Result JSON path (default for a dataset: DATA/eval/caption-bias.json; needed for pairs).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
               help="Also write a bar plot (.png, .pdf or .svg).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
-def bindscope_caption_bias(data, splits, out, overwrite, plot, seed):
+@click.option("--detector", default=None,
+              help="Pairs: open-vocabulary detector (OWLv2 / OWL-ViT) finding each caption object: a Hugging Face "
+                   "repository id (google/owlv2-base-patch16-ensemble) or a model folder.")
+@click.option("--segmenter", default=None,
+              help="Pairs: SAM model (facebook/sam-vit-base or a folder) whose masks in the detector's boxes give the "
+                   "areas [the boxes' areas].")
+@click.option("--threshold", type=FiniteFloat(0, 1), default=None,
+              help=f"Pairs: detector score from which an object is found [{DETECTION_THRESHOLD:g}].")
+@click.option("--caption-objects", type=click.Choice(["lexicon", "spacy"]), default="lexicon", show_default=True,
+              help="Pairs: how a caption's objects are found: the names of --names and their synonyms, or spaCy noun "
+                   "chunks (needs en_core_web_sm).")
+@click.option("--names", default="coco", show_default=True,
+              help="Pairs, lexicon: the categories, comco72 | simco18 | coco | asset folder | file with one name per "
+                   "line.")
+@click.option("--limit", type=count(), default=None, help="Pairs: read only the first N pairs.")
+@click.option("--device", type=DEVICE, default="auto", show_default=True,
+              help=DEVICE_GRAMMAR + " (auto: CUDA when torch sees a GPU, else the CPU): the detector's and segmenter's.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
+              help="Detector and segmenter weights in float32, bfloat16 or float16.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def bindscope_caption_bias(data, splits, out, overwrite, plot, seed, detector, segmenter, threshold, caption_objects,
+                           names, limit, device, precision, quiet):
     """Where captions mention the image's largest object (ComCO Claim 2): share of captions naming it first,
     second, ..., or not at all, overall and by number of objects mentioned, with image-clustered intervals.
 
-    Works on any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
+    DATA is a bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN), or image-caption
+    pairs without annotations as img2dataset writes them (WebDataset tar shards, Parquet files with image bytes, or
+    a folder of images with .txt captions): then each caption's objects are found in its text (--caption-objects),
+    located by --detector, measured by their box or --segmenter mask, and the method is recorded in the result.
+    See docs/real-data.md and docs/t2i.md.
     """
     from bindscope.evaluation.api import caption_bias
     from bindscope.evaluation.caption_bias import format_caption_bias
 
-    run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot)
+    run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot,
+                       detector=detector, segmenter=segmenter, threshold=threshold, caption_objects=caption_objects,
+                       names=names, limit=limit, device=device, precision=precision, progress=not quiet)
     click.echo(format_caption_bias(run.result))
     click.echo(f"\nwrote {run.path}")
     if run.plot is not None:
         click.echo(f"wrote {run.plot}")
+
 
 @click.command("bench")
 @click.argument("benchmark", type=click.Choice(["aro", "sugarcrepe"]))
@@ -281,19 +340,45 @@ def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, optio
 @click.option("--columns", default=None,
               help="Comma-separated columns to plot (default: binding and recognition micro averages, else the "
                    "first 8).")
+@click.option("--compare", "compare", is_flag=True,
+              help="Also compare the results with paired tests, each against the first (as bindscope compare; "
+                   "they must be of one task on the same samples); not with a .csv table.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing table or plot.")
-def bindscope_collect(results, out, plot, columns, overwrite):
+def bindscope_collect(results, out, plot, columns, compare, overwrite):
     """One table from result JSONs of every kind (RESULTS: files or folders of results of `madman eval`,
     `comco eval`, `comco attention`, `bindscope bench`, training runs' result.json, `bindscope probe`,
-    `bindscope labclip eval`, `madman audit`, `bindscope caption-bias`): a row per file, a column per figure, each
-    in percent with its 95% interval; a file of unknown kind or failing its schema is an error. See
-    docs/evaluation.md."""
+    `bindscope labclip eval`, `madman audit`, `bindscope caption-bias`, or `madman sweep` folders): a row per file,
+    a column per figure, each in percent with its 95% interval; results that differ only in seed also as their
+    mean with a t interval over the seeds; a sweep's points with the swept property, value and seed; a file of
+    unknown kind or failing its schema is an error. See docs/evaluation.md."""
     from bindscope.evaluation.api import collect
     from bindscope.evaluation.collect import format_table
 
     chosen = [c.strip() for c in columns.split(",") if c.strip()] if columns is not None else None
-    table = collect(list(results), out, plot=plot, columns=chosen, overwrite=overwrite)
+    table = collect(list(results), out, plot=plot, columns=chosen, compare=compare, overwrite=overwrite)
     click.echo(format_table(table, "md"))
     click.echo(f"wrote {out} ({len(table['rows'])} results, {len(table['columns'])} columns)")
     if plot is not None:
         click.echo(f"wrote {plot}")
+
+
+@click.command("compare")
+@click.argument("results", nargs=-1, type=click.Path())
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the comparison to this file (.md, .csv or .json).")
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default=None,
+              help="Output format (default: --out's suffix, else md).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+def bindscope_compare(results, out, fmt, seed, overwrite):
+    """Paired tests between results of one task on the same samples (RESULTS: two or more result files of
+    `madman eval`, `comco eval` or training runs, with their per-sample rows; each compared with the first): per
+    figure the difference, its 95% interval (paired bootstrap over images) and a p-value (exact McNemar for one
+    binary outcome per image, else the paired bootstrap), Holm-corrected. Results on different samples are an
+    error. See docs/evaluation.md."""
+    from bindscope.evaluation.compare import compare, output_format
+
+    comparison = compare(list(results), out=out, fmt=fmt, seed=seed, overwrite=overwrite)
+    click.echo(comparison.format(output_format(None if out is None else Path(out), fmt)), nl=False)
+    if out is not None:
+        click.echo(f"wrote {out}")

@@ -21,6 +21,10 @@ here, beside the audit's ranges, so that the commands' options need no heavy imp
 PROTOCOLS = ("bindscope", "clip-oscope", "both")
 """The statistics of TOR and IOR: bindscope's, the ComCO authors' scripts' (:mod:`bindscope.evaluation.clip_oscope`),
 or both."""
+DETECTION_THRESHOLD = 0.1
+"""Default score (0..1) from which an open-vocabulary detector's object counts as found (``comco t2i-score``,
+``bindscope caption-bias`` on image-caption pairs): the value of the transformers OWLv2 examples
+(:mod:`bindscope.evaluation.detection`)."""
 
 
 def _audit(flag: str, help: str, **more) -> dict:

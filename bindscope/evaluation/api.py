@@ -400,71 +400,129 @@ def audit(data, settings: AuditSettings | None = None, *, out: str | os.PathLike
 
 
 def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: str | os.PathLike | None = None,
-                 overwrite: bool = False, plot: str | os.PathLike | None = None) -> Evaluation:
+                 overwrite: bool = False, plot: str | os.PathLike | None = None, detector: str | None = None,
+                 segmenter: str | None = None, threshold: float | None = None, caption_objects: str = "lexicon",
+                 names: str | os.PathLike = "coco", limit: int | None = None, device: str = "auto",
+                 precision: str = "fp32", progress: bool = True) -> Evaluation:
     """Where captions mention the image's largest object (ComCO Claim 2; the library call behind
-    ``bindscope caption-bias``): :func:`bindscope.evaluation.caption_bias.caption_bias` written as canonical
-    JSON.
+    ``bindscope caption-bias``): :func:`bindscope.evaluation.caption_bias.caption_bias` on a bindscope dataset, or
+    :func:`~bindscope.evaluation.caption_bias.caption_bias_pairs` on image-caption pairs without annotations,
+    written as canonical JSON (pairs: with one row per caption in ``<out stem>.samples.jsonl``).
 
     Args:
-        data: any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
-        splits: splits to read (default: all but ``references``). seed: bootstrap seed (>= 0).
-        out: result JSON (default ``DATA/eval/caption-bias.json``). overwrite: replace an existing result.
-        plot: also draw a bar plot into this file (``.png``, ``.pdf`` or ``.svg``); None: no plot.
+        data: a bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN), or image-caption
+            pairs: a folder or file as img2dataset writes them (:func:`bindscope.importers.image_captions.open_pairs`).
+        splits: splits of a dataset to read (default: all but ``references``). seed: bootstrap seed (>= 0).
+        out: result JSON (a dataset's default: ``DATA/eval/caption-bias.json``; pairs need one).
+        overwrite: replace an existing result. plot: also draw a bar plot into this file (``.png``, ``.pdf`` or
+            ``.svg``); None: no plot.
+        detector: pairs only, required: an OWLv2 / OWL-ViT repository id or folder. segmenter: pairs only: a SAM
+            repository id or folder whose masks give the areas (None: the detector's boxes).
+        threshold: pairs only: detector score from which an object is found, 0..1 (None: 0.1).
+        caption_objects: pairs only: ``lexicon`` or ``spacy``. names: pairs, lexicon only: the categories (``coco``,
+            ``comco72``, a file). limit: pairs only: read at most this many pairs (>= 1).
+        device, precision: where and how the detector and segmenter run. progress: a tqdm bar (pairs).
 
     Returns:
         ``Evaluation(result, out path, plot path or None)``.
 
     Raises:
         BadInput / DatasetError: an existing result or plot without ``overwrite``, an unusable location, a plot
-            name with another suffix, an unknown split or a dataset without captions; before anything is
-            written.
+            name with another suffix, an unknown split, a dataset without captions, pair options with a dataset or
+            pairs without ``detector`` and ``out``, a detector or segmenter that cannot be loaded; all before
+            anything is written.
     """
     from bindscope.evaluation.caption_bias import caption_bias as measure
-    from bindscope.evaluation.caption_bias import plot_caption_bias
+    from bindscope.evaluation.caption_bias import caption_bias_pairs, objects_finder, plot_caption_bias
+    from bindscope.evaluation import DETECTION_THRESHOLD
+    from bindscope.evaluation.detection import BoxSegmenter, OpenVocabularyDetector, check_threshold
     from bindscope.evaluation.report import check_plot_path
-    from bindscope.evaluation.results import check_result_path
-    from bindscope.io.atomic import write_text_atomic
-    from bindscope.io.canonical import canonical_json
+    from bindscope.evaluation.results import check_result_path, write_result
+    from bindscope.format.manifest import MANIFEST
+    from bindscope.importers.image_captions import open_pairs
 
+    check_int("seed", seed, 0)
+    pair_options = {"detector": detector, "segmenter": segmenter, "threshold": threshold, "limit": limit,
+                    "caption_objects": None if caption_objects == "lexicon" else caption_objects,
+                    "names": None if str(names) == "coco" else names}
+    is_dataset = (Path(data) / MANIFEST).is_file()
+    if is_dataset:
+        given = [k for k, v in pair_options.items() if v is not None]
+        if given:
+            raise BadInput(f"{given[0]} applies to image-caption pairs without annotations; {str(data)!r} is a "
+                           "bindscope dataset, whose object table gives the objects and their areas", param=given[0])
+    else:
+        pairs = open_pairs(data)
+        if splits:
+            raise BadInput(f"splits apply to a bindscope dataset; {str(data)!r} holds image-caption pairs",
+                           param="splits")
+        if detector is None:
+            raise BadInput(f"detector is needed for image-caption pairs without annotations ({str(data)!r} is not "
+                           "a bindscope dataset): give an OWLv2 / OWL-ViT model, e.g. "
+                           "google/owlv2-base-patch16-ensemble", param="detector")
+        if out is None:
+            raise BadInput(f"out is needed for image-caption pairs ({str(data)!r} is not a bindscope dataset): give "
+                           "the result JSON path", param="out")
+        if limit is not None:
+            check_int("limit", limit, 1, what="pairs")
+        if threshold is not None:
+            check_threshold(threshold)
+        objects_finder(caption_objects, names)  # a bad choice or name list fails before a model loads
     out_path = check_result_path(out or Path(data) / "eval" / "caption-bias.json", overwrite)
     plot_path = check_plot_path(plot)
     if plot_path is not None and plot_path.exists() and not overwrite:
         raise BadInput(f"plot {str(plot_path)!r} already exists; pass overwrite=True to replace it", param="plot")
     check_locations(out_path, plot_path)
-    result = measure(data, splits=splits, seed=seed)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out_path, canonical_json(result))
+    rows = None
+    if is_dataset:
+        result = measure(data, splits=splits, seed=seed)
+    else:
+        found = OpenVocabularyDetector(detector, device, precision)
+        masks = BoxSegmenter(segmenter, device, precision) if segmenter is not None else None
+        rows = []
+        result = caption_bias_pairs(pairs, found, masks, caption_objects=caption_objects, names=names,
+                                    threshold=DETECTION_THRESHOLD if threshold is None else threshold, seed=seed,
+                                    limit=limit, progress=progress, rows=rows)
+    write_result(out_path, result, overwrite=overwrite, rows=rows, schema="caption_bias_result")
     if plot_path is not None:
         plot_caption_bias(result, plot_path)
     return Evaluation(result, out_path, plot_path)
 
 
 def collect(results: list[str | os.PathLike], out: str | os.PathLike, *, plot: str | os.PathLike | None = None,
-            columns: list[str] | None = None, overwrite: bool = False) -> dict:
+            columns: list[str] | None = None, compare: bool = False, overwrite: bool = False) -> dict:
     """Write one table of result JSONs of every kind (the library call behind ``bindscope collect``; see
     :mod:`bindscope.evaluation.collect`): a row per result file (model, pretrained tag, checkpoint step), a column
     per figure (positions, attributes, size ranks, probe and audit accuracies, caption-bias shares, ...), each
     share in percent with its 95% interval, every column defined.
 
+    Results that differ only in seed (training seeds of one run identity, or evaluation seeds) are also reported
+    as a group: the mean, each seed's value and a t interval over the seeds; a ``madman sweep`` folder is read
+    point by point, with the swept property, value and seed as columns
+    (:mod:`bindscope.evaluation.collect_groups`).
+
     Args:
         results: result files or folders of them, of any kind ``bindscope collect`` reads: ``madman eval``,
             ``comco eval``, ``comco attention``, ``bindscope bench``, a training run's ``result.json``,
             ``bindscope probe`` (attributes, conjunctive search), ``bindscope labclip eval``, ``madman audit``,
-            ``bindscope caption-bias``.
+            ``bindscope caption-bias``; or ``madman sweep`` folders.
         out: the table, ``.csv`` (value/low/high columns), ``.md`` (Markdown, with the column definitions) or
             ``.json`` (the table dict). overwrite: replace files.
-        plot: also draw the table (.png, .pdf or .svg): curves over training steps for checkpoints, else
-            grouped bars. columns: the columns to plot (default: binding and recognition micro averages, else
-            the first 8).
+        plot: also draw the table (.png, .pdf or .svg): curves against the swept value for a sweep, over
+            training steps for checkpoints (bands over seeds where there are several), else grouped bars.
+            columns: the columns to plot (default: binding and recognition micro averages, else the first 8).
+        compare: also compare the results with paired tests, each against the first
+            (:func:`bindscope.evaluation.compare.compare_results`: they must be of one task on the same samples):
+            ``table["comparison"]``, appended to a ``.md`` table (a ``.csv`` table cannot hold it).
 
     Returns:
-        The table dict (``columns``, ``definitions``, ``rows``, ``summary``) of
-        :func:`bindscope.evaluation.collect.collect`.
+        The table dict (``columns``, ``definitions``, ``rows``, ``groups``, ``summary``; ``comparison`` with
+        ``compare``) of :func:`bindscope.evaluation.collect.collect`.
 
     Raises:
         BadInput: a bad ``out`` suffix, an existing ``out``/``plot`` without ``overwrite``, an unknown column,
             an unreadable file, one of no known kind or failing its kind's schema (named, with the reason);
-            before anything is written.
+            ``compare`` with a ``.csv`` table or results a comparison refuses; before anything is written.
     """
     from bindscope.evaluation.collect import TABLE_SUFFIXES, format_table, plot_table
     from bindscope.evaluation.collect import collect as gather
@@ -475,11 +533,21 @@ def collect(results: list[str | os.PathLike], out: str | os.PathLike, *, plot: s
     if out_path.suffix.lower() not in TABLE_SUFFIXES:
         raise BadInput(f"out {str(out)!r}: the file name must end in one of {', '.join(TABLE_SUFFIXES)}",
                        param="out")
+    if compare and out_path.suffix.lower() == ".csv":
+        raise BadInput(f"compare: a .csv table ({str(out)!r}) cannot hold the comparison; write .md or .json, or "
+                       "use bindscope compare --format csv", param="compare")
     plot_path = check_plot_path(plot)
     for param, path in (("out", out_path), ("plot", plot_path)):
         _check_new_file(param, path, overwrite)
     check_locations(out_path, plot_path)
     table = gather(list(results))
+    if compare:
+        from dataclasses import asdict
+
+        from bindscope.evaluation.collect import result_files
+        from bindscope.evaluation.compare import compare_results
+
+        table["comparison"] = asdict(compare_results(result_files(list(results))))
     if columns is not None:
         unknown = [c for c in columns if c not in table["columns"]]
         if unknown or not columns:

@@ -65,7 +65,7 @@ class ObjectCrops:
     skipped: int
 
 
-def _class_lists(ds: Dataset) -> dict[str, list[str]]:
+def class_lists(ds: Dataset) -> dict[str, list[str]]:
     """Class names per head: each attribute's values in the order of their numeric parameter (size fraction,
     degrees, ...; the names in sorted order where the parameter is not a number, e.g. colours), then the digits
     "0".."9"."""
@@ -91,6 +91,14 @@ def _max_side(ds: Dataset, split: str) -> int:
     return side
 
 
+def crop_side(ds: Dataset, splits: list[str]) -> int:
+    """Side in pixels of the oracle's square crops: the largest visible bbox side over the objects of ``splits``,
+    rounded up to a multiple of ``CROP_MULTIPLE`` (8), at most the canvas side rounded up likewise, at least 16."""
+    side = max(_max_side(ds, split) for split in splits)
+    canvas = int(ds.manifest["image_size"][0])
+    return max(2 * CROP_MULTIPLE, min(-(-side // CROP_MULTIPLE), -(-canvas // CROP_MULTIPLE)) * CROP_MULTIPLE)
+
+
 def isolate_objects(ds: Dataset, split: str, crop: int, classes: dict[str, list[str]],
                     limit: int | None = None) -> ObjectCrops:
     """Cut every visible object of ``split`` out of its image by its instance mask (see the module docstring).
@@ -99,7 +107,7 @@ def isolate_objects(ds: Dataset, split: str, crop: int, classes: dict[str, list[
         ds: an open MADMAN dataset.
         split: split name.
         crop: window side in pixels (>= every visible bbox side, else the object is cut).
-        classes: class names per head (:func:`_class_lists`).
+        classes: class names per head (:func:`class_lists`).
         limit: keep only the first ``limit`` objects of the split (in sample order); None keeps all.
 
     Raises:
@@ -308,10 +316,8 @@ def audit_madman(dataset: str | os.PathLike | Dataset, settings: AuditSettings |
     for split in (train_split, test_split):
         ds.split(split)
     ds.check([train_split, test_split])
-    classes = _class_lists(ds)
-    side = max(_max_side(ds, train_split), _max_side(ds, test_split))
-    canvas = int(ds.manifest["image_size"][0])
-    crop = max(2 * CROP_MULTIPLE, min(-(-side // CROP_MULTIPLE), -(-canvas // CROP_MULTIPLE)) * CROP_MULTIPLE)
+    classes = class_lists(ds)
+    crop = crop_side(ds, [train_split, test_split])
     train = isolate_objects(ds, train_split, crop, classes, settings.max_train_objects)
     test = isolate_objects(ds, test_split, crop, classes, settings.max_test_objects)
     for part in (train, test):

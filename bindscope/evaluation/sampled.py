@@ -123,8 +123,8 @@ class SampledCaptions:
                 "' and '."})
     names: object = field(default=None, metadata={
         "flag": "--names",
-        "help": "With --captions: the name list and candidates, comco72 | simco18 | asset folder | file with one name "
-                "per line [comco72]."})
+        "help": "With --captions: the name list and candidates, comco72 | simco18 | coco | asset folder | file with "
+                "one name per line [comco72]."})
 
 
 @dataclass
@@ -199,8 +199,9 @@ def plan_sampled(source: SampledCaptions | None = None, task_names=None, options
 
 def _given_captions(source: SampledCaptions, names: list[str]):
     """``(candidates, caption lists, settings entries, file stem)`` of a given caption set."""
-    from bindscope.evaluation.clip_oscope import combination_captions, read_caption_file, read_names
+    from bindscope.evaluation.clip_oscope import combination_captions, read_caption_file
     from bindscope.evaluation.results import short_hash, slug
+    from bindscope.generators.comco.registry import read_names
 
     if source.captions is None:
         raise BadInput(f"names {source.names!r} applies with captions (captions='combinations' or a caption file)",

@@ -364,7 +364,9 @@ def run_scenes(plan: ScenePlan, adapter, *, text_transform=None, embedder: Embed
                 "text_transform": transform_name(text_transform),
                 "matching_negatives": run.option("matching_negatives"),
                 "seed": seed, "comparison": "strict > (ties count as wrong)",
-                "interval": "shares: Wilson score 95% (one query per scene); matching: " + MATCHING_INTERVALS,
+                "interval": "shares: Wilson score 95% per query; where an image has several captions (TOR on COCO) "
+                            "also ci95_cluster, 95% percentile bootstrap over images (an image's captions "
+                            "resampled together); matching: " + MATCHING_INTERVALS,
                 "caption_form": "dataset captions for TOR; category names joined with ' and ' for matching"}
     return scene_result(run, run.texts_used, settings, dataset_info(ds, plan.splits))
 

@@ -80,7 +80,8 @@ def compute_scenes(run, options) -> None:
     bounds = np.cumsum([len(scored)] + [len(negs) for negs in negatives])
     run.metrics["binding"] = {"num_scored": len(scored), **score_split(
         run.scene_emb[scored], emb[:len(scored)], negatives,
-        [emb[bounds[k]:bounds[k + 1]] for k in range(len(scored))], run.dataset.attribute_names)}
+        [emb[bounds[k]:bounds[k + 1]] for k in range(len(scored))], run.dataset.attribute_names,
+        sample_ids=[run.ids[i] for i in scored], rows=run.rows)}
     run.texts_used += neg_texts
 
 

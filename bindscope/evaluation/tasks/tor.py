@@ -38,12 +38,12 @@ def compute(run, options: TorOptions) -> None:
     def ours():
         run.metrics["tor"] = {"candidates": len(run.vocab), "ordered_by": "mention position",
                               "by_num_objects": retrieval_shares(run.cap_emb, run.name_emb, run.vocab, run.mentions,
-                                                                 run.rows, "tor", run.caption_ids)}
+                                                                 run.rows, "tor", run.caption_ids, run.seed)}
 
     def theirs():
         sims = run.cap_emb @ run.name_emb.T
         run.metrics.setdefault("clip_oscope", {})["tor"] = oscope.oscope_block(
-            sims, run.vocab, run.mentions, "tor", run.captions, "mention position")
+            sims, run.vocab, run.mentions, "tor", run.captions, "mention position", run.caption_ids, run.seed)
         if run.rows is not None:
             oscope.oscope_rows(sims, run.vocab, run.mentions, "tor", run.captions, run.caption_ids, run.rows)
 
