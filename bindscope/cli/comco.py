@@ -109,7 +109,7 @@ def comco_preview(directory, out, split, count, cols, overwrite):
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @build_options
 def comco_t2i(pipeline, out, names, objects, n, order, template, articles, images_per_prompt, steps, guidance,
-              resolution, precision, device, seed, shard_size, overwrite, quiet, **build):
+              resolution, precision, device, seed, shard_size, overwrite, quiet, build):
     """Render ComCO-style prompts of 2-5 objects in controlled orders with a diffusers text-to-image pipeline
     into a dataset folder OUT; `comco t2i-score` then measures which prompt objects each image shows, by mention
     position (docs/t2i.md).
@@ -125,7 +125,7 @@ def comco_t2i(pipeline, out, names, objects, n, order, template, articles, image
     result = t2i(out, pipeline, names=names, objects=objects, n=n, order=order, template=template, articles=articles,
                  images_per_prompt=images_per_prompt, steps=steps, guidance=guidance, resolution=resolution,
                  precision=precision, device=device, seed=seed, shard_size=shard_size, overwrite=overwrite,
-                 progress=not quiet, **build)
+                 progress=not quiet, build=build)
     if result.already_complete:
         click.echo(f"{out}: already complete (same pipeline, config and seed); nothing to do")
     elif result.part_record is not None:

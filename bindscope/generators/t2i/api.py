@@ -10,10 +10,12 @@ Example (a notebook, a GPU machine)::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bindscope.build.backends import BuildSettings
 from bindscope.errors import (PRECISIONS, BadInput, check_device, check_int, check_number, check_utf8_path,
                               resolve_device)
 from bindscope.limits import MAX_COUNT, MAX_SEED
@@ -31,8 +33,8 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
         objects: str | tuple[int, int] = "2-5", n: int = 100, order: str = "rotations",
         template: str | None = None, articles: bool = True, images_per_prompt: int = 1, steps: int = 50,
         guidance: float = 7.5, resolution: int = 512, precision: str = "fp32", device: str = "auto", seed: int = 0,
-        shard_size: int | None = None, overwrite: bool = False, progress: bool = True, backend: str = "local",
-        scheduler: str | None = None, num_parts: int = 1, part: int = 0) -> BuildResult:
+        shard_size: int | None = None, overwrite: bool = False, progress: bool = True,
+        build: BuildSettings | None = None) -> BuildResult:
     """Generate images of ComCO-style prompts with a diffusers text-to-image pipeline into the dataset ``out``
     (docs/t2i.md; the prompts: :mod:`bindscope.generators.t2i.prompts`, the dataset:
     :mod:`bindscope.generators.t2i.generator`).
@@ -55,7 +57,9 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
         precision: ``fp32``, or ``bf16`` / ``fp16`` on a CUDA device. device: ``auto``, ``cpu``, ``cuda``,
             ``cuda:N`` (runtime: not part of the config; each sample records it).
         seed: >= 0. shard_size: images per shard, a multiple of ``images_per_prompt`` (default 16 prompts' images).
-        overwrite, progress, backend, scheduler, num_parts, part: as :func:`bindscope.build.builder.build_dataset`.
+        overwrite, progress: as :func:`bindscope.build.builder.build_dataset`. build: the scale-out, a
+            :class:`~bindscope.build.backends.BuildSettings` (backend, scheduler, num_parts, part; default: this
+            machine, one part).
 
     Returns:
         A :class:`~bindscope.build.builder.BuildResult`.
@@ -74,6 +78,7 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
     from bindscope.io.canonical import config_sha256
     from bindscope.io.ownership import check_output_location
 
+    build = build or BuildSettings()
     check_int("seed", seed, 0, MAX_SEED)
     check_int("images_per_prompt", images_per_prompt, 1, MAX_IMAGES_PER_PROMPT, what="images")
     check_int("steps", steps, 1, MAX_STEPS, what="inference steps")
@@ -115,13 +120,12 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
               "pipeline": source.identity, "shard_size": shard_size}
     generator = T2IGenerator(config, seed, folder=source.folder, device=device)
     run_id = config_sha256(NAME, config, seed)
-    if num_parts == 1 and output_state(out, run_id, overwrite) == "done":
+    if build.num_parts == 1 and output_state(out, run_id, overwrite) == "done":
         manifest = finish_if_done(out, run_id)
         if manifest is not None:
             return BuildResult(Path(out), manifest, already_complete=True)
     load_pipeline(source.folder, precision, device)  # a pipeline diffusers cannot load fails before any write
-    made = build_dataset(generator, out, overwrite=overwrite, progress=progress, backend=backend,
-                         scheduler=scheduler, num_parts=num_parts, part=part)
-    if num_parts > 1:
+    made = build_dataset(generator, out, overwrite=overwrite, progress=progress, **dataclasses.asdict(build))
+    if build.num_parts > 1:
         return BuildResult(Path(out), None, part_record=made)
     return BuildResult(Path(out), made)
