@@ -173,6 +173,11 @@ OPTIONS: tuple[Option, ...] = (
     _int("workers", "--loader-jobs", 0, 0, 256,
          "DataLoader worker processes building batches (0 = in the training process).", "processes",
          group="process"),
+    Option("data_in_memory", "--data-in-memory", bool, False, (
+        "Read the training split into memory once (images as one uint8 array) instead of reading each batch from "
+        "the shards; the same batches, losses and weights. Faster only where reading the batches is slower "
+        "than the model's step (a small model on the CPU, no --loader-jobs); memory grows with the split."),
+           group="process"),
     _int("threads", "--threads", 0, 0, 1024,
          "torch intra-op CPU threads (0 = torch's default); 1 is often fastest on a busy machine.", "threads",
          group="process"),

@@ -78,7 +78,9 @@ class Trainer:
             read again); None: opened here.
 
     Attributes after construction: ``model``, ``optimizer``, ``scheduler``, ``scaler``, ``step`` (optimiser
-    steps done; > 0 when resumed), ``resumed`` (bool), ``data`` (:class:`~bindscope.training.data.TrainingData`).
+    steps done; > 0 when resumed), ``resumed`` (bool), ``data`` (where the batches' samples come from: a
+    :class:`~bindscope.training.data.StreamedSplit`, or with ``data_in_memory`` a
+    :class:`~bindscope.training.data.TrainingData`).
 
     Raises:
         BadInput: any bad setting, a missing or unfinished dataset, processes that disagree, or a run folder
@@ -106,9 +108,10 @@ class Trainer:
         import torch
 
         from bindscope.format.reader import Dataset
-        from bindscope.training.data import BatchSource, check_negatives, load_split, training_split
+        from bindscope.training.batches import BatchSource
+        from bindscope.training.data import StreamedSplit, check_negatives, load_split, read_tables, training_split
         from bindscope.training.evaluation import plan_run_evaluation
-        from bindscope.training.model import build_model, build_vocabulary
+        from bindscope.training.model import build_model
 
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -130,14 +133,17 @@ class Trainer:
             # The evaluation module's plan: the dataset, its splits and tasks, every shard, checked before training.
             self.evaluation = plan_run_evaluation(config.eval_data, config.eval_splits, config.eval_tasks, param)
             config = replace(config, eval_splits=self.evaluation.splits, eval_tasks=self.evaluation.tasks)
-            self.data = load_split(dataset, config.split)
+            if config.data_in_memory:
+                self.data = tables = load_split(dataset, config.split)
+            else:  # the tables now, the samples of each batch when it is made
+                tables = read_tables(dataset, config.split, words=config.model.tokenizer == "word")
+                self.data = StreamedSplit(dataset, tables)
         finally:
             if opened:
                 dataset.close()
-        check_negatives(self.data, config.negatives)
+        check_negatives(tables, config.negatives)
         if config.model.tokenizer == "word" and not config.model.vocabulary:
-            texts = self.data.captions + [n for pool in self.data.hard_negatives for n in pool]
-            config = replace(config, model=replace(config.model, vocabulary=build_vocabulary(texts)))
+            config = replace(config, model=replace(config.model, vocabulary=tables.words))
         self.config = config
         self.source = BatchSource(self.data, config.batch_size, config.seed, config.model,
                                   config.negatives_per_sample if config.negatives != "none" else 0,
@@ -291,7 +297,8 @@ class Trainer:
                                   batch_size=self.config.eval_batch_size)
 
     def train_step(self, batch: dict) -> float:
-        """One optimiser step on ``batch`` (from :class:`BatchSource`); returns the loss (float).
+        """One optimiser step on ``batch`` (from :class:`~bindscope.training.batches.BatchSource`); returns the
+        loss (float).
 
         Raises:
             TrainingDiverged: the loss (before the step is taken) or a weight or buffer (after it) is NaN or
