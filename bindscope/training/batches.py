@@ -22,11 +22,17 @@ They are extra candidates for the image->text loss only (see :func:`bindscope.tr
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from bindscope.errors import BadInput
 from bindscope.training.data import batch_indices
 from bindscope.training.options import NEGATIVES
+
+TOKEN_CACHE = 16_384
+"""Texts whose tokens a :class:`BatchSource` keeps per process (the most recently used; about 8 MB): a caption
+seen again in a later epoch is not tokenised again."""
 
 
 class BatchSource:
@@ -71,6 +77,7 @@ class BatchSource:
         self.data, self.batch_size, self.seed, self.model_config = data, batch_size, seed, model
         self.hard_negatives, self.mode, self.rank, self.world_size = hard_negatives, mode, rank, world_size
         self.tokenizer = make_tokenizer(model)
+        self._tokens: OrderedDict[str, tuple[np.ndarray, bool]] = OrderedDict()
         if hard_negatives and mode == "shuffled":
             from bindscope.text.negatives import lexicon_tagger
 
@@ -78,6 +85,21 @@ class BatchSource:
 
     def __len__(self) -> int:
         return len(self.data) // self.batch_size
+
+    def tokens(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
+        """``(len(texts), context_length)`` int64 token ids of ``texts`` and, per text, whether it was truncated;
+        texts tokenised before are taken from the cache (:data:`TOKEN_CACHE`)."""
+        cache = self._tokens
+        missing = list(dict.fromkeys(t for t in texts if t not in cache))
+        if missing:
+            for text, row, cut in zip(missing, self.tokenizer(missing).numpy(), self.tokenizer.is_truncated(missing)):
+                cache[text] = (row, cut)
+        found = [cache[t] for t in texts]
+        for text in texts:
+            cache.move_to_end(text)
+        while len(cache) > TOKEN_CACHE:
+            cache.popitem(last=False)
+        return np.stack([row for row, _ in found]), [cut for _, cut in found]
 
     def shuffled(self, step: int, position: int, caption: str) -> list[str]:
         """The shuffled negatives of ``caption`` (position ``position``) in batch ``step``: up to
@@ -113,18 +135,19 @@ class BatchSource:
                 negatives.extend(made)
                 owner.extend([position] * len(made))
         # the negatives are made for the whole global batch, so every rank's choice is the one-process one
-        truncated = sum(self.tokenizer.is_truncated(captions + negatives))
+        tokens, cut = self.tokens(captions + negatives)
         owner = np.asarray(owner, dtype=np.int64)
         part = self.batch_size // self.world_size
         counts = np.bincount(owner // part, minlength=self.world_size).tolist()
         if self.world_size > 1:  # this rank's slice of the global batch
             mine = owner // part == self.rank
+            rows = np.concatenate([np.arange(self.rank * part, (self.rank + 1) * part), len(captions) + np.flatnonzero(mine)])
             indices = indices[self.rank * part:(self.rank + 1) * part]
-            captions = captions[self.rank * part:(self.rank + 1) * part]
             negatives = [text for text, keep in zip(negatives, mine) if keep]
             owner = owner[mine] - self.rank * part
+            tokens = tokens[rows]
         return {"images": preprocess_images(self.data.pixels(indices), self.model_config.image_size,
                                             self.model_config),
-                "texts": self.tokenizer(captions + negatives), "num_captions": len(indices),
-                "indices": torch.from_numpy(indices), "negatives": negatives, "negative_of": torch.from_numpy(owner),
-                "negative_counts": counts, "truncated": truncated}
+                "texts": torch.from_numpy(tokens), "num_captions": len(indices), "indices": torch.from_numpy(indices),
+                "negatives": negatives, "negative_of": torch.from_numpy(owner), "negative_counts": counts,
+                "truncated": sum(cut)}

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput, check_device, check_int
+from bindscope.training.report import parse_report_to
 
 VISION_TOWERS = ("vit", "resnet", "cnn")  # --vision
 TOKENIZERS = ("bpe", "word")  # --tokenizer
@@ -181,6 +182,10 @@ OPTIONS: tuple[Option, ...] = (
     _int("threads", "--threads", 0, 0, 1024,
          "torch intra-op CPU threads (0 = torch's default); 1 is often fastest on a busy machine.", "threads",
          group="process"),
+    Option("report_to", "--report-to", str, None, (
+        "Also report log.jsonl's records (loss, learning rate, logit scale, step time, evaluations) to tensorboard "
+        "(event files in OUT/tensorboard) and/or wandb (a Weights & Biases run in OUT/wandb), comma-separated; "
+        "needs pip install 'bindscope[report]'."), group="process", parse=parse_report_to),
     _int("dist_timeout", "--dist-timeout", 600, 10, 86400, (
         "Under torchrun: seconds a process waits for the others in one collective (e.g. while process 0 "
         "evaluates) before the run stops with an error."), "seconds", group="process"),

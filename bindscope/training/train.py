@@ -53,7 +53,8 @@ from bindscope.training.config import TrainConfig
 from bindscope.training.evaluation import eval_summary, evaluate_run
 from bindscope.training.objective import TrainingDiverged, clip_loss, lr_factor, non_finite_tensor
 from bindscope.training.resume import RunLog, check_resume_state, pending_losses, rng_state, set_rng_state
-from bindscope.training.runfolder import LOG, RESULT, TRAIN_RUN, claim_run_folder, write_run_files
+from bindscope.training.report import Reporters
+from bindscope.training.runfolder import LOG, RESULT, TRAIN_RUN, claim_run_folder, run_id, write_run_files
 
 _DECISIONS = ("new", "resume", "done", "overwrite")  # the run folder's claim, as every process learns it
 
@@ -150,6 +151,7 @@ class Trainer:
                                   "stored" if config.negatives == "none" else config.negatives,
                                   self.group.rank, self.group.world_size)
         record = {"config": self._config_dict(), "identity": config.identity(), "data_config_sha256": data_sha}
+        self._run_id = run_id(record)
         claim = claim_run_folder(self.out, record, overwrite) if self.group.rank == 0 else None
         seen = self._folder_view(claim)
         state = self.group.agree(seen[0])[0]  # rank 0's view, on every process
@@ -233,8 +235,12 @@ class Trainer:
         return data
 
     def close(self, exc: BaseException | None = None) -> None:
-        """Release the run folder's claim (after ``exc``: a folder holding nothing but the claim is removed, see
-        :mod:`bindscope.io.claim`) and leave the process group (done by :meth:`run` when it ends); idempotent."""
+        """Close the reporters, release the run folder's claim (after ``exc``: a folder holding nothing but the
+        claim is removed, see :mod:`bindscope.io.claim`) and leave the process group (done by :meth:`run` when it
+        ends); idempotent."""
+        report = getattr(self, "report", None)
+        if report is not None:
+            report.close()
         claim, self._claim = getattr(self, "_claim", None), None
         if claim is not None:
             claim.__exit__(type(exc) if exc is not None else None, exc, None)
@@ -383,7 +389,10 @@ class Trainer:
 
         config = self.config
         start = self.step
-        if self.group.rank == 0 and self._due(config.eval_every, start) and not self.log.has_eval(start):
+        first = self.group.rank == 0
+        self.report = Reporters(config.report_to if first else None, self.out, self._run_id, self._config_dict(),
+                                self.log.records() if first and config.report_to else [])
+        if first and self._due(config.eval_every, start) and not self.log.has_eval(start):
             self._evaluate_step()  # the evaluation of the checkpoint's step, cut short by a kill
         # The loader draws its workers' base seed from a generator of its own, not from torch's global one (whose
         # state the checkpoint holds): a resumed run's global RNG then equals an uninterrupted run's.
@@ -393,7 +402,7 @@ class Trainer:
                                              persistent_workers=False)
         truncated = 0
         train_seconds = cpu_seconds = 0.0
-        interval_images, interval_seconds = 0, 0.0
+        interval_images, interval_steps, interval_seconds = 0, 0, 0.0
         last_loss = float("nan")
         bar = tqdm(total=config.steps, initial=start, unit="step", desc=f"train {self.out.name}",
                    disable=not self.progress)
@@ -410,14 +419,16 @@ class Trainer:
                 self._losses.append(last_loss)
                 truncated += batch["truncated"]
                 interval_images += batch["num_captions"] * self.group.world_size
+                interval_steps += 1
                 if self.step % config.log_every == 0 or self.step == config.steps:
                     speed = interval_images / max(interval_seconds, 1e-9)
-                    self.log.append({"step": self.step, "loss": last_loss, "loss_mean": float(np.mean(self._losses)),
-                                     "lr": self.scheduler.get_last_lr()[0],
-                                     "logit_scale": float(self.model.logit_scale.detach().exp()),
-                                     "images_per_s": speed, "elapsed_s": train_seconds, "cpu_s": cpu_seconds})
+                    self._append({"step": self.step, "loss": last_loss, "loss_mean": float(np.mean(self._losses)),
+                                  "lr": self.scheduler.get_last_lr()[0],
+                                  "logit_scale": float(self.model.logit_scale.detach().exp()),
+                                  "step_s": interval_seconds / interval_steps, "images_per_s": speed,
+                                  "elapsed_s": train_seconds, "cpu_s": cpu_seconds})
                     bar.set_postfix(loss=f"{last_loss:.4f}", img_s=f"{speed:.0f}")
-                    self._losses, interval_images, interval_seconds = [], 0, 0.0
+                    self._losses, interval_images, interval_steps, interval_seconds = [], 0, 0, 0.0
                 bar.update(1)
                 if self.step % config.checkpoint_every == 0 or self.step == config.steps:
                     self.save_checkpoint()
@@ -480,12 +491,18 @@ class Trainer:
             set_rng_state(state)
             self.model.train()
 
+    def _append(self, record: dict) -> None:
+        """One line of ``log.jsonl`` (process 0), then the same record to the chosen reporters
+        (:mod:`bindscope.training.report`)."""
+        self.log.append(record)
+        self.report.log(record)
+
     def _evaluate_step(self) -> None:
         """The evaluation of an ``eval_every`` step: the kept model file (with ``keep_checkpoints``), then its
         log line (the line marks the evaluation done)."""
         if self.config.keep_checkpoints:
             self.save_model(self.out / KEPT / f"step-{self.step:07d}.pt")
-        self.log.append({"step": self.step, "eval": eval_summary(self._evaluate())})
+        self._append({"step": self.step, "eval": eval_summary(self._evaluate())})
 
     def _finish(self, start: int, train_seconds: float, cpu_seconds: float, last_loss: float,
                 truncated: int) -> dict:
@@ -501,7 +518,7 @@ class Trainer:
                 result = self._evaluate(str(self.out / MODEL))
                 write_text_atomic(result_path, canonical_json(result))
             if not self.log.has_eval(self.step):  # also when a kill came between result.json and its line
-                self.log.append({"step": self.step, "eval": eval_summary(result)})
+                self._append({"step": self.step, "eval": eval_summary(result)})
         self.group.barrier()  # the other ranks read rank 0's result
         if self.group.rank:
             result = json.loads(result_path.read_text())
