@@ -20,7 +20,7 @@ from bindscope.cli.main import madman
 
 SCRIPT = Path(__file__).with_name("slow_train.py")
 STEPS = 8
-TIMING = ("images_per_s", "elapsed_s", "cpu_s")  # wall and CPU time: differ between any two runs
+TIMING = ("images_per_s", "elapsed_s", "cpu_s", "step_s")  # wall and CPU time: differ between any two runs
 
 
 @pytest.fixture(scope="module")

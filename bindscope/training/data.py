@@ -26,6 +26,7 @@ source.
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -163,6 +164,17 @@ def training_split(split_names: list[str], split: str | None, path: str = "data"
         return split_names[0]
     raise BadInput(f"split: {path!r} has several splits ({', '.join(split_names)}) and none is called train or "
                    "scenes; choose one", param="split")
+
+
+def split_sha256(manifest: dict, split: str) -> str:
+    """The hex sha256 naming the bytes of a dataset's split: of the dataset's ``config_sha256`` and the sha256 of
+    each shard of the split, as its manifest lists them (the processes of a run check that they train on the same
+    data with it)."""
+    from bindscope.io.canonical import canonical_json
+
+    shards = [entry["sha256"] for entry in manifest["splits"][split]["shards"]]
+    return hashlib.sha256(canonical_json({"config_sha256": manifest["config_sha256"], "shards": shards})
+                          .encode()).hexdigest()
 
 
 def _opened(source):

@@ -171,9 +171,9 @@ OPTIONS: tuple[Option, ...] = (
            help="Autocast precision (fp16 needs CUDA)."),
     # how this process runs
     Option("device", "--device", str, "auto", DEVICE_GRAMMAR + ".", group="process", parse=check_device),
-    _int("workers", "--loader-jobs", 0, 0, 256,
-         "DataLoader worker processes building batches (0 = in the training process).", "processes",
-         group="process"),
+    _int("workers", "--loader-jobs", 0, 0, 256, (
+        "DataLoader worker processes reading batches from the shards and building them, each up to 2 batches "
+        "ahead (0 = in the training process)."), "processes", group="process"),
     Option("data_in_memory", "--data-in-memory", bool, False, (
         "Read the training split into memory once (images as one uint8 array) instead of reading each batch from "
         "the shards; the same batches, losses and weights. Faster only where reading the batches is slower "
@@ -277,6 +277,6 @@ def options_table_markdown() -> str:
     for row in OPTIONS:
         default = "unset" if row.nullable else "off" if row.type is bool else f"`{row.default}`"
         allowed = "flag" if row.type is bool else "`auto`, `cpu`, `cuda`, `cuda:N`" if row.name == "device" else \
-            row.range_text()
+            "`tensorboard`, `wandb`, comma-separated" if row.name == "report_to" else row.range_text()
         lines.append(f"| `{row.flag}` | {default} | {allowed} | {row.help.replace('|', '&#124;')} |")
     return "\n".join(lines) + "\n"

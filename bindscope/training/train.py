@@ -9,8 +9,8 @@ training) with the warm-up and cosine schedule of :func:`~bindscope.training.obj
 ``logit_scale`` clamped to ``[0, ln 100]`` after each step (open_clip's training).
 
 A run folder holds ``run.json`` (the resolved config), ``checkpoint.pt`` (full state, atomic), ``log.jsonl`` (one
-JSON object per line: training lines with ``step, loss, loss_mean, lr, logit_scale, images_per_s, elapsed_s,
-cpu_s``; evaluation lines with ``step`` and ``eval``), ``model.pt`` (final weights) and ``result.json`` (the
+JSON object per line: training lines with ``step, loss, loss_mean, lr, logit_scale, step_s, images_per_s,
+elapsed_s, cpu_s``; evaluation lines with ``step`` and ``eval``), ``model.pt`` (final weights) and ``result.json`` (the
 evaluation module's result for the final model, :mod:`bindscope.training.evaluation`). Repeating the command
 resumes from ``checkpoint.pt`` after any interruption (``kill -9`` included) and the continued run equals an
 uninterrupted one, ``log.jsonl`` included (batches are a pure function of seed and step; model, optimizer,
@@ -110,7 +110,14 @@ class Trainer:
 
         from bindscope.format.reader import Dataset
         from bindscope.training.batches import BatchSource
-        from bindscope.training.data import StreamedSplit, check_negatives, load_split, read_tables, training_split
+        from bindscope.training.data import (
+            StreamedSplit,
+            check_negatives,
+            load_split,
+            read_tables,
+            split_sha256,
+            training_split,
+        )
         from bindscope.training.evaluation import plan_run_evaluation
         from bindscope.training.model import build_model
 
@@ -128,7 +135,7 @@ class Trainer:
             config = replace(config, split=training_split(dataset.split_names, config.split, config.data))
             data_sha = dataset.manifest["config_sha256"]
             self.group.agree()  # every process got this far: the collectives below line up
-            self.group.check_same({**config.identity(), "data": data_sha})
+            self.group.check_same({**config.identity(), "data": split_sha256(dataset.manifest, config.split)})
             param = "eval_data" if config.eval_data is not None else "data"
             config = replace(config, eval_data=config.eval_data or config.data)
             # The evaluation module's plan: the dataset, its splits and tasks, every shard, checked before training.
