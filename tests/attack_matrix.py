@@ -820,7 +820,17 @@ def cases() -> list[Case]:
     ]
     out += weight_cases()
     out += training_cases(readers["train"][1])
+    out += option_cases()
     return out
+
+
+def option_cases() -> list[Case]:
+    """``option:`` every numeric option of every command, just outside its range: refused while parsing."""
+    from cli_support import numeric_options, out_of_range
+
+    return [Case(f"option:{' '.join(path[1:])} {param.opts[-1]} {value}", path[0], [*path[1:], param.opts[-1], value],
+                 f"{max(param.opts, key=len)} {value} is not allowed")
+            for path, _, param in numeric_options() for value in out_of_range(param)]
 
 
 def _interrupted_run(train: list[str], change: Callable[[Path], None] | None = None) -> Callable[[Path], None]:

@@ -25,6 +25,7 @@ def pause() -> None:
 
 
 def main() -> None:
+    import scene_fixtures  # noqa: F401  (registers clevr and pug where the installed metadata predates them)
     import toy_generator  # noqa: F401  (registers the toy generator whose parts bindscope merge joins)
 
     from bindscope.cli.main import bindscope, comco, madman

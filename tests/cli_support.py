@@ -21,3 +21,38 @@ def invoke_in(root: Path, group, args):
         return CliRunner().invoke(group, [str(a) for a in args], catch_exceptions=False)
     finally:
         os.chdir(cwd)
+
+
+def numeric_options() -> list[tuple[list[str], object, object]]:
+    """``(command path, click command, option)`` for every option of every command whose value is a number,
+    e.g. ``(["madman", "generate"], <generate>, <--jobs>)``."""
+    import click
+
+    from bindscope.cli.main import bindscope, comco, madman
+    from bindscope.cli.train import TableValue
+
+    found = []
+    for root in (madman, comco, bindscope):
+        stack = [([root.name], root)]
+        while stack:
+            path, command = stack.pop()
+            if isinstance(command, click.Group):
+                stack.extend((path + [name], sub) for name, sub in sorted(command.commands.items(), reverse=True))
+                continue
+            found += [(path, command, param) for param in command.params
+                      if isinstance(param.type, (click.types.IntParamType, click.types.FloatParamType, TableValue))]
+    return found
+
+
+def out_of_range(param) -> list[str]:
+    """Values just outside ``param``'s range (an integer: one past each end; a float: ``nan`` and, with an upper
+    end, beyond it), as command-line text."""
+    import click
+
+    from bindscope.cli.train import TableValue
+
+    kind = param.type
+    low, high = (kind.row.low, kind.row.high) if isinstance(kind, TableValue) else (kind.min, kind.max)
+    if (kind.row.type is int) if isinstance(kind, TableValue) else not isinstance(kind, click.FloatRange):
+        return [str(int(high) + 1), str(int(low) - 1)]
+    return ["nan"] + ([repr(float(high) * 2 + 1)] if high is not None else [])

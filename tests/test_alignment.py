@@ -180,6 +180,9 @@ def test_described_attributes_and_built_swaps():
     # equal values give no swap (it would equal the caption)
     same = [obj(1, "7", colour="red"), obj(2, "4", colour="red")]
     assert build_binding_swaps("red 7 and red 4", same, {1: {"colour"}, 2: {"colour"}}, ["colour"]) == []
+    # nor does a swap that only reorders the caption's parts (two 7s: the same scene said the other way round)
+    twins = [obj(1, "7", colour="blue"), obj(2, "7", colour="red")]
+    assert build_binding_swaps("blue 7 and red 7", twins, {1: {"colour"}, 2: {"colour"}}, ["colour"]) == []
 
 
 def test_composed_captions_for_attribute_free_captions():

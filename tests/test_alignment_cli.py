@@ -162,5 +162,7 @@ def test_labclip_fit_quiet_prints_no_progress_bar(tiny):
     quiet = invoke([*args, "--out", str(root / "quiet.pt"), "--quiet"])
     assert quiet.exit_code == 0
     lines = quiet.output.splitlines()
-    assert len(lines) == 3 and lines[0].startswith("LABCLIP fitted on ") and lines[2] == f"wrote {root / 'quiet.pt'}"
-    assert lines[1] in loud.output  # the same fit (its losses), without the bar
+    assert len(lines) == 4 and lines[0].startswith("LABCLIP fitted on ") and lines[3] == f"wrote {root / 'quiet.pt'}"
+    assert lines[1] == "protocol bindscope (overrides: batch_size, epochs): 2 epochs of 32 pairs, Adam lr 0.001, " \
+                       "temperature from 14.29"
+    assert lines[2] in loud.output  # the same fit (its losses), without the bar

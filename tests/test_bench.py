@@ -227,7 +227,7 @@ def _aro_order(tmp_path):
     save_image(tmp_path / "coco" / "val2014" / "x.jpg", 5)
     (data / "coco_karpathy_test.json").write_text(json.dumps([{"image": "val2014/x.jpg", "caption": ["A red bus."]}]))
     return ["bench", "aro", "--data", str(data), "--images", str(tmp_path / "coco"), "--model", "nowhere:model",
-            "--out", str(tmp_path / "r.json")]
+            "--tagger", "spacy", "--out", str(tmp_path / "r.json")]
 
 
 def test_the_order_subsets_without_spacys_model_name_the_model(tmp_path, monkeypatch):
@@ -248,7 +248,7 @@ def test_the_order_subsets_without_spacys_model_name_the_model(tmp_path, monkeyp
     assert r.exit_code == 2
     assert r.output == ("Error: aro coco_order/flickr_order need a part-of-speech tagger; spaCy model "
                         "'en_core_web_sm' is not installed: python -m spacy download en_core_web_sm (or choose the "
-                        "subsets vg_relation,vg_attribution)\n")
+                        "subsets vg_relation,vg_attribution, or --tagger 'lexicon')\n")
     assert not (tmp_path / "r.json").exists()
 
 
@@ -273,4 +273,4 @@ def test_the_order_subsets_without_spacy_name_the_install_command(tmp_path, monk
     assert r.exit_code == 2
     assert r.output == ("Error: aro coco_order/flickr_order need a part-of-speech tagger; the spaCy tagger needs spaCy "
                         "and its English model: pip install 'bindscope[text]' && python -m spacy download "
-                        "en_core_web_sm (or choose the subsets vg_relation,vg_attribution)\n")
+                        "en_core_web_sm (or choose the subsets vg_relation,vg_attribution, or --tagger 'lexicon')\n")

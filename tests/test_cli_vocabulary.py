@@ -28,9 +28,9 @@ OPTIONS = [(path, option) for path, command in COMMANDS for option in command.pa
 
 
 def test_every_command_is_walked():
-    assert len(COMMANDS) == 28
+    assert len(COMMANDS) == 30
     assert {"madman generate", "comco render", "comco assets fetch", "bindscope labclip fit", "bindscope train",
-            "bindscope import coco", "bindscope export webdataset",
+            "bindscope import coco", "bindscope import clevr", "bindscope import pug", "bindscope export webdataset",
             "bindscope export open-clip-config", "bindscope export clip-oscope"} <= {path for path, _ in COMMANDS}
 
 
@@ -68,7 +68,7 @@ def test_n_counts_what_the_command_makes_or_reads():
     ns = {path: option for path, option in OPTIONS if "-n" in option.opts}
     assert sorted(ns) == ["comco eval", "comco preview", "comco render", "madman generate", "madman preview"]
     for path, option in ns.items():
-        assert option.help and option.type.name == "integer", path
+        assert option.help and option.type.name.startswith("integer"), path
     assert ns["madman preview"].default == ns["comco preview"].default == 16
     assert ns["madman preview"].help == ns["comco preview"].help
 

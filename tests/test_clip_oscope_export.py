@@ -129,3 +129,16 @@ def test_the_export_folders_have_the_umask_permissions(tmp_path):
     assert {name: mode for name, mode in modes.items() if (tmp_path / name).is_dir()} == {
         "out": 0o750, "out/references": 0o750, "out/2-objects": 0o750, "out/3-objects": 0o750}
     assert modes["out/clip-oscope.json"] == modes["out/references/apple.png"] == 0o640
+
+
+def test_the_printed_commands_use_paths_relative_to_the_current_folder(tmp_path, monkeypatch):
+    """The scripts open './<path>', so an absolute --out is printed relative to the folder the export ran in."""
+    data, _ = comco_fixture(tmp_path)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    result = _export(data, tmp_path / "export")  # absolute
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "the authors' scripts read './<path>'; run these from this folder:" in lines
+    assert "IOR.py --one_object_dataset_path ../export/references --many_objects_dataset_path "\
+           "../export/3-objects:3" in lines

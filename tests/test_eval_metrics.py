@@ -125,7 +125,7 @@ def test_madman_refuses_datasets_without_evaluation_splits_and_corrupt_shards(tm
     with pytest.raises(DatasetError, match="has no evaluation split \\(test or ood\\); it has: references, scenes"):
         evaluate_madman(comco_path, enc, progress=False)
     with pytest.raises(DatasetError, match="task binding needs negatives .*split 'scenes' .* holds: "
-                                           "captions, mentions, objects, references"):
+                                           "captions, masks, mentions, objects, references"):
         evaluate_madman(comco_path, enc, splits=["scenes"], progress=False)
     path, enc = madman_fixture(tmp_path)
     shard = tmp_path / "madman" / "shards" / "test-00000.h5"

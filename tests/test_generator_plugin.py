@@ -105,7 +105,7 @@ def hash_model():
 def test_the_dataset_says_what_it_holds(stripes):
     ds = Dataset(stripes)
     assert ds.generator == "stripes" and ds.caption_attributes == ["colour"]
-    assert ds.holds == {"attributes", "captions", "mentions", "negatives", "objects", "plans"}
+    assert ds.holds == {"attributes", "captions", "masks", "mentions", "negatives", "objects", "plans"}
     assert load_split(stripes).lexicon.adjectives == ("blue", "green", "red")  # the colours its captions say
 
 

@@ -2,7 +2,7 @@
 (exit 2, nothing deleted), a stale lock file (taken over, the run succeeds), a concurrent writer (the second exits
 2 naming the holder), an ``--overwrite`` racing another command (nothing of the other's deleted), SIGTERM during
 the run (no staging or claimed folder left; a rerun completes). The writers: ``madman generate``, ``comco render``,
-``bindscope import coco``, ``bindscope merge``, ``bindscope release`` and ``bindscope export webdataset |
+``bindscope import coco|clevr|pug``, ``bindscope merge``, ``bindscope release`` and ``bindscope export webdataset |
 open-clip-config | clip-oscope``. Then shared/cases/export-overwrite-race.md, as written."""
 
 from __future__ import annotations
@@ -42,10 +42,12 @@ MODEL = ["--embed-dim", "32", "--image-size", "32", "--patch-size", "8", "--visi
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> Path:
     """The writers' inputs: ``mnist`` (a small MNIST folder), ``data`` (a tiny MADMAN dataset), ``comco`` (scenes and references), ``part0`` and
-    ``part1`` (the two parts of a toy run), ``coco`` (a tiny COCO layout), ``tiny.yaml`` (a ComCO render config),
+    ``part1`` (the two parts of a toy run), ``coco`` (a tiny COCO layout), ``clevr`` (a CLEVR split's images and
+    scene file), ``pug`` (PUG:SPAR Parquet files), ``tiny.yaml`` (a ComCO render config),
     and the outputs other commands finish meanwhile: ``wds`` (a webdataset export) and ``squares`` (a dataset)."""
     from coco_fixture import write_coco
     from madman_support import write_fake_mnist_root
+    from scene_fixtures import write_clevr, write_pug_parquet
 
     from bindscope.publish.webdataset import export_webdataset
 
@@ -56,6 +58,11 @@ def inputs(tmp_path_factory) -> Path:
     for part in (0, 1):
         build_dataset(Squares(), root / f"part{part}", num_parts=2, part=part, progress=False)
     write_coco(root / "coco")
+    images, scenes = write_clevr(root / "clevr-src")
+    (root / "clevr").mkdir()
+    images.rename(root / "clevr" / "images")
+    scenes.rename(root / "clevr" / "scenes.json")
+    write_pug_parquet(root / "pug-src").rename(root / "pug")
     (root / "tiny.yaml").write_text(yaml.safe_dump({"shard_size": 4, "denoise": False}))
     export_webdataset(root / "data", root / "wds", samples_per_shard=4)
     build_dataset(SquaresGenerator(seed=7), root / "squares", progress=False)
@@ -97,6 +104,13 @@ WRITERS = [
                                                      "--instances", str(i / "coco" / "instances.json"),
                                                      "--captions", str(i / "coco" / "captions.json"), "--out",
                                                      str(o), "--image-size", "32", "--quiet"],
+           _dataset_done, other="wds"),
+    Writer("import-clevr", "bindscope", lambda i, o: ["import", "clevr", "--images", str(i / "clevr" / "images"),
+                                                      "--scenes", str(i / "clevr" / "scenes.json"), "--out", str(o),
+                                                      "--image-size", "32", "--quiet"],
+           _dataset_done, other="wds"),
+    Writer("import-pug", "bindscope", lambda i, o: ["import", "pug", "--parquet", str(i / "pug"), "--out", str(o),
+                                                    "--image-size", "32", "--quiet"],
            _dataset_done, other="wds"),
     Writer("merge", "bindscope", lambda i, o: ["merge", str(i / "part0"), str(i / "part1"), "--out", str(o)],
            _dataset_done, overwrite=False, other="wds"),

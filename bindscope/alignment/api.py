@@ -18,7 +18,8 @@ import warnings
 from pathlib import Path
 
 from bindscope.encoders.settings import EncoderSettings
-from bindscope.errors import BadInput, check_int, check_number, name_list
+from bindscope.errors import BadInput, check_int, name_list
+from bindscope.limits import MAX_SEED
 from bindscope.evaluation.api import Evaluation
 
 
@@ -55,12 +56,16 @@ def _default_out(kind: str, data, encoder: EncoderSettings) -> str:
     return str(Path(data) / "eval" / f"{kind}-{model_slug(encoder)}.json")
 
 
-def _encoder(encoder: EncoderSettings, progress: bool = False):
-    """The adapter of ``encoder`` and an embedder through the embedding cache it asks for."""
+def _encoder(encoder: EncoderSettings, progress: bool = False, normalised: bool = True):
+    """The adapter of ``encoder`` (with ``normalised=False`` its copy giving embeddings before normalisation,
+    :meth:`~bindscope.encoders.interface.EncoderAdapter.unnormalised`) and an embedder through the embedding cache
+    it asks for."""
     from bindscope.alignment.data import make_embedder
     from bindscope.encoders.registry import load_encoder
 
     adapter = load_encoder(encoder)
+    if not normalised:
+        adapter = adapter.unnormalised()
     return adapter, make_embedder(adapter, encoder.cache_dir, use_cache=encoder.use_cache, progress=progress)
 
 
@@ -85,20 +90,28 @@ def _bar(progress: bool, total: int, desc: str, unit: str):
 
 def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", *, task: str = "attributes",
           modality: str = "both", split: str | None = None, attributes: list[str] | None = None,
-          fractions: tuple[float, float, float] = (0.6, 0.2, 0.2), min_objects: int = 2, steps: int = 300,
-          lr: float = 0.01, weight_decay: float = 1e-4, seed: int = 0,
+          protocol: str = "bindscope", fractions: tuple[float, float, float] | None = None, min_objects: int = 2,
+          steps: int | None = None, lr: float | None = None, weight_decay: float | None = None, seed: int = 0,
+          target: dict | str | None = None,
           out: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = True) -> Evaluation:
     """Linear probes on frozen embeddings: one probe per target object and attribute (docs/alignment.md).
 
-    Each probe is Linear(D, n_classes) on L2-normalised image or caption embeddings, trained with cross-entropy
-    (Adam, ``steps``, ``lr``, ``weight_decay``) on samples containing the target object (label = its attribute
-    value); train/val/test (``fractions``) are held out by attribute-object combination. Reported next to
-    chance and the bag-of-words baselines, overall and per number of objects in view.
+    Each probe is Linear(D, n_classes) on image or caption embeddings, trained with cross-entropy on samples
+    containing the target object (label = its attribute value); train/val/test (``fractions``) are held out by
+    attribute-object combination. Reported next to chance and the bag-of-words baselines, overall and per number of
+    objects in view. ``protocol`` picks every other setting
+    (:data:`bindscope.alignment.protocols.PROBE_PROTOCOLS`): ``"bindscope"``: L2-normalised, standardised inputs,
+    full-batch Adam (``steps`` 300, ``lr`` 0.01, ``weight_decay`` 1e-4) with early stopping, the other objects'
+    combination held out, ``fractions`` (0.6, 0.2, 0.2); ``"authors"``: the LABCLIP authors' code (inputs before
+    normalisation, SGD 0.1 on mini-batches of 32 for 100 epochs, the last epoch, the whole scene held out with its
+    attribute-swapped twin, (0.8, 0.1, 0.1)). ``fractions``, ``steps``, ``lr`` and ``weight_decay``, when given,
+    replace the protocol's (recorded as ``overrides``).
 
-    With ``task="conjunctive-search"`` (a ``comco render --task conjunctive-search`` dataset): one presence
-    probe on image embeddings (is the target colour-category conjunction in the scene?), train/val/test drawn at
-    random within each (distractors, present) stratum, accuracy per number of distractors with a Wilson 95%
-    interval next to a bag-of-words probe; ``modality``, ``attributes`` and ``min_objects`` do not apply.
+    With ``task="conjunctive-search"``: one presence probe on image embeddings (is the ``target`` conjunction of
+    a category and an attribute value in the scene?), train/val/test drawn at random within each (distractors,
+    present) stratum, accuracy per number of distractors with a Wilson 95% interval next to a bag-of-words probe;
+    ``modality``, ``attributes``, ``min_objects`` and ``protocol`` do not apply
+    (:mod:`bindscope.alignment.conjunctive`).
 
     Args:
         data: dataset folder. encoder: an :class:`~bindscope.encoders.settings.EncoderSettings` (one model), or
@@ -107,17 +120,22 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
         modality: ``"image"``, ``"text"`` or ``"both"``.
         split: default test, else the first split. attributes: a list or one name (default: all of the
             dataset's).
+        protocol: ``"bindscope"`` or ``"authors"``.
         min_objects: minimum objects in a modality's view (2: multi-object samples only). seed: >= 0.
+        target: the conjunctive search's target, ``{"category": "sphere", "colour": "red"}`` or
+            ``"category=sphere,colour=red"``; default: the one a ``comco render --task conjunctive-search`` dataset
+            names (any other dataset needs one).
         out: result JSON (default ``DATA/eval/<probe|conjunctive-search>-<model>-<tag>.json``). progress: tqdm
             bar on stderr.
 
     Returns:
         An :class:`~bindscope.evaluation.api.Evaluation` (``result`` dict of schema ``alignment_result``,
-        ``path``).
+        ``path``); ``result["settings"]`` records the protocol and every setting.
 
     Raises:
         BadInput: a bad value (named), an attribute the dataset lacks, a text-only model with image probes,
-            an existing ``out`` without ``overwrite``; before any probe is fitted.
+            ``protocol="authors"`` with an encoder that gives only normalised embeddings or with conjunctive
+            search, an existing ``out`` without ``overwrite``; before any probe is fitted.
     """
     from bindscope.alignment.data import load_table
     from bindscope.alignment.probes import ProbeSettings, check_probe_table
@@ -126,12 +144,18 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
         raise BadInput(f"task {task!r} is not allowed; allowed: attributes, conjunctive-search", param="task")
     if modality not in ("image", "text", "both"):
         raise BadInput(f"modality {modality!r} is not allowed; allowed: image, text, both", param="modality")
+    if target is not None and task != "conjunctive-search":
+        raise BadInput(f"target {target!r} applies to task='conjunctive-search' only", param="target")
     encoder = EncoderSettings.of(encoder)
-    settings = ProbeSettings(tuple(fractions), seed, min_objects, steps, lr, weight_decay)
+    settings = ProbeSettings.of(protocol, fractions=None if fractions is None else tuple(fractions), seed=seed,
+                                min_objects=min_objects, steps=steps, lr=lr, weight_decay=weight_decay)
     attributes = name_list("attributes", attributes)
     dataset, split = _open(data, split)
     if task == "conjunctive-search":
-        return _conjunctive(dataset, data, split, encoder, settings, out, overwrite)
+        if settings.protocol != "bindscope":
+            raise BadInput(f"protocol {protocol!r} applies to the attribute probes; conjunctive search has only "
+                           "bindscope's", param="protocol")
+        return _conjunctive(dataset, data, split, encoder, settings, target, out, overwrite)
     names = list(attributes) if attributes else list(dataset.attribute_names)
     for a in names:
         if a not in dataset.attribute_names:
@@ -141,16 +165,18 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
     out_path = _check_out(out or _default_out("probe", data, encoder), overwrite, out is not None)
     table = load_table(dataset, split, build_swaps=False)
     check_probe_table(table, modalities, names, min_objects)
-    adapter, embedder = _encoder(encoder)
+    adapter, embedder = _encoder(encoder, normalised=settings.normalise)
     if "image" in modalities and not adapter.supports_images:
         raise BadInput(f"model {encoder.model!r} is text-only; use modality text")
     with _bar(progress, len(names), "probes", "attribute") as bar:
         metrics = probe_dataset(dataset, embedder, split, modalities, names, settings,
                                 progress=lambda _: bar.update(), table=table)
+    hold_out = {"distractor": "per target category and attribute: the (category, value) combinations of the other "
+                              "objects, each wholly in one split",
+                "scene": "per target category and attribute: the scene's (category, value) combination together "
+                         "with its attribute-swapped twin, each wholly in one split"}[settings.hold_out]
     record = {"task": "probe", "split": split, "modalities": list(modalities), "attributes": names,
-              **settings.record(),
-              "hold_out": "per target category and attribute: the (category, value) combinations of the other "
-                          "objects, each wholly in one split"}
+              **settings.record(), "hold_out": hold_out, "hold_out_key": settings.hold_out}
     return _write(out_path, "probe", adapter, dataset, [split], record, metrics, embedder)
 
 
@@ -161,8 +187,11 @@ def probe_dataset(dataset, embedder, split: str | None = None, modalities=("imag
     :func:`bindscope.alignment.probes.run_probes`. :func:`probe` is the call with checks and a result file.
 
     ``settings``: a :class:`~bindscope.alignment.probes.ProbeSettings` (default: its defaults). Only samples
-    with at least ``settings.min_objects`` objects in a modality's view are embedded. ``table`` may hold the split's
-    :func:`load_table` result already (as checked by :func:`check_probe_table`). Returns run_probes' dict
+    with at least ``settings.min_objects`` objects in a modality's view are embedded; embeddings are L2-normalised
+    when ``settings.normalise`` (with ``normalise`` False, ``embedder`` must give the model's embeddings before
+    normalisation: an adapter's :meth:`~bindscope.encoders.interface.EncoderAdapter.unnormalised` copy).
+    ``table`` may hold the split's :func:`load_table` result already (as checked by :func:`check_probe_table`).
+    Returns run_probes' dict
     plus ``split``, ``n_samples`` and ``caption_attributes`` (attributes written into recomposed captions).
 
     Raises:
@@ -184,13 +213,13 @@ def probe_dataset(dataset, embedder, split: str | None = None, modalities=("imag
     if "image" in modalities:
         rows = [i for i in range(len(table)) if len(table.objects[i]) >= min_objects]
         emb = np.full((len(table), dim), np.nan, np.float32)
-        emb[rows] = encode_split_images(embedder, dataset, split, rows)
+        emb[rows] = encode_split_images(embedder, dataset, split, rows, normalise=settings.normalise)
         embeddings["image"] = emb
     if "text" in modalities:
         rows = [i for i in range(len(table))
                 if sum(o.mention_position > 0 for o in table.objects[i]) >= min_objects]
         emb = np.full((len(table), dim), np.nan, np.float32)
-        emb[rows] = encode_texts(embedder, [table.captions[i] for i in rows])
+        emb[rows] = encode_texts(embedder, [table.captions[i] for i in rows], normalise=settings.normalise)
         embeddings["text"] = emb
     embedder.flush()
     result = run_probes(table, embeddings, attributes, settings, progress)
@@ -198,14 +227,14 @@ def probe_dataset(dataset, embedder, split: str | None = None, modalities=("imag
     return result
 
 
-def _conjunctive(dataset, data, split, encoder, settings, out, overwrite) -> Evaluation:
+def _conjunctive(dataset, data, split, encoder, settings, target, out, overwrite) -> Evaluation:
     """``probe(task="conjunctive-search")``: checks, fit, result JSON."""
     from bindscope.alignment.conjunctive import conjunctive_search, conjunctive_target
 
-    target = conjunctive_target(dataset)
+    target = conjunctive_target(dataset, target)
     out_path = _check_out(out or _default_out("conjunctive-search", data, encoder), overwrite, out is not None)
     adapter, embedder = _encoder(encoder)
-    metrics = conjunctive_search(dataset, embedder, split, settings)
+    metrics = conjunctive_search(dataset, embedder, split, settings, target)
     record = {"task": "conjunctive-search", "split": split, "target": target,
               **{k: v for k, v in settings.record().items() if k != "min_objects"},
               "split_rule": "random within each (distractors, present) stratum", "interval": "Wilson score, 95%"}
@@ -213,61 +242,76 @@ def _conjunctive(dataset, data, split, encoder, settings, out, overwrite) -> Eva
 
 
 def labclip_fit(data: str | os.PathLike, encoder: EncoderSettings | str, out: str | os.PathLike, *,
-                split: str | None = None, holdout: float = 0.1, epochs: int = 20, fit_batch_size: int = 128,
-                lr: float = 1e-3, seed: int = 0, negatives: str | None = None, tagger: str = "lexicon",
-                overwrite: bool = False, progress: bool = True):
+                protocol: str = "bindscope", split: str | None = None, holdout: float = 0.1,
+                epochs: int | None = None, fit_batch_size: int | None = None, lr: float | None = None, seed: int = 0,
+                negatives: str | None = None, tagger: str | None = None, overwrite: bool = False,
+                progress: bool = True):
     """Fit the D x D LABCLIP map (Koishigarina et al.; docs/alignment.md) on ``data`` and write it to ``out``.
 
     ``encoder``: an :class:`~bindscope.encoders.settings.EncoderSettings` (one model with image and text
     towers), or a model name or path with the other settings at their defaults.
 
-    The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam (``epochs``,
-    ``fit_batch_size`` pairs per batch, ``lr``) on frozen embeddings. Negatives (``negatives``):
+    The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam on frozen
+    embeddings. ``protocol`` picks the settings (:class:`~bindscope.alignment.protocols.LabclipSettings`, per
+    negatives source): ``"bindscope"``: ``epochs`` 20, ``fit_batch_size`` 128, ``lr`` 1e-3, the temperature starting
+    at CLIP's 1/0.07, each image with its sample's caption as written, ``tagger`` ``"lexicon"``; ``"authors"``: the
+    LABCLIP authors' scripts: on natural captions (shuffled negatives) 10 epochs of 1024 pairs at 1e-3, the
+    temperature starting at 1, every caption of an image (at most 5), lower-cased as ARO's ``pre_caption`` does,
+    negatives tagged by spaCy (the word-list tagger when spaCy or its model is missing, recorded as
+    ``tagger_fallback``); on attribute-swapped negatives 50 epochs of 128 pairs at 0.01, the temperature starting at
+    1. ``epochs``, ``fit_batch_size``, ``lr`` and ``tagger``, when given, replace the protocol's (``overrides``).
+    Negatives (``negatives``):
 
     * ``"stored"``: the attribute-swapped captions (MADMAN's stored binding negatives, ComCO swaps built from the
       object table); samples describing a held-out combination (share ``holdout`` of the (object, attribute,
       value) combinations, 0 < holdout < 1) are kept for :func:`labclip_eval`;
-    * ``"shuffled"``: one caption per sample with its nouns shuffled among themselves and its adjectives among
+    * ``"shuffled"``: one negative per caption with its nouns shuffled among themselves and its adjectives among
       themselves (NegCLIP's recipe, Yuksekgonul et al. ICLR 2023, which the LABCLIP paper uses on COCO;
-      :func:`bindscope.text.negatives.shuffled_negative`), seeded by ``(seed, sample index)``, words tagged by
-      ``tagger`` (``"lexicon"``: the dataset's own nouns and adjectives,
-      :func:`bindscope.alignment.data.caption_lexicon`; ``"spacy"``: spaCy's ``en_core_web_sm``, the optional
-      extra ``bindscope[text]``); a seeded share ``holdout`` of the samples is kept for :func:`labclip_eval`;
+      :func:`bindscope.text.negatives.shuffled_negative`), seeded by ``(seed, row)``, words tagged by the tagger
+      (``"lexicon"``: the dataset's own nouns and adjectives, :func:`bindscope.alignment.data.caption_lexicon`;
+      ``"spacy"``: spaCy's ``en_core_web_sm``, the optional extra ``bindscope[text]``); a seeded share ``holdout``
+      of the images is kept for :func:`labclip_eval`;
     * None (default): stored where the split has binding negatives, else shuffled (a COCO import).
 
-    A COCO import fits on each image with its first caption (the sample's caption).
-
     Returns:
-        The fitted :class:`~bindscope.alignment.labclip.LabclipMap` (``meta`` holds the loss history and counts).
+        The fitted :class:`~bindscope.alignment.labclip.LabclipMap` (``meta`` holds the loss history, counts and
+        ``settings``: the protocol with every setting).
 
     Raises:
         BadInput: a bad value, a text-only model, an existing ``out`` without ``overwrite``, too few samples
-            with negatives, spaCy missing for ``tagger="spacy"``; before fitting.
+            with negatives, spaCy missing for an explicit ``tagger="spacy"``; before fitting.
     """
-    from bindscope.alignment.data import SHUFFLED, labclip_table
+    from bindscope.alignment.data import SHUFFLED, labclip_table, load_table
     from bindscope.alignment.pairs import plan_fit
+    from bindscope.alignment.protocols import LabclipSettings, check_protocol
 
     encoder = EncoderSettings.of(encoder)
+    LabclipSettings.of(check_protocol(protocol), epochs=epochs, batch_size=fit_batch_size, lr=lr, tagger=tagger)
     if not 0 < holdout < 1:
         raise BadInput(f"holdout {holdout}: must be between 0 and 1 (exclusive)", param="holdout")
-    check_int("epochs", epochs, 1)
-    check_int("fit_batch_size", fit_batch_size, 2, what="pairs")
-    check_number("lr", lr)
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     dataset, split = _open(data, split)
     out_path = _check_out(out, overwrite)
-    table, negatives = labclip_table(dataset, split, negatives, tagger, seed)
+    if negatives is None:
+        stored = load_table(dataset, split)
+        negatives = "stored" if any(n.kind == "binding" for negs in stored.negatives for n in negs) else SHUFFLED
+    settings = LabclipSettings.of(protocol, negatives, epochs=epochs, batch_size=fit_batch_size, lr=lr,
+                                  tagger=tagger)
+    if negatives == SHUFFLED and tagger is None:
+        settings = settings.with_available_tagger()
+    table, negatives = labclip_table(dataset, split, negatives, settings.tagger, seed, settings.captions,
+                                     settings.caption_text)
     plan_fit(table, holdout, seed, by_sample=negatives == SHUFFLED)
     adapter, embedder = _encoder(encoder)
     if not adapter.supports_images:
         raise BadInput(f"model {encoder.model!r} is text-only; LABCLIP needs image and text embeddings")
-    with _bar(progress, epochs, "LABCLIP", "epoch") as bar:
+    with _bar(progress, settings.epochs, "LABCLIP", "epoch") as bar:
         def step(epoch, loss):
             bar.set_postfix(loss=f"{loss:.4f}")
             bar.update()
 
-        labclip = fit_on_dataset(dataset, embedder, split, holdout, seed, epochs, fit_batch_size, lr, step,
-                                 table=table, negatives=negatives, tagger=tagger)
+        labclip = fit_on_dataset(dataset, embedder, split, holdout, seed, progress=step, table=table,
+                                 negatives=negatives, settings=settings)
     labclip.save(out_path)
     return labclip
 
@@ -346,18 +390,20 @@ def labclip_apply(embeddings, labclip: str | os.PathLike, out: str | os.PathLike
 
 
 def fit_on_dataset(dataset, embedder, split: str | None = None, holdout: float = 0.1, seed: int = 0,
-                   epochs: int = 20, batch_size: int = 128, lr: float = 1e-3, progress=None, table=None,
-                   negatives: str | None = None, tagger: str = "lexicon"):
+                   epochs: int | None = None, batch_size: int | None = None, lr: float | None = None, progress=None,
+                   table=None, negatives: str | None = None, tagger: str | None = None, settings=None):
     """Fit LABCLIP on the samples of ``split`` that describe no held-out combination; return the
     :class:`~bindscope.alignment.labclip.LabclipMap`. :func:`labclip_fit` is the call with checks and a file.
 
     The held-out ``(category, attribute, value)`` combinations (:func:`hold_out_triples` over the samples
     with binding negatives, share ``holdout``, ``seed``) are stored in the map's ``meta`` so that
     :func:`evaluate_on_dataset` tests on exactly the held-out samples; with shuffled negatives
-    (``negatives``, ``tagger``: see :func:`labclip_fit`) the held-out samples themselves
+    (``negatives``, ``tagger``: see :func:`labclip_fit`) the held-out rows themselves
     (``meta["held_out_samples"]``), and ``meta["negatives"]`` / ``meta["tagger"]`` say how the negatives were
-    made. ``table``: the split's :func:`~bindscope.alignment.data.labclip_table` already made with these
-    ``negatives`` (resolved: ``"stored"`` or ``"shuffled"``) and ``tagger``.
+    made. ``settings``: a :class:`~bindscope.alignment.protocols.LabclipSettings` (default: bindscope's for the
+    negatives, with ``epochs``, ``batch_size``, ``lr`` and ``tagger`` in place of its values when given);
+    recorded as ``meta["settings"]``. ``table``: the split's :func:`~bindscope.alignment.data.labclip_table`
+    already made with these ``negatives`` (resolved: ``"stored"`` or ``"shuffled"``) and settings.
 
     Raises:
         BadInput: the split has no binding negatives, or too few samples remain for fitting.
@@ -365,14 +411,21 @@ def fit_on_dataset(dataset, embedder, split: str | None = None, holdout: float =
     from bindscope.alignment.data import SHUFFLED, dataset_identity, default_split, labclip_table
     from bindscope.alignment.labclip import fit_labclip
     from bindscope.alignment.pairs import embed_pairs, plan_fit
+    from bindscope.alignment.protocols import LabclipSettings
 
     split = split or default_split(dataset)
     if table is None or negatives is None:
-        table, negatives = labclip_table(dataset, split, negatives, tagger, seed)
+        made = (settings.tagger, settings.captions, settings.caption_text) if settings is not None else \
+            (tagger or "lexicon", "first", "as written")
+        table, negatives = labclip_table(dataset, split, negatives, made[0], seed, made[1], made[2])
+    if settings is None:
+        settings = LabclipSettings.of("bindscope", negatives, epochs=epochs, batch_size=batch_size, lr=lr,
+                                      tagger=tagger)
     held_out, fit_rows, held_rows = plan_fit(table, holdout, seed, by_sample=negatives == SHUFFLED)
     pairs = embed_pairs(table, dataset, embedder, fit_rows, kinds=("binding",))
-    labclip, _ = fit_labclip(pairs.images, pairs.texts, pairs.negatives, pairs.owners, epochs=epochs,
-                             batch_size=batch_size, lr=lr, seed=seed, progress=progress)
+    labclip, _ = fit_labclip(pairs.images, pairs.texts, pairs.negatives, pairs.owners, epochs=settings.epochs,
+                             batch_size=settings.batch_size, lr=settings.lr,
+                             init_logit_scale=settings.init_logit_scale, seed=seed, progress=progress)
     adapter = embedder.adapter
     labclip.meta.update({
         "model": adapter.name, "pretrained": adapter.pretrained, "cache_key": adapter.cache_key,
@@ -380,10 +433,13 @@ def fit_on_dataset(dataset, embedder, split: str | None = None, holdout: float =
         "dataset_id": dataset_identity(dataset), "split": split, "holdout": holdout,
         "held_out": sorted([list(t) for t in held_out]), "n_fit_samples": int(len(fit_rows)),
         "n_fit_negatives": int(len(pairs.negatives)), "n_held_out_samples": int(len(held_rows)),
-        "caption_attributes": table.composed, "negatives": negatives,
+        "caption_attributes": table.composed, "negatives": negatives, "protocol": settings.protocol,
+        "settings": settings.record(),
     })
+    if table.sample_of:
+        labclip.meta["n_fit_images"] = len({table.sample(i) for i in fit_rows})
     if negatives == SHUFFLED:
-        labclip.meta.update({"tagger": tagger, "held_out_samples": [int(i) for i in held_rows]})
+        labclip.meta.update({"tagger": settings.tagger, "held_out_samples": [int(i) for i in held_rows]})
     return labclip
 
 
@@ -394,7 +450,8 @@ def evaluate_on_dataset(dataset, embedder, labclip, split: str | None = None) ->
     negatives, ``meta["held_out_samples"]``); ``binding`` counts only the binding negatives that swap a
     held-out combination (every shuffled negative of a held-out sample), and ``fit_samples`` repeats the
     figures on the fitting samples. On any other split: every sample with binding negatives. The negatives are
-    made as the map's were (``meta["negatives"]``, ``meta["tagger"]``, ``meta["seed"]``).
+    made as the map's were (``meta["negatives"]``, ``meta["tagger"]``, ``meta["seed"]``; a map without them, such as
+    the LABCLIP authors', takes the split's binding negatives, else shuffled captions).
     :func:`labclip_eval` is the call with checks and a result file.
     """
     import numpy as np
@@ -404,8 +461,10 @@ def evaluate_on_dataset(dataset, embedder, labclip, split: str | None = None) ->
 
     meta = labclip.meta
     split = split or meta.get("split") or default_split(dataset)
-    source = meta.get("negatives", "stored")
-    table, source = labclip_table(dataset, split, source, meta.get("tagger") or "lexicon", int(meta.get("seed", 0)))
+    source = meta.get("negatives")  # None (a map from elsewhere): the split's binding negatives, else shuffled ones
+    made = meta.get("settings") or {}
+    table, source = labclip_table(dataset, split, source, meta.get("tagger") or "lexicon", int(meta.get("seed", 0)),
+                                  made.get("captions", "first"), made.get("caption_text", "as written"))
     items = labclip_items(table)
     same = split == meta.get("split") and dataset_identity(dataset) == meta.get("dataset_id") \
         and "held_out" in meta

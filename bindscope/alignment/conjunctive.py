@@ -1,19 +1,22 @@
 """Conjunctive search on image embeddings (LABCLIP's unimodal test; Koishigarina, Uselis, Oh; docs/papers.md
-section 3): is a target conjunction (e.g. a red sphere) present among distractors that each share one attribute
-with it?
+section 3): is a target conjunction (e.g. a red sphere) present among distractors?
 
-The scenes come from ``comco render --task conjunctive-search`` (see
-:func:`bindscope.generators.comco.attributes.plan_conjunctive`): target-present and target-absent scenes hold
-the same multiset of shapes and of colours, so only the pairing of colour to shape tells them apart.
+The target is a category and one attribute value, ``{"category": "sphere", "colour": "red"}``. Scenes from
+``comco render --task conjunctive-search`` (see :func:`bindscope.generators.comco.attributes.plan_conjunctive`)
+name their own target, and their target-present and target-absent scenes hold the same multiset of shapes and of
+colours, so only the pairing of colour to shape tells them apart. Any other dataset whose objects have the
+target's attribute (a CLEVR or PUG import, a SimCO render with ``--attributes``) is searched for a target given
+by the caller; its scenes are taken as they are, present and absent scenes are not matched on their bags, and the
+bag-of-words baseline shows how much the bag alone tells (``bags_matched`` in the result says which case it is).
 
 Protocol (this project's choices, docs/alignment.md): label = target present (any object of the target
-category in the target colour, read from the object table); samples are dealt into train / val / test at
+category with the target's value, read from the object table); samples are dealt into train / val / test at
 random (seeded) within each (number of distractors, label) stratum; a linear probe (``Linear(D, 2)``,
 :func:`~bindscope.alignment.probes.fit_linear_probe`) on the L2-normalised image embedding decides presence,
 validation accuracy picks the step. Baseline: the same probe on the bag of words of the scene, the counts of
-each category and of each colour (no pairing), which by construction carries no signal (expected 0.5).
-Accuracy is reported overall and per number of distractors (objects - 1) with 95% Wilson intervals; the
-sampling unit is a test scene.
+each category and of each value of the target's attribute (no pairing), which on a conjunctive-search render
+carries no signal by construction (expected 0.5). Accuracy is reported overall and per number of distractors
+(objects - 1) with 95% Wilson intervals; the sampling unit is a test scene.
 """
 
 from __future__ import annotations
@@ -25,38 +28,87 @@ from bindscope.alignment.probes import ProbeSettings, fit_linear_probe
 from bindscope.errors import BadInput
 
 
-def conjunctive_target(dataset) -> dict:
-    """The target ``{"category", "colour"}`` of a conjunctive-search dataset (its manifest config).
+def target_attribute(target: dict) -> str:
+    """The attribute of a target ``{"category", <attribute>: value}`` (its one key besides ``category``)."""
+    return next(k for k in target if k != "category")
+
+
+def target_words(target: dict) -> str:
+    """A target as words: ``"red sphere"``."""
+    return f"{target[target_attribute(target)]} {target['category']}"
+
+
+def parse_target(text: str) -> dict:
+    """``"category=sphere,colour=red"`` -> ``{"category": "sphere", "colour": "red"}``.
 
     Raises:
-        BadInput: the dataset was not made with ``comco render --task conjunctive-search``.
+        BadInput: not ``category=NAME`` and one ``ATTRIBUTE=VALUE``, comma-separated.
+    """
+    pairs = [part.partition("=") for part in text.split(",")]
+    target = {key.strip(): value.strip() for key, sep, value in pairs if sep and key.strip() and value.strip()}
+    if len(target) != 2 or len(pairs) != 2 or "category" not in target:
+        raise BadInput(f"target {text!r} is not allowed; give the category and one attribute value, e.g. "
+                       "category=sphere,colour=red", param="target")
+    return target
+
+
+def conjunctive_target(dataset, target: dict | str | None = None) -> dict:
+    """The target ``{"category", <attribute>: value}`` of a conjunctive search on ``dataset``.
+
+    Args:
+        dataset: an open :class:`~bindscope.format.reader.Dataset`.
+        target: the caller's target (a dict, or text for :func:`parse_target`); None: the one a ``comco render
+            --task conjunctive-search`` dataset names in its config. A given target must be a category and one of
+            the dataset's attributes.
+
+    Raises:
+        BadInput: no target given for a dataset that names none, or a target whose attribute the dataset's
+            objects do not have.
     """
     config = dataset.manifest.get("config", {})
-    if config.get("task") != "conjunctive-search" or "target" not in (config.get("conjunctive_search") or {}):
-        raise BadInput(f"task conjunctive-search needs a dataset rendered with task='conjunctive-search'; "
-                       f"{str(dataset.path)!r} is not one", param="task")
-    return dict(config["conjunctive_search"]["target"])
+    if target is None:
+        if config.get("task") != "conjunctive-search" or "target" not in (config.get("conjunctive_search") or {}):
+            raise BadInput(f"task conjunctive-search needs a target: {str(dataset.path)!r} was not rendered with "
+                           "task='conjunctive-search', which names its own; give one, e.g. "
+                           "target='category=sphere,colour=red'", param="task")
+        return dict(config["conjunctive_search"]["target"])
+    target = parse_target(target) if isinstance(target, str) else dict(target)
+    if len(target) != 2 or "category" not in target or not all(isinstance(v, str) for v in target.values()):
+        raise BadInput(f"target {target!r} is not allowed; give the category and one attribute value, e.g. "
+                       "category=sphere,colour=red", param="target")
+    if target_attribute(target) not in dataset.attribute_names:
+        raise BadInput(f"target attribute {target_attribute(target)!r}: the dataset's objects have "
+                       f"{', '.join(dataset.attribute_names) or 'no attributes'}", param="target")
+    return target
+
+
+def bags_matched(dataset) -> bool:
+    """Whether the dataset's present and absent scenes hold the same bags by construction (a conjunctive-search
+    render)."""
+    return dataset.manifest.get("config", {}).get("task") == "conjunctive-search"
 
 
 def presence_labels(table: SplitTable, target: dict) -> np.ndarray:
-    """``(len(table),)`` int64: 1 where an object has the target's category and colour, else 0."""
-    return np.array([int(any(o.category == target["category"] and o.attributes.get("colour") == target["colour"]
+    """``(len(table),)`` int64: 1 where an object has the target's category and value, else 0."""
+    attribute = target_attribute(target)
+    return np.array([int(any(o.category == target["category"] and o.attributes.get(attribute) == target[attribute]
                              for o in objects)) for objects in table.objects], np.int64)
 
 
-def bag_features(table: SplitTable) -> np.ndarray:
-    """``(len(table), C + K)`` float32: per sample the count of each category (sorted) and of each colour
-    (sorted) among its objects - the scene as a bag of words, without which colour goes with which shape."""
+def bag_features(table: SplitTable, attribute: str = "colour") -> np.ndarray:
+    """``(len(table), C + K)`` float32: per sample the count of each category (sorted) and of each value of
+    ``attribute`` (sorted) among its objects - the scene as a bag of words, without which value goes with which
+    category."""
     categories = sorted({o.category for objects in table.objects for o in objects})
-    colours = sorted({o.attributes.get("colour", "") for objects in table.objects for o in objects} - {""})
+    values = sorted({o.attributes.get(attribute, "") for objects in table.objects for o in objects} - {""})
     col = {("category", c): i for i, c in enumerate(categories)}
-    col.update({("colour", c): len(categories) + i for i, c in enumerate(colours)})
+    col.update({("value", v): len(categories) + i for i, v in enumerate(values)})
     out = np.zeros((len(table), len(col)), np.float32)
     for row, objects in enumerate(table.objects):
         for o in objects:
             out[row, col[("category", o.category)]] += 1
-            if o.attributes.get("colour"):
-                out[row, col[("colour", o.attributes["colour"])]] += 1
+            if o.attributes.get(attribute):
+                out[row, col[("value", o.attributes[attribute])]] += 1
     return out
 
 
@@ -83,8 +135,8 @@ def run_conjunctive_search(table: SplitTable, image_embeddings: np.ndarray, targ
 
     Args:
         table: the split's :class:`SplitTable`. image_embeddings: ``(len(table), D)`` unit-norm float32.
-        target: ``{"category", "colour"}``. settings: ``fractions`` and ``seed`` of the stratified split, the
-            probe's optimiser (``min_objects`` does not apply).
+        target: ``{"category", <attribute>: value}``. settings: ``fractions`` and ``seed`` of the stratified
+            split, the probe's optimiser (``min_objects`` does not apply).
 
     Returns:
         ``{"target", "n_train", "n_val", "n_test", "accuracy", "bag_of_words", "chance": 0.5, "by_distractors":
@@ -106,7 +158,8 @@ def run_conjunctive_search(table: SplitTable, image_embeddings: np.ndarray, targ
         raise BadInput(f"split {table.split!r}: conjunctive search needs target-present and target-absent scenes "
                        f"in training and some test scenes; it has {int(y.sum())} present of {len(y)}")
     results = {}
-    for name, x in (("probe", np.asarray(image_embeddings, np.float32)), ("bag_of_words", bag_features(table))):
+    bag = bag_features(table, target_attribute(target))
+    for name, x in (("probe", np.asarray(image_embeddings, np.float32)), ("bag_of_words", bag)):
         probe = fit_linear_probe(x[train], y[train], 2, x[val], y[val], settings)
         results[name] = probe.predict(x[test]) == y[test]
     by = {}
@@ -122,21 +175,22 @@ def run_conjunctive_search(table: SplitTable, image_embeddings: np.ndarray, targ
 
 
 def conjunctive_search(dataset, embedder, split: str | None = None,
-                       settings: ProbeSettings = ProbeSettings()) -> dict:
-    """Conjunctive search on one split of a ``comco render --task conjunctive-search`` dataset: embeds every
-    image (through the cached ``embedder``) and runs :func:`run_conjunctive_search`. Returns its dict plus
-    ``split``.
+                       settings: ProbeSettings = ProbeSettings(), target: dict | str | None = None) -> dict:
+    """Conjunctive search on one split: embeds every image (through the cached ``embedder``) and runs
+    :func:`run_conjunctive_search` for ``target`` (:func:`conjunctive_target`: default the target a
+    ``comco render --task conjunctive-search`` dataset names). Returns its dict plus ``split`` and
+    ``bags_matched`` (:func:`bags_matched`).
 
     Raises:
-        BadInput: not a conjunctive-search dataset, a text-only model, or too few scenes.
+        BadInput: no usable target, a text-only model, or too few scenes.
     """
     from bindscope.alignment.data import default_split, encode_split_images, load_table
 
-    target = conjunctive_target(dataset)
+    target = conjunctive_target(dataset, target)
     split = split or default_split(dataset)
     table = load_table(dataset, split, build_swaps=False, compose=None)
     images = encode_split_images(embedder, dataset, split, range(len(table)))
     embedder.flush()
     result = run_conjunctive_search(table, images, target, settings)
-    result["split"] = split
+    result.update({"split": split, "bags_matched": bags_matched(dataset)})
     return result

@@ -33,6 +33,8 @@ class SplitTable:
         described: per sample, ``{object index: set of attribute names the caption gives for it}``.
         composed: the attributes written into recomposed captions (:func:`compose_caption`), or ``[]`` when
             the stored captions are used.
+        sample_of: row -> sample index in the split when a row is one of several captions of a sample
+            (:func:`caption_rows`); empty when row i is sample i.
     """
 
     generator: str
@@ -43,9 +45,14 @@ class SplitTable:
     negatives: list[list[Negative]] = field(default_factory=list)
     described: list[dict[int, set[str]]] = field(default_factory=list)
     composed: list[str] = field(default_factory=list)
+    sample_of: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.captions)
+
+    def sample(self, row: int) -> int:
+        """The split's sample index of row ``row``."""
+        return self.sample_of[row] if self.sample_of else int(row)
 
     def triples(self, index: int) -> set[tuple[str, str, str]]:
         """The ``(category, attribute, value)`` combinations that sample ``index``'s caption describes."""
@@ -119,7 +126,8 @@ def build_binding_swaps(caption: str, objects: list[ObjectRecord], described: di
     and each pair of mentioned objects that both have it described with different values, the first object's
     value is replaced by the second's inside the first object's part and vice versa; each value must occur
     exactly once as a whole phrase in its part (else that pair is skipped). A swap that reproduces the
-    caption is never emitted.
+    caption, or only reorders its parts (two objects the caption describes alike but for the swapped values,
+    ``"blue cube and red cube"`` -> ``"red cube and blue cube"``: the same scene), is never emitted.
 
     Returns:
         ``Negative(kind="binding", attribute=a, objects=(i, j), original="vi|vj", replacement="vj|vi")`` list.
@@ -143,7 +151,7 @@ def build_binding_swaps(caption: str, objects: list[ObjectRecord], described: di
                 swapped_parts = list(parts)
                 swapped_parts[x], swapped_parts[y] = new_p, new_q
                 swapped = " and ".join(swapped_parts)
-                if swapped != caption:
+                if swapped != caption and sorted(swapped_parts) != sorted(parts):
                     out.append(Negative("binding", swapped, a, (p.index, q.index), f"{vp}|{vq}", f"{vq}|{vp}"))
     return out
 
@@ -235,15 +243,18 @@ def make_embedder(adapter, cache_dir: str | None = None, use_cache: bool = True,
     return Embedder(adapter, open_cache(adapter, cache_dir, use_cache), progress=progress)
 
 
-def encode_texts(embedder, texts: list[str]) -> np.ndarray:
-    """``(len(texts), D)`` float32 unit-norm text embeddings through an ``Embedder`` (each unique text once)."""
+def encode_texts(embedder, texts: list[str], normalise: bool = True) -> np.ndarray:
+    """``(len(texts), D)`` float32 text embeddings through an ``Embedder`` (each unique text once), unit-norm when
+    ``normalise``, else as the embedder's adapter gives them."""
     if not texts:
         return np.zeros((0, embedder.adapter.embed_dim), np.float32)
-    return l2_normalise(np.asarray(embedder.texts(list(texts)), np.float32))
+    out = np.asarray(embedder.texts(list(texts)), np.float32)
+    return l2_normalise(out) if normalise else out
 
 
-def encode_split_images(embedder, dataset: Dataset, split: str, indices) -> np.ndarray:
-    """``(len(indices), D)`` float32 unit-norm image embeddings of samples ``indices`` of ``split``.
+def encode_split_images(embedder, dataset: Dataset, split: str, indices, normalise: bool = True) -> np.ndarray:
+    """``(len(indices), D)`` float32 image embeddings of samples ``indices`` of ``split``, unit-norm when
+    ``normalise``, else as the embedder's adapter gives them.
 
     Images are streamed from the shards through the ``Embedder`` (cached, each unique image once).
 
@@ -258,7 +269,8 @@ def encode_split_images(embedder, dataset: Dataset, split: str, indices) -> np.n
     indices = np.asarray(indices, dtype=np.int64)
     if not len(indices):
         return np.zeros((0, adapter.embed_dim), np.float32)
-    return l2_normalise(np.asarray(embedder.images(part[int(i)].image for i in indices), np.float32))
+    out = np.asarray(embedder.images(part[int(i)].image for i in indices), np.float32)
+    return l2_normalise(out) if normalise else out
 
 
 def dataset_identity(dataset) -> str:
@@ -342,8 +354,35 @@ def shuffle_negatives(table: SplitTable, tagger, seed: int) -> int:
     return made
 
 
+MAX_CAPTIONS_PER_IMAGE = 5  # the LABCLIP authors' captions[0:5] of a COCO image
+
+
+def caption_rows(dataset: Dataset, table: SplitTable, limit: int = MAX_CAPTIONS_PER_IMAGE) -> SplitTable:
+    """``table`` with one row per (sample, caption): every caption a sample records in its spec (``spec["captions"]``
+    of a COCO import, in the stored order, at most ``limit``), else the sample's caption. Objects and described
+    attributes are repeated per row, negatives are empty (:func:`shuffle_negatives` makes them), ``sample_of`` maps
+    each row to its sample."""
+    part = dataset.split(table.split)
+    out = SplitTable(table.generator, table.split, table.attributes, composed=table.composed)
+    sample = 0
+    for reader in part.shards():
+        for local in range(reader.count):
+            spec = reader.spec(local)
+            recorded = spec.get("captions") if isinstance(spec, dict) else None
+            texts = [c["text"] for c in recorded[:limit]] if isinstance(recorded, list) and recorded else \
+                [table.captions[sample]]
+            for text in texts:
+                out.captions.append(text)
+                out.objects.append(table.objects[sample])
+                out.negatives.append([])
+                out.described.append(table.described[sample])
+                out.sample_of.append(sample)
+            sample += 1
+    return out
+
+
 def labclip_table(dataset: Dataset, split: str, negatives: str | None = None, tagger: str = "lexicon",
-                  seed: int = 0) -> tuple[SplitTable, str]:
+                  seed: int = 0, captions: str = "first", caption_text: str = "as written") -> tuple[SplitTable, str]:
     """The split's table with the negatives LABCLIP fits on, and the source used.
 
     Args:
@@ -351,6 +390,10 @@ def labclip_table(dataset: Dataset, split: str, negatives: str | None = None, ta
             (:func:`shuffle_negatives` with ``tagger`` and ``seed``), or None: stored where the split has any
             binding negative, else shuffled (a COCO import).
         tagger: ``"lexicon"`` or ``"spacy"`` (:func:`make_tagger`; shuffled negatives only).
+        captions: ``"first"`` (one row per sample) or ``"all"`` (shuffled negatives: one row per caption a sample
+            records, :func:`caption_rows`).
+        caption_text: ``"as written"`` or ``"lower-cased"`` (shuffled negatives: every caption normalised by
+            :func:`bindscope.text.negatives.aro_caption` before its negative is made).
 
     Raises:
         BadInput: an unknown ``negatives`` or ``tagger``, spaCy missing.
@@ -364,5 +407,11 @@ def labclip_table(dataset: Dataset, split: str, negatives: str | None = None, ta
     if negatives is None:
         negatives = "stored" if any(n.kind == "binding" for negs in table.negatives for n in negs) else SHUFFLED
     if negatives == SHUFFLED:
+        if captions == "all":
+            table = caption_rows(dataset, table)
+        if caption_text == "lower-cased":
+            from bindscope.text.negatives import aro_caption
+
+            table.captions = [aro_caption(c) for c in table.captions]
         shuffle_negatives(table, make_tagger(tagger, dataset, table), seed)
     return table, negatives

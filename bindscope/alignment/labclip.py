@@ -110,6 +110,9 @@ class LabclipMap:
 MAX_DIM = 16384  # embedding dimensions of a map (the largest CLIPs have 1,024-1,280)
 MAX_MAP_BYTES = 4 * MAX_DIM * MAX_DIM + (64 << 20)  # the weight at MAX_DIM plus room for the meta record
 MAP_KEYS = frozenset({"format", "format_version", "weight", "logit_scale", "meta"})
+AUTHORS_KEYS = frozenset({"linear.weight", "t"})
+AUTHORS_REPOSITORY = "kdariina/CLIP-not-BoW-unimodally"
+AUTHORS_FORMAT = "state dict of the LABCLIP authors' CLIPAlignment (linear.weight, t)"
 _META_TEXT = ("model", "pretrained", "cache_key", "dataset", "dataset_id", "split", "path")
 
 
@@ -136,23 +139,35 @@ def _check_meta(path: Path, meta, dim: int) -> dict:
 
 
 def load_labclip(path: str | os.PathLike) -> LabclipMap:
-    """Read a map written by :meth:`LabclipMap.save`: ``torch.load`` with ``weights_only=True`` of a regular file
-    of at most :data:`MAX_MAP_BYTES`, then, before the map is made: the keys, format and version, the weight (a
-    dense float32 ``(D, D)`` tensor, ``1 <= D <=`` :data:`MAX_DIM`, finite), the temperature (a finite float in
-    ``(0, MAX_LOGIT_SCALE]``) and the ``meta`` record (:func:`_check_meta`).
+    """Read a LABCLIP map: ``torch.load`` with ``weights_only=True`` of a regular file of at most
+    :data:`MAX_MAP_BYTES`, in either format, checked before the map is made:
+
+    * bindscope's (:meth:`LabclipMap.save`): the keys, format and version, the weight (:func:`_check_weight`), the
+      temperature (a finite float in ``(0, MAX_LOGIT_SCALE]``) and the ``meta`` record (:func:`_check_meta`);
+    * the LABCLIP authors' (:data:`AUTHORS_REPOSITORY`, ``alignment/learning_alignment.py``: ``torch.save`` of the
+      state dict of their ``CLIPAlignment`` module): exactly the entries ``linear.weight``, the ``(D, D)`` matrix
+      their ``torch.nn.Linear(D, D, bias=False)`` applies as ``t @ W.T`` before normalising (bindscope's ``weight``
+      as it is), and ``t``, the scalar log-temperature (logits are multiplied by ``exp(t)``; bindscope's
+      ``logit_scale = exp(t)``, any finite positive value, as their training does not clamp it). The weight is
+      checked as bindscope's; ``meta`` records the format and the file. Their fine-tuning variant
+      (``CLIPFTAlignment``, whose state dict also holds the CLIP model under ``model.``) is not a map on frozen
+      embeddings and is refused.
+
+    The map's dimension is checked against the encoder where it is used (:func:`check_dimension`).
 
     Raises:
         BadInput: naming the file and the problem: missing, unreadable, too large, holding objects other than
-            tensors and plain values (a pickled payload is refused unread), or not a sound bindscope LABCLIP map.
+            tensors and plain values (a pickled payload is refused unread), or not a sound map of either format.
     """
-    import torch
-
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"LABCLIP map {str(path)!r}: no such file")
     payload = read_torch_file(path, "map", MAX_MAP_BYTES, label="LABCLIP map")
+    if isinstance(payload, dict) and "linear.weight" in payload:
+        return _authors_map(path, payload)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise BadInput(f"{str(path)!r} is not a LABCLIP map written by `bindscope labclip fit`")
+        raise BadInput(f"{str(path)!r} is not a LABCLIP map written by `bindscope labclip fit` nor a state dict of "
+                       "the LABCLIP authors' CLIPAlignment (linear.weight, t)")
     if set(payload) != MAP_KEYS:
         missing, unexpected = sorted(MAP_KEYS - set(payload)), sorted(set(payload) - MAP_KEYS, key=str)
         raise _map_problem(path, "has " + "; ".join(p for p in (
@@ -161,21 +176,54 @@ def load_labclip(path: str | os.PathLike) -> LabclipMap:
     version = payload["format_version"]
     if version != FORMAT_VERSION or isinstance(version, bool):
         raise _map_problem(path, f"has format version {version!r}; this bindscope reads version {FORMAT_VERSION}")
-    weight = payload["weight"]
-    if not isinstance(weight, torch.Tensor):
-        raise _map_problem(path, f"weight is a {type(weight).__name__}, not a tensor")
-    if weight.layout != torch.strided or weight.is_quantized or weight.dtype != torch.float32:
-        raise _map_problem(path, f"weight is a {weight.layout} {weight.dtype} tensor; expected a dense float32 one")
-    if weight.ndim != 2 or weight.shape[0] != weight.shape[1] or not 1 <= weight.shape[0] <= MAX_DIM:
-        raise _map_problem(path, f"weight has shape {tuple(weight.shape)}, expected (D, D) with 1 <= D <= {MAX_DIM}")
-    if not all_finite(weight):
-        raise _map_problem(path, "weight holds NaN or infinite values")
+    weight = _check_weight(path, payload["weight"], "weight")
     scale = payload["logit_scale"]
     if not (isinstance(scale, float) and math.isfinite(scale) and 0 < scale <= MAX_LOGIT_SCALE):
         raise _map_problem(path, f"logit_scale {scale!r} is not a number in (0, {MAX_LOGIT_SCALE:g}]")
     meta = _check_meta(path, payload["meta"], int(weight.shape[0]))
     meta["path"] = str(path)
-    return LabclipMap(weight.detach().numpy().astype(np.float32, copy=True), scale, meta)
+    return LabclipMap(weight, scale, meta)
+
+
+def _check_weight(path: Path, weight, name: str) -> np.ndarray:
+    """``weight`` as a float32 numpy copy, if it is a dense float32 ``(D, D)`` tensor with ``1 <= D <=``
+    :data:`MAX_DIM` and finite values; else BadInput naming the file and ``name``."""
+    import torch
+
+    if not isinstance(weight, torch.Tensor):
+        raise _map_problem(path, f"{name} is a {type(weight).__name__}, not a tensor")
+    if weight.layout != torch.strided or weight.is_quantized or weight.dtype != torch.float32:
+        raise _map_problem(path, f"{name} is a {weight.layout} {weight.dtype} tensor; expected a dense float32 one")
+    if weight.ndim != 2 or weight.shape[0] != weight.shape[1] or not 1 <= weight.shape[0] <= MAX_DIM:
+        raise _map_problem(path, f"{name} has shape {tuple(weight.shape)}, expected (D, D) with 1 <= D <= {MAX_DIM}")
+    if not all_finite(weight):
+        raise _map_problem(path, f"{name} holds NaN or infinite values")
+    return weight.detach().numpy().astype(np.float32, copy=True)
+
+
+def _authors_map(path: Path, state: dict) -> LabclipMap:
+    """A :class:`LabclipMap` from the LABCLIP authors' state dict (see :func:`load_labclip`), checked."""
+    import torch
+
+    keys = set(state)
+    if keys != AUTHORS_KEYS:
+        if any(isinstance(k, str) and k.startswith("model.") for k in keys):
+            raise _map_problem(path, "holds a CLIP model besides its map (entries 'model.*': the LABCLIP authors' "
+                                     "fine-tuning variant), not a map on frozen embeddings")
+        missing, unexpected = sorted(AUTHORS_KEYS - keys), sorted(keys - AUTHORS_KEYS, key=str)
+        raise _map_problem(path, "is not a state dict of the LABCLIP authors' CLIPAlignment: it has " + "; ".join(
+            p for p in (f"no {', '.join(missing)}" if missing else "",
+                        f"unexpected entries {', '.join(map(repr, unexpected[:5]))}" if unexpected else "") if p))
+    weight = _check_weight(path, state["linear.weight"], "linear.weight")
+    t = state["t"]
+    if not isinstance(t, torch.Tensor) or t.numel() != 1 or t.ndim > 1 or not t.is_floating_point():
+        raise _map_problem(path, f"t is {t!r}, not a one-number float tensor (the log-temperature)")
+    scale = math.exp(float(t)) if math.isfinite(float(t)) and float(t) < 700 else math.inf
+    if not 0 < scale < math.inf:
+        raise _map_problem(path, f"t = {float(t)!r}: exp(t), the temperature, is not a finite positive number")
+    meta = {"format": AUTHORS_FORMAT, "source": AUTHORS_REPOSITORY, "embed_dim": int(weight.shape[0]),
+            "path": str(path)}
+    return LabclipMap(weight, scale, meta)
 
 
 def check_dimension(labclip: LabclipMap, adapter) -> None:

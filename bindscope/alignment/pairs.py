@@ -37,7 +37,8 @@ class Pairs:
 
 
 def embed_pairs(table: SplitTable, dataset, embedder, samples, kinds=("binding", "recognition")) -> Pairs:
-    """Embed the images, captions and ``kinds`` negatives of ``samples`` (sample indices) of ``table``'s split.
+    """Embed the images, captions and ``kinds`` negatives of ``samples`` (rows of ``table``: sample indices of its
+    split, or (sample, caption) rows, :attr:`~bindscope.alignment.data.SplitTable.sample_of`).
 
     Returns:
         :class:`Pairs` of float32 unit-norm embeddings: images and captions ``(len(samples), D)``, negatives
@@ -60,7 +61,7 @@ def embed_pairs(table: SplitTable, dataset, embedder, samples, kinds=("binding",
             objs.append(tuple(n.objects))
             triples.append({(by_index[k].category, n.attribute, by_index[k].attributes.get(n.attribute, ""))
                             for k in n.objects if k in by_index})
-    images = encode_split_images(embedder, dataset, table.split, samples)
+    images = encode_split_images(embedder, dataset, table.split, [table.sample(s) for s in samples])
     captions = encode_texts(embedder, [table.captions[s] for s in samples])
     negatives = encode_texts(embedder, texts)
     embedder.flush()
@@ -125,9 +126,14 @@ def labclip_items(table: SplitTable) -> np.ndarray:
                     np.int64)
 
 
-def hold_out_samples(items: np.ndarray, holdout: float, seed: int) -> np.ndarray:
+def hold_out_samples(items: np.ndarray, holdout: float, seed: int, groups: np.ndarray | None = None) -> np.ndarray:
     """A seeded share ``holdout`` of ``items`` (sample indices) held out whole: ``max(1, round(holdout * n))``
-    of them, drawn with ``numpy.random.default_rng(seed)``. Returns a bool mask over ``items``."""
+    of them, drawn with ``numpy.random.default_rng(seed)``. With ``groups`` (per item, its group: the sample of a
+    (sample, caption) row) the draw is over the distinct groups and a group's items go together. Returns a bool
+    mask over ``items``."""
+    if groups is not None:
+        distinct, inverse = np.unique(np.asarray(groups), return_inverse=True)
+        return hold_out_samples(distinct, holdout, seed)[inverse]
     count = max(1, int(round(holdout * len(items))))
     held = np.zeros(len(items), bool)
     held[np.random.default_rng(seed).choice(len(items), size=min(count, len(items)), replace=False)] = True
@@ -140,7 +146,8 @@ def plan_fit(table: SplitTable, holdout: float = 0.1, seed: int = 0,
 
     ``by_sample``: hold out a seeded share of the samples themselves (:func:`hold_out_samples`; shuffled
     negatives of natural captions, which describe no (category, attribute, value) combination) instead of a
-    share of the combinations.
+    share of the combinations; the rows of one sample's captions (:func:`~bindscope.alignment.data.caption_rows`)
+    go together.
 
     Returns:
         ``(held_out, fit_rows, held_rows)``: the held-out ``(category, attribute, value)`` triples (empty with
@@ -159,7 +166,8 @@ def plan_fit(table: SplitTable, holdout: float = 0.1, seed: int = 0,
                        + ("" if by_sample else " captions that give one attribute, with different values, for two "
                           "objects") + hint)
     if by_sample:
-        held_out, is_held = set(), hold_out_samples(items, holdout, seed)
+        groups = np.array([table.sample(i) for i in items]) if table.sample_of else None
+        held_out, is_held = set(), hold_out_samples(items, holdout, seed, groups)
     else:
         held_out, is_held = hold_out_triples([table.triples(i) for i in items], holdout, seed)
     fit_rows = items[~is_held]

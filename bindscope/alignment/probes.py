@@ -14,6 +14,9 @@ Uni-modally"; docs/papers.md section 3; project choices marked as such in docs/a
   combinations of the *other* objects (category, value) are dealt wholly to train, val or test, so no
   combination beside the target is in two splits; validation accuracy picks the training step (early
   stopping); test accuracy is reported;
+* every one of these settings is a field of :class:`~bindscope.alignment.protocols.ProbeSettings`; the LABCLIP
+  authors' protocol (``protocol="authors"``: unnormalised, unstandardised inputs, SGD on mini-batches, the last
+  epoch, the whole scene held out) is its other instance (:data:`bindscope.alignment.protocols.PROBE_PROTOCOLS`);
 * baselines: chance (1 / number of classes), and two bag-of-words figures built from the multiset of the
   attribute's values among the objects in the modality's view (no pairing of values to objects): the
   **bag-of-words probe** (the same linear probe trained on those value counts) and the **bag-of-words
@@ -29,52 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bindscope.alignment.splits import SPLIT_NAMES, check_fractions, distractor_combination, split_by_combination
-from bindscope.errors import BadInput, check_int, check_number
+from bindscope.alignment.protocols import ProbeSettings
+from bindscope.alignment.splits import SPLIT_NAMES, distractor_combination, split_by_combination, swap_combination
+from bindscope.errors import BadInput
+
 
 MODALITIES = ("image", "text")
-
-
-@dataclass(frozen=True)
-class ProbeSettings:
-    """The hyper-parameters of every linear probe of a run (attribute probes and the conjunctive-search probe).
-
-    Attributes:
-        fractions: (train, val, test) shares of the hold-out: three numbers >= 0 summing to 1, train and
-            test > 0.
-        seed: split and weight-initialisation seed, >= 0.
-        min_objects: minimum objects in a modality's view (2: only multi-object samples, where binding
-            matters), >= 1; attribute probes only.
-        steps: full-batch Adam steps, >= 1. lr: Adam's learning rate, > 0. weight_decay: Adam's L2 penalty,
-            >= 0. eval_every: validation every this many steps (early stopping), >= 1.
-
-    Raises:
-        BadInput: a value outside its range, named with what is allowed (at construction).
-    """
-
-    fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)
-    seed: int = 0
-    min_objects: int = 2
-    steps: int = 300
-    lr: float = 0.01
-    weight_decay: float = 1e-4
-    eval_every: int = 10
-
-    def __post_init__(self):
-        check_int("steps", self.steps, 1)
-        check_number("lr", self.lr)
-        check_number("weight_decay", self.weight_decay, inclusive=True)
-        check_int("seed", self.seed, 0)
-        check_int("min_objects", self.min_objects, 1)
-        check_int("eval_every", self.eval_every, 1)
-        object.__setattr__(self, "fractions", tuple(float(v) for v in check_fractions(self.fractions)))
-
-    def record(self) -> dict:
-        """The settings as a JSON-ready dict (for a result's ``settings``)."""
-        return {"fractions": list(self.fractions), "seed": self.seed, "min_objects": self.min_objects,
-                "steps": self.steps, "lr": self.lr, "weight_decay": self.weight_decay,
-                "eval_every": self.eval_every}
-
 
 
 @dataclass
@@ -82,9 +45,10 @@ class LinearProbe:
     """A fitted linear probe: ``logits = ((x - mean) / std) @ weight.T + bias``.
 
     Attributes:
-        mean, std: ``(D,)`` float32 standardisation from the training inputs.
+        mean, std: ``(D,)`` float32 standardisation from the training inputs (0 and 1 without standardisation).
         weight: ``(C, D)`` float32. bias: ``(C,)`` float32.
-        best_step: Adam step whose weights were kept (highest validation accuracy, earliest on ties).
+        best_step: step (epoch) whose weights were kept (with early stopping the highest validation accuracy,
+            earliest on ties; else the last).
         val_accuracy: validation accuracy at ``best_step`` (NaN without validation data).
     """
 
@@ -111,15 +75,19 @@ class LinearProbe:
 def fit_linear_probe(x_train: np.ndarray, y_train: np.ndarray, n_classes: int,
                      x_val: np.ndarray | None = None, y_val: np.ndarray | None = None,
                      settings: ProbeSettings = ProbeSettings()) -> LinearProbe:
-    """Fit ``torch.nn.Linear(D, n_classes)`` with cross-entropy and full-batch Adam (CPU, float32).
+    """Fit ``torch.nn.Linear(D, n_classes)`` with cross-entropy (CPU, float32) as ``settings`` say: Adam or SGD
+    (``optimiser``, ``lr``, ``weight_decay``), ``steps`` full-batch steps or, with ``batch_size``, ``steps`` epochs
+    of mini-batches shuffled with ``seed``; inputs standardised with the training mean and standard deviation when
+    ``standardise``; weights drawn uniformly in +-1/sqrt(D) with ``seed``, bias 0.
 
     Args:
         x_train: ``(N, D)`` features (embeddings, or bag-of-words counts). y_train: ``(N,)`` ints in
             ``[0, n_classes)``.
-        x_val, y_val: validation data for early stopping (every ``eval_every`` steps the weights with the best
-            validation accuracy so far are kept); without it the last step is kept.
-        settings: ``steps``, ``lr``, ``weight_decay``, ``eval_every`` and ``seed`` (weight initialisation) of
-            :class:`ProbeSettings`; its other fields do not apply here.
+        x_val, y_val: validation data. With ``settings.early_stopping`` every ``eval_every`` steps (epochs) the
+            weights with the best validation accuracy so far are kept; otherwise, or without validation data, the
+            last step's.
+        settings: a :class:`ProbeSettings`; ``fractions``, ``min_objects``, ``normalise`` and ``hold_out`` do not
+            apply here.
 
     Raises:
         BadInput: empty training data, labels out of range, or ``n_classes < 2``.
@@ -127,11 +95,10 @@ def fit_linear_probe(x_train: np.ndarray, y_train: np.ndarray, n_classes: int,
     from bindscope.encoders.interface import torch_threads
 
     with torch_threads(1):
-        return _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, settings.steps, settings.lr,
-                                 settings.weight_decay, settings.eval_every, settings.seed)
+        return _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, settings)
 
 
-def _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, steps, lr, weight_decay, eval_every, seed):
+def _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, settings: ProbeSettings) -> LinearProbe:
     import torch
 
     x_train = np.asarray(x_train, np.float32)
@@ -141,10 +108,13 @@ def _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, steps, lr, weig
                        f"{x_train.shape} and {y_train.shape}")
     if n_classes < 2 or y_train.min() < 0 or y_train.max() >= n_classes:
         raise BadInput(f"probe labels must lie in [0, {n_classes}) with at least 2 classes")
-    mean = x_train.mean(axis=0)
-    std = np.maximum(x_train.std(axis=0), 1e-6).astype(np.float32)
+    if settings.standardise:
+        mean = x_train.mean(axis=0)
+        std = np.maximum(x_train.std(axis=0), 1e-6).astype(np.float32)
+    else:
+        mean, std = np.zeros(x_train.shape[1], np.float32), np.ones(x_train.shape[1], np.float32)
     has_val = x_val is not None and y_val is not None and len(y_val) > 0
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(settings.seed)
     layer = torch.nn.Linear(x_train.shape[1], n_classes)
     with torch.no_grad():
         bound = 1.0 / np.sqrt(x_train.shape[1])
@@ -154,20 +124,31 @@ def _fit_linear_probe(x_train, y_train, n_classes, x_val, y_val, steps, lr, weig
     yt = torch.from_numpy(y_train)
     xv = torch.from_numpy((np.asarray(x_val, np.float32) - mean) / std) if has_val else None
     yv = torch.from_numpy(np.asarray(y_val, np.int64)) if has_val else None
-    optimiser = torch.optim.Adam(layer.parameters(), lr=lr, weight_decay=weight_decay)
+    kind = torch.optim.Adam if settings.optimiser == "adam" else torch.optim.SGD
+    optimiser = kind(layer.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    batch = len(xt) if settings.batch_size is None else settings.batch_size
+
+    def val_accuracy() -> float:
+        with torch.no_grad():
+            return float((layer(xv).argmax(dim=1) == yv).float().mean())
+
     best = (-1.0, 0, layer.weight.detach().clone(), layer.bias.detach().clone())
+    steps = settings.steps
     for step in range(1, steps + 1):
-        optimiser.zero_grad()
-        loss = torch.nn.functional.cross_entropy(layer(xt), yt)
-        loss.backward()
-        optimiser.step()
-        if has_val and (step % eval_every == 0 or step == steps):
-            with torch.no_grad():
-                acc = float((layer(xv).argmax(dim=1) == yv).float().mean())
+        order = torch.randperm(len(xt), generator=generator) if settings.batch_size is not None else None
+        for start in range(0, len(xt), batch):
+            rows = slice(None) if order is None else order[start:start + batch]
+            optimiser.zero_grad()
+            loss = torch.nn.functional.cross_entropy(layer(xt[rows]), yt[rows])
+            loss.backward()
+            optimiser.step()
+        if has_val and settings.early_stopping and (step % settings.eval_every == 0 or step == steps):
+            acc = val_accuracy()
             if acc > best[0]:
                 best = (acc, step, layer.weight.detach().clone(), layer.bias.detach().clone())
-    if not has_val:
-        best = (float("nan"), steps, layer.weight.detach().clone(), layer.bias.detach().clone())
+    if not has_val or not settings.early_stopping:
+        best = (val_accuracy() if has_val else float("nan"), steps, layer.weight.detach().clone(),
+                layer.bias.detach().clone())
     return LinearProbe(mean=mean.astype(np.float32), std=std, weight=best[2].numpy(), bias=best[3].numpy(),
                        best_step=best[1], val_accuracy=best[0])
 
@@ -231,14 +212,17 @@ def probe_targets(table, modality: str, attribute: str, min_objects: int = 2) ->
     return {c: out[c] for c in sorted(out, key=lambda c: (len(c), c))}
 
 
-def probe_splits(table, attribute: str, fractions=(0.6, 0.2, 0.2), seed: int = 0) -> dict[str, dict[int, int]]:
-    """Train (0) / val (1) / test (2) per target category, held out by distractor combination.
+def probe_splits(table, attribute: str, fractions=(0.6, 0.2, 0.2), seed: int = 0,
+                 hold_out: str = "distractor") -> dict[str, dict[int, int]]:
+    """Train (0) / val (1) / test (2) per target category, held out by combination.
 
-    For each category, every sample holding exactly one object of it is keyed by
-    :func:`~bindscope.alignment.splits.distractor_combination` (from the object table, so both modalities
-    share the split) and :func:`~bindscope.alignment.splits.split_by_combination` deals the keys out
-    (``seed`` offset by the category's rank, so targets do not share one shuffle). A category with too few
-    distinct keys gets no split (its probes are skipped).
+    For each category, every sample holding exactly one object of it is keyed (from the object table, so both
+    modalities share the split) by ``hold_out``: ``"distractor"``,
+    :func:`~bindscope.alignment.splits.distractor_combination` (the other objects' combination), or ``"scene"``,
+    :func:`~bindscope.alignment.splits.swap_combination` (the whole scene's, with its attribute-swapped twin: the
+    LABCLIP authors'); :func:`~bindscope.alignment.splits.split_by_combination` deals the keys out (``seed`` offset
+    by the category's rank, so targets do not share one shuffle). A category with too few distinct keys gets no
+    split (its probes are skipped).
 
     Returns:
         ``{category: {sample index: split id}}``.
@@ -248,8 +232,9 @@ def probe_splits(table, attribute: str, fractions=(0.6, 0.2, 0.2), seed: int = 0
         counts = Counter(o.category for o in objects)
         for o in objects:
             if counts[o.category] == 1:
-                members.setdefault(o.category, []).append((sample, distractor_combination(objects, o.index,
-                                                                                          attribute)))
+                key = distractor_combination(objects, o.index, attribute) if hold_out == "distractor" else \
+                    swap_combination(objects, attribute)
+                members.setdefault(o.category, []).append((sample, key))
     out = {}
     for rank, category in enumerate(sorted(members, key=lambda c: (len(c), c))):
         rows = members[category]
@@ -353,11 +338,12 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
 
     Args:
         table: a :class:`bindscope.alignment.data.SplitTable`.
-        embeddings: ``{"image"|"text": (len(table), D) float32}``, L2-normalised, row i = sample i (image
-            embedding, or caption embedding). Rows of ineligible samples are not read (may be NaN).
+        embeddings: ``{"image"|"text": (len(table), D) float32}``, row i = sample i (image embedding, or caption
+            embedding), L2-normalised or not as ``settings.normalise`` says. Rows of ineligible samples are not
+            read (may be NaN).
         attributes: attributes to probe (default: all of the table's).
-        settings: :class:`ProbeSettings` (``fractions``: sample shares of the combination hold-out; ``seed``:
-            split and initialisation; ``min_objects``; the probes' optimiser).
+        settings: :class:`ProbeSettings` (``fractions``: sample shares of the combination hold-out, ``hold_out``
+            its key; ``seed``: split, initialisation and mini-batches; ``min_objects``; the probes' optimiser).
         progress: optional callable receiving one string per finished attribute.
 
     Returns:
@@ -384,7 +370,7 @@ def run_probes(table, embeddings: dict[str, np.ndarray], attributes: list[str] |
             raise BadInput(f"{modality} embeddings have {len(emb)} rows for {len(table)} samples")
     result = {"modalities": {m: {} for m in embeddings}, "splits": {}}
     for attribute in attributes:
-        split_of = probe_splits(table, attribute, settings.fractions, settings.seed)
+        split_of = probe_splits(table, attribute, settings.fractions, settings.seed, settings.hold_out)
         all_values = sorted({o.attributes.get(attribute, "") for objs in table.objects for o in objs} - {""})
         result["splits"][attribute] = {
             c: {name: int(sum(1 for v in per.values() if v == s)) for s, name in enumerate(SPLIT_NAMES)}

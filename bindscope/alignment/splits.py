@@ -10,7 +10,8 @@ Two kinds of hold-out are used by :mod:`bindscope.alignment` (see docs/alignment
   training, so the whole scene is new; the target's own value classes still occur in training (a classifier
   needs them). Holding out the *scene* combination (:func:`scene_combination`, target included) instead
   would make the training data anti-correlate target and distractor values exactly where the test data
-  lie, pushing any probe that reads the distractor below chance.
+  lie, pushing any probe that reads the distractor below chance. The LABCLIP authors' protocol holds out the
+  scene with its attribute-swapped twin nonetheless (:func:`swap_combination`).
 * :func:`hold_out_triples` — LABCLIP's held-out combinations: a seeded share of the
   ``(category, attribute, value)`` triples described in the captions is held out; a sample that describes
   any held-out triple is a held-out (evaluation) sample, every other sample may be used for fitting. No
@@ -48,6 +49,17 @@ def distractor_combination(objects: Sequence[ObjectRecord], target: int,
     Example: target digit 7 (red) beside digit 4 (blue) gives ``(("4", "blue"),)`` for ``"colour"``.
     """
     return tuple(sorted((o.category, o.attributes.get(attribute, "")) for o in objects if o.index != target))
+
+
+def swap_combination(objects: Sequence[ObjectRecord], attribute: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The scene combination of ``attribute`` up to swapping values between objects: ``(sorted categories, sorted
+    values)``. A scene and its attribute-swapped twin share it: red cube with blue sphere, and blue cube with red
+    sphere, both give ``(("cube", "sphere"), ("blue", "red"))``. The LABCLIP authors' probes hold out a scene
+    combination together with that twin (their ``train_val_test_split``, written for two objects; with more objects
+    this key holds every arrangement of the values among the objects).
+    """
+    return (tuple(sorted(o.category for o in objects)),
+            tuple(sorted(o.attributes.get(attribute, "") for o in objects)))
 
 
 def check_fractions(fractions: Sequence[float]) -> np.ndarray:

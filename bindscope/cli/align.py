@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from bindscope.cli.types import FiniteFloat
+from bindscope.cli.types import SEED, FiniteFloat, count
+from bindscope.limits import MAX_BATCH, MAX_EPOCHS, MAX_LR, MAX_OBJECTS
 from bindscope.errors import BadInput
 
 
@@ -33,47 +34,63 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @_model_options
 @click.option("--task", type=click.Choice(["attributes", "conjunctive-search"]), default="attributes",
               show_default=True,
-              help="attributes: one probe per target object and attribute; conjunctive-search: is the target "
-                   "conjunction present (image embeddings of a `comco render --task conjunctive-search` dataset)")
+              help="attributes: one probe per target object and attribute; conjunctive-search: is the --target "
+                   "conjunction present (image embeddings)")
+@click.option("--target", default=None,
+              help="conjunctive-search: the target, category=NAME,ATTRIBUTE=VALUE (e.g. category=sphere,colour=red); "
+                   "default: the one a `comco render --task conjunctive-search` dataset names")
 @click.option("--modality", type=click.Choice(["image", "text", "both"]), default="both", show_default=True)
 @click.option("--split", default=None, help="dataset split to probe (default: test, else the first split)")
 @click.option("--attributes", default=None, help="comma-separated attributes (default: all of the dataset's)")
-@click.option("--fractions", default="0.6,0.2,0.2", show_default=True,
-              help="train,val,test sample shares of the hold-out by attribute-object combination")
-@click.option("--min-objects", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--protocol", type=click.Choice(["bindscope", "authors"]), default="bindscope", show_default=True,
+              help="Every probe setting: bindscope's (L2-normalised standardised inputs, full-batch Adam with early "
+                   "stopping, the other objects' combination held out) or the LABCLIP authors' code's (inputs before "
+                   "normalisation, SGD 0.1 on mini-batches of 32 for 100 epochs, the whole scene held out); "
+                   "docs/alignment.md#protocols. --fractions, --steps, --lr and --weight-decay replace its values.")
+@click.option("--fractions", default=None,
+              help="train,val,test sample shares of the hold-out by attribute-object combination [protocol's: "
+                   "bindscope 0.6,0.2,0.2, authors 0.8,0.1,0.1]")
+@click.option("--min-objects", type=count(1, MAX_OBJECTS), default=2, show_default=True,
               help="minimum objects in a modality's view (2: multi-object samples only)")
-@click.option("--steps", type=click.IntRange(min=1), default=300, show_default=True, help="Adam steps per probe")
-@click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=0.01, show_default=True)
-@click.option("--weight-decay", type=FiniteFloat(min=0), default=1e-4, show_default=True)
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--steps", type=count(), default=None,
+              help="optimiser passes per probe: full-batch steps (bindscope, 300) or epochs (authors, 100)")
+@click.option("--lr", type=FiniteFloat(0, MAX_LR, min_open=True), default=None,
+              help="learning rate [protocol's: bindscope 0.01 (Adam), authors 0.1 (SGD)]")
+@click.option("--weight-decay", type=FiniteFloat(0, 10), default=None,
+              help="L2 penalty [protocol's: bindscope 1e-4, authors 0]")
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--out", default=None, help="result JSON (default DATA/eval/probe-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def bindscope_probe(data, encoder, task, modality, split, attributes, fractions, min_objects, steps, lr, weight_decay,
-                    seed, out, overwrite, quiet):
+def bindscope_probe(data, encoder, task, target, modality, split, attributes, protocol, fractions, min_objects,
+                    steps, lr, weight_decay, seed, out, overwrite, quiet):
     """Linear probes on frozen embeddings of dataset DATA: one probe per target object and attribute.
 
-    Each probe is Linear(D, n_classes) on L2-normalised image or caption embeddings, trained with
-    cross-entropy on samples containing the target object (label = its attribute value); train/val/test are
-    held out by attribute-object combination (the other objects' category and value: none in two splits).
-    Prints accuracy per attribute next to chance and the bag-of-words baselines, and per number of objects
+    Each probe is Linear(D, n_classes) on image or caption embeddings, trained with cross-entropy on samples
+    containing the target object (label = its attribute value); train/val/test are held out by attribute-object
+    combination (bindscope: the other objects' category and value; authors: the whole scene's), none in two
+    splits. Prints accuracy per attribute next to chance and the bag-of-words baselines, and per number of objects
     (docs/alignment.md). With --task conjunctive-search: a presence probe on image embeddings, accuracy per
     number of distractors against a bag-of-words probe.
     """
     from bindscope.alignment.api import probe
 
     names = [a.strip() for a in attributes.split(",")] if attributes else None
-    run = probe(data, encoder, task=task, modality=modality, split=split, attributes=names,
-                fractions=_parse_fractions(fractions), min_objects=min_objects, steps=steps, lr=lr,
-                weight_decay=weight_decay, seed=seed, out=out, overwrite=overwrite, progress=not quiet)
+    run = probe(data, encoder, task=task, modality=modality, split=split, attributes=names, protocol=protocol,
+                fractions=None if fractions is None else _parse_fractions(fractions), min_objects=min_objects,
+                steps=steps, lr=lr, weight_decay=weight_decay, seed=seed, target=target, out=out, overwrite=overwrite,
+                progress=not quiet)
     split, metrics, out_path = run.result["settings"]["split"], run.result["metrics"], run.path
     if task == "conjunctive-search":
         _conjunctive_table(run.result["settings"]["target"], split, metrics)
         click.echo(f"wrote {out_path}")
         return
     modalities, names = run.result["settings"]["modalities"], run.result["settings"]["attributes"]
-    click.echo(f"linear probes on split {split!r}: test accuracy on held-out combinations "
-               "(mean over target objects)")
+    settings = run.result["settings"]
+    click.echo(f"linear probes on split {split!r}, protocol {settings['protocol']}"
+               + (f" (overrides: {', '.join(settings['overrides'])})" if settings["overrides"] else "")
+               + f": {settings['optimiser']} lr {settings['lr']:g}, {settings['schedule']}, "
+               f"inputs {settings['inputs']}; test accuracy on held-out combinations (mean over target objects)")
     click.echo(f"{'attribute':<12}{'modality':<9}{'probe':>7}{'BoW probe':>11}{'BoW bound':>11}{'chance':>8}"
                f"{'targets':>9}{'n_test':>8}")
     for m in modalities:
@@ -92,7 +109,9 @@ def bindscope_probe(data, encoder, task, modality, split, attributes, fractions,
 
 def _conjunctive_table(target: dict, split: str, metrics: dict) -> None:
     """The table of ``bindscope probe --task conjunctive-search``."""
-    click.echo(f"conjunctive search for '{target['colour']} {target['category']}' on split {split!r} "
+    from bindscope.alignment.conjunctive import target_words
+
+    click.echo(f"conjunctive search for '{target_words(target)}' on split {split!r} "
                f"({metrics['n_train']} train / {metrics['n_val']} val / {metrics['n_test']} test scenes)")
     click.echo(f"{'distractors':<13}{'probe':>7}{'95% CI':>16}{'BoW probe':>11}{'present':>9}{'absent':>8}")
     rows = list(metrics["by_distractors"].items()) + [("all", {**metrics, "n_present": None, "n_absent": None})]
@@ -119,33 +138,40 @@ def bindscope_labclip():
               default=0.1, show_default=True,
               help="share of (object, attribute, value) combinations (shuffled negatives: of samples) held out for "
                    "`labclip eval`")
-@click.option("--epochs", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--fit-batch-size", type=click.IntRange(min=2), default=128, show_default=True,
-              help="(image, caption) pairs per LABCLIP batch (their swapped negatives join the batch)")
-@click.option("--lr", type=FiniteFloat(min=0, min_open=True), default=1e-3, show_default=True,
-              help="Adam learning rate")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--protocol", type=click.Choice(["bindscope", "authors"]), default="bindscope", show_default=True,
+              help="Every fitting setting: bindscope's (20 epochs of 128 pairs, Adam 1e-3, temperature from 1/0.07, "
+                   "each image with its first caption) or the LABCLIP authors' code's (natural captions: 10 epochs of "
+                   "1024, temperature from 1, every caption lower-cased, spaCy negatives; attribute swaps: 50 epochs "
+                   "of 128 at 0.01); docs/alignment.md#protocols. --epochs, --fit-batch-size, --lr and --tagger "
+                   "replace its values.")
+@click.option("--epochs", type=count(1, MAX_EPOCHS), default=None, help="passes over the pairs [protocol's]")
+@click.option("--fit-batch-size", type=count(2, MAX_BATCH), default=None,
+              help="(image, caption) pairs per LABCLIP batch (their negatives join the batch) [protocol's]")
+@click.option("--lr", type=FiniteFloat(0, MAX_LR, min_open=True), default=None, help="Adam learning rate [protocol's]")
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--negatives", type=click.Choice(["stored", "shuffled"]), default=None,
               help="stored: the dataset's binding negatives (MADMAN; ComCO swaps from the object table); shuffled: "
                    "each caption with its nouns and adjectives shuffled (NegCLIP; COCO). Default: stored where the "
                    "split has binding negatives, else shuffled")
-@click.option("--tagger", type=click.Choice(["lexicon", "spacy"]), default="lexicon", show_default=True,
+@click.option("--tagger", type=click.Choice(["lexicon", "spacy"]), default=None,
               help="how --negatives shuffled finds nouns and adjectives: the dataset's own words (COCO: its "
-                   "mention table and colour/size words) or spaCy's en_core_web_sm (pip install 'bindscope[text]')")
+                   "mention table and colour/size words) or spaCy's en_core_web_sm (pip install 'bindscope[text]') "
+                   "[protocol's: bindscope lexicon; authors spacy, the word list where spaCy is missing, recorded]")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def bindscope_labclip_fit(data, encoder, out, overwrite, split, holdout, epochs, fit_batch_size, lr, seed, negatives,
-                          tagger, quiet):
+def bindscope_labclip_fit(data, encoder, out, overwrite, split, holdout, protocol, epochs, fit_batch_size, lr, seed,
+                          negatives, tagger, quiet):
     """Fit the D x D LABCLIP map on dataset DATA and write it to --out.
 
     The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam on frozen
     embeddings; negatives are the attribute-swapped captions (MADMAN's stored binding negatives; ComCO swaps
     built from the object table), or, with --negatives shuffled (the default where a split has none, e.g. a
     COCO import), each caption with its nouns and adjectives shuffled. Samples that describe a held-out
-    combination (shuffled: a held-out share of the samples) are kept for `labclip eval`.
+    combination (shuffled: a held-out share of the images) are kept for `labclip eval`. --protocol authors takes
+    the LABCLIP authors' settings (docs/alignment.md#protocols).
     """
     from bindscope.alignment.api import labclip_fit
 
-    labclip = labclip_fit(data, encoder, out, split=split, holdout=holdout, epochs=epochs,
+    labclip = labclip_fit(data, encoder, out, protocol=protocol, split=split, holdout=holdout, epochs=epochs,
                           fit_batch_size=fit_batch_size, lr=lr, seed=seed, negatives=negatives, tagger=tagger,
                           overwrite=overwrite, progress=not quiet)
     split, out_path = labclip.meta["split"], out
@@ -155,6 +181,15 @@ def bindscope_labclip_fit(data, encoder, out, overwrite, split, holdout, epochs,
     click.echo(f"LABCLIP fitted on {labclip.meta['n_fit_samples']} samples ({labclip.meta['n_fit_negatives']} "
                f"{labclip.meta['negatives']} negatives) of split {split!r}; {labclip.meta['n_held_out_samples']} "
                f"samples{kept} kept for evaluation")
+    settings = labclip.meta["settings"]
+    click.echo(f"protocol {settings['protocol']}" + (f" (overrides: {', '.join(settings['overrides'])})"
+                                                     if settings["overrides"] else "")
+               + f": {settings['epochs']} epochs of {settings['batch_size']} pairs, Adam lr {settings['lr']:g}, "
+               f"temperature from {settings['init_logit_scale']:.4g}"
+               + (f", captions {settings['captions']} ({settings['caption_text']}), tagger {settings['tagger']}"
+                  if labclip.meta["negatives"] == "shuffled" else ""))
+    if settings["tagger_fallback"]:
+        click.echo(f"note: {settings['tagger_fallback']}")
     click.echo(f"loss {losses[0]:.4f} (identity) -> {losses[-1]:.4f}; temperature s = {labclip.logit_scale:.2f}")
     click.echo(f"wrote {out_path}")
 
@@ -184,7 +219,7 @@ def _report_rows(metrics: dict) -> list[str]:
 @click.argument("data", type=click.Path(file_okay=False))
 @_model_options
 @click.option("--labclip", "labclip_path", required=True, type=click.Path(dir_okay=False),
-              help="map written by `bindscope labclip fit`")
+              help="map written by `bindscope labclip fit`, or the LABCLIP authors' state dict (linear.weight, t)")
 @click.option("--split", default=None,
               help="split to evaluate (default: the map's fitting split, whose held-out combinations are used)")
 @click.option("--out", default=None, help="result JSON (default DATA/eval/labclip-<model>-<tag>.json)")
@@ -217,7 +252,7 @@ def bindscope_labclip_eval(data, encoder, labclip_path, split, out, overwrite, q
 @bindscope_labclip.command("apply")
 @click.argument("embeddings", type=click.Path(dir_okay=False))
 @click.option("--labclip", "labclip_path", required=True, type=click.Path(dir_okay=False),
-              help="map written by `bindscope labclip fit`")
+              help="map written by `bindscope labclip fit`, or the LABCLIP authors' state dict (linear.weight, t)")
 @click.option("--out", required=True, help="where to write the mapped embeddings (.npy)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 def bindscope_labclip_apply(embeddings, labclip_path, out, overwrite):

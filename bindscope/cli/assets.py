@@ -11,6 +11,8 @@ import json
 
 import click
 
+from bindscope.cli.types import count
+
 
 def _echo_table(rows: list[list[str]], header: list[str]) -> None:
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
@@ -62,7 +64,7 @@ def comco_assets_import(folder, out, mapping_file, licence):
               help="Comma-separated ComCO categories (default: all 72).")
 @click.option("--lvis-mapping", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="YAML file {comco72: {category: [LVIS names]}} (default: the shipped mapping).")
-@click.option("--jobs", type=click.IntRange(1, 64), default=4, show_default=True,
+@click.option("--jobs", type=count(1, 64), default=4, show_default=True,
               help="Download processes.")
 def comco_assets_fetch(out, categories, lvis_mapping, jobs):
     """Download one CC-BY or CC0 Objaverse-LVIS model per ComCO category and import it (needs network).

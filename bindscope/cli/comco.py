@@ -5,23 +5,25 @@ from __future__ import annotations
 import click
 
 from bindscope.cli.options import build_options, report_build
-from bindscope.cli.types import DEVICE
+from bindscope.cli.types import DEVICE, JOBS, SEED, count, schema_range
 from bindscope.errors import DEVICE_GRAMMAR
-from bindscope.generators.comco.api import MAX_JOBS, MAX_THREADS
+from bindscope.generators.comco.api import MAX_THREADS
 from bindscope.generators.comco.saliency import SALIENCY
+from bindscope.limits import MAX_COLS, MAX_TILES
 
 
 @click.command("render")
 @click.option("--out", "out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
-@click.option("-n", "n", type=int, default=None, help="Multi-object scenes to render [config n: 1000].")
+@click.option("-n", "n", type=schema_range("comco_config", "n"), default=None, help="Multi-object scenes to render [config n: 1000].")
 @click.option("--objects", default=None,
               help="Objects per scene: a count (3) or a range (2-5), counts 1..5, spread evenly [2-5].")
 @click.option("--set", "set", default=None,
               help="Object set: comco72, simco18, or an asset folder from `comco assets import` [comco72].")
 @click.option("--size-mode", type=click.Choice(["one-large", "equal", "random"]), default=None,
               help="one-large: one object at scale.large, the rest at scale.small; equal; random [one-large].")
-@click.option("--resolution", type=int, default=None, help="Image side in pixels (square) [224].")
-@click.option("--samples", type=int, default=None, help="Cycles samples per pixel of the RGB render [those of render.quality].")
+@click.option("--resolution", type=schema_range("comco_config", "resolution"), default=None, help="Image side in pixels (square) [224].")
+@click.option("--samples", type=schema_range("comco_config", "samples"), default=None,
+              help="Cycles samples per pixel of the RGB render [those of render.quality].")
 @click.option("--references/--no-references", default=None,
               help="Also render the single-object reference split (one image per category) [on].")
 @click.option("--attributes", default=None,
@@ -34,13 +36,13 @@ from bindscope.generators.comco.saliency import SALIENCY
 @click.option("--saliency", default=None, metavar="none|size|position",
               help="Which object the caption names first with probability --saliency-bias: "
                    + "; ".join(f"{k}: {v}" for k, v in SALIENCY.items()) + " [none: uniform mention order].")
-@click.option("--saliency-bias", type=float, default=None,
-              help="Probability that the salient object (see --saliency) is mentioned first (0..1) [1].")
-@click.option("--seed", type=int, default=0, show_default=True, help="Dataset seed.")
-@click.option("--jobs", type=int, default=1, show_default=True,
-              help=f"Worker processes (1..{MAX_JOBS}), each with one persistent Blender session.")
-@click.option("--threads", type=int, default=None,
-              help=f"Cycles threads per worker, 1..{MAX_THREADS} [CPU count // jobs, at least 1]. Not part of the "
+@click.option("--saliency-bias", type=schema_range("comco_config", "saliency_bias"), default=None,
+              help="Probability that the salient object (see --saliency) is mentioned first [1].")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Dataset seed.")
+@click.option("--jobs", type=JOBS, default=1, show_default=True,
+              help="Worker processes, each with one persistent Blender session.")
+@click.option("--threads", type=count(1, MAX_THREADS), default=None,
+              help="Cycles threads per worker [CPU count // jobs, at least 1]. Not part of the "
                    "config.")
 @click.option("--device", type=DEVICE, default="auto", show_default=True,
               help=DEVICE_GRAMMAR + ". Cycles renders on the GPUs Blender finds (OptiX, else CUDA) with "
@@ -82,9 +84,9 @@ def comco_render(out, n, objects, set, size_mode, resolution, samples, reference
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=str),
               help="Output image (PNG).")
 @click.option("--split", default="scenes", show_default=True, help="Split to show.")
-@click.option("-n", "count", type=int, default=16, show_default=True,
+@click.option("-n", "count", type=count(1, MAX_TILES), default=16, show_default=True,
               help="Tiles to draw: the split's first N samples.")
-@click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
+@click.option("--cols", type=count(1, MAX_COLS), default=4, show_default=True, help="Grid columns.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
 def comco_preview(directory, out, split, count, cols, overwrite):
     """Save a grid of DIRECTORY's images with mask outlines, object names and mention order."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from bindscope.cli.options import exit_with_problems
+from bindscope.cli.types import JOBS
 from bindscope.io.ownership import check_output_location
 
 
@@ -51,7 +52,7 @@ def bindscope_verify(directory: str, no_masks: bool):
                    "listed in the card body).")
 @click.option("--name", "pretty_name", default=None, help="Title of the dataset card.")
 @click.option("--max-shard-size", default="500MB", show_default=True, help="Largest Parquet file.")
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--jobs", type=JOBS, default=1, show_default=True,
               help="Processes encoding PNGs (the output does not depend on it).")
 @click.option("--overwrite", is_flag=True, help="Replace an earlier release in --out.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")

@@ -9,7 +9,9 @@ import click
 from bindscope.cli.options import _apply, encoder_settings, tasks_option
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput
-from bindscope.evaluation import AUDIT_SHIFT
+from bindscope.cli.types import SEED, FiniteFloat, count
+from bindscope.evaluation import AUDIT_RANGES, AUDIT_SHIFT
+from bindscope.limits import MAX_EPOCHS, MAX_OBJECTS
 from bindscope.evaluation.api import check_locations
 
 
@@ -80,8 +82,8 @@ def _run(plan, encoder: EncoderSettings, out, plot, overwrite, quiet) -> None:
 
 _labclip_option = click.option(
     "--labclip", default=None, type=click.Path(dir_okay=False),
-    help="LABCLIP map from `bindscope labclip fit`: applied to the L2-normalised text embeddings "
-         "(docs/alignment.md).")
+    help="LABCLIP map from `bindscope labclip fit` (or the LABCLIP authors' state dict: linear.weight, t): applied "
+         "to the L2-normalised text embeddings (docs/alignment.md).")
 
 
 def _labclip(path: str | None):
@@ -126,24 +128,24 @@ def madman_eval(data, splits, tasks, encoder, out, overwrite, plot, quiet, labcl
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out or --plot file.")
 @click.option("--train-split", default="train", show_default=True, help="Split the oracle is trained on.")
 @click.option("--test-split", default="test", show_default=True, help="Split the oracle is tested on.")
-# The numeric options' ranges are checked by the library, their one place (audit_madman).
-@click.option("--epochs", type=int, default=8, show_default=True,
+# The numeric options' ranges: AUDIT_RANGES, the one place the library (audit_madman) reads too.
+@click.option("--epochs", type=count(*AUDIT_RANGES["epochs"]), default=8, show_default=True,
               help="Passes over the training objects.")
-@click.option("--batch-size", type=int, default=128, show_default=True,
+@click.option("--batch-size", type=count(*AUDIT_RANGES["batch_size"]), default=128, show_default=True,
               help="Objects per training step.")
-@click.option("--lr", type=float, default=3e-3, show_default=True,
+@click.option("--lr", type=FiniteFloat(*AUDIT_RANGES["lr"], min_open=True), default=3e-3, show_default=True,
               help="Peak learning rate (Adam, one-cycle schedule).")
-@click.option("--width", type=int, default=32, show_default=True,
+@click.option("--width", type=count(*AUDIT_RANGES["width"]), default=32, show_default=True,
               help="Channels of the first of four conv stages (then 2x, 4x, 8x).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the weights and the visiting order (same seed, same result).")
-@click.option("--max-train-objects", type=int, default=None,
+@click.option("--max-train-objects", type=count(*AUDIT_RANGES["max_train_objects"]), default=None,
               help="Train on the first N visible objects only (default: all).")
-@click.option("--max-test-objects", type=int, default=None,
+@click.option("--max-test-objects", type=count(*AUDIT_RANGES["max_test_objects"]), default=None,
               help="Test on the first N visible objects only (default: all).")
-@click.option("--threads", type=int, default=1, show_default=True,
+@click.option("--threads", type=count(*AUDIT_RANGES["threads"]), default=1, show_default=True,
               help="torch CPU threads; the result depends on it. More than the idle cores slows torch down.")
-@click.option("--shift", type=int, default=AUDIT_SHIFT, show_default=True,
+@click.option("--shift", type=count(*AUDIT_RANGES["shift"]), default=AUDIT_SHIFT, show_default=True,
               help="Largest random offset (pixels, per axis) of a training crop; 0 = no augmentation.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, batch_size, lr, width, seed,
@@ -176,11 +178,11 @@ def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, ba
 @click.option("--layer", "layers", default="last", show_default=True, type=click.Choice(["last", "all"]),
               help="The final block only, or every block.")
 @click.option("--rollout", "use_rollout", is_flag=True, help="Also report attention rollout over the blocks.")
-@click.option("--top-k", default=10, show_default=True, type=click.IntRange(min=1),
+@click.option("--top-k", default=10, show_default=True, type=count(1, 10_000),
               help="Most-attended patches counted per object.")
 @click.option("--split", default="scenes", show_default=True, help="Split to read.")
-@click.option("--limit", default=None, type=click.IntRange(min=1), help="Use only the first N samples.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Bootstrap seed.")
+@click.option("--limit", default=None, type=count(), help="Use only the first N samples.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Bootstrap seed.")
 @_model_options
 def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, encoder, out, overwrite, plot, quiet):
     """CLS-to-patch attention by object size rank on DATA's scenes (Abbasi et al., CVPR 2025, Figure 3).
@@ -216,17 +218,18 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, encode
 @click.option("--object-order", default="mention", show_default=True, type=click.Choice(["mention", "size"]),
               help="With DATA: the object order that stands in for the authors' file names (clip-oscope IOR, IOC, "
                    "--bias-position): caption mention order or size rank.")
-@click.option("--bias-position", type=int, default=None,
+@click.option("--bias-position", type=count(1, MAX_OBJECTS), default=None,
               help="With DATA, matching: the biased object is the K-th of --object-order (1-based), captions as "
                    "the authors' Image_Text_Matching.py builds them; default: the largest object.")
-@click.option("--head-epochs", type=int, default=25, show_default=True, help="toc/ioc: training epochs per head.")
-@click.option("--head-test-fraction", type=float, default=0.2, show_default=True,
+@click.option("--head-epochs", type=count(1, MAX_EPOCHS), default=25, show_default=True, help="toc/ioc: training epochs per head.")
+@click.option("--head-test-fraction", type=FiniteFloat(0, 1, min_open=True, max_open=True), default=0.2, show_default=True,
               help="toc/ioc: share of captions (toc) or scenes (ioc) held out for testing.")
-@click.option("--objects", type=int, default=None, help="Without DATA: objects per sampled caption [4].")
+@click.option("--objects", type=count(2, MAX_OBJECTS), default=None, help="Without DATA: objects per sampled caption [4].")
 @click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "
                                             "[comco72].")
-@click.option("-n", "n", type=int, default=None, help="Without DATA: captions to sample (per group), 1..1,000,000 [2000].")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of caption / negative sampling.")
+@click.option("-n", "n", type=count(1, 1_000_000), default=None,
+              help="Without DATA: captions to sample (per group) [2000].")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of caption / negative sampling.")
 @click.option("--matching-negatives", default=None,
               help="Wrong captions per scene and scenario: 'all' (every absent category, the default) or K (a "
                    "seeded sample of K).")
@@ -237,7 +240,7 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, encode
                    "(the DomainNet layout); default: the dataset's 'references' split.")
 @click.option("--category-map", default=None, type=click.Path(),
               help="With --reference-images: JSON/YAML file mapping category names to subfolder names.")
-@click.option("--reference-images-per-category", "references_per_category", type=int, default=10, show_default=True,
+@click.option("--reference-images-per-category", "references_per_category", type=count(1, 10_000), default=10, show_default=True,
               help="With --reference-images: images per category (first by file name), averaged into one candidate.")
 @_model_options
 @_labclip_option
@@ -285,7 +288,7 @@ def comco_eval(data, tasks, protocol, captions, names, object_order, bias_positi
 @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
               help="Also write a bar plot (.png, .pdf or .svg).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
 def bindscope_caption_bias(data, splits, out, overwrite, plot, seed):
     """Where captions mention the image's largest object (ComCO Claim 2): share of captions naming it first,
     second, ..., or not at all, overall and by number of objects mentioned, with image-clustered intervals.
@@ -312,22 +315,32 @@ def bindscope_caption_bias(data, splits, out, overwrite, plot, seed):
               help="ARO flickr_order: the Flickr30k root of the image paths (default --data).")
 @click.option("--subsets", default=None, help="Comma-separated subsets (default: every subset whose file is in "
                                               "--data).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of ARO's order perturbations.")
+@click.option("--image-fit", type=click.Choice(["centre-crop", "letterbox"]), default="centre-crop", show_default=True,
+              help="How an image (ARO VG: its box) becomes the model's square input: centre-crop (shorter side "
+                   "scaled, centre kept: the models' own preprocessing, which the benchmarks' published tables use) "
+                   "or letterbox (longer side scaled, black padding: every pixel kept).")
+@click.option("--tagger", type=click.Choice(["spacy", "lexicon"]), default=None,
+              help="How ARO's order perturbations find nouns and adjectives: spaCy's en_core_web_sm (ARO's) or the "
+                   "word-list tagger (COCO mention table, colour/size words). Default: spaCy where installed, else "
+                   "the word list (recorded in the result).")
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
               help="Result JSON path (default: results/bench/<benchmark>-<model>-<pretrained>.json).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @encoder_settings
 @_labclip_option
-def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, out, overwrite, quiet, encoder, labclip):
+def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, image_fit, tagger, out, overwrite, quiet,
+                    encoder, labclip):
     """ARO or SugarCrepe from their published files in local folders: accuracy per subset (Wilson 95%
-    intervals), macro and micro averages; --labclip applies a fitted LABCLIP map. See docs/real-data.md."""
+    intervals), macro and micro averages (ARO's VG subsets: also ARO's own macro, labelled); --labclip applies a
+    fitted LABCLIP map. See docs/real-data.md."""
     from bindscope.evaluation.api import plan_bench
 
     chosen = [s.strip() for s in subsets.split(",") if s.strip()] if subsets else None
     plan = plan_bench(benchmark, data, images=images, flickr_images=flickr_images, subsets=chosen, seed=seed,
-                      text_transform=_labclip(labclip))
+                      image_fit=image_fit, tagger=tagger, text_transform=_labclip(labclip))
     _run(plan, encoder, out, None, overwrite, quiet)
 
 @click.command("collect")

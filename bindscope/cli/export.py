@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import click
 
-# madman train's model options (bindscope.cli.train) that name the architecture, as (flag, key, type, help).
+from bindscope.cli.types import JOBS, count
+from bindscope.training.options import OPTION
+
+# madman train's model options (bindscope.cli.train) that name the architecture, as (flag, key, type, help);
+# type None: an integer in the range of the training options' row.
 _MODEL_OPTIONS = [
-    ("--embed-dim", "embed_dim", click.IntRange(min=1), "Joint embedding size D."),
-    ("--image-size", "image_size", click.IntRange(min=1), "Model input side in pixels (needed without RUN)."),
+    ("--embed-dim", "embed_dim", None, "Joint embedding size D."),
+    ("--image-size", "image_size", None, "Model input side in pixels (needed without RUN)."),
     ("--vision", "vision", click.Choice(["vit", "resnet", "cnn"]),
      "Image tower: vit or resnet (cnn has no open_clip counterpart)."),
-    ("--vision-width", "vision_width", click.IntRange(min=1), "ViT width (resnet: base channels)."),
-    ("--vision-layers", "vision_layers", click.IntRange(min=1), "ViT blocks (resnet: blocks per stage)."),
-    ("--patch-size", "patch_size", click.IntRange(min=1), "ViT patch side in pixels."),
-    ("--head-width", "head_width", click.IntRange(min=1), "Features per attention head in both transformers."),
-    ("--text-width", "text_width", click.IntRange(min=1), "Text transformer width."),
-    ("--text-layers", "text_layers", click.IntRange(min=1), "Text transformer blocks."),
+    ("--vision-width", "vision_width", None, "ViT width (resnet: base channels)."),
+    ("--vision-layers", "vision_layers", None, "ViT blocks (resnet: blocks per stage)."),
+    ("--patch-size", "patch_size", None, "ViT patch side in pixels."),
+    ("--head-width", "head_width", None, "Features per attention head in both transformers."),
+    ("--text-width", "text_width", None, "Text transformer width."),
+    ("--text-layers", "text_layers", None, "Text transformer blocks."),
     ("--tokenizer", "tokenizer", click.Choice(["bpe", "word"]),
      "The run's tokenizer; word is exported as open_clip's BPE (docs/export.md)."),
-    ("--context-length", "context_length", int, "Text tokens per caption (start/end included)."),
+    ("--context-length", "context_length", None, "Text tokens per caption (start/end included)."),
 ]
 
 
@@ -35,8 +39,8 @@ def bindscope_export():
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Export folder: <split>-000000.tar ..., sizes.json and (written last) webdataset.json.")
 @click.option("--split", default="train", show_default=True, help="The split exported.")
-@click.option("--samples-per-shard", type=int, default=1000, show_default=True, help="Samples per tar file.")
-@click.option("--jobs", type=int, default=1, show_default=True,
+@click.option("--samples-per-shard", type=count(), default=1000, show_default=True, help="Samples per tar file.")
+@click.option("--jobs", type=JOBS, default=1, show_default=True,
               help="Worker processes writing shards (the output does not depend on it).")
 @click.option("--overwrite", is_flag=True, help="Replace an earlier export of another source, split or shard size.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -63,6 +67,7 @@ def bindscope_export_webdataset(data, out, split, samples_per_shard, jobs, overw
 
 def _model_options(func):
     for flag, key, kind, text in reversed(_MODEL_OPTIONS):
+        kind = kind or count(int(OPTION[key].low), int(OPTION[key].high))
         func = click.option(flag, key, type=kind, default=None, help=text + " [default: madman train's]")(func)
     return func
 
@@ -114,15 +119,21 @@ def bindscope_export_clip_oscope(data, out, split, object_order, overwrite):
     Image_Text_Matching.py): one PNG per class in references/, and each scene as <n>-objects/<o1>_..._<on>.png.
 
     A dataset in which two scenes would get the same file name is refused (exit status 2) and nothing is
-    written. See docs/clip-oscope.md.
+    written. The printed IOR.py commands name --out relative to the current folder (the scripts prefix './' to
+    every path, so an absolute one fails): run them from here. See docs/clip-oscope.md.
     """
     from bindscope.publish.clip_oscope import export_clip_oscope
+
+    import os
 
     result = export_clip_oscope(data, out, split=split, object_order=object_order, overwrite=overwrite)
     files = ", ".join(f"{folder}/ {count}" for folder, count in result["files"].items())
     click.echo(f"{out}: {files} PNG files ({object_order} order)")
+    # the scripts open './<path>': an absolute path fails, so the commands name the folder relative to this one
+    relative = os.path.relpath(out)
+    click.echo("the authors' scripts read './<path>'; run these from this folder:")
     for folder in result["files"]:
         if folder != "references":
             n = folder.split("-")[0]
-            click.echo(f"IOR.py --one_object_dataset_path {out}/references --many_objects_dataset_path "
-                       f"{out}/{folder}:{n}")
+            click.echo(f"IOR.py --one_object_dataset_path {relative}/references --many_objects_dataset_path "
+                       f"{relative}/{folder}:{n}")

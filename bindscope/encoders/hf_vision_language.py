@@ -94,6 +94,8 @@ class HFVisionLanguageAdapter(EncoderAdapter):
             cached, unknown repository).
     """
 
+    can_unnormalise = True
+
     def __init__(self, model: str, device: str = "auto", precision: str = "fp32", batch_size: int = 64):
         import torch
         import transformers
@@ -164,7 +166,8 @@ class HFVisionLanguageAdapter(EncoderAdapter):
     def _finish(self, parts: list[np.ndarray]) -> np.ndarray:
         if not parts:
             return np.zeros((0, getattr(self, "embed_dim", 0)), np.float32)
-        return l2_normalise(np.concatenate(parts).astype(np.float32))
+        out = np.concatenate(parts).astype(np.float32)
+        return l2_normalise(out) if self.normalised else out
 
     def encode_texts(self, texts: list[str]) -> np.ndarray:
         out = []

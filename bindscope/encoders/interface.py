@@ -131,6 +131,8 @@ class EncoderAdapter(ABC):
         forward_seconds: wall-clock seconds spent in the encoders' forward passes so far (optional
             bookkeeping for benchmarks; adapters that do not measure it leave 0.0).
         preprocessing: how images are brought to the model's input (recorded in results).
+        normalised: True (the contract above); False on the copy :meth:`unnormalised` makes.
+        can_unnormalise: whether :meth:`unnormalised` is available for this kind of encoder.
     """
 
     name: str
@@ -140,6 +142,29 @@ class EncoderAdapter(ABC):
     cache_key: str
     forward_seconds: float = 0.0
     preprocessing: str = ""
+    normalised: bool = True
+    can_unnormalise: bool = False
+
+    def unnormalised(self) -> "EncoderAdapter":
+        """This encoder giving the model's embeddings *before* their L2 normalisation, as its projection heads
+        return them (float32 ``(N, D)``, rows of any norm): a shallow copy sharing the model, with ``normalised``
+        False and ``cache_key`` ending in ``|unnormalised``, so the embedding cache keeps the two apart. The LABCLIP
+        authors' probes read these (``bindscope probe --protocol authors``).
+
+        Raises:
+            BadInput: this kind of encoder does not offer them (open_clip models, ``transformers`` vision-language
+                models and bindscope's own checkpoints do).
+        """
+        import copy
+
+        if not self.can_unnormalise:
+            raise BadInput(f"model {self.name!r} gives only L2-normalised embeddings; embeddings before the "
+                           "normalisation (the LABCLIP authors' probe inputs) need an open_clip model, a transformers "
+                           "vision-language model (hf-vlm:) or a bindscope checkpoint", param="model")
+        out = copy.copy(self)
+        out.normalised = False
+        out.cache_key = f"{self.cache_key}|unnormalised"
+        return out
 
     @abstractmethod
     def encode_texts(self, texts: list[str]) -> np.ndarray:

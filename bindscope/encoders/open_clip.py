@@ -110,6 +110,8 @@ class OpenCLIPAdapter(EncoderAdapter):
     ``context_length`` (tokens, e.g. 77), ``image_size`` (pixels, square side).
     """
 
+    can_unnormalise = True
+
     def __init__(self, model: str, pretrained: str | None = None, device: str = "auto", precision: str = "fp32",
                  batch_size: int = 64):
         import open_clip
@@ -246,13 +248,13 @@ class OpenCLIPAdapter(EncoderAdapter):
         return self._finish(out)
 
     def _timed(self, encode, inputs) -> np.ndarray:
-        """One forward pass ``encode(inputs, normalize=True)``, its time added to ``forward_seconds``."""
+        """One forward pass ``encode(inputs, normalize=self.normalised)``, its time added to ``forward_seconds``."""
         import torch
 
         self._sync()
         t0 = time.perf_counter()
         with torch.inference_mode():
-            feats = encode(inputs, normalize=True)
+            feats = encode(inputs, normalize=self.normalised)
         self._sync()
         self.forward_seconds += time.perf_counter() - t0
         return feats.float().cpu().numpy()
@@ -260,7 +262,8 @@ class OpenCLIPAdapter(EncoderAdapter):
     def _finish(self, parts: list[np.ndarray]) -> np.ndarray:
         if not parts:
             return np.zeros((0, self.embed_dim), np.float32)
-        return l2_normalise(np.concatenate(parts).astype(np.float32))
+        out = np.concatenate(parts).astype(np.float32)
+        return l2_normalise(out) if self.normalised else out
 
     def truncated(self, texts: list[str]) -> list[bool]:
         """True where the caption has more tokens (start and end tokens included) than ``context_length``."""

@@ -20,10 +20,11 @@ import os
 from dataclasses import dataclass, field, fields, replace
 
 from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput, check_device, check_int, check_utf8_path
+from bindscope.limits import MAX_BATCH
 
 POOLINGS = ("cls", "mean")
 """Pooling rules of ``hf:`` text encoders (:mod:`bindscope.encoders.hf_text`)."""
-MAX_BATCH_SIZE = 65_536
+MAX_BATCH_SIZE = MAX_BATCH
 """Largest ``batch_size``: 65,536 images of 224 px are 9.9 GB as uint8 before preprocessing."""
 MIN_CONTEXT_LENGTH = 2
 """Smallest ``context_length``: the start and end tokens."""
@@ -101,15 +102,15 @@ class EncoderSettings:
         "--precision", "Encoder weights and inputs in float32, bfloat16 or float16 (embeddings are float32).",
         choices=PRECISIONS))
     batch_size: int | None = field(default=None, metadata=_option(
-        "--batch-size", f"Inputs per forward pass, 1..{MAX_BATCH_SIZE:,} [64 on a CPU, 512 on CUDA].",
-        type=int, metavar="N"))
+        "--batch-size", "Inputs per forward pass [64 on a CPU, 512 on CUDA].", range=(1, MAX_BATCH_SIZE),
+        metavar="N"))
     pooling: str = field(default="cls", metadata=_option(
         "--pooling", "Pooling of hf:<model> text encoders (SimCSE: cls; sentence-transformers-style: mean); "
         "other models ignore it.", choices=POOLINGS))
     context_length: int | None = field(default=None, metadata=_option(
-        "--context-length", f"Cut texts to at most N tokens (start and end included), {MIN_CONTEXT_LENGTH}.."
-        f"{MAX_CONTEXT_LENGTH:,} and at most the model's own [the model's own, e.g. 77]; hf:, "
-        "sentence-transformers and BPE open_clip models.", type=int, metavar="N"))
+        "--context-length", "Cut texts to at most N tokens (start and end included), at most the model's own "
+        "[the model's own, e.g. 77]; hf:, sentence-transformers and BPE open_clip models.",
+        range=(MIN_CONTEXT_LENGTH, MAX_CONTEXT_LENGTH), metavar="N"))
     cache_dir: str | None = field(default=None, metadata=_option(
         "--cache-dir", "Embedding cache folder (default $BINDSCOPE_CACHE/embeddings, else "
         "$XDG_CACHE_HOME/bindscope/embeddings, else ~/.cache/bindscope/embeddings).", metavar="DIR"))

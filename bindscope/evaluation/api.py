@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple
 
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput, check_int, name_list
+from bindscope.limits import MAX_SEED
 from bindscope.io.ownership import check_output_location
 
 
@@ -110,7 +111,7 @@ def plan_evaluation(data, *, kind: str | None = None, tasks: str | list[str] | N
     if kind is not None and kind not in ("madman-eval", "comco-eval"):
         raise BadInput(f"kind {kind!r} is not allowed; use madman-eval, comco-eval or None (chosen from the data)",
                        param="kind")
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     splits = name_list("splits", splits)
     tag = getattr(text_transform, "file_tag", None)
     suffix = f"-{tag}" if tag else ""
@@ -271,7 +272,7 @@ def _scenes_run(ds, task_names, split, options, seed):
 
 def plan_bench(benchmark: str, data: str | os.PathLike, *, images: str | os.PathLike | None = None,
                flickr_images: str | os.PathLike | None = None, subsets: list[str] | None = None, seed: int = 0,
-               text_transform=None) -> EvaluationPlan:
+               image_fit: str = "centre-crop", tagger: str | None = None, text_transform=None) -> EvaluationPlan:
     """ARO or SugarCrepe from their published files (``bindscope bench``; docs/real-data.md) as an
     :class:`EvaluationPlan`: the files and every image are checked here, before any model is loaded
     (:func:`bindscope.evaluation.bench.read_bench`); :func:`run_evaluation` then scores a model (the task
@@ -284,24 +285,34 @@ def plan_bench(benchmark: str, data: str | os.PathLike, *, images: str | os.Path
         images / flickr_images: image roots (SugarCrepe: COCO val2017; ARO: the COCO and Flickr30k roots of
             the order subsets' image paths, default ``data``). subsets: the subsets (default: every subset whose
             file is in ``data``). seed: seed of ARO's order perturbations.
+        image_fit: ``"centre-crop"`` (default; the models' own preprocessing, which the benchmarks' published tables
+            use) or ``"letterbox"`` (:func:`bindscope.evaluation.bench.evaluate_bench`).
+        tagger: noun/adjective tagger of ARO's order subsets, ``"spacy"``, ``"lexicon"`` or None (spaCy where
+            installed, else the word-list tagger, recorded; :class:`bindscope.evaluation.aro.OrderTagger`).
         text_transform: e.g. a LABCLIP map applied to the text embeddings (its ``file_tag`` names the file).
 
     Raises:
-        BadInput: unknown benchmark or subset, a missing folder, file or image, a malformed entry.
+        BadInput: unknown benchmark, subset, image fit or tagger, a missing folder, file or image, a malformed
+            entry, ``tagger="spacy"`` without spaCy.
     """
     from types import SimpleNamespace
 
-    from bindscope.evaluation.bench import read_bench
+    from bindscope.evaluation.aro import OrderTagger
+    from bindscope.evaluation.bench import IMAGE_FITS, read_bench
     from bindscope.evaluation.tasks.registry import get_task
 
+    if image_fit not in IMAGE_FITS:
+        raise BadInput(f"image_fit {image_fit!r} is not allowed; allowed: {', '.join(IMAGE_FITS)}",
+                       param="image_fit")
     task = get_task("bench", benchmark)
-    items = read_bench(benchmark, data, images, flickr_images, subsets, seed=seed)
+    order_tagger = OrderTagger(tagger)
+    items = read_bench(benchmark, data, images, flickr_images, subsets, tagger=order_tagger, seed=seed)
     tag = getattr(text_transform, "file_tag", None)
 
     def run(adapter, text_transform, cache, progress, rows):
         state = SimpleNamespace(benchmark=benchmark, items=items, adapter=adapter, text_transform=text_transform,
                                 cache=cache, data=str(Path(data).resolve()), seed=seed, progress=progress,
-                                result=None)
+                                image_fit=image_fit, tagger=order_tagger, result=None)
         task.compute(state, None)
         return state.result
     return EvaluationPlan(run, Path("results") / "bench", benchmark, f"-{tag}" if tag else "", text_transform,
@@ -327,7 +338,7 @@ def plan_attention(data: str | os.PathLike, *, split: str = "scenes", options=No
     task = get_task("comco-attention", "attention")
     chosen = resolve_options([task], {"attention": options} if options is not None else None, task.kind)
     opts = chosen["attention"]
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     ds = open_dataset(data)
     ds.split(split)
     ds.check([split])

@@ -255,7 +255,7 @@ def cls_attention_by_size(dataset: str | os.PathLike | Dataset, adapter: Encoder
         raise BadInput(f"model {adapter.name!r} does not expose its image preprocessing")
     ds = open_dataset(dataset)
     samples = ds.split(split)
-    if "objects" not in samples.holds:
+    if "masks" not in samples.holds:
         raise DatasetError(f"comco attention needs objects with masks; split {split!r} of {str(ds.path)!r} holds "
                            f"none ({', '.join(sorted(samples.holds)) or 'nothing else'})", param="split")
     if check:

@@ -36,7 +36,7 @@ import numpy as np
 
 from bindscope.encoders.interface import torch_threads
 from bindscope.errors import BadInput, DatasetError
-from bindscope.evaluation import AUDIT_SHIFT
+from bindscope.evaluation import AUDIT_RANGES, AUDIT_SHIFT
 from bindscope.evaluation.results import dataset_info, open_dataset, versions
 from bindscope.evaluation.stats import wilson_interval
 from bindscope.format.reader import Dataset
@@ -277,9 +277,10 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
     Args:
         dataset: a MADMAN dataset folder (or an open :class:`Dataset`).
         train_split / test_split: the split to train on and the (different) split to test on.
-        epochs: passes over the training objects (1..1000). batch_size: objects per step (>= 2).
-        lr: peak learning rate of Adam's one-cycle schedule (> 0). width: channels of the first stage (1..256).
-        seed: seed of the weights and the visiting order (>= 0).
+        epochs: passes over the training objects. batch_size: objects per step. lr: peak learning rate of Adam's
+        one-cycle schedule. width: channels of the first stage. seed: seed of the weights and the visiting order.
+        Each within its range in :data:`bindscope.evaluation.AUDIT_RANGES` (epochs 1..1000, batch size
+        2..65,536, lr in (0, 10], width 1..256, seed 0..2**32-1).
         max_train_objects / max_test_objects: use only the first N visible objects of the split (None: all).
         threads: torch CPU threads (1..256). The result depends on it (the order of floating-point sums); more
             threads than idle cores make torch many times slower, so the default is 1.
@@ -298,16 +299,15 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
         DatasetError: missing or unfinished folder, not a MADMAN dataset, unknown split, corrupt shard.
         BadInput: equal splits, a value out of range, a split without visible objects.
     """
-    # The one place of these limits: `madman audit` passes its flags unchecked (BadInput names the flag).
     from bindscope.errors import check_int, check_number
 
-    for name, value, low, high in (("epochs", epochs, 1, 1000), ("batch_size", batch_size, 2, None),
-                                   ("width", width, 1, 256), ("seed", seed, 0, None), ("threads", threads, 1, 256),
-                                   ("shift", shift, 0, 16), ("max_train_objects", max_train_objects, 1, None),
-                                   ("max_test_objects", max_test_objects, 1, None)):
+    settings = {"epochs": epochs, "batch_size": batch_size, "width": width, "seed": seed, "threads": threads,
+                "shift": shift, "max_train_objects": max_train_objects, "max_test_objects": max_test_objects}
+    for name, value in settings.items():
         if value is not None:
-            check_int(name, value, low, high)
-    check_number("lr", lr)
+            check_int(name, value, *AUDIT_RANGES[name])
+    if check_number("lr", lr) > AUDIT_RANGES["lr"][1]:
+        raise BadInput(f"lr {lr!r} is not allowed; use a finite number in (0, {AUDIT_RANGES['lr'][1]:g}]", param="lr")
     ds = open_dataset(dataset)
     values = ds.manifest.get("config", {}).get("attributes")
     if not isinstance(values, dict) or any(not isinstance(values.get(a), dict) for a in ds.attribute_names):

@@ -24,8 +24,18 @@ Layouts (facts from the benchmarks' releases; see docs/real-data.md for download
   ``--flickr-images``. Each caption is one item: the caption (lower-cased, punctuation removed, at most 30 words)
   against four perturbations of it: nouns and adjectives shuffled among themselves; every other word shuffled
   among themselves; words shuffled within each trigram; trigrams shuffled. Nouns and adjectives come from a
-  part-of-speech tagger (default spaCy ``en_core_web_sm``, which must be installed). Perturbations are seeded by
-  (seed, subset, item, kind); one that cannot differ from the caption (e.g. a single noun) is left out.
+  part-of-speech tagger (:class:`bindscope.evaluation.aro.OrderTagger`: spaCy ``en_core_web_sm`` where it is
+  installed, else the word-list tagger, recorded). Perturbations are seeded by (seed, subset, item, kind); one that
+  cannot differ from the caption (e.g. a single noun) is left out.
+
+ARO's own macro averages of the VG subsets (relations in its list ``symmetric`` and attribute pairs with fewer than
+25 items left out) are reported beside bindscope's as ``aro_macro`` (:mod:`bindscope.evaluation.aro`).
+
+Images (after any box crop) are brought to a square of the model's input side by ``image_fit``:
+``"centre-crop"`` (the default: the shorter side scaled to the side with bicubic resampling, then the centred square
+kept, as CLIP's and open_clip's own preprocessing does, which ARO's and SugarCrepe's scripts use, so figures compare
+with their tables) or ``"letterbox"`` (the longer side scaled, black padding: every pixel kept, bindscope's rule
+elsewhere).
 """
 
 from __future__ import annotations
@@ -63,6 +73,7 @@ ORDER_WORDS = 30  # ARO truncates order captions to 30 words
 ORDER_PERTURBATIONS = ("shuffle_nouns_and_adjectives", "shuffle_all_but_nouns_and_adjectives",
                        "shuffle_within_trigrams", "shuffle_trigrams")
 Tagger = Callable[[list[str]], list[bool]]  # words -> is each a noun or an adjective
+IMAGE_FITS = ("centre-crop", "letterbox")
 
 
 @dataclass(frozen=True)
@@ -169,29 +180,6 @@ def perturb(words: list[str], kind: str, rng: np.random.Generator, tagger: Tagge
     return [w for chunk in chunks for w in (chunk[k] for k in rng.permutation(len(chunk)))]
 
 
-def spacy_tagger() -> Tagger:
-    """The default noun/adjective tagger: spaCy's ``en_core_web_sm`` (coarse tags NOUN, PROPN, ADJ).
-
-    Raises:
-        BadInput: spaCy or its model is not installed; the message says which and how to install it
-            (:func:`bindscope.text.negatives.spacy_pipeline`).
-    """
-    from bindscope.text.negatives import spacy_pipeline
-
-    try:
-        nlp = spacy_pipeline("en_core_web_sm")
-    except BadInput as exc:
-        raise BadInput(f"aro coco_order/flickr_order need a part-of-speech tagger; {exc} (or choose the subsets "
-                       "vg_relation,vg_attribution)") from None
-    from spacy.tokens import Doc
-
-    def tag(words: list[str]) -> list[bool]:
-        doc = nlp(Doc(nlp.vocab, words=words))
-        return [t.pos_ in ("NOUN", "PROPN", "ADJ") for t in doc]
-
-    return tag
-
-
 def _read_order(data: Path, subset: str, images: Path, tagger: Tagger, seed: int) -> list[BenchItem]:
     entries = _load(data / ARO_FILES[subset], f"aro {subset}")
     if not isinstance(entries, list):
@@ -222,7 +210,7 @@ def _read_order(data: Path, subset: str, images: Path, tagger: Tagger, seed: int
 
 def read_bench(benchmark: str, data: str | os.PathLike, images: str | os.PathLike | None = None,
                flickr_images: str | os.PathLike | None = None, subsets: list[str] | None = None,
-               tagger: Tagger | None = None, seed: int = 0) -> dict[str, list[BenchItem]]:
+               tagger: Tagger | str | None = None, seed: int = 0) -> dict[str, list[BenchItem]]:
     """Read and check a benchmark's files before any model is loaded: JSON within bounds
     (:func:`bindscope.io.json_input.load_json`), captions, labels and image paths without control characters,
     every image present, inside its folder and a readable image of at most
@@ -235,7 +223,8 @@ def read_bench(benchmark: str, data: str | os.PathLike, images: str | os.PathLik
             paths are relative to (default ``data``).
         flickr_images: ARO flickr_order: the Flickr30k root (default ``data``).
         subsets: the subsets to read; None = every subset whose file is in ``data`` (at least one).
-        tagger: noun/adjective tagger for the order subsets (default :func:`spacy_tagger`).
+        tagger: noun/adjective tagger for the order subsets: a callable, or a name or None for
+            :class:`bindscope.evaluation.aro.OrderTagger` (None: spaCy, else the word-list tagger).
         seed: seed of the order perturbations.
 
     Returns:
@@ -243,8 +232,12 @@ def read_bench(benchmark: str, data: str | os.PathLike, images: str | os.PathLik
 
     Raises:
         BadInput: unknown benchmark or subset, missing folder/file/image, an image too large or unreadable,
-            malformed entry (named).
+            malformed entry (named); ``tagger="spacy"`` without spaCy or its model.
     """
+    from bindscope.evaluation.aro import OrderTagger
+
+    if not callable(tagger):
+        tagger = OrderTagger(tagger)
     if benchmark not in BENCHMARKS:
         raise BadInput(f"unknown benchmark {benchmark!r}; allowed: {', '.join(BENCHMARKS)}")
     data = Path(data)
@@ -275,40 +268,79 @@ def read_bench(benchmark: str, data: str | os.PathLike, images: str | os.PathLik
         root = Path((images if subset == "coco_order" else flickr_images) or data)
         if not root.is_dir():
             raise BadInput(f"aro {subset}: image folder {str(root)!r} is not a folder")
-        tagger = tagger or spacy_tagger()
         out[subset] = _read_order(data, subset, root, tagger, seed)
     return out
 
 
-def _read_image(key: tuple[str, tuple | None], size: int) -> np.ndarray:
+def centre_crop_image(path: str | os.PathLike, size: int,
+                      crop: tuple[float, float, float, float] | None = None) -> np.ndarray:
+    """The image file ``path`` as ``(size, size, 3)`` uint8 RGB: optionally cropped to ``crop = (x, y, w, h)``
+    (pixels), then scaled (bicubic) so that its shorter side is ``size`` pixels (the longer side ``int(size * long /
+    short)``) and the centred ``size`` x ``size`` square kept (offsets ``round((side - size) / 2)``): the resize and
+    centre crop of torchvision's ``Resize(size)`` + ``CenterCrop(size)``, the preprocessing of CLIP's and open_clip's
+    models.
+
+    Raises:
+        BadInput: the file is not a readable image, or declares too many pixels
+            (:func:`bindscope.io.image_input.read_rgb`).
+    """
+    from PIL import Image
+
+    from bindscope.io.image_input import read_rgb
+
+    rgb = read_rgb(path)
+    if crop is not None:
+        x, y, w, h = crop
+        rgb = rgb.crop((x, y, x + w, y + h))
+    width, height = rgb.size
+    new = (size, max(1, int(size * height / width))) if width <= height else \
+        (max(1, int(size * width / height)), size)
+    if new != rgb.size:
+        rgb = rgb.resize(new, Image.BICUBIC)
+    left, top = int(round((new[0] - size) / 2.0)), int(round((new[1] - size) / 2.0))
+    return np.asarray(rgb.crop((left, top, left + size, top + size)), dtype=np.uint8)
+
+
+def _read_image(key: tuple[str, tuple | None], size: int, image_fit: str) -> np.ndarray:
     from bindscope.importers.coco import letterbox_image
 
-    return letterbox_image(key[0], size, key[1])  # BadInput naming the file if unreadable or too large
+    if image_fit == "letterbox":
+        return letterbox_image(key[0], size, key[1])  # BadInput naming the file if unreadable or too large
+    return centre_crop_image(key[0], size, key[1])
 
 
 def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: EncoderAdapter,
                    text_transform: TextTransform | None = None, cache: EmbeddingCache | None = None,
                    embedder: Embedder | None = None, image_size: int | None = None, data: str | None = None,
-                   seed: int = 0, progress: bool = True) -> dict:
+                   seed: int = 0, image_fit: str = "centre-crop", tagger=None, progress: bool = True) -> dict:
     """Accuracy per subset (and per group for ARO's VG subsets) on items from :func:`read_bench`.
 
     Args:
         benchmark: ``aro`` or ``sugarcrepe`` (recorded). items: subset -> items.
         adapter: an encoder with an image tower. text_transform: e.g. a LABCLIP map (applied to L2-normalised
             text embeddings, rows re-normalised). cache / embedder: embedding cache / front end.
-        image_size: side the images (after any crop) are letterboxed to before the adapter's own preprocessing;
-            default the adapter's input size, else 224 pixels.
+        image_size: side of the square the images (after any box crop) are brought to before the adapter's own
+            preprocessing; default the adapter's input size, else 224 pixels.
         data: the data folder (recorded). seed: the order perturbations' seed (recorded).
+        image_fit: ``"centre-crop"`` or ``"letterbox"`` (module docstring). tagger: the
+            :class:`~bindscope.evaluation.aro.OrderTagger` the order subsets were read with (its tagger and any
+            fallback are recorded).
 
     Returns:
         A result valid against ``eval_result`` (``kind = "bench"``): ``metrics.subsets[<subset>]`` =
         ``{"accuracy": proportion, "options": k, "groups": {group: proportion}, "group_average": average or
-        None}`` (proportions with ``ci95`` and ``ci95_cluster`` over images), ``metrics.average`` = macro and micro
-        over subsets.
+        None}`` plus, for ARO's VG subsets, ``"aro_macro"`` (:func:`bindscope.evaluation.aro.aro_macro`)
+        (proportions with ``ci95`` and ``ci95_cluster`` over images), ``metrics.average`` = macro and micro over
+        subsets.
 
     Raises:
-        BadInput: a text-only adapter, an unreadable image.
+        BadInput: a text-only adapter, an unreadable image, an unknown ``image_fit``.
     """
+    from bindscope.evaluation.aro import aro_macro
+
+    if image_fit not in IMAGE_FITS:
+        raise BadInput(f"image_fit {image_fit!r} is not allowed; allowed: {', '.join(IMAGE_FITS)}",
+                       param="image_fit")
     if not adapter.supports_images:
         raise BadInput(f"bench needs an image encoder; {adapter.name!r} is text-only")
     size = int(image_size or getattr(adapter, "image_size", 0) or 224)
@@ -318,7 +350,7 @@ def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: E
         for subset, rows in items.items():
             keys = list(dict.fromkeys((r.image, r.crop) for r in rows))  # each image (crop) read once
             slot = {key: k for k, key in enumerate(keys)}
-            image_emb = embedder.images((_read_image(key, size) for key in keys), total=len(keys))
+            image_emb = embedder.images((_read_image(key, size, image_fit) for key in keys), total=len(keys))
             captions = [c for r in rows for c in r.captions]
             text_emb = apply_text_transform(embedder.texts(captions), text_transform)
             texts_used += captions
@@ -340,6 +372,9 @@ def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: E
             subsets[subset] = {"accuracy": clustered_proportion(right, clusters, seed=seed),
                                "options": max((len(r.captions) for r in rows), default=0),
                                "groups": per_group, "group_average": averages(per_group) if per_group else None}
+            ours = aro_macro(subset, per_group) if benchmark == "aro" else None
+            if ours is not None:
+                subsets[subset]["aro_macro"] = ours
     finally:
         embedder.flush()
     metrics = {"benchmark": benchmark, "subsets": subsets,
@@ -352,7 +387,13 @@ def evaluate_bench(benchmark: str, items: dict[str, list[BenchItem]], adapter: E
                 "interval": "ci95 = Wilson score 95%, one item = one trial; ci95_cluster = 95% percentile bootstrap "
                             "over images (ARO's order subsets have 5 captions per image, VG images recur)",
                 "average": "macro = unweighted mean of the subset accuracies; micro = items pooled over subsets",
-                "image_preprocessing": f"crop (ARO VG subsets), letterbox to {size}x{size} px, then the model's"}
+                "image_fit": image_fit,
+                "image_preprocessing": f"crop to the box (ARO VG subsets), {image_fit} to {size}x{size} px, then the "
+                                       "model's"}
+    if any(s.endswith("_order") for s in items) and getattr(tagger, "label", None):
+        settings["tagger"] = tagger.label
+        if tagger.fallback:
+            settings["tagger_fallback"] = tagger.fallback
     return envelope("bench", adapter, None, settings, metrics, counts)
 
 
@@ -371,7 +412,16 @@ def format_bench(result: dict) -> str:
         if block["group_average"] is not None:
             lines.append(f"{'  macro over ' + str(len(block['groups'])) + ' groups':<33}"
                          f"{block['group_average']['macro']:.1%}")
+        if block.get("aro_macro") is not None:
+            aro = block["aro_macro"]
+            value = "-" if aro["macro"] is None else f"{aro['macro']:.1%}"
+            lines.append(f"{'  ARO macro over ' + str(len(aro['over'])) + ' groups':<33}{value}  (ARO's definition: "
+                         f"{len(aro['excluded'])} left out)")
     average = metrics["average"]
+    settings = result["settings"]
+    if settings.get("tagger"):
+        lines += ["", f"order perturbations tagged by {settings['tagger']}"
+                  + (f" ({settings['tagger_fallback']})" if settings.get("tagger_fallback") else "")]
     lines += ["", f"macro (mean of subset accuracies): {average['macro']:.1%}",
               f"micro (items pooled): {average['micro']['accuracy']:.1%} of {average['micro']['total']} items"]
     return "\n".join(lines)

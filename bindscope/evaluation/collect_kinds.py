@@ -134,7 +134,7 @@ def probe(result: dict, c: Columns) -> None:
 def conjunctive_search(result: dict, c: Columns) -> None:
     """Conjunctive search (bindscope probe --task conjunctive-search): presence-probe accuracy."""
     m = result["metrics"]
-    target = f"{m['target']['colour']} {m['target']['category']}"
+    target = " ".join([v for k, v in m["target"].items() if k != "category"] + [m["target"]["category"]])
     where = f"conjunctive search for a {target}"
     c.proportion("conjunctive-search/accuracy", m["accuracy"], f"{where}: presence-probe test accuracy over test "
                  "scenes")

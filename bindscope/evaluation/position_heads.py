@@ -25,6 +25,7 @@ import numpy as np
 
 from bindscope.errors import BadInput, check_int, check_number
 from bindscope.evaluation.stats import proportion
+from bindscope.limits import MAX_BATCH, MAX_EPOCHS, MAX_SEED
 
 TOC_SOURCE = "clip-oscope/clip-oscope: Text_Encoder_Experiments/TOC_ComCO_CLIP.py (and TOC_SimCO_*.py)"
 IOC_SOURCE = "clip-oscope/clip-oscope: Image_Encoder_Experiments/IOC.py"
@@ -51,14 +52,14 @@ class HeadSettings:
 
     def check(self) -> HeadSettings:
         """Self, after BadInput for any value out of its range (the message names the field)."""
-        check_int("head_epochs", self.epochs, 1, 100_000)
+        check_int("head_epochs", self.epochs, 1, MAX_EPOCHS)
         check_number("head_lr", self.lr)
-        check_int("head_batch_size", self.batch_size, 1)
+        check_int("head_batch_size", self.batch_size, 1, MAX_BATCH)
         fraction = check_number("head_test_fraction", self.test_fraction)
         if not fraction < 1:
             raise BadInput(f"head_test_fraction {self.test_fraction!r} is not allowed; use a number in (0, 1)",
                            param="head_test_fraction")
-        check_int("seed", self.seed, 0)
+        check_int("seed", self.seed, 0, MAX_SEED)
         return self
 
     def to_dict(self) -> dict:

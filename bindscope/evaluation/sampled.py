@@ -12,6 +12,7 @@ import numpy as np
 
 from bindscope.encoders.embedding_cache import Embedder
 from bindscope.errors import BadInput, check_int
+from bindscope.limits import MAX_SEED
 from bindscope.evaluation.results import encoder_counts, envelope, short_hash, slug, transform_name, truncation_counts
 from bindscope.evaluation.scenes import KIND, SceneRun, oscope_suffix, task_settings
 from bindscope.evaluation.tasks.registry import Task, parse_tasks, resolve_options, shared_option, tasks
@@ -131,7 +132,7 @@ def plan_sampled(source: SampledCaptions | None = None, task_names=None, options
             captions, a vocabulary without the size classes claim1 needs.
     """
     source = source or SampledCaptions()
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     allowed = tasks(KIND, "sampled")
     given = parse_tasks("tor" if task_names is None else task_names, allowed)
     chosen = [t for t in allowed if t in given]

@@ -17,7 +17,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bindscope.encoders.embedding_cache import Embedder, stored_image_key
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, DatasetError
+from bindscope.limits import MAX_SEED
 from bindscope.evaluation.feed import IMAGE_BATCH, reader_workers
 from bindscope.evaluation.results import (
     dataset_info,
@@ -90,7 +91,15 @@ class SceneRun(TaskRun):
 
     def ordered(self, object_order: str) -> list[list[str]]:
         """Per scene, its objects' names in ``object_order`` (``mention`` or ``size``;
-        :func:`~bindscope.format.records.ordered_objects`)."""
+        :func:`~bindscope.format.records.ordered_objects`).
+
+        Raises:
+            DatasetError: ``size`` on a split whose objects have no masks (no visible areas to order by).
+        """
+        if object_order == "size" and self.dataset is not None and "masks" not in self.dataset.split(self.split).holds:
+            raise DatasetError(f"object_order size orders objects by visible area; split {self.split!r} of "
+                               f"{str(self.dataset.path)!r} holds no masks: use object_order mention",
+                               param="object_order")
         return [[o.category for o in ordered_objects(objs, object_order)] for objs in self.objects]
 
     def reads(self, what: str) -> bool:
@@ -271,7 +280,7 @@ def plan_scenes(ds: Dataset, task_names=None, split: str | None = None, options:
     from bindscope.evaluation.references import load_references
     from bindscope.errors import check_int
 
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     scenes = scene_split(ds, split)
     holds = ds.split(scenes).holds
     allowed = tasks(KIND, "dataset")

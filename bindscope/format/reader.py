@@ -39,7 +39,9 @@ from bindscope.io.inside import file_inside
 ITER_BATCH = 64  # samples read at a time when iterating a split
 HOLDINGS = {
     "captions": "samples have captions (a non-empty caption in the split's first shard)",
-    "objects": "samples have objects, each with its instance mask (the manifest's object counts)",
+    "objects": "samples list their objects: category, attributes, mention position (the manifest's object counts)",
+    "masks": "objects have instance masks, so visible areas, boxes and size ranks (an object of the split's first "
+             "shard has mask pixels; CLEVR and PUG imports have none)",
     "mentions": "captions mention objects (an object of the split's first shard has a mention position)",
     "negatives": "samples store negatives, wrong captions (the split's first shard stores some)",
     "plans": "samples store the plan they were drawn from (the first sample's spec is a non-empty JSON object)",
@@ -150,6 +152,8 @@ class Split:
                     found.add("captions")
                 if reader.num_objects and (reader.object_numbers("mention_position") > 0).any():
                     found.add("mentions")
+                if reader.num_objects and (reader.object_numbers("area") > 0).any():
+                    found.add("masks")
                 if reader.num_negatives:
                     found.add("negatives")
                 spec = reader.spec_text(0, check=False)

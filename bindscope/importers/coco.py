@@ -52,6 +52,7 @@ from bindscope.io.atomic import reporting_disk_full
 from bindscope.io.canonical import sha256_file
 from bindscope.io.image_input import image_size, read_rgb
 from bindscope.io.json_input import load_json
+from bindscope.limits import IMPORT_IMAGE_SIZE, MAX_OBJECTS
 
 NAME = "coco"
 # https://cocodataset.org/#termsofuse
@@ -60,7 +61,6 @@ COCO_LICENCE = ("COCO annotations (captions, instances): Creative Commons Attrib
                 "licence named in the instances file's `licenses`")
 VERSION = "2"  # the importer's version in the manifest; changes whenever the same input would give other bytes
 POLYGON_TOLERANCE = 1.0  # pixels a polygon vertex may lie outside the image (COCO rounds vertices)
-MAX_OBJECTS = 255  # the uint8 instance mask
 ATTRIBUTES = ["supercategory"]
 EXTRAS = ["annotation_id", "coco_area", "full_area"]
 
@@ -305,11 +305,12 @@ def letterbox(width: int, height: int, size: int) -> tuple[int, int, int, int]:
     return new_w, new_h, (size - new_w) // 2, (size - new_h) // 2
 
 
-def letterbox_image(path: str | os.PathLike, size: int, crop: tuple[float, float, float, float] | None = None,
-                    what: str = "image") -> np.ndarray:
-    """The image file ``path`` as ``(size, size, 3)`` uint8 RGB: optionally cropped to ``crop = (x, y, w, h)``
-    (pixels), then scaled (bicubic) so that its longer side is ``size`` pixels and centred on black padding
-    (:func:`letterbox`). ``what`` names the file in messages (``"image"``, ``"reference image"``).
+def letterbox_image(path: str | os.PathLike | bytes, size: int, crop: tuple[float, float, float, float] | None = None,
+                    what: str = "image", name: str | None = None) -> np.ndarray:
+    """The image file ``path`` (or the file's bytes) as ``(size, size, 3)`` uint8 RGB: optionally cropped to
+    ``crop = (x, y, w, h)`` (pixels), then scaled (bicubic) so that its longer side is ``size`` pixels and centred
+    on black padding (:func:`letterbox`). ``what`` names the file in messages (``"image"``, ``"reference
+    image"``); ``name`` is shown instead of the path (bytes from a Parquet cell).
 
     Raises:
         BadInput: the file is not a readable image, or declares more pixels than
@@ -317,7 +318,7 @@ def letterbox_image(path: str | os.PathLike, size: int, crop: tuple[float, float
     """
     from PIL import Image
 
-    rgb = read_rgb(path, what)
+    rgb = read_rgb(path, what, name=name)
     if crop is not None:
         x, y, w, h = crop
         rgb = rgb.crop((x, y, x + w, y + h))
@@ -518,8 +519,9 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
         subset = SUBSETS[subset]
     if not re.fullmatch(r"[A-Za-z0-9_]+", split):
         raise BadInput(f"split {split!r} is not allowed; use letters, digits and '_' (e.g. val2017)", param="split")
-    if not 32 <= image_size <= 2048:
-        raise BadInput(f"image_size {image_size} is not allowed; use 32..2048 pixels", param="image_size")
+    if not IMPORT_IMAGE_SIZE[0] <= image_size <= IMPORT_IMAGE_SIZE[1]:
+        low, high = IMPORT_IMAGE_SIZE
+        raise BadInput(f"image_size {image_size} is not allowed; use {low}..{high} pixels", param="image_size")
     if shard_size < 1:
         raise BadInput(f"shard_size {shard_size} is not allowed; use an integer >= 1", param="shard_size")
     from bindscope.io.ownership import check_output_location

@@ -72,7 +72,8 @@ from typing import Callable, Iterator
 
 from bindscope.errors import BadInput
 from bindscope.io.atomic import remove_temp_files
-from bindscope.io.ownership import LOCK, MARKER, OutputLock, bookkeeping, read_marker, resolve_output, write_marker
+from bindscope.io.ownership import (LOCK, MARKER, OutputLock, bookkeeping, empty_but_locks, read_marker,
+                                    resolve_output, write_marker)
 from bindscope.io.workers import terminate_as_interrupt
 
 DECISIONS = ("new", "resume", "done", "extend", "overwrite")
@@ -347,13 +348,7 @@ class OutputClaim:
 
     def _clear(self) -> None:
         """Delete everything in the folder but the lock files: only this kind's output, under the lock."""
-        for entry in self.path.iterdir():
-            if bookkeeping(entry.name) and entry.name.endswith(".lock"):
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+        empty_but_locks(self.path)
 
     # ------------------------------------------------------------------------------------------- staging
     def _sibling(self, role: str) -> Path:

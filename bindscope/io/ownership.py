@@ -142,6 +142,11 @@ def clear_owned(folder: Path, kind: str, what: str, flag: str = "out") -> None:
     """Delete everything inside ``folder`` (not the folder itself) after :func:`require_owned`; the lock file
     is kept (the caller holds it)."""
     require_owned(folder, kind, what, flag)
+    empty_but_locks(folder)
+
+
+def empty_but_locks(folder: Path) -> None:
+    """Delete everything inside ``folder`` but its lock files (a link is removed, never followed)."""
     for entry in folder.iterdir():
         if bookkeeping(entry.name) and entry.name.endswith(".lock"):
             continue

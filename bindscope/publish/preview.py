@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_int
 from bindscope.format.records import Sample
 from bindscope.io.atomic import save_figure
 from bindscope.io.ownership import check_output_location
+from bindscope.limits import MAX_COLS, MAX_TILES
 
 
 def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: str | None, count: int, cols: int,
@@ -21,7 +22,7 @@ def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: st
 
     Args:
         directory: a finished dataset. out: the PNG file (missing parent folders are created).
-        split: the split (None: ``default_split(split names)``). count / cols: samples and grid columns (>= 1).
+        split: the split (None: ``default_split(split names)``). count / cols: samples and grid columns (1..:data:`~bindscope.limits.MAX_TILES`, 1..:data:`~bindscope.limits.MAX_COLS`).
         draw_tile: ``draw_tile(ax, sample)`` draws one tile on a matplotlib Axes (axis already off).
         tile_inches: (width, height) of one tile in inches.
         generators: when given, the dataset must have been made by one of them.
@@ -29,7 +30,7 @@ def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: st
         **save_options: passed to :func:`bindscope.io.atomic.save_figure` (``dpi``, ``facecolor``, ...).
 
     Raises:
-        BadInput / DatasetError: ``count`` or ``cols`` < 1, ``out`` not a ``.png``, an existing ``out`` without
+        BadInput / DatasetError: ``count`` or ``cols`` out of range, ``out`` not a ``.png``, an existing ``out`` without
             ``overwrite``, an unwritable location, not a finished dataset (or of another generator), an unknown
             or empty split.
     """
@@ -40,9 +41,8 @@ def preview_grid(directory: str | os.PathLike, out: str | os.PathLike, split: st
 
     from bindscope.format.reader import Dataset
 
-    for name, value in (("count", count), ("cols", cols)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise BadInput(f"{name} must be at least 1, got {value!r}", param=name)
+    for name, value, high in (("count", count, MAX_TILES), ("cols", cols, MAX_COLS)):
+        check_int(name, value, 1, high)
     out = Path(out)
     if out.suffix.lower() != ".png":
         raise BadInput(f"out {str(out)!r} must end in .png", param="out")

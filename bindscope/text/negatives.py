@@ -165,6 +165,19 @@ def spacy_tagger(model: str = "en_core_web_sm") -> Tagger:
     return tag
 
 
+ARO_CAPTION_MARKS = re.compile(r'[.!"()*#:;~]')
+
+
+def aro_caption(caption: str, max_words: int = 40) -> str:
+    """ARO's caption normalisation (``pre_caption`` of its ``dataset_zoo/retrieval.py``), which the LABCLIP authors
+    apply to COCO captions before making their negatives: lower case; each of ``. ! " ( ) * # : ; ~`` replaced by a
+    space; every run of two or more whitespace characters made one space; surrounding spaces and newlines removed;
+    at most ``max_words`` space-separated words. Commas and apostrophes stay."""
+    text = re.sub(r"\s{2,}", " ", ARO_CAPTION_MARKS.sub(" ", caption.lower())).rstrip("\n").strip(" ")
+    words = text.split(" ")
+    return " ".join(words[:max_words]) if len(words) > max_words else text
+
+
 def _units(caption: str, tagger: Tagger) -> list[tuple[int, int, str]]:
     """``(start, end, tag)`` of each unit: a word, or a multi-word name with the text between its words."""
     spans = split_words(caption)

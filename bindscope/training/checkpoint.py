@@ -101,6 +101,7 @@ class TrainedClipAdapter(EncoderAdapter):
     """
 
     supports_images = True
+    can_unnormalise = True
 
     def __init__(self, model, model_config, name: str, pretrained: str, device: str = "cpu",
                  precision: str = "fp32", batch_size: int = 256):
@@ -146,7 +147,9 @@ class TrainedClipAdapter(EncoderAdapter):
                 if device_type == "cuda":
                     torch.cuda.synchronize()
                 self.forward_seconds += time.perf_counter() - tick
-                out.append(torch.nn.functional.normalize(features.float(), dim=-1).cpu().numpy())
+                features = features.float()
+                out.append((torch.nn.functional.normalize(features, dim=-1) if self.normalised else features)
+                           .cpu().numpy())
         if not out:
             return np.zeros((0, self.embed_dim), np.float32)
         return np.concatenate(out).astype(np.float32, copy=False)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput, check_device, check_int
+from bindscope.limits import MAX_COUNT, MAX_JOBS, MAX_SEED
 from bindscope.training.report import parse_report_to
 
 VISION_TOWERS = ("vit", "resnet", "cnn")  # --vision
@@ -166,7 +167,7 @@ OPTIONS: tuple[Option, ...] = (
         "seeded.")),
     _int("negatives_per_sample", "--negatives-per-sample", 1, 1, 64,
          "Hard negatives added per sample with --negatives stored|shuffled.", "captions", identity=True),
-    _int("seed", "--seed", 0, 0, 2 ** 32 - 1, "Seeds weights, batch order, hard-negative choice.", identity=True),
+    _int("seed", "--seed", 0, 0, MAX_SEED, "Seeds weights, batch order, hard-negative choice.", identity=True),
     _words("precision", "--precision", "fp32", PRECISIONS, identity=True,
            help="Autocast precision (fp16 needs CUDA)."),
     # how this process runs
@@ -224,8 +225,8 @@ TrainSettings = dataclasses.make_dataclass(
     namespace={"__doc__": "The default of every training option (a frozen dataclass made from :data:`OPTIONS`)."})
 SETTINGS = TrainSettings()
 
-SWEEP_RANGES = {"num_train": (1, 10_000_000, "images"), "num_test": (1, 10_000_000, "images"),
-                "data_seed": (0, 2 ** 32 - 1, ""), "jobs": (1, 256, "worker processes")}
+SWEEP_RANGES = {"num_train": (1, MAX_COUNT, "images"), "num_test": (1, MAX_COUNT, "images"),
+                "data_seed": (0, MAX_SEED, ""), "jobs": (1, MAX_JOBS, "worker processes")}
 """``madman sweep``'s own numeric settings (``--num-train``, ``--num-test``, ``--data-seed``, ``--jobs``): their
 allowed ``(low, high, unit)``, checked before any work."""
 MAX_SWEEP_VALUES = 100

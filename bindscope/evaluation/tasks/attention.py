@@ -94,7 +94,7 @@ def panels(result: dict) -> list:
 
 TASKS = [Task(
     name="attention", kind="comco-attention", summary="CLS-to-patch attention by object size rank (a ViT)",
-    compute=compute, needs=frozenset({"objects"}), images=True, default=True, options=AttentionOptions,
+    compute=compute, needs=frozenset({"masks"}), images=True, default=True, options=AttentionOptions,
     schema={"": {"type": "object", "required": ["grid", "blocks", "top_k", "layers"],
                  "properties": {"grid": {"type": "array", "items": {"type": "integer", "minimum": 1},
                                          "minItems": 2, "maxItems": 2},

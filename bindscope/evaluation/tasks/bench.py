@@ -11,7 +11,8 @@ def compute(run, options) -> None:
     from bindscope.evaluation.bench import evaluate_bench
 
     run.result = evaluate_bench(run.benchmark, run.items, run.adapter, text_transform=run.text_transform,
-                                cache=run.cache, data=run.data, seed=run.seed, progress=run.progress)
+                                cache=run.cache, data=run.data, seed=run.seed, image_fit=run.image_fit,
+                                tagger=run.tagger, progress=run.progress)
 
 
 def report(result: dict) -> list[str]:
@@ -27,6 +28,13 @@ def columns(result: dict, c) -> None:
     for subset, block in metrics["subsets"].items():
         c.proportion(f"{name}/{subset}", block["accuracy"], f"{name} subset {subset}: accuracy (caption preferred "
                      "to its negative)")
+    for subset, block in metrics["subsets"].items():
+        if block["group_average"] is not None:
+            c.add(f"{name}/{subset}/group-macro", block["group_average"]["macro"],
+                  definition=f"{name} subset {subset}: bindscope's macro, unweighted mean over every group")
+        if block.get("aro_macro") is not None:
+            c.add(f"{name}/{subset}/aro-macro", block["aro_macro"]["macro"],
+                  definition=f"{name} subset {subset}: {block['aro_macro']['definition']}")
     c.add(f"{name}/macro", metrics["average"]["macro"], definition=f"{name}: macro accuracy, mean over subsets")
     c.proportion(f"{name}/micro", metrics["average"]["micro"], f"{name}: micro accuracy, pooled over items")
 

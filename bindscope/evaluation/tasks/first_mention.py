@@ -76,16 +76,22 @@ def share_panels(result: dict, task: str, key: str, title: str) -> list:
     return panels
 
 
-TASKS = [Task(
-    name="first-mention", kind="madman-eval", summary="does a two-object caption stand for its first-mentioned "
-    "object? (each caption against its two single-object descriptions)", compute=compute,
-    needs=frozenset({"mentions", "attributes"}), reads=frozenset({"saliency"}),
-    schema={"first_mention": {"type": "object", "minProperties": 1,
-                              "additionalProperties": {"$ref": "#/$defs/first_mention"}}},
-    report=lambda r: share_lines(r, "first_mention", "by_relation", "caption ~ first-mentioned digit",
-                                 "first-mention (text side)"),
-    settings=share_settings, note=NOTE,
-    columns=lambda r, c: share_columns(r, c, "first_mention", "by_relation", "share of two-digit captions more "
-                                       "similar to the description of their first-mentioned digit than to the "
-                                       "other's (chance 50%), unconditional", "among captions with"),
-    panels=lambda r: share_panels(r, "first_mention", "by_relation", "first-mention"))]
+def share_task(name: str, summary: str, compute, needs: set[str], by: str, groups: str, definition: str,
+               part_text: str, images: bool = False) -> Task:
+    """A MADMAN saliency task (first-mention, large-object): its share block ``<key>[split]`` (key: ``name`` with
+    underscores) grouped by ``by``, reported, tabulated and plotted the same way."""
+    key, side = name.replace("-", "_"), "image side" if images else "text side"
+    return Task(
+        name=name, kind="madman-eval", summary=summary, compute=compute, needs=frozenset(needs), images=images,
+        reads=frozenset({"saliency"}),
+        schema={key: {"type": "object", "minProperties": 1, "additionalProperties": {"$ref": f"#/$defs/{key}"}}},
+        report=lambda r: share_lines(r, key, by, groups, f"{name} ({side})"), settings=share_settings, note=NOTE,
+        columns=lambda r, c: share_columns(r, c, key, by, definition, part_text),
+        panels=lambda r: share_panels(r, key, by, name))
+
+
+TASKS = [share_task(
+    "first-mention", "does a two-object caption stand for its first-mentioned object? (each caption against its "
+    "two single-object descriptions)", compute, {"mentions", "attributes"}, "by_relation",
+    "caption ~ first-mentioned digit", "share of two-digit captions more similar to the description of their "
+    "first-mentioned digit than to the other's (chance 50%), unconditional", "among captions with")]

@@ -37,6 +37,6 @@ def panels(result: dict) -> list:
 
 TASKS = [Task(
     name="i2tor", kind="comco-eval", summary="image-to-text object retrieval: which size rank a scene's image "
-    "embedding stands for among the category names", compute=compute, needs=frozenset({"objects"}), images=True,
+    "embedding stands for among the category names", compute=compute, needs=frozenset({"masks"}), images=True,
     default=True, schema={"i2tor": {"$ref": "#/$defs/retrieval"}}, report=report, note=POSITION_NOTE,
     columns=columns, panels=panels)]

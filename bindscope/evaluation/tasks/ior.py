@@ -110,7 +110,7 @@ def _settings(run, options):
 TASKS = [Task(
     name="ior", kind="comco-eval", summary="image-based object retrieval against single-object reference images: "
     "which size rank a scene's image embedding stands for (needs a references split or --reference-images)",
-    compute=compute, needs=frozenset({"objects", "references"}), supplied_by={"references": "references=DIR"},
+    compute=compute, needs=frozenset({"masks", "references"}), supplied_by={"references": "references=DIR"},
     images=True, default=True, options=IorOptions,
     schema={"ior": {"$ref": "#/$defs/retrieval"}, "clip_oscope/ior": {"$ref": "#/$defs/oscope"}},
     settings=_settings, report=report, note=POSITION_NOTE,

@@ -4,8 +4,7 @@ generator); the share where the larger object's render is the more similar (chan
 
 from __future__ import annotations
 
-from bindscope.evaluation.tasks.first_mention import NOTE, share_columns, share_lines, share_panels, share_settings
-from bindscope.evaluation.tasks.registry import Task
+from bindscope.evaluation.tasks.first_mention import share_task
 
 
 def compute(run, options) -> None:
@@ -25,16 +24,8 @@ def compute(run, options) -> None:
         run.rows.extend({"split": name, **row} for row in split_rows)
 
 
-TASKS = [Task(
-    name="large-object", kind="madman-eval", summary="does an image stand for its larger object? (each image "
-    "against single-object renders of its two objects)", compute=compute, needs=frozenset({"plans", "attributes"}),
-    images=True, reads=frozenset({"saliency"}),
-    schema={"large_object": {"type": "object", "minProperties": 1,
-                             "additionalProperties": {"$ref": "#/$defs/large_object"}}},
-    report=lambda r: share_lines(r, "large_object", "by_size_pair", "image ~ larger digit",
-                                 "large-object (image side)"),
-    settings=share_settings, note=NOTE,
-    columns=lambda r, c: share_columns(r, c, "large_object", "by_size_pair", "share of images of two digits of "
-                                       "different size levels more similar to the render of the larger digit alone "
-                                       "than to the smaller's (chance 50%)", "size levels"),
-    panels=lambda r: share_panels(r, "large_object", "by_size_pair", "large-object"))]
+TASKS = [share_task(
+    "large-object", "does an image stand for its larger object? (each image against single-object renders of its "
+    "two objects)", compute, {"plans", "attributes"}, "by_size_pair", "image ~ larger digit",
+    "share of images of two digits of different size levels more similar to the render of the larger digit alone "
+    "than to the smaller's (chance 50%)", "size levels", images=True)]

@@ -131,7 +131,7 @@ def panels(result: dict) -> list:
 
 TASKS = [Task(
     name="matching", kind="comco-eval", summary="image-text matching: is the correct caption preferred to one "
-    "naming an absent category (scenarios 1 and 2)", compute=compute, needs=frozenset({"objects"}), images=True,
+    "naming an absent category (scenarios 1 and 2)", compute=compute, needs=frozenset({"masks"}), images=True,
     default=True, options=MatchingOptions,
     schema={"matching": {"type": "object", "required": ["scenario_1", "scenario_2"], "additionalProperties": False,
                          "properties": {"scenario_1": {"$ref": "#/$defs/matching"},

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bindscope.errors import BadInput, check_device, check_int
+from bindscope.limits import MAX_JOBS, MAX_SEED
 from bindscope.io.ownership import check_output_location
 
 if TYPE_CHECKING:
     from bindscope.build.builder import BuildResult
 
-MAX_JOBS = 256  # worker processes (each holds a Blender session)
+
 MAX_THREADS = 1024  # Cycles threads per worker
 
 
@@ -74,7 +75,7 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
     from bindscope.generators.comco.generator import ComcoGenerator
     from bindscope.io.canonical import config_sha256
 
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     check_int("jobs", jobs, 1, MAX_JOBS, what="worker processes")
     check_device(device)
     if threads is not None and not 1 <= threads <= MAX_THREADS:

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bindscope.errors import check_int
+from bindscope.limits import MAX_JOBS, MAX_SEED
 from bindscope.io.ownership import check_output_location
 
 if TYPE_CHECKING:
     from bindscope.build.builder import BuildResult
 
-MAX_JOBS = 256  # worker processes; more only spawns idle processes (a shard is the unit of work)
+
 
 
 def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = None, *, preset: str | None = None,
@@ -63,7 +64,7 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
     from bindscope.io.canonical import config_sha256
 
     check_int("jobs", jobs, 1, MAX_JOBS, what="worker processes")
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, MAX_SEED)
     check_output_location("out", out)
     refuse_foreign(out, overwrite)  # a foreign out is refused before the digits are loaded
     file_layer = config_layer(config)
