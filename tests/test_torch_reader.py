@@ -106,6 +106,23 @@ def test_a_bound_on_open_shards_closes_the_least_recently_used(data, tmp_path):
             bounded[0]
 
 
+def test_a_worker_takes_its_parents_check_of_a_shard_only_while_the_file_is_unchanged(data, tmp_path):
+    import shutil
+
+    copy = tmp_path / "d"
+    shutil.copytree(data, copy)
+    with Dataset(copy) as ds:
+        split = ds.split("train")
+        assert [r.count for r in split.shards()] == [4, 4, 2]  # this process checks every shard
+        indices = split.as_torch(fields=("index",))
+        assert [b["index"].tolist() for b in DataLoader(indices, batch_size=5, num_workers=1)] == \
+               [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+        shard = copy / "shards" / "train-00002.h5"
+        shard.write_bytes(shard.read_bytes()[:-1] + bytes([shard.read_bytes()[-1] ^ 1]))
+        with pytest.raises(DatasetError, match="train-00002.h5: sha256 differs from the manifest"):
+            list(DataLoader(indices, batch_size=5, num_workers=1))
+
+
 def test_transform_gets_a_pil_image(data):
     from PIL import Image
 

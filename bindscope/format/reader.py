@@ -54,6 +54,9 @@ HOLDINGS = {
 manifest, or from the records of each split's first shard (a generator writes every shard of a split alike)."""
 
 _HASHED: dict[tuple[int, ...], tuple[int, str]] = {}  # (dev, inode, size, mtime_ns, ctime_ns) -> (pid, sha256)
+# file key -> pid of the process whose open checked the file's structure (ShardReader): a forked child (a DataLoader
+# worker) reuses that check while the file is unchanged, as it reuses the digest (shard_sha256)
+_CHECKED: dict[tuple[int, ...], int] = {}
 
 
 def shard_sha256(path: Path) -> str:
@@ -96,7 +99,8 @@ class Split:
     ``max_open``: at most this many shards are held open (None: any number); opening one more closes the one used
     least recently, so a reader that visits every shard of a large split holds about ``max_open`` open files and
     their tables (each open HDF5 file takes about 0.6 MB) instead of all of them. A shard closed this way and
-    opened again, unchanged since (:func:`~bindscope.format.shard.file_key`), is not hashed and checked again.
+    opened again, unchanged since (:func:`~bindscope.format.shard.file_key`), is not hashed and checked again; nor,
+    in a forked child (a DataLoader worker), is a shard its parent checked.
     Picklable: open shard handles are not pickled (the copy reopens shards on use).
     """
 
@@ -315,23 +319,27 @@ class Split:
             return reader
         entry = self._entries[number]
         path = file_inside(self.dataset.path, entry["file"], "shard", DatasetError)
-        checked = self._checked.get(number)
-        if checked is not None and checked == file_key(path):  # closed by max_open, unchanged since
-            reader = ShardReader(path, self.dataset.attribute_names, self.dataset.extra_names, checked=checked)
-            if reader.file_key != checked:  # replaced between the two looks: checked as a new file
-                reader.close()
-                checked = reader = None
-        if reader is None:
-            if shard_sha256(path) != entry["sha256"]:
+        for _ in range(2):
+            key = file_key(path)
+            own = self._checked.get(number) == key  # checked here and closed by max_open, unchanged since
+            if not own and shard_sha256(path) != entry["sha256"]:
                 raise DatasetError(f"{path}: sha256 differs from the manifest (changed or corrupt); "
                                    "`bindscope verify` lists the details")
+            trusted = own or _CHECKED.get(key, os.getpid()) != os.getpid()  # or by the process this one forked from
             reader = ShardReader(path, self.dataset.attribute_names, self.dataset.extra_names,
-                                 validate=self.validate)
-            problem = shard_mismatch(reader, entry, self.name, self.dataset.manifest)
-            if problem:
-                reader.close()
-                raise DatasetError(f"{path}: {problem}")
-            self._checked[number] = reader.file_key
+                                 validate=self.validate and not own, checked=key if trusted else None)
+            if reader.file_key == key:
+                break
+            reader.close()  # replaced between the look and the open: looked at again
+        else:
+            raise DatasetError(f"{path}: the file changed while it was being opened; repeat the command")
+        problem = shard_mismatch(reader, entry, self.name, self.dataset.manifest)
+        if problem:
+            reader.close()
+            raise DatasetError(f"{path}: {problem}")
+        self._checked[number] = key
+        if not trusted:
+            _CHECKED[key] = os.getpid()
         self._readers[number] = reader
         if self.max_open is not None and len(self._readers) > self.max_open:
             self._readers.pop(next(iter(self._readers))).close()

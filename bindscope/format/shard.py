@@ -196,9 +196,10 @@ class ShardReader:
     reads only those. A few rows of a column not read yet (under a quarter of it: a batch that takes a few samples
     of each shard) are read alone, without the column.
 
-    ``checked``: the :func:`file_key` this caller's earlier open of the same path checked (``file_key`` of that
-    reader). When the file opened now still has that key (it was not written or replaced since), the checks on
-    open are not repeated and the numeric tables are read on first use: a reopen costs about one HDF5 open.
+    ``checked``: the :func:`file_key` of the same file when an earlier open checked it (the caller's, or its
+    parent process's: ``file_key`` of that reader). When the file opened now still has that key (it was not
+    written or replaced since), its structure is not checked again and the numeric tables are read on first use:
+    a reopen costs about one HDF5 open. ``validate`` still applies.
 
     Raises:
         DatasetError: the file is not a readable HDF5 file, or a dataset is missing, unreadable (e.g. a
@@ -220,7 +221,7 @@ class ShardReader:
             if not trusted:
                 self._closed_world(self._file, "")
             self._load(attribute_names, extra_names, trusted)
-            if validate and not trusted:
+            if validate:
                 self.validate()
         except BaseException:
             self._file.close()

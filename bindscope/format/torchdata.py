@@ -57,8 +57,6 @@ from bindscope.format.records import Sample
 FIELDS = ("index", "image", "mask", "caption", "objects", "negatives", "spec", "arrays")
 DEFAULT_FIELDS = ("index", "image", "mask", "caption", "arrays")
 """The fields of an item when none are chosen: those of the same size in every sample (a caption is one str)."""
-VARIABLE_FIELDS = ("objects", "negatives", "spec")
-"""The fields whose size differs between samples; on request (``fields=``), batched as lists of B values."""
 MAX_OPEN_SHARDS = 32
 """Shards a :class:`TorchSplit` holds open in each process (see :class:`bindscope.format.reader.Split`)."""
 _TENSOR_FIELDS = ("index", "image", "mask", "arrays")  # stacked by collate; the others stay lists
