@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -94,10 +95,11 @@ def _sample_tree(pid: int, peak: list[float], done: threading.Event) -> None:
 
 
 def train(data: Path, out: Path, steps: int, args, in_memory: bool = False, timeout: float | None = None) -> dict:
-    """One ``bindscope train`` subprocess (killed after ``timeout`` seconds; None: never): its peak RSS (MB) and
-    the median step time of its log."""
+    """One ``bindscope train`` subprocess in a fresh run folder ``out`` (killed after ``timeout`` seconds; None:
+    never): its peak RSS (MB) and the median step time of its log."""
+    shutil.rmtree(out, ignore_errors=True)  # the same run again would only report its result
     rusage = out.with_suffix(".rusage.json")
-    command = [sys.executable, "-c", WRAPPER, "train", str(data), "--out", str(out), "--overwrite",
+    command = [sys.executable, "-c", WRAPPER, "train", str(data), "--out", str(out),
                "--steps", str(steps), "--batch-size", str(args.batch_size), "--warmup", "5", "--log-every", "1",
                "--checkpoint-every", str(10 * steps), "--loader-jobs", str(args.loader_jobs), "--threads",
                str(args.threads), "--device", args.device, "--eval-split", "test", "--quiet", *MODELS[args.model],
