@@ -11,9 +11,10 @@ Usage::
    (``bindscope.madman.generate``, seed 0, one job per core, shards of 500), made in ``--work`` or reused; its
    images/s.
 2. Memory: ``bindscope train`` on each, streamed (the default), ``--loader-jobs`` workers, ``--steps`` steps, run as
-   a subprocess. Its peak RSS: the training process's own (``ru_maxrss`` read in it when it ends), the largest of
-   its reader workers (its ``RUSAGE_CHILDREN``), and, where psutil is installed, the largest sum over the process
-   and its workers, sampled every 0.1 s (shared pages counted in each).
+   a subprocess in a fresh run folder. Its peak RSS: the training process's own (``ru_maxrss``, read in it when it
+   ends), and, where psutil is installed, the largest PSS summed over the process and its reader workers, sampled
+   every 0.2 s (PSS divides the pages a worker shares with the process it was forked from between them, so the
+   sum is the memory of all of them; a worker's RSS would count those pages again).
 3. Speed, on the smallest size: the median step time (``step_s`` of ``log.jsonl``, a line per step, the first 5
    steps left out) streamed and with ``--data-in-memory``, each twice, alternating, ``--ratio-steps`` steps;
    ``ratio`` = in-memory / streamed step time (1: streaming as fast; the goal is at least 0.9). Also the peak RSS of
@@ -47,7 +48,7 @@ MODELS = {"small": ["--vision", "cnn", "--vision-width", "32", "--vision-layers"
                     "--text-width", "64", "--text-layers", "1", "--head-width", "32", "--tokenizer", "word",
                     "--context-length", "24"],
           "default": []}
-# Runs `bindscope ARGS...` and writes the process's rusage (its own and its waited children's) to $RUSAGE_FILE.
+# Runs `bindscope ARGS...` and writes the process's peak RSS (KB) to $RUSAGE_FILE.
 WRAPPER = """
 import json, os, resource, sys
 from bindscope.cli.main import bindscope
@@ -56,8 +57,7 @@ try:
 except SystemExit as exc:
     code = exc.code
 with open(os.environ["RUSAGE_FILE"], "w") as f:
-    json.dump({"self_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-               "children_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}, f)
+    json.dump({"self_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, f)
 sys.exit(code)
 """
 
@@ -76,7 +76,7 @@ def dataset(work: Path, size: int) -> tuple[Path, float | None]:
 
 
 def _sample_tree(pid: int, peak: list[float], done: threading.Event) -> None:
-    """The largest RSS sum (MB) over process ``pid`` and its descendants, sampled every 0.1 s, into ``peak[0]``."""
+    """The largest PSS sum (MB) over process ``pid`` and its descendants, sampled every 0.2 s, into ``peak[0]``."""
     import psutil
 
     try:
@@ -85,11 +85,11 @@ def _sample_tree(pid: int, peak: list[float], done: threading.Event) -> None:
             total = 0
             for process in [root, *root.children(recursive=True)]:
                 try:
-                    total += process.memory_info().rss
+                    total += process.memory_full_info().pss
                 except psutil.Error:
                     pass
             peak[0] = max(peak[0], total / 2**20)
-            time.sleep(0.1)
+            time.sleep(0.2)
     except psutil.Error:
         pass
 
@@ -129,8 +129,8 @@ def train(data: Path, out: Path, steps: int, args, in_memory: bool = False, time
     usage = json.loads(rusage.read_text())
     lines = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     step_s = [r["step_s"] for r in lines if "step_s" in r][5:]
-    return {"peak_rss_mb": round(usage["self_kb"] / 1024, 1), "peak_worker_rss_mb": round(usage["children_kb"] / 1024, 1),
-            "peak_tree_rss_mb": round(peak[0], 1) if sampler is not None else None,
+    return {"peak_rss_mb": round(usage["self_kb"] / 1024, 1),
+            "peak_tree_pss_mb": round(peak[0], 1) if sampler is not None else None,
             "median_step_s": statistics.median(step_s) if step_s else None, "steps": steps,
             "wall_s": round(time.perf_counter() - start, 1)}
 
