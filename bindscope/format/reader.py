@@ -333,7 +333,7 @@ class Split:
             reader.close()  # replaced between the look and the open: looked at again
         else:
             raise DatasetError(f"{path}: the file changed while it was being opened; repeat the command")
-        problem = shard_mismatch(reader, entry, self.name, self.dataset.manifest)
+        problem = None if own else shard_mismatch(reader, entry, self.name, self.dataset.manifest)
         if problem:
             reader.close()
             raise DatasetError(f"{path}: {problem}")

@@ -296,8 +296,7 @@ class ShardReader:
         try:
             self.count = int(f.attrs["count"])
             self.first_index = int(f.attrs["first_index"])
-            self.attrs = {key: (value.decode() if isinstance(value, bytes) else value)
-                          for key, value in f.attrs.items()}
+            self._attrs = None if trusted else self._read_attrs()
         except (KeyError, OSError, ValueError, TypeError) as exc:
             raise self._fail("attributes", f"count/first_index missing or not integers ({_reason(exc)})") from None
         if self.count < 1 or self.first_index < 0:
@@ -344,6 +343,17 @@ class ShardReader:
         for name, data in self.arrays.items():
             self._bound(f"arrays/{name}", int(np.prod(data.shape[1:], dtype=np.int64)), MAX_SIDE * MAX_SIDE,
                         "values per sample")
+
+    def _read_attrs(self) -> dict:
+        return {key: (value.decode() if isinstance(value, bytes) else value) for key, value in self._file.attrs.items()}
+
+    @property
+    def attrs(self) -> dict:
+        """The shard's HDF5 attributes (``split``, ``count``, ``run_id``, ...; bytes decoded), read on open (a
+        trusted reopen: on first use)."""
+        if self._attrs is None:
+            self._attrs = self._read_attrs()
+        return self._attrs
 
     def _object_tables(self) -> tuple[dict, dict]:
         """The numeric columns of the objects table, ``(integer and boolean columns, extras)``, read once."""
