@@ -117,9 +117,9 @@ def settings(scale: str, quick: bool) -> dict:
     return s
 
 
-def point_name(key: str | None, value: float | None) -> str:
-    """``base`` (every property at its ideal value) or e.g. ``saliency_bias=0.75``."""
-    return "base" if key is None else f"{key}={value:g}"
+def point_name(key: str, value: float) -> str:
+    """The name of a point other than the base point, e.g. ``saliency_bias=0.75``."""
+    return f"{key}={value:g}"
 
 
 def base_value(s: dict, key: str) -> float:
@@ -179,14 +179,21 @@ def plan(s: dict, sweeps: list[str]) -> list[tuple[str, int]]:
 
 # ---------------------------------------------------------------------------------------------- one point
 def ensure_data(s: dict, work: Path, point: str | None, jobs: int) -> Path:
-    """Generate (or keep) the evaluation set (``point`` None) or a point's training set; returns its folder."""
+    """Generate, resume or keep (the same config finished) the evaluation set (``point`` None) or a point's
+    training set; returns its folder. A folder holding another dataset is refused (BadInput)."""
     import bindscope
+    from bindscope.generators.madman import config as madman_config
 
     folder = work / "data" / ("eval" if point is None else point)
-    if not (folder / "manifest.json").is_file():
-        flags = eval_flags(s) if point is None else data_flags(s, point, s["num_train"])
-        merged = {**s["config"], **flags}
-        bindscope.madman.generate(folder, preset="ideal", seed=DATA_SEED, jobs=jobs, progress=False, **merged)
+    flags = eval_flags(s) if point is None else data_flags(s, point, s["num_train"])
+    manifest = folder / "manifest.json"
+    wanted = madman_config.resolve("ideal", s["config"], flags, DATA_SEED)
+    made = json.loads(manifest.read_text())["config"] if manifest.is_file() else None
+    # a finished dataset records its digits too (their checksum, the ones left out): compare what was asked
+    if made is None or any(made.get(k) != v for k, v in wanted.items() if k != "digits") or any(
+            made["digits"].get(k) != v for k, v in wanted["digits"].items()):
+        bindscope.madman.generate(folder, preset="ideal", seed=DATA_SEED, jobs=jobs, progress=False,
+                                  **{**s["config"], **flags})
     return folder
 
 
