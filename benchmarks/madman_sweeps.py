@@ -9,29 +9,37 @@ curves from the points recorded so far:
 - **Data.** Every point is what ``madman sweep --base-preset ideal --config SCALE.yaml --property P --values V``
   trains on: the ``ideal`` preset with the scale's config layer (:data:`SCALES`) and the property set to the value,
   ``train`` split only, data seed 0; the base point (every property at its ideal value) is shared by the four
-  curves. One evaluation set for all points: the same config's ``test`` split (two digits, both described, mention
-  order uniform, from the MNIST digits kept out of training), every caption naming every caption attribute.
+  curves.
+- **Evaluation.** Two evaluation sets, each shared by all points: the same config's ``test`` split (two digits,
+  both described with the same attributes, mention order uniform, from the MNIST digits kept out of training), its
+  captions naming ``full``: every caption attribute (``madman sweep``'s evaluation set of this config), or
+  ``base``: as many as the base point's training captions on average (``eval_attribute_density``). Training
+  captions name fewer attributes than ``full`` at every density below the largest and more than ``base`` at the
+  larger densities, so along the density curve each set favours the densities whose captions it resembles; the
+  other three curves are trained at the base density, where ``base`` matches the training captions.
 - **cpu scale** (default): captions and evaluation restricted to colour, size and thickness (``caption_order``), the
   attributes the small ViT recognises (docs/results.md, "MADMAN reproduction"); rotation, swelling and fracture
   held at one value (upright, unswollen, intact), so the images vary only in what captions can name. Attribute
   density d of 3 stands for the paper's 2d of 6 (the same share of the attributes named): 0.5, 1, 1.75, 2.5, 3
   are the paper's 1, 2, 3.5, 5, 6, and the ideal 1.75 its optimum of 3.5. Model: ViT, embedding 64, both towers
   width 64 x 2 blocks, patch 12, word tokenizer, batch 128, lr 2e-3, 100 warm-up steps, 1,000 steps, 20,000
-  training images per value, 1,000 evaluation images; about 2.6 CPU minutes per point with one torch thread.
+  training images per value, 2,000 evaluation images per set; about 2.6 CPU minutes per point with one torch
+  thread.
 - **gpu scale** (``--scale gpu``, run by ``bash benchmarks/gpu_check.sh --sweeps`` on a CUDA machine): all six
   attributes, the ideal preset as it is (density 1, 2, 3.5, 5, 6 of 6), the reproduction's "larger model and
   batch" (both towers width 256 x 6 blocks, patch 8, batch 512, bf16), 2,000 steps, 60,000 training images per
-  value, 2,000 evaluation images.
+  value, 2,000 evaluation images per set.
 - **Values**: see :data:`SWEEPS`, seeds 0, 1, 2 (each seed trains one model per value; the data seed is fixed).
 
 Each finished (point, seed) is one small JSON file in ``--results`` (default ``benchmarks/results/madman_sweeps``,
-kept in the repository): the settings' identity, per attribute recognition and (conditional) binding with its
-count, and the per-comparison binding outcomes (passed, and counted: recognition passed for both digits) packed as
+kept in the repository): the settings' identity, per evaluation set and attribute recognition and (conditional)
+binding with its count, and the per-comparison binding outcomes (passed, and counted: recognition passed for both digits) packed as
 bits. A rerun skips every recorded point, so the curves fill in across runs; ``--no-train`` only redraws.
 Between neighbouring values and between the ends of each curve: the exact McNemar test on the binding comparisons
 counted for both models, seed s against seed s, pooled over the seeds both values have (``paired_tests.py``), and
-the per-seed differences. One plot per curve (binding per attribute and pooled, mean over seeds, band = the seeds'
-range) into ``--plots``; ``--json`` writes everything printed.
+the per-seed differences, per evaluation set, pooled over the attributes and for colour alone. One plot per curve
+(a panel per evaluation set; binding per attribute and pooled, mean over seeds, band = the seeds' range) into
+``--plots``; ``--json`` writes everything printed.
 
 Usage::
 
@@ -72,14 +80,16 @@ SCALES = {
                        "attribute_density": 1.75, "eval_attribute_density": 3},
             "values": {"multi_object_images": [0.25, 0.5, 0.75, 1.0], "multi_object_captions": [0.25, 0.5, 0.75, 1.0],
                        "attribute_density": [0.5, 1.0, 1.75, 2.5, 3.0], "saliency_bias": [0.5, 0.75, 0.9, 1.0]},
+            "evals": {"full": 3, "base": 1.75},
             "turning": {"attribute_density": 1.75, "saliency_bias": 0.75},
             "paper_scale": {"attribute_density": 2.0},
-            "num_train": 20000, "num_test": 1000, "train": CPU_TRAIN, "device": "cpu",
+            "num_train": 20000, "num_test": 2000, "train": CPU_TRAIN, "device": "cpu",
             "results": "benchmarks/results/madman_sweeps", "plots": "docs/images", "suffix": ""},
     "gpu": {"attributes": ["colour", "size", "thickness", "rotation", "swelling", "fracture"],
             "config": {"eval_attribute_density": 6},
             "values": {"multi_object_images": [0.25, 0.5, 0.75, 1.0], "multi_object_captions": [0.25, 0.5, 0.75, 1.0],
                        "attribute_density": [1.0, 2.0, 3.5, 5.0, 6.0], "saliency_bias": [0.5, 0.75, 0.9, 1.0]},
+            "evals": {"full": 6, "base": 3.5},
             "turning": {"attribute_density": 3.5, "saliency_bias": 0.75},
             "paper_scale": {"attribute_density": 1.0},
             "num_train": 60000, "num_test": 2000, "device": "cuda",
@@ -88,7 +98,7 @@ SCALES = {
             "results": "benchmarks/results/madman_sweeps_gpu", "plots": "docs/images", "suffix": "_gpu"},
 }
 """Per scale: the evaluated attributes, the config layer over the ideal preset, the values of each curve, the
-paper's turning points (marked in the plots), the factor to the paper's density scale, sizes, model, device, default
+evaluation sets (name -> attributes named per digit, ``eval_attribute_density``), the paper's turning points (marked in the plots), the factor to the paper's density scale, sizes, model, device, default
 results and plot folders."""
 
 QUICK = {"num_train": 96, "num_test": 40, "seeds": [0, 1],
@@ -143,8 +153,9 @@ def data_flags(s: dict, point: str, num_train: int) -> dict:
     return flags
 
 
-def eval_flags(s: dict) -> dict:
-    return {"splits": {"train": 0, "test": s["num_test"], "ood": 0}}
+def eval_flags(s: dict, name: str) -> dict:
+    """The config flags of the evaluation set ``name`` (:data:`SCALES` ``evals``) over ``s["config"]``."""
+    return {"splits": {"train": 0, "test": s["num_test"], "ood": 0}, "eval_attribute_density": s["evals"][name]}
 
 
 def identity(s: dict, point: str, seed: int) -> str:
@@ -155,7 +166,8 @@ def identity(s: dict, point: str, seed: int) -> str:
 
     named = {"train_data": madman_config.resolve("ideal", s["config"], data_flags(s, point, s["num_train"]),
                                                  DATA_SEED),
-             "eval_data": madman_config.resolve("ideal", s["config"], eval_flags(s), DATA_SEED),
+             "eval_data": {name: madman_config.resolve("ideal", s["config"], eval_flags(s, name), DATA_SEED)
+                           for name in s["evals"]},
              "data_seed": DATA_SEED, "train": s["train"], "seed": seed}
     return hashlib.sha256(canonical_json(named).encode()).hexdigest()
 
@@ -178,14 +190,14 @@ def plan(s: dict, sweeps: list[str]) -> list[tuple[str, int]]:
 
 
 # ---------------------------------------------------------------------------------------------- one point
-def ensure_data(s: dict, work: Path, point: str | None, jobs: int) -> Path:
-    """Generate, resume or keep (the same config finished) the evaluation set (``point`` None) or a point's
-    training set; returns its folder. A folder holding another dataset is refused (BadInput)."""
+def ensure_data(s: dict, work: Path, point: str | None, jobs: int, evaluation: str | None = None) -> Path:
+    """Generate, resume or keep (the same config finished) a point's training set or (``point`` None) the
+    evaluation set ``evaluation``; returns its folder. A folder holding another dataset is refused (BadInput)."""
     import bindscope
     from bindscope.generators.madman import config as madman_config
 
-    folder = work / "data" / ("eval" if point is None else point)
-    flags = eval_flags(s) if point is None else data_flags(s, point, s["num_train"])
+    folder = work / "data" / (f"eval-{evaluation}" if point is None else point)
+    flags = eval_flags(s, evaluation) if point is None else data_flags(s, point, s["num_train"])
     manifest = folder / "manifest.json"
     wanted = madman_config.resolve("ideal", s["config"], flags, DATA_SEED)
     made = json.loads(manifest.read_text())["config"] if manifest.is_file() else None
@@ -227,27 +239,29 @@ def run_point(task: dict) -> dict:
 
     start, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     s = task["settings"]
-    summary = bindscope.train(task["data"], task["run"], eval_data=task["eval"], eval_splits="test",
+    summary = bindscope.train(task["data"], task["run"], eval_data=task["eval"]["full"], eval_splits="test",
                               seed=task["seed"], device=s["device"], progress=False, **s["train"], **RUNTIME)
-    rows: list[dict] = []
-    evaluate_madman(task["eval"], load_trained_adapter(task["run"], device=s["device"]), splits=["test"], rows=rows,
-                    progress=False, check=False)
+    adapter = load_trained_adapter(task["run"], device=s["device"])
+    evals = {}
+    for name, folder in task["eval"].items():
+        rows: list[dict] = []
+        evaluate_madman(folder, adapter, splits=["test"], rows=rows, progress=False, check=False)
+        evals[name] = {}
+        for attribute, o in binding_rows(rows, s["attributes"]).items():
+            counted = int(o["counted"].sum())
+            evals[name][attribute] = {
+                "recognition": recognition(rows, attribute), "comparisons": len(o["passed"]), "counted": counted,
+                "binding": float((o["passed"] & o["counted"]).sum() / counted) if counted else None,
+                "binding_unconditional": float(o["passed"].mean()) if len(o["passed"]) else None,
+                "passed": pack(o["passed"]), "counted_bits": pack(o["counted"]), "key": o["key"]}
     used = resource.getrusage(resource.RUSAGE_SELF)
-    outcomes = binding_rows(rows, s["attributes"])
     record = {"point": task["point"], "seed": task["seed"], "identity": task["identity"],
               "realised": load_manifest(task["data"])["statistics"]["train"]["realised"],
               "settings": {"config": s["config"], "flags": data_flags(s, task["point"], s["num_train"]),
                            "num_test": s["num_test"], "data_seed": DATA_SEED, "train": s["train"]},
-              "attributes": {}, "steps_per_s": summary.get("steps_per_s"),
+              "evals": evals, "steps_per_s": summary.get("steps_per_s"),
               "cpu_s": round(used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime, 1),
               "wall_s": round(time.perf_counter() - start, 1), "machine": platform.machine()}
-    for attribute, o in outcomes.items():
-        counted = int(o["counted"].sum())
-        record["attributes"][attribute] = {
-            "recognition": recognition(rows, attribute), "comparisons": len(o["passed"]), "counted": counted,
-            "binding": float((o["passed"] & o["counted"]).sum() / counted) if counted else None,
-            "binding_unconditional": float(o["passed"].mean()) if len(o["passed"]) else None,
-            "passed": pack(o["passed"]), "counted_bits": pack(o["counted"]), "key": o["key"]}
     path = Path(task["record"])
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(record, indent=1) + "\n")
@@ -273,40 +287,42 @@ def load_records(s: dict, results: Path, points: list[tuple[str, int]]) -> dict:
     return found
 
 
-def outcomes(record: dict, attributes: list[str]):
-    """``(passed, counted, key)`` over the given attributes of a record, comparisons in attribute order."""
+def outcomes(record: dict, evaluation: str, attributes: list[str]):
+    """``(passed, counted, key)`` of a record on one evaluation set over the given attributes, comparisons in
+    attribute order."""
     import numpy as np
 
     passed, counted, keys = [], [], []
     for a in attributes:
-        block = record["attributes"][a]
+        block = record["evals"][evaluation][a]
         passed.append(unpack(block["passed"], block["comparisons"]))
         counted.append(unpack(block["counted_bits"], block["comparisons"]))
         keys.append(block["key"])
     return np.concatenate(passed), np.concatenate(counted), "/".join(keys)
 
 
-def pooled_binding(record: dict, attributes: list[str]) -> float | None:
-    passed, counted, _ = outcomes(record, attributes)
+def pooled_binding(record: dict, evaluation: str, attributes: list[str]) -> float | None:
+    passed, counted, _ = outcomes(record, evaluation, attributes)
     return float((passed & counted).sum() / counted.sum()) if counted.sum() else None
 
 
-def paired(records: dict, first: str, second: str, seeds: list[int], attributes: list[str]) -> dict:
+def paired(records: dict, first: str, second: str, seeds: list[int], evaluation: str, attributes: list[str]) -> dict:
     """McNemar (binding comparisons counted for both models, seed s against seed s, pooled over the seeds both
-    points have) and the per-seed differences of pooled binding (percentage points), for ``attributes``."""
+    points have) and the per-seed differences of pooled binding (percentage points), for ``attributes`` on the
+    evaluation set ``evaluation``."""
     strata, per_seed = [], []
     for seed in seeds:
         if (first, seed) not in records or (second, seed) not in records:
             continue
-        pa, ca, ka = outcomes(records[(first, seed)], attributes)
-        pb, cb, kb = outcomes(records[(second, seed)], attributes)
+        pa, ca, ka = outcomes(records[(first, seed)], evaluation, attributes)
+        pb, cb, kb = outcomes(records[(second, seed)], evaluation, attributes)
         if ka != kb:
             raise SystemExit(f"Error: points {first} and {second} (seed {seed}) were scored on different "
                              "evaluation comparisons")
         both = ca & cb
         strata.append((pa[both], pb[both]))
-        per_seed.append(100 * (pooled_binding(records[(second, seed)], attributes)
-                               - pooled_binding(records[(first, seed)], attributes)))
+        per_seed.append(100 * (pooled_binding(records[(second, seed)], evaluation, attributes)
+                               - pooled_binding(records[(first, seed)], evaluation, attributes)))
     test = mcnemar(strata)
     test["seeds"] = len(strata)
     test["per_seed_difference"] = [round(d, 2) for d in per_seed]
@@ -324,8 +340,8 @@ def verdict(test: dict) -> str:
 
 
 def curves(s: dict, records: dict, sweeps: list[str]) -> dict:
-    """Per curve: the table (value, point, realised value, per attribute and pooled binding over seeds) and the
-    paired tests between neighbouring values and between the two ends."""
+    """Per curve: the table (value, point, realised value, per evaluation set per attribute and pooled binding over
+    seeds) and, per evaluation set, the paired tests between neighbouring values and between the two ends."""
     attributes = s["attributes"]
     out = {}
     for name in sweeps:
@@ -337,19 +353,23 @@ def curves(s: dict, records: dict, sweeps: list[str]) -> dict:
             row = {"value": value, "point": point, "seeds": [r["seed"] for r in mine],
                    "paper_value": value * s["paper_scale"].get(key, 1.0),
                    "realised": seed_interval([r["realised"].get(key) for r in mine])["mean"],
-                   "binding": {a: seed_interval([r["attributes"][a]["binding"] for r in mine]) for a in attributes},
-                   "recognition": {a: seed_interval([r["attributes"][a]["recognition"] for r in mine])["mean"]
-                                   for a in attributes}}
-            row["binding"]["all"] = seed_interval([pooled_binding(r, attributes) for r in mine])
+                   "binding": {}, "recognition": {}}
+            for ev in s["evals"]:
+                row["binding"][ev] = {a: seed_interval([r["evals"][ev][a]["binding"] for r in mine])
+                                      for a in attributes}
+                row["binding"][ev]["all"] = seed_interval([pooled_binding(r, ev, attributes) for r in mine])
+                row["recognition"][ev] = {a: seed_interval([r["evals"][ev][a]["recognition"] for r in mine])["mean"]
+                                          for a in attributes}
             rows.append(row)
         pairs = [(points[i], points[i + 1], "neighbours") for i in range(len(points) - 1)]
         pairs.append((points[0], points[-1], "ends"))
         tests = []
-        for (va, pa), (vb, pb), kind in pairs:
-            for group in ("all", "colour"):
-                test = paired(records, pa, pb, s["seeds"], attributes if group == "all" else [group])
-                tests.append({"from": va, "to": vb, "kind": kind, "attributes": group, **test,
-                              "verdict": verdict(test)})
+        for ev in s["evals"]:
+            for (va, pa), (vb, pb), kind in pairs:
+                for group in ("all", "colour"):
+                    test = paired(records, pa, pb, s["seeds"], ev, attributes if group == "all" else [group])
+                    tests.append({"eval": ev, "from": va, "to": vb, "kind": kind, "attributes": group, **test,
+                                  "verdict": verdict(test)})
         out[name] = {"key": key, "rows": rows, "tests": tests, "turning": s["turning"].get(key)}
     return out
 
@@ -369,30 +389,34 @@ def interval_text(block: dict) -> str:
 
 def tables(result: dict, attributes: list[str]) -> str:
     lines = []
+    evals = result["settings"]["evals"]
     for name, curve in result["curves"].items():
-        lines.append(f"\n{name} ({curve['key']}): conditional binding %, mean over seeds [95% t interval over "
-                     "seeds]; chance 50")
-        lines.append(f"{'value':>6} {'paper':>6} {'realised':>8} {'seeds':>5}  {'all three':<20} "
-                     + " ".join(f"{a:<20}" for a in attributes))
-        for row in curve["rows"]:
-            realised = "-" if row["realised"] is None else f"{row['realised']:.3f}"
-            lines.append(f"{row['value']:>6g} {row['paper_value']:>6g} {realised:>8} {len(row['seeds']):>5}  "
-                         f"{interval_text(row['binding']['all']):<20} "
-                         + " ".join(f"{interval_text(row['binding'][a]):<20}" for a in attributes))
+        for ev, named in evals.items():
+            lines.append(f"\n{name} ({curve['key']}), evaluation set {ev!r} ({named:g} attributes named per digit):"
+                         " conditional binding %, mean over seeds [95% t interval over seeds]; chance 50")
+            lines.append(f"{'value':>6} {'paper':>6} {'realised':>8} {'seeds':>5}  {'pooled':<20} "
+                         + " ".join(f"{a:<20}" for a in attributes))
+            for row in curve["rows"]:
+                realised = "-" if row["realised"] is None else f"{row['realised']:.3f}"
+                lines.append(f"{row['value']:>6g} {row['paper_value']:>6g} {realised:>8} {len(row['seeds']):>5}  "
+                             f"{interval_text(row['binding'][ev]['all']):<20} "
+                             + " ".join(f"{interval_text(row['binding'][ev][a]):<20}" for a in attributes))
         lines.append("paired: exact McNemar on comparisons counted for both, seed against seed, pooled; "
                      "per-seed differences in points")
         for t in curve["tests"]:
             if not t["seeds"]:
-                lines.append(f"  {t['from']:g} -> {t['to']:g} ({t['kind']}, {t['attributes']}): not measured")
+                lines.append(f"  {t['eval']}: {t['from']:g} -> {t['to']:g} ({t['kind']}, {t['attributes']}): "
+                             "not measured")
                 continue
-            lines.append(f"  {t['from']:g} -> {t['to']:g} ({t['kind']}, {t['attributes']}): "
+            lines.append(f"  {t['eval']}: {t['from']:g} -> {t['to']:g} ({t['kind']}, {t['attributes']}): "
                          f"{pct(t['first'])} -> {pct(t['second'])} on n={t['n']}, discordant {t['first_only']}/"
                          f"{t['second_only']}, p={t['p']:.2g}, seeds {t['per_seed_difference']} -> {t['verdict']}")
     return "\n".join(lines)
 
 
-def plot(name: str, curve: dict, attributes: list[str], path: Path, scale: str) -> None:
-    """Binding (%) against the value: per attribute and pooled, mean over seeds, band = the seeds' range."""
+def plot(name: str, curve: dict, s: dict, path: Path, scale: str) -> None:
+    """Binding (%) against the value, one panel per evaluation set: per attribute and pooled, mean over seeds,
+    band = the seeds' range; chance dashed, the paper's turning point dotted."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -400,28 +424,31 @@ def plot(name: str, curve: dict, attributes: list[str], path: Path, scale: str) 
 
     from bindscope.io.atomic import save_figure
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for index, attribute in enumerate(["all", *attributes]):
-        rows = [r for r in curve["rows"] if r["binding"][attribute]["mean"] is not None]
-        if not rows:
-            continue
-        xs = [r["value"] for r in rows]
-        style = {"color": "black", "linewidth": 2.2} if attribute == "all" else {"color": f"C{index - 1}"}
-        label = "all three" if attribute == "all" and len(attributes) == 3 else (
-            "all" if attribute == "all" else attribute)
-        ax.plot(xs, [100 * r["binding"][attribute]["mean"] for r in rows], marker="o", label=label, **style)
-        ax.fill_between(xs, [100 * r["binding"][attribute]["min"] for r in rows],
-                        [100 * r["binding"][attribute]["max"] for r in rows], alpha=0.15, color=style["color"])
-    ax.axhline(50, color="grey", linestyle="--", linewidth=1)
-    if curve["turning"] is not None:
-        ax.axvline(curve["turning"], color="grey", linestyle=":", linewidth=1)
-    seeds = sorted({len(r["seeds"]) for r in curve["rows"]})
-    ax.set(xlabel=curve["key"].replace("_", " ") + (" (of 3 attributes)" if curve["key"] == "attribute_density"
-                                                    and len(attributes) == 3 else ""),
-           ylabel="binding accuracy (%)", ylim=(40, 101),
-           title=f"{name}, {scale} scale ({'-'.join(map(str, seeds))} seeds per value)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    attributes = s["attributes"]
+    fig, axes = plt.subplots(1, len(s["evals"]), figsize=(5.6 * len(s["evals"]), 4.4), sharey=True, squeeze=False)
+    seeds = "-".join(map(str, sorted({len(r["seeds"]) for r in curve["rows"]})))
+    for ax, (ev, named) in zip(axes[0], s["evals"].items()):
+        for index, attribute in enumerate(["all", *attributes]):
+            rows = [r for r in curve["rows"] if r["binding"][ev][attribute]["mean"] is not None]
+            if not rows:
+                continue
+            xs = [r["value"] for r in rows]
+            style = {"color": "black", "linewidth": 2.2} if attribute == "all" else {"color": f"C{index - 1}"}
+            ax.plot(xs, [100 * r["binding"][ev][attribute]["mean"] for r in rows], marker="o",
+                    label="pooled" if attribute == "all" else attribute, **style)
+            ax.fill_between(xs, [100 * r["binding"][ev][attribute]["min"] for r in rows],
+                            [100 * r["binding"][ev][attribute]["max"] for r in rows], alpha=0.15,
+                            color=style["color"])
+        ax.axhline(50, color="grey", linestyle="--", linewidth=1)
+        if curve["turning"] is not None:
+            ax.axvline(curve["turning"], color="grey", linestyle=":", linewidth=1)
+        ax.set(xlabel=curve["key"].replace("_", " ") + (f" (of {len(attributes)} attributes)"
+                                                        if curve["key"] == "attribute_density" else ""),
+               ylabel="binding accuracy (%)", ylim=(40, 101),
+               title=f"evaluation {ev!r}: {named:g} of {len(attributes)} attributes named")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{name}, {scale} scale ({seeds} seeds per value)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path, dpi=110)
@@ -470,7 +497,7 @@ def main() -> None:
     ran, slowest = [], 0.0
     if todo and not args.no_train:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-        eval_dir = ensure_data(s, work, None, jobs)
+        eval_dirs = {ev: str(ensure_data(s, work, None, jobs, ev)) for ev in s["evals"]}
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             running = {}
             queue = list(todo)
@@ -483,7 +510,7 @@ def main() -> None:
                         break
                     point, seed = queue.pop(0)
                     data = ensure_data(s, work, point, 1 if running else jobs)  # at most `jobs` processes
-                    task = {"settings": s, "point": point, "seed": seed, "data": str(data), "eval": str(eval_dir),
+                    task = {"settings": s, "point": point, "seed": seed, "data": str(data), "eval": eval_dirs,
                             "run": str(work / "runs" / point / f"seed-{seed}"), "identity": identity(s, point, seed),
                             "record": str(record_path(results, point, seed))}
                     running[pool.submit(run_point, task)] = (point, seed, time.perf_counter())
@@ -496,7 +523,8 @@ def main() -> None:
                     records[(point, seed)] = record
                     slowest = max(slowest, time.perf_counter() - began)
                     ran.append({"point": point, "seed": seed, "cpu_s": record["cpu_s"], "wall_s": record["wall_s"]})
-                    binding = ", ".join(f"{a} {pct(v['binding'])}" for a, v in record["attributes"].items())
+                    binding = "; ".join(f"{ev}: " + ", ".join(f"{a} {pct(v['binding'])}" for a, v in blocks.items())
+                                        for ev, blocks in record["evals"].items())
                     print(f"recorded {point} seed {seed}: binding {binding} ({record['cpu_s']:.0f} CPU s, "
                           f"{record['wall_s']:.0f} s wall)", flush=True)
     result = {"scale": args.scale, "quick": args.quick, "settings": s, "curves": curves(s, records, sweeps),
@@ -508,7 +536,7 @@ def main() -> None:
     for name, curve in result["curves"].items():
         if any(row["seeds"] for row in curve["rows"]):
             files[name] = str(plots / f"madman_sweep_{name.replace('-', '_')}{s['suffix']}.png")
-            plot(name, curve, s["attributes"], Path(files[name]), args.scale)
+            plot(name, curve, s, Path(files[name]), args.scale)
     result["plots"] = files
     print(f"\n{result['recorded']} of {result['planned']} points recorded in {results}; trained {len(ran)} now "
           f"({sum(r['cpu_s'] for r in ran) / 60:.1f} CPU min); wall {result['wall_s'] / 60:.1f} min; plots: "

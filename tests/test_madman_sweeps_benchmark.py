@@ -52,18 +52,25 @@ def test_quick_records_every_point_with_its_outcomes(quick, bench):
     for path in (work / "results").rglob("*.json"):
         record = json.loads(path.read_text())
         assert record["identity"] == madman_sweeps.identity(s, record["point"], record["seed"])
-        assert list(record["attributes"]) == ["colour", "size", "thickness"]
-        for block in record["attributes"].values():
+        assert list(record["evals"]) == ["full", "base"]
+        for ev, blocks in record["evals"].items():
+            assert list(blocks) == ["colour", "size", "thickness"]
+        for block in [*record["evals"]["full"].values(), *record["evals"]["base"].values()]:
             passed = paired_tests.unpack(block["passed"], block["comparisons"])
             counted = paired_tests.unpack(block["counted_bits"], block["comparisons"])
             assert counted.sum() == block["counted"]
             if block["counted"]:
                 assert block["binding"] == (passed & counted).sum() / counted.sum()
-    # each evaluation image names all three attributes for both digits: one binding comparison per attribute
-    # whose two values differ, so every record has the same comparisons
-    keys = {json.dumps({a: b["key"] for a, b in json.loads(p.read_text())["attributes"].items()})
+    # every record is scored on the same comparisons of each evaluation set
+    keys = {json.dumps({ev: {a: b["key"] for a, b in blocks.items()}
+                        for ev, blocks in json.loads(p.read_text())["evals"].items()})
             for p in (work / "results").rglob("*.json")}
     assert len(keys) == 1
+    # "full" names all three attributes for both digits of every image: one binding comparison per attribute whose
+    # two values differ; "base" names one or two, so it holds fewer
+    record = json.loads((work / "results" / "base" / "seed-0.json").read_text())
+    full, base = (sum(b["comparisons"] for b in record["evals"][ev].values()) for ev in ("full", "base"))
+    assert 0 < base < full <= 3 * 40
 
 
 def test_quick_curves_tests_and_plots(quick):
@@ -72,8 +79,8 @@ def test_quick_curves_tests_and_plots(quick):
                                       "saliency-bias"]
     for curve in result["curves"].values():
         assert [row["seeds"] for row in curve["rows"]] == [[0, 1], [0, 1]]
-        assert [(t["kind"], t["attributes"]) for t in curve["tests"]] == [
-            ("neighbours", "all"), ("neighbours", "colour"), ("ends", "all"), ("ends", "colour")]
+        assert [(t["eval"], t["kind"], t["attributes"]) for t in curve["tests"]] == [
+            (ev, kind, group) for ev in ("full", "base") for kind in ("neighbours", "ends") for group in ("all", "colour")]
         for test in curve["tests"]:
             assert test["seeds"] == 2 and len(test["per_seed_difference"]) == 2
             assert test["first_only"] + test["second_only"] <= test["n"] and 0 <= test["p"] <= 1
@@ -83,7 +90,7 @@ def test_quick_curves_tests_and_plots(quick):
     for path in result["plots"].values():
         assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(result["plots"]) == 4
-    assert "saliency-bias (saliency_bias): conditional binding %" in done.stdout
+    assert "saliency-bias (saliency_bias), evaluation set 'base' (1.75 attributes named per digit)" in done.stdout
 
 
 def test_rerun_skips_recorded_points(quick):
@@ -111,8 +118,10 @@ def test_points_are_madman_sweep_points(bench, tmp_path):
     for value in (0.75, 0.9):
         flags = madman_sweeps.data_flags(s, f"saliency_bias={value:g}", s["num_train"])
         assert madman_config.resolve("ideal", s["config"], flags, 0) == sweep.point_configs[value]
-    assert madman_config.resolve("ideal", s["config"], madman_sweeps.eval_flags(s), 0) == sweep.eval_config
+    assert madman_config.resolve("ideal", s["config"], madman_sweeps.eval_flags(s, "full"), 0) == sweep.eval_config
     resolved = sweep.eval_config
+    assert madman_config.resolve("ideal", s["config"], madman_sweeps.eval_flags(s, "base"), 0) == {
+        **resolved, "eval_attribute_density": 1.75}
     assert resolved["caption_order"] == ["size", "colour", "thickness"] and resolved["attribute_density"] == 1.75
     assert {a: list(v) for a, v in resolved["attributes"].items() if len(v) == 1} == {
         "rotation": ["upright"], "swelling": ["unswollen"], "fracture": ["intact"]}
