@@ -228,6 +228,19 @@ def recognition(rows: list[dict], attribute: str) -> float | None:
     return sum(mine) / len(mine) if mine else None
 
 
+def training_cpu_s(run: Path) -> float:
+    """CPU seconds of a run's training as its ``log.jsonl`` reports them (``cpu_s`` counts from each start of the
+    process, so a resumed run's segments are added up)."""
+    total = last = 0.0
+    for line in (run / "log.jsonl").read_text().splitlines():
+        value = json.loads(line).get("cpu_s")
+        if value is not None:
+            if value < last:
+                total += last
+            last = value
+    return round(total + last, 1)
+
+
 def run_point(task: dict) -> dict:
     """Train one (point, seed) model, score it on the evaluation set and write its record (atomically); runs in
     a worker process. Returns the record."""
@@ -260,6 +273,7 @@ def run_point(task: dict) -> dict:
               "settings": {"config": s["config"], "flags": data_flags(s, task["point"], s["num_train"]),
                            "num_test": s["num_test"], "data_seed": DATA_SEED, "train": s["train"]},
               "evals": evals, "steps_per_s": summary.get("steps_per_s"),
+              "train_cpu_s": training_cpu_s(Path(task["run"])),
               "cpu_s": round(used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime, 1),
               "wall_s": round(time.perf_counter() - start, 1), "machine": platform.machine()}
     path = Path(task["record"])
@@ -522,11 +536,13 @@ def main() -> None:
                     record = future.result()
                     records[(point, seed)] = record
                     slowest = max(slowest, time.perf_counter() - began)
-                    ran.append({"point": point, "seed": seed, "cpu_s": record["cpu_s"], "wall_s": record["wall_s"]})
+                    ran.append({"point": point, "seed": seed, "cpu_s": record["cpu_s"], "wall_s": record["wall_s"],
+                                "train_cpu_s": record["train_cpu_s"]})
                     binding = "; ".join(f"{ev}: " + ", ".join(f"{a} {pct(v['binding'])}" for a, v in blocks.items())
                                         for ev, blocks in record["evals"].items())
                     print(f"recorded {point} seed {seed}: binding {binding} ({record['cpu_s']:.0f} CPU s, "
-                          f"{record['wall_s']:.0f} s wall)", flush=True)
+                          f"{record['wall_s']:.0f} s wall now; training {record['train_cpu_s']:.0f} CPU s)",
+                          flush=True)
     result = {"scale": args.scale, "quick": args.quick, "settings": s, "curves": curves(s, records, sweeps),
               "recorded": len([p for p in points if p in records]), "planned": len(points), "trained": ran,
               "results": str(results), "wall_s": round(time.perf_counter() - start, 1),
