@@ -344,12 +344,13 @@ def paired(records: dict, first: str, second: str, seeds: list[int], evaluation:
 
 
 def verdict(test: dict) -> str:
-    """``higher`` / ``lower`` (p < 0.05 and every seed's difference of that sign), ``no difference shown``."""
+    """``higher`` / ``lower`` (p < 0.05 and every seed's difference of that sign; ``..., one seed`` when only one
+    seed is paired), else ``no difference shown``."""
     if not test["seeds"] or test["difference"] is None:
         return "not measured"
     signs = {d > 0 for d in test["per_seed_difference"]}
     if test["p"] < 0.05 and len(signs) == 1:
-        return "higher" if test["difference"] > 0 else "lower"
+        return ("higher" if test["difference"] > 0 else "lower") + (", one seed" if test["seeds"] == 1 else "")
     return "no difference shown"
 
 
