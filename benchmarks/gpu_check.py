@@ -10,6 +10,9 @@ On the GPU, in this order, each step under its own time limit (an error is recor
 3. the largest absolute difference between bf16 and fp32 embeddings (unit-norm rows) of the same images and
    texts, and the smallest cosine between the two;
 4. a short ``madman train --device cuda`` (a few hundred steps) on a generated MADMAN training split: steps/s;
+   then the training feed (``benchmarks/train_scale.py``) on 10,000 MADMAN images: the images/s the streamed
+   batches arrive at on the GPU without a model (one reader worker per 2 CPUs, at most 8) against the images/s of
+   the table's small CLIP's steps, streamed and with ``--data-in-memory`` (their ratio), and each run's peak RSS;
 5. the CLS attention analysis (:func:`bindscope.evaluation.attention.cls_attention_by_size`, every block, with
    rollout) of a random-weight ViT-B-32 on ``cuda`` over 64 ComCO-style scenes: scenes/s and the attention mass
    on the largest object;
@@ -33,8 +36,8 @@ and a step with under 20 s left is recorded as not run. ``--budget 0`` sets no t
 subprocess runs to its end): what a test of the script's behaviour uses, so that a busy machine slows it down
 without failing it. The JSON object (stdout; progress goes to stderr) has
 the keys ``device``, ``torch``, ``cuda``, ``cpus``, ``dry_run``, ``rates_fp32``, ``rates_bf16``, ``ratios``,
-``bf16_vs_fp32``, ``train``, ``attention``, ``render``, ``t2i``, ``reproduction``, ``wall_s`` and ``errors`` (step name ->
-message; empty when all ran); ``--out`` is rewritten after every step, so an interrupted check leaves what it
+``bf16_vs_fp32``, ``train``, ``feed``, ``attention``, ``render``, ``t2i``, ``reproduction``, ``wall_s`` and ``errors``
+(step name -> message; empty when all ran); ``--out`` is rewritten after every step, so an interrupted check leaves what it
 measured. ``--dry-run`` runs the same steps on the CPU with tiny sizes (a few hundred images, a few training
 steps, 4 attention scenes, the render at 64 px with 4 samples on ``--device cpu``, the text-to-image step skipped,
 a reproduction of 256 images and 3 steps at width 32) to check the script itself.
@@ -60,12 +63,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SIZES = {False: {"images": 10000, "comco": 2000, "vit": 10000, "digits": None, "steps": 300, "diff": 512,
-                 "attention": 64},
-         True: {"images": 200, "comco": 24, "vit": 4, "digits": 16, "steps": 3, "diff": 4, "attention": 4}}
-LIMITS = {False: {"fp32": 150, "bf16": 60, "diff": 60, "train": 90, "attention": 60, "workers0": 40, "render": 90,
-                  "t2i": 150, "reproduction": 420},
-          True: {"fp32": 240, "bf16": 120, "diff": 60, "train": 120, "attention": 60, "workers0": 60, "render": 120,
-                 "t2i": 60, "reproduction": 240}}
+                 "attention": 64, "feed_train": 10000, "feed_steps": 60, "feed_batch": 256},
+         True: {"images": 200, "comco": 24, "vit": 4, "digits": 16, "steps": 3, "diff": 4, "attention": 4,
+                "feed_train": 256, "feed_steps": 8, "feed_batch": 16}}
+LIMITS = {False: {"fp32": 150, "bf16": 60, "diff": 60, "train": 90, "feed": 120, "attention": 60, "workers0": 40,
+                  "render": 90, "t2i": 150, "reproduction": 420},
+          True: {"fp32": 240, "bf16": 120, "diff": 60, "train": 120, "feed": 240, "attention": 60, "workers0": 60,
+                 "render": 120, "t2i": 60, "reproduction": 240}}
 # the reproduction's model: the paper's "larger model and batch" on a GPU, a toy in a dry run
 REPRODUCTION = {False: {"width": 256, "layers": 6, "batch_size": 512, "num_train": 60000, "num_test": 3000,
                         "precision": "bf16", "probe_steps": 50, "max_steps": 8000},
@@ -136,6 +140,27 @@ def train_check(work: Path, steps: int, device: str, digits: int | None, dry: bo
         raise RuntimeError(f"madman train exited {done.returncode}: {(done.stdout + done.stderr)[-600:]}")
     found = re.search(r"([0-9.]+) steps/s", done.stdout)
     return {"steps": steps, "steps_per_s": float(found.group(1)) if found else None, "wall_s": round(wall, 1)}
+
+
+def feed_check(work: Path, device: str, dry: bool, timeout: int | None) -> dict:
+    """The training feed on ``device`` (:mod:`train_scale`): images/s of the streamed batches without a model,
+    and of the small CLIP's steps streamed and in memory (each run a subprocess stopped after ``timeout``
+    seconds; None: never)."""
+    import train_scale
+    from eval_ceiling import madman_dataset
+
+    size = SIZES[dry]
+    data = madman_dataset(work, 200, train=size["feed_train"], digits_per_class=size["digits"])
+    args = argparse.Namespace(batch_size=size["feed_batch"], loader_jobs=min(8, max(1, (os.cpu_count() or 2) // 2)),
+                              model="small" if dry else "default", threads=0, device=device,
+                              ratio_steps=size["feed_steps"])
+    feed = train_scale.feed_rate(data, args)
+    runs = {mode: train_scale.train(data, work / f"feed-{mode}", size["feed_steps"], args, in_memory=mode == "memory",
+                                    timeout=timeout) for mode in ("streamed", "memory")}
+    model = {mode: args.batch_size / run["median_step_s"] for mode, run in runs.items()}
+    return {"train_images": size["feed_train"], "batch_size": args.batch_size, "loader_jobs": args.loader_jobs,
+            "feed_images_per_s": round(feed, 1), "model_images_per_s": {m: round(r, 1) for m, r in model.items()},
+            "ratio": round(runs["memory"]["median_step_s"] / runs["streamed"]["median_step_s"], 3), "runs": runs}
 
 
 def attention_check(data: Path, count: int, device: str) -> dict:
@@ -256,7 +281,7 @@ def main() -> None:
     size = SIZES[dry]
     limit = {name: None if unlimited else seconds for name, seconds in LIMITS[dry].items()}
     report: dict = {"device": None, "torch": None, "cuda": None, "cpus": os.cpu_count(), "dry_run": dry,
-                    "rates_fp32": {}, "rates_bf16": {}, "ratios": {}, "bf16_vs_fp32": {}, "train": {},
+                    "rates_fp32": {}, "rates_bf16": {}, "ratios": {}, "bf16_vs_fp32": {}, "train": {}, "feed": {},
                     "attention": {}, "render": {}, "t2i": {}, "reproduction": {}, "wall_s": None, "errors": {}}
 
     def save() -> None:
@@ -321,6 +346,8 @@ def main() -> None:
         trained = step("madman train", limit["train"] and limit["train"] + 30,
                        lambda: train_check(work, size["steps"], device, size["digits"], dry, limit["train"]))
         report["train"] = trained or {}
+        fed = step("training feed", limit["feed"], lambda: feed_check(work, device, dry, limit["feed"]))
+        report["feed"] = fed or {}
         scenes = eval_ceiling.comco_dataset(work, size["comco"])
         attended = step("attention", limit["attention"], lambda: attention_check(scenes, size["attention"], device))
         report["attention"] = attended or {}

@@ -27,7 +27,7 @@ from bindscope.evaluation.madman import evaluate_madman, score_split
 from bindscope.evaluation.stats import _distinct_pairs, averages, cluster_bootstrap, cluster_codes, clustered_proportion
 from bindscope.format.reader import Dataset
 from bindscope.format.records import Negative
-from bindscope.format.torchdata import ShardBatchSampler, collate, loader, sample_dict
+from bindscope.format.torchdata import FIELDS, ShardBatchSampler, collate, loader, sample_dict
 from bindscope.io.ahead import ReadAhead
 from bindscope.io.canonical import canonical_json, sha256_file
 
@@ -125,7 +125,7 @@ def test_torch_batches_equal_the_per_sample_items(data):
     with Dataset(data) as ds:
         split = ds.split("train")
         expected = [sample_dict(split[i]) for i in range(10)]
-        torch_split = split.as_torch()
+        torch_split = split.as_torch(fields=FIELDS)
     for workers in (0, 2):
         batches = list(loader(torch_split, batch_size=4, num_workers=workers))
         assert [len(b["caption"]) for b in batches] == [4, 4, 2]

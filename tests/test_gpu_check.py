@@ -30,7 +30,8 @@ def test_dry_run_prints_one_json_object_with_every_figure(tmp_path):
     report = json.loads(lines[0])
     assert report == json.loads((tmp_path / "gpu_check.json").read_text())
     assert set(report) == {"device", "torch", "cuda", "cpus", "dry_run", "rates_fp32", "rates_bf16", "ratios",
-                           "bf16_vs_fp32", "train", "attention", "render", "t2i", "reproduction", "wall_s", "errors"}
+                           "bf16_vs_fp32", "train", "feed", "attention", "render", "t2i", "reproduction", "wall_s",
+                           "errors"}
     assert report["errors"] == {} and report["dry_run"] is True and report["device"] == "cpu"
     for key in ("raw_madman_1", "raw_comco_1", "torch_all_0_workers", "torch_all_2_workers", "torch_train_2_workers",
                 "evaluate_zero_madman", "evaluate_zero_madman_0_workers", "evaluate_zero_comco",
@@ -44,6 +45,10 @@ def test_dry_run_prints_one_json_object_with_every_figure(tmp_path):
     assert 0 < diff["max_abs_diff_image"] < 0.05 and 0 < diff["max_abs_diff_text"] < 0.05
     assert diff["min_cosine_image"] > 0.99 and diff["count"] == 4
     assert report["train"]["steps"] == 3 and report["train"]["steps_per_s"] > 0
+    feed = report["feed"]
+    assert (feed["train_images"], feed["batch_size"]) == (256, 16) and feed["feed_images_per_s"] > 0
+    assert set(feed["runs"]) == {"streamed", "memory"} and feed["ratio"] > 0
+    assert all(run["peak_rss_mb"] > 0 and run["steps"] == 8 for run in feed["runs"].values())
     attention = report["attention"]
     assert (attention["scenes"], attention["blocks"]) == (4, 12) and 0 < attention["largest_object_mass"] < 1
     reproduction = report["reproduction"]

@@ -21,8 +21,9 @@ from bindscope.cli.main import comco, madman
 from bindscope.errors import BadInput
 from bindscope.importers.coco import import_coco
 from bindscope.text.negatives import split_words
+from bindscope.training.batches import BatchSource
 from bindscope.training.config import TrainConfig
-from bindscope.training.data import BatchSource, load_split
+from bindscope.training.data import load_split
 from bindscope.training.model import ModelConfig
 from bindscope.training.train import Trainer
 

@@ -12,8 +12,9 @@ from click.testing import CliRunner
 
 from bindscope.cli.main import madman
 from bindscope.errors import BadInput
+from bindscope.training.batches import BatchSource
 from bindscope.training.config import TrainConfig
-from bindscope.training.data import BatchSource, batch_indices, load_split
+from bindscope.training.data import batch_indices, load_split
 from bindscope.training.model import (
     ModelConfig,
     Tokenizer,

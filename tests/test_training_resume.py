@@ -18,7 +18,7 @@ from train_runs import TINY_CNN, start_slow_train, tiny_training_data, train_arg
 from bindscope.cli.main import madman
 
 STEPS = 8
-TIMING = ("images_per_s", "elapsed_s", "cpu_s")  # wall and CPU time: differ between any two runs
+TIMING = ("images_per_s", "elapsed_s", "cpu_s", "step_s")  # wall and CPU time: differ between any two runs
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_table_holds_every_option_once_with_its_help():
     names = [f.name for f in fields(TrainSettings)]
-    assert list(DEFAULTS) == names and len(set(names)) == len(names) == 31
+    assert list(DEFAULTS) == names and len(set(names)) == len(names) == 33
     assert DEFAULTS["steps"] == 2000 and DEFAULTS["lr"] == 1e-3 and DEFAULTS["image_size"] is None
     assert DEFAULTS["dist_timeout"] == 600 and FINETUNE_LR == 1e-6
     assert set(HELP) == set(DEFAULTS) and all(isinstance(h, str) and h.endswith((".", "]")) for h in HELP.values())

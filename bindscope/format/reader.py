@@ -31,7 +31,7 @@ import numpy as np
 from bindscope.errors import DatasetError
 from bindscope.format.manifest import load_manifest
 from bindscope.format.records import Sample
-from bindscope.format.shard import ShardReader
+from bindscope.format.shard import ShardReader, file_key
 from bindscope.io.canonical import sha256_file
 from bindscope.io.inside import file_inside
 
@@ -54,11 +54,9 @@ HOLDINGS = {
 manifest, or from the records of each split's first shard (a generator writes every shard of a split alike)."""
 
 _HASHED: dict[tuple[int, ...], tuple[int, str]] = {}  # (dev, inode, size, mtime_ns, ctime_ns) -> (pid, sha256)
-
-
-def _file_key(path: Path) -> tuple[int, ...]:
-    info = os.stat(path)
-    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+# file key -> pid of the process whose open checked the file's structure (ShardReader): a forked child (a DataLoader
+# worker) reuses that check while the file is unchanged, as it reuses the digest (shard_sha256)
+_CHECKED: dict[tuple[int, ...], int] = {}
 
 
 def shard_sha256(path: Path) -> str:
@@ -66,7 +64,7 @@ def shard_sha256(path: Path) -> str:
     reuses the digest its parent computed while the file is unchanged since: same device, inode, size,
     modification and status-change times (any write changes the status-change time, which cannot be set
     back; a replaced file has another inode)."""
-    key = _file_key(path)
+    key = file_key(path)
     found = _HASHED.get(key)
     if found is not None and found[0] != os.getpid():
         return found[1]
@@ -98,17 +96,26 @@ class Split:
     """The samples of one split, indexable 0..len-1 and iterable. Shards are opened on first use.
 
     ``validate`` (default: the dataset's) says how a shard is checked when opened (:class:`ShardReader`).
+    ``max_open``: at most this many shards are held open (None: any number); opening one more closes the one used
+    least recently, so a reader that visits every shard of a large split holds about ``max_open`` open files and
+    their tables (each open HDF5 file takes about 0.6 MB) instead of all of them. A shard closed this way and
+    opened again, unchanged since (:func:`~bindscope.format.shard.file_key`), is not hashed and checked again; nor,
+    in a forked child (a DataLoader worker), is a shard its parent checked.
     Picklable: open shard handles are not pickled (the copy reopens shards on use).
     """
 
-    def __init__(self, dataset: "Dataset", name: str, validate: bool | None = None):
+    def __init__(self, dataset: "Dataset", name: str, validate: bool | None = None, max_open: int | None = None):
         self.dataset = dataset
         self.name = name
         self.validate = dataset.validate if validate is None else validate  # how shards are checked on open
+        if max_open is not None and max_open < 1:
+            raise ValueError(f"max_open {max_open} is not allowed; use at least 1 (or None: no bound)")
+        self.max_open = max_open
         info = dataset.manifest["splits"][name]
         self._entries = info["shards"]
         self._starts = [e["first_index"] for e in self._entries]
-        self._readers: dict[int, ShardReader] = {}
+        self._readers: dict[int, ShardReader] = {}  # in the order of their last use
+        self._checked: dict[int, tuple[int, ...]] = {}  # shard number -> file key of its checked file
         self._len = info["num_samples"]
         self._holds: frozenset[str] | None = None
 
@@ -116,7 +123,7 @@ class Split:
         return self._len
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_readers": {}, "_holds": None}
+        return {**self.__dict__, "_readers": {}, "_checked": {}, "_holds": None}
 
     @property
     def num_shards(self) -> int:
@@ -176,27 +183,32 @@ class Split:
         outside the dataset folder."""
         for entry in self._entries:
             path = file_inside(self.dataset.path, entry["file"], "shard", DatasetError)
-            if path.is_file() and _file_key(path) not in _HASHED:  # a missing file is reported where it is opened
+            if path.is_file() and file_key(path) not in _HASHED:  # a missing file is reported where it is opened
                 shard_sha256(path)
 
-    def as_torch(self, transform=None, fields=None):
+    def as_torch(self, transform=None, fields=None, max_open_shards: int | None = None):
         """This split as a :class:`torch.utils.data.Dataset` (map-style) of tensors and plain dicts.
 
         Args:
             transform: optional callable applied to the image as a :class:`PIL.Image.Image` (e.g. a
                 torchvision or open_clip preprocess); its result becomes ``item["image"]``.
-            fields: the item keys to produce (default: all, see
-                :class:`~bindscope.format.torchdata.TorchSplit`); ``("index", "image", "caption")`` skips the
-                masks and the tables a loop does not use.
+            fields: the item keys to produce (default: those of the same size in every sample, ``index``,
+                ``image``, ``mask``, ``caption``, ``arrays``; the variable-size ``objects``, ``negatives`` and
+                ``spec`` on request; see :class:`~bindscope.format.torchdata.TorchSplit`);
+                ``("index", "image", "caption")`` skips the masks a loop does not use.
+            max_open_shards: shards held open per process (None:
+                :data:`~bindscope.format.torchdata.MAX_OPEN_SHARDS`).
 
         Returns:
             A :class:`bindscope.format.torchdata.TorchSplit` (picklable; each DataLoader worker opens the
-            shards itself). Batch it with :func:`bindscope.format.torchdata.loader` (one HDF5 read per batch)
-            or a DataLoader with :func:`bindscope.format.torchdata.collate`.
+            shards itself, at most ``max_open_shards`` at a time). Batch it with
+            a plain ``DataLoader(split.as_torch(), batch_size=B)`` (PyTorch's default collate: tensors stacked,
+            str and the variable-size fields as lists of B) or with :func:`bindscope.format.torchdata.loader`
+            (one HDF5 read per run of consecutive samples, pixels through reused shared memory).
         """
-        from bindscope.format.torchdata import TorchSplit
+        from bindscope.format.torchdata import MAX_OPEN_SHARDS, TorchSplit
 
-        return TorchSplit(self, transform, fields)
+        return TorchSplit(self, transform, fields, max_open_shards or MAX_OPEN_SHARDS)
 
     @property
     def image_size(self) -> tuple[int, int]:
@@ -300,20 +312,38 @@ class Split:
             DatasetError: the shard file is missing, changed or corrupt, or not a bindscope shard of this
                 dataset; the message names the file.
         """
-        if number not in self._readers:
-            entry = self._entries[number]
-            path = file_inside(self.dataset.path, entry["file"], "shard", DatasetError)
-            if shard_sha256(path) != entry["sha256"]:
+        reader = self._readers.get(number)
+        if reader is not None:
+            if self.max_open is not None:
+                self._readers[number] = self._readers.pop(number)  # now the most recently used
+            return reader
+        entry = self._entries[number]
+        path = file_inside(self.dataset.path, entry["file"], "shard", DatasetError)
+        for _ in range(2):
+            key = file_key(path)
+            own = self._checked.get(number) == key  # checked here and closed by max_open, unchanged since
+            if not own and shard_sha256(path) != entry["sha256"]:
                 raise DatasetError(f"{path}: sha256 differs from the manifest (changed or corrupt); "
                                    "`bindscope verify` lists the details")
+            trusted = own or _CHECKED.get(key, os.getpid()) != os.getpid()  # or by the process this one forked from
             reader = ShardReader(path, self.dataset.attribute_names, self.dataset.extra_names,
-                                 validate=self.validate)
-            problem = shard_mismatch(reader, entry, self.name, self.dataset.manifest)
-            if problem:
-                reader.close()
-                raise DatasetError(f"{path}: {problem}")
-            self._readers[number] = reader
-        return self._readers[number]
+                                 validate=self.validate and not own, checked=key if trusted else None)
+            if reader.file_key == key:
+                break
+            reader.close()  # replaced between the look and the open: looked at again
+        else:
+            raise DatasetError(f"{path}: the file changed while it was being opened; repeat the command")
+        problem = None if own else shard_mismatch(reader, entry, self.name, self.dataset.manifest)
+        if problem:
+            reader.close()
+            raise DatasetError(f"{path}: {problem}")
+        self._checked[number] = key
+        if not trusted:
+            _CHECKED[key] = os.getpid()
+        self._readers[number] = reader
+        if self.max_open is not None and len(self._readers) > self.max_open:
+            self._readers.pop(next(iter(self._readers))).close()
+        return reader
 
     def __getitem__(self, index: int) -> Sample:
         number, local = self.locate(index + self._len if index < 0 else index)
@@ -338,6 +368,7 @@ class Split:
         for reader in self._readers.values():
             reader.close()
         self._readers.clear()
+        self._checked.clear()
 
 
 class Dataset:

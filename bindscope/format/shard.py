@@ -140,8 +140,8 @@ def write_shard(path: str | os.PathLike, split: str, first_index: int, samples: 
             "num_objects": len(objects), "sha256": sha256_file(path)}
 
 
-def _strings(dataset: h5py.Dataset) -> list[str]:
-    values = dataset[()].tolist()  # h5py gives a string column's values as bytes (UTF-8)
+def _strings(dataset: h5py.Dataset, selection=()) -> list[str]:
+    values = dataset[selection].tolist()  # h5py gives a string column's values as bytes (UTF-8)
     try:
         return list(map(bytes.decode, values))
     except TypeError:  # a value that is not bytes
@@ -158,6 +158,21 @@ def _is_bare_json(text: str) -> bool:
         return _SCAN_JSON(text, 0)[1] == len(text)
     except (StopIteration, ValueError, RecursionError):
         return False
+
+
+def file_key(path: str | os.PathLike) -> tuple[int, ...]:
+    """``(device, inode, size, modification and status-change times in ns)`` of a file: any write changes it
+    (the status-change time cannot be set back; a replaced file has another inode)."""
+    return _stat_key(os.stat(path))
+
+
+def opened_file_key(file: h5py.File) -> tuple[int, ...]:
+    """:func:`file_key` of the file an open HDF5 file reads (not of whatever its path names now)."""
+    return _stat_key(os.fstat(file.id.get_vfd_handle()))
+
+
+def _stat_key(info: os.stat_result) -> tuple[int, ...]:
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
 def _object_ids(text: str) -> tuple[int, ...]:
@@ -178,7 +193,13 @@ class ShardReader:
     open, so no reader starts work on a bad shard. With ``validate=False`` the open reads metadata and numeric
     tables only (a few ms) and each string column is read on its first use, with the same checks and the same
     error then; a reader that uses only some columns (an evaluation needs captions and negatives, not specs)
-    reads only those.
+    reads only those. A few rows of a column not read yet (under a quarter of it: a batch that takes a few samples
+    of each shard) are read alone, without the column.
+
+    ``checked``: the :func:`file_key` of the same file when an earlier open checked it (the caller's, or its
+    parent process's: ``file_key`` of that reader). When the file opened now still has that key (it was not
+    written or replaced since), its structure is not checked again and the numeric tables are read on first use:
+    a reopen costs about one HDF5 open. ``validate`` still applies.
 
     Raises:
         DatasetError: the file is not a readable HDF5 file, or a dataset is missing, unreadable (e.g. a
@@ -188,15 +209,18 @@ class ShardReader:
     """
 
     def __init__(self, path: str | os.PathLike, attribute_names: list[str], extra_names: list[str],
-                 validate: bool = True):
+                 validate: bool = True, checked: tuple[int, ...] | None = None):
         self.path = regular_file(path, "shard", DatasetError)
-        try:
-            self._file = h5py.File(self.path, "r")
+        try:  # no chunk cache: every reader reads a chunk (one image, one mask) once
+            self._file = h5py.File(self.path, "r", rdcc_nbytes=0)
         except (OSError, ValueError) as exc:
             raise DatasetError(f"{self.path}: not a readable HDF5 shard ({_reason(exc)})") from None
         try:
-            self._closed_world(self._file, "")
-            self._load(attribute_names, extra_names)
+            self.file_key = opened_file_key(self._file)
+            trusted = checked is not None and checked == self.file_key
+            if not trusted:
+                self._closed_world(self._file, "")
+            self._load(attribute_names, extra_names, trusted)
             if validate:
                 self.validate()
         except BaseException:
@@ -267,46 +291,49 @@ class ShardReader:
             raise self._fail(name, "must start at 0 and never decrease")
         return offsets, int(offsets[-1])
 
-    def _load(self, attribute_names: list[str], extra_names: list[str]) -> None:
+    def _load(self, attribute_names: list[str], extra_names: list[str], trusted: bool) -> None:
         f = self._file
         try:
             self.count = int(f.attrs["count"])
             self.first_index = int(f.attrs["first_index"])
-            self.attrs = {key: (value.decode() if isinstance(value, bytes) else value)
-                          for key, value in f.attrs.items()}
+            self._attrs = None if trusted else self._read_attrs()
         except (KeyError, OSError, ValueError, TypeError) as exc:
             raise self._fail("attributes", f"count/first_index missing or not integers ({_reason(exc)})") from None
         if self.count < 1 or self.first_index < 0:
             raise self._fail("attributes", f"count {self.count} / first_index {self.first_index} out of range")
         self._bound("attributes", self.count, MAX_SAMPLES, "samples")
         n = self.count
-        self.images = self._dataset("images", "u", (n, None, None, 3))
-        height, width = self.images.shape[1:3]
-        self._bound("images", max(height, width), MAX_SIDE, "pixels per side")
-        self.masks = self._dataset("masks", "u", (n, height, width))
-        if self.images.dtype != np.uint8 or self.masks.dtype != np.uint8:
-            raise self._fail("images" if self.images.dtype != np.uint8 else "masks", "must be uint8")
+        if trusted:
+            self.images, self.masks = f["images"], f["masks"]
+        else:
+            self.images = self._dataset("images", "u", (n, None, None, 3))
+            height, width = self.images.shape[1:3]
+            self._bound("images", max(height, width), MAX_SIDE, "pixels per side")
+            self.masks = self._dataset("masks", "u", (n, height, width))
+            if self.images.dtype != np.uint8 or self.masks.dtype != np.uint8:
+                raise self._fail("images" if self.images.dtype != np.uint8 else "masks", "must be uint8")
+        self.object_offsets, m = self._offsets("object_offsets", n, "objects")
+        self._bound("object_offsets", m, n * MAX_OBJECTS_PER_SAMPLE, "objects")
+        self.negative_offsets, k = self._offsets("negative_offsets", n, "negatives")
+        self._bound("negative_offsets", k, n * MAX_NEGATIVES_PER_SAMPLE, "negatives")
+        self.num_objects, self.num_negatives = m, k
+        self._attribute_names, self._extra_names = list(attribute_names), list(extra_names)
         # string columns: checked here, read on first use (see the class docstring); name -> expected length
         self._string_columns: dict[str, int] = {}
         self._strings_read: dict[str, list[str]] = {}
+        self._rows_asked: dict[str, int] = {}  # rows read alone so far, per column
+        self._handles: dict[str, h5py.Dataset] = {}
         self._specs_checked = False
-        self._string_column("captions", n)
-        self._string_column("specs", n)
-        self.object_offsets, m = self._offsets("object_offsets", n, "objects")
-        self._bound("object_offsets", m, n * MAX_OBJECTS_PER_SAMPLE, "objects")
-        self._objects = {name: self._read(f"objects/{name}", "iu", (m,)) for name in _OBJECT_INT_COLUMNS}
-        self._objects["bbox"] = self._read("objects/bbox", "iu", (m, 4))
-        self._objects["salient"] = self._read("objects/salient", "b", (m,))
-        self._string_column("objects/category", m)
-        self._attribute_names = list(attribute_names)
-        for name in attribute_names:
-            self._string_column(f"objects/attributes/{name}", m)
-        self._extras = {name: self._read(f"objects/extras/{name}", "f", (m,)) for name in extra_names}
-        self.negative_offsets, k = self._offsets("negative_offsets", n, "negatives")
-        self._bound("negative_offsets", k, n * MAX_NEGATIVES_PER_SAMPLE, "negatives")
-        for name in _NEGATIVE_STR_COLUMNS:
-            self._string_column(f"negatives/{name}", k)
-        self.num_objects, self.num_negatives = m, k
+        columns = {"captions": n, "specs": n, "objects/category": m,
+                   **{f"objects/attributes/{name}": m for name in attribute_names},
+                   **{f"negatives/{name}": k for name in _NEGATIVE_STR_COLUMNS}}
+        for name, length in columns.items():
+            if not trusted:
+                self._dataset(name, "S", (length,))
+            self._string_columns[name] = length
+        self._tables: tuple[dict, dict] | None = None
+        if not trusted:  # the numeric tables are checked (and loaded) on open; a trusted reopen loads them on use
+            self._object_tables()
         arrays = f.get("arrays")  # format version 2 (version 1 shards have none)
         if arrays is not None and not isinstance(arrays, h5py.Group):
             raise self._fail("arrays", "is a dataset, not a group")
@@ -317,10 +344,45 @@ class ShardReader:
             self._bound(f"arrays/{name}", int(np.prod(data.shape[1:], dtype=np.int64)), MAX_SIDE * MAX_SIDE,
                         "values per sample")
 
-    def _string_column(self, name: str, length: int) -> None:
-        """Check the string dataset ``name`` (presence, dtype, shape ``(length,)``) without reading it."""
-        self._dataset(name, "S", (length,))
-        self._string_columns[name] = length
+    def _read_attrs(self) -> dict:
+        return {key: (value.decode() if isinstance(value, bytes) else value) for key, value in self._file.attrs.items()}
+
+    @property
+    def attrs(self) -> dict:
+        """The shard's HDF5 attributes (``split``, ``count``, ``run_id``, ...; bytes decoded), read on open (a
+        trusted reopen: on first use)."""
+        if self._attrs is None:
+            self._attrs = self._read_attrs()
+        return self._attrs
+
+    def _object_tables(self) -> tuple[dict, dict]:
+        """The numeric columns of the objects table, ``(integer and boolean columns, extras)``, read once."""
+        if self._tables is None:
+            m = self.num_objects
+            objects = {name: self._read(f"objects/{name}", "iu", (m,)) for name in _OBJECT_INT_COLUMNS}
+            objects["bbox"] = self._read("objects/bbox", "iu", (m, 4))
+            objects["salient"] = self._read("objects/salient", "b", (m,))
+            self._tables = objects, {name: self._read(f"objects/extras/{name}", "f", (m,))
+                                     for name in self._extra_names}
+        return self._tables
+
+    def _rows(self, name: str, start: int, stop: int) -> list[str]:
+        """Rows ``start .. stop-1`` of the string column ``name``: a slice of the column once it was read; else
+        these rows alone, until the rows asked for add up to a quarter of the column, which is then read whole (a
+        reader that takes a few samples of each of many shards, such as training batches in a random order,
+        reads no whole column of a shard it soon closes again)."""
+        found = self._strings_read.get(name)
+        asked = self._rows_asked.get(name, 0) + stop - start
+        if found is not None or 4 * asked >= self._string_columns[name]:
+            return (found if found is not None else self._column(name))[start:stop]
+        self._rows_asked[name] = asked
+        try:
+            dataset = self._handles.get(name)
+            if dataset is None:
+                dataset = self._handles[name] = self._file[name]
+            return _strings(dataset, np.s_[start:stop])
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise self._fail(name, f"rows {start}:{stop}: cannot be read ({_reason(exc)})") from None
 
     def _column(self, name: str) -> list[str]:
         """The decoded string column ``name`` (read once, on first use). Raises DatasetError naming the file and
@@ -367,10 +429,21 @@ class ShardReader:
         """The captions, one str per sample (the column is read on first use)."""
         return self._column("captions")
 
+    def caption_rows(self, start: int, stop: int) -> list[str]:
+        """The captions of samples ``start .. stop-1`` (for a few samples, read without the whole column)."""
+        return self._rows("captions", start, stop)
+
     @property
     def categories(self) -> list[str]:
         """The object table's category column, one str per object (rows ``object_offsets[i]:[i+1]``)."""
         return self._column("objects/category")
+
+    def attribute_column(self, name: str) -> list[str]:
+        """The objects table's column of attribute ``name``, one str per object (rows ``object_offsets[i]:[i+1]``).
+        Raises KeyError for a name that is not one of the dataset's object attributes."""
+        if name not in self._attribute_names:
+            raise KeyError(f"no attribute column {name!r}; the attributes are {', '.join(self._attribute_names)}")
+        return self._column(f"objects/attributes/{name}")
 
     def image(self, local: int) -> np.ndarray:
         """The ``local``-th image, (H, W, 3) uint8. Raises DatasetError naming the file for an unreadable chunk."""
@@ -438,7 +511,7 @@ class ShardReader:
         ``area``, ``size_rank`` or ``mention_position``). Raises KeyError for another name."""
         if name not in _OBJECT_INT_COLUMNS:
             raise KeyError(f"no integer objects column {name!r}; the columns are {', '.join(_OBJECT_INT_COLUMNS)}")
-        return self._objects[name]
+        return self._object_tables()[0][name]
 
     def all_objects(self) -> list[list[ObjectRecord]]:
         """The objects of every sample, ``[objects of sample 0, ...]`` (one pass over the table; the same
@@ -466,15 +539,15 @@ class ShardReader:
         return self._chunk(self.arrays[name], f"arrays/{name}", slice(start, stop))
 
     def _object_records(self, first: int, stop: int, make=ObjectRecord) -> list:
-        c = self._objects
+        c, extra_columns = self._object_tables()
         rows = slice(first, stop)
-        attributes = {n: self._column(f"objects/attributes/{n}")[rows] for n in self._attribute_names}
-        extras = {n: v[rows].tolist() for n, v in self._extras.items()}
+        attributes = {n: self._rows(f"objects/attributes/{n}", first, stop) for n in self._attribute_names}
+        extras = {n: v[rows].tolist() for n, v in extra_columns.items()}
         names = list(attributes)
         extra_names = list(extras)
-        columns = zip(c["index"][rows].tolist(), self.categories[rows], c["category_id"][rows].tolist(),
-                      c["bbox"][rows].tolist(), c["area"][rows].tolist(), c["size_rank"][rows].tolist(),
-                      c["salient"][rows].tolist(), c["mention_position"][rows].tolist())
+        columns = zip(c["index"][rows].tolist(), self._rows("objects/category", first, stop),
+                      c["category_id"][rows].tolist(), c["bbox"][rows].tolist(), c["area"][rows].tolist(),
+                      c["size_rank"][rows].tolist(), c["salient"][rows].tolist(), c["mention_position"][rows].tolist())
         return [make(index=index, category=category, category_id=category_id,
                      attributes={n: attributes[n][r] for n in names}, bbox=tuple(bbox), area=area,
                      size_rank=size_rank, salient=salient, mention_position=mention,
@@ -509,10 +582,21 @@ class ShardReader:
         bounds = self.negative_offsets.tolist()
         return [records[bounds[i]:bounds[i + 1]] for i in range(self.count)]
 
+    def negative_captions(self, start: int, stop: int, kind: str | None = None) -> list[list[str]]:
+        """Per sample ``start .. stop-1`` the captions of its negatives (only those of ``kind``, e.g.
+        ``"binding"``, if given), read from the caption and kind columns alone."""
+        bounds = self.negative_offsets[start:stop + 1].tolist()
+        first, last = bounds[0], bounds[-1]
+        captions = self._rows("negatives/caption", first, last)
+        if kind is None:
+            return [captions[a - first:b - first] for a, b in zip(bounds, bounds[1:])]
+        kinds = self._rows("negatives/kind", first, last)
+        return [[c for c, k in zip(captions[a - first:b - first], kinds[a - first:b - first]) if k == kind]
+                for a, b in zip(bounds, bounds[1:])]
+
     def _negative_records(self, first: int, stop: int, make=Negative) -> list:
-        rows = slice(first, stop)
         kind, caption, attribute, objects, original, replacement = (
-            self._column(f"negatives/{name}")[rows] for name in _NEGATIVE_STR_COLUMNS)
+            self._rows(f"negatives/{name}", first, stop) for name in _NEGATIVE_STR_COLUMNS)
         parsed = {text: _object_ids(text) for text in set(objects)}  # few distinct values ("1", "2", "1|2")
         return [make(kind=k, caption=c, attribute=a, objects=parsed[o], original=g, replacement=r)
                 for k, c, a, o, g, r in zip(kind, caption, attribute, objects, original, replacement)]

@@ -49,16 +49,21 @@ import torch
 from torch.utils.data import DataLoader, Sampler, get_worker_info
 from torch.utils.data import Dataset as _TorchDataset
 from torch.utils.data import default_collate
+from torch.utils.data._utils.collate import default_collate_fn_map
 
 from bindscope.errors import DatasetError
 from bindscope.format.records import Sample
 
 FIELDS = ("index", "image", "mask", "caption", "objects", "negatives", "spec", "arrays")
+DEFAULT_FIELDS = ("index", "image", "mask", "caption", "arrays")
+"""The fields of an item when none are chosen: those of the same size in every sample (a caption is one str)."""
+MAX_OPEN_SHARDS = 32
+"""Shards a :class:`TorchSplit` holds open in each process (see :class:`bindscope.format.reader.Split`)."""
 _TENSOR_FIELDS = ("index", "image", "mask", "arrays")  # stacked by collate; the others stay lists
 
 
 def sample_dict(sample: Sample, transform=None) -> dict:
-    """``sample`` as tensors and plain Python values (see :class:`TorchSplit` for the keys)."""
+    """``sample`` as tensors and plain Python values (every field of :data:`FIELDS`; see :class:`TorchSplit`)."""
     if transform is None:
         image = torch.from_numpy(np.ascontiguousarray(sample.image.transpose(2, 0, 1)))
     else:
@@ -79,6 +84,24 @@ class Rows(list):
         return self
 
 
+class SampleList(list):
+    """One sample's ``objects`` or ``negatives``: a list of dicts whose length differs between samples."""
+
+
+class SampleDict(dict):
+    """One sample's ``spec``: a dict whose keys differ between samples."""
+
+
+def _as_rows(batch, *, collate_fn_map=None) -> Rows:
+    """What :func:`torch.utils.data.default_collate` makes of B values of a variable-size field: the list of them
+    (its own way, stacking, fails on lists of different lengths and transposes lists of equal ones)."""
+    return Rows(batch)
+
+
+# PyTorch's documented way to extend default_collate (torch.utils.data._utils.collate.collate's docstring)
+default_collate_fn_map.update({SampleList: _as_rows, SampleDict: _as_rows})
+
+
 class ItemBatch(list):
     """What :meth:`TorchSplit.__getitems__` returns: the list of items (as ``__getitem__`` gives them) and, in
     ``collated``, the same batch already stacked, which :func:`collate` returns without stacking again."""
@@ -95,12 +118,12 @@ def _buffer(shape: tuple[int, ...]) -> np.ndarray:
     return tensor.numpy()
 
 
-def _runs(split, indices: list[int]) -> list[tuple[int, int, int]]:
+def shard_runs(split, indices: list[int]) -> list[tuple[int, int, int]]:
     """``indices`` (in their order) as ``[(shard number, local start, local stop), ...]`` runs of consecutive
     samples of one shard."""
     runs: list[list[int]] = []
     for index in indices:
-        number, local = split.locate(index)
+        number, local = split.locate(int(index))
         last = runs[-1] if runs else None
         if last is not None and last[0] == number and last[2] == local:
             last[2] += 1
@@ -112,7 +135,9 @@ def _runs(split, indices: list[int]) -> list[tuple[int, int, int]]:
 class TorchSplit(_TorchDataset):
     """One split of a finished dataset as a :class:`torch.utils.data.Dataset`; made by ``Split.as_torch()``.
 
-    Item ``i`` (the split's sample ``i``) is a dict of the chosen ``fields`` (default: all of these):
+    Item ``i`` (the split's sample ``i``) is a dict of the chosen ``fields`` (default :data:`DEFAULT_FIELDS`:
+    ``index``, ``image``, ``mask``, ``caption``, ``arrays``; the variable-size ``objects``, ``negatives`` and
+    ``spec`` on request):
 
     - ``index``: int, the sample's index in the split;
     - ``image``: ``(3, H, W)`` uint8 tensor, RGB 0..255 (or whatever ``transform`` returns for the image as a
@@ -121,24 +146,36 @@ class TorchSplit(_TorchDataset):
       costs as much as decompressing them; ``.contiguous()`` gives the NCHW layout, best done on the device;
     - ``mask``: ``(H, W)`` uint8 tensor, 0 background, k = visible pixels of object k;
     - ``caption``: str;
-    - ``objects``: list of dicts with the fields of :class:`bindscope.format.records.ObjectRecord`;
-    - ``negatives``: list of dicts with the fields of :class:`bindscope.format.records.Negative`;
-    - ``spec``: dict, the generator's plan of the sample;
+    - ``objects``: list of dicts with the fields of :class:`bindscope.format.records.ObjectRecord`
+      (a :class:`SampleList`);
+    - ``negatives``: list of dicts with the fields of :class:`bindscope.format.records.Negative`
+      (a :class:`SampleList`);
+    - ``spec``: dict, the generator's plan of the sample (a :class:`SampleDict`);
     - ``arrays``: dict of tensors, the sample's per-sample arrays (format version 2, e.g. ComCO's ``camera_K``
       (3, 3), ``world_to_camera`` (4, 4), ``depth`` (H, W)); empty for version-1 datasets.
 
     ``__getitems__(indices)`` (what a DataLoader calls for a batch) reads each run of consecutive indices of one
     shard with one HDF5 call per array, and builds the tables of the run in one pass.
 
+    Batching: PyTorch's default collate (``DataLoader(split.as_torch(), batch_size=B)``) stacks ``index``,
+    ``image``, ``mask`` and ``arrays`` into tensors with a leading B and makes ``caption`` a list of B str; the
+    variable-size fields become lists of B values (:class:`SampleList` and :class:`SampleDict` are registered
+    with it), as :func:`collate` and :func:`loader` make them.
+
+    ``max_open_shards``: shards held open per process (each DataLoader worker opens its own); with more shards
+    than that, the least recently used is closed (:class:`bindscope.format.reader.Split`), so memory does not
+    grow with the number of shards a random order visits.
+
     Raises:
         ValueError: an unknown field (on construction). IndexError: an index out of range.
         DatasetError: a shard is missing or unreadable (on access).
     """
 
-    def __init__(self, split, transform=None, fields=None):
+    def __init__(self, split, transform=None, fields=None, max_open_shards: int | None = MAX_OPEN_SHARDS):
         self.split = split  # a bindscope.format.reader.Split (pickles without its open shards)
         self.transform = transform
-        self.fields = FIELDS if fields is None else tuple(fields)
+        self.max_open_shards = max_open_shards
+        self.fields = DEFAULT_FIELDS if fields is None else tuple(fields)
         unknown = [f for f in self.fields if f not in FIELDS]
         if unknown or not self.fields:
             raise ValueError(f"fields {list(self.fields)!r}: unknown {unknown or '(none given)'}; "
@@ -147,10 +184,13 @@ class TorchSplit(_TorchDataset):
         self._ring: _Ring | None = None  # set on the copy a ShardLoader hands to its workers
         self._check_specs = False  # image_batches(check_specs=True): refuse a shard whose specs are not JSON
 
-    def _split(self):
+    def opened(self):
+        """This process's own :class:`~bindscope.format.reader.Split` of the dataset (each process, each
+        DataLoader worker, opens the shards itself, on first use)."""
         if self._open is None or self._open[0] != os.getpid():  # first use in this process (or worker)
             # each string column is checked when first read (only the fields used are read)
-            self._open = (os.getpid(), type(self.split)(self.split.dataset, self.split.name, validate=False))
+            self._open = (os.getpid(), type(self.split)(self.split.dataset, self.split.name, validate=False,
+                                                        max_open=self.max_open_shards))
         return self._open[1]
 
     def __getstate__(self) -> dict:
@@ -163,11 +203,11 @@ class TorchSplit(_TorchDataset):
         return self.__getitems__([index])[0]
 
     def __getitems__(self, indices) -> ItemBatch:
-        split = self._split()
+        split = self.opened()
         n = len(split)
         ring, slot, seq = self._ring, getattr(indices, "slot", None), getattr(indices, "seq", -1)
         indices = [int(i) + n if int(i) < 0 else int(i) for i in indices]
-        runs = _runs(split, indices)
+        runs = shard_runs(split, indices)
         fields = self.fields
         columns: dict[str, list] = {f: Rows() for f in fields if f not in ("image", "mask", "arrays")}
         images = masks = None
@@ -194,13 +234,13 @@ class TorchSplit(_TorchDataset):
             if "index" in columns:
                 columns["index"].extend(range(reader.first_index + lo, reader.first_index + hi))
             if "caption" in columns:
-                columns["caption"].extend(reader.captions[lo:hi])
+                columns["caption"].extend(reader.caption_rows(lo, hi))
             if "objects" in columns:
-                columns["objects"].extend(reader.object_dicts(lo, hi))
+                columns["objects"].extend(map(SampleList, reader.object_dicts(lo, hi)))
             if "negatives" in columns:
-                columns["negatives"].extend(reader.negative_dicts(lo, hi))
+                columns["negatives"].extend(map(SampleList, reader.negative_dicts(lo, hi)))
             if "spec" in columns:
-                columns["spec"].extend(reader.spec(local) for local in range(lo, hi))
+                columns["spec"].extend(SampleDict(reader.spec(local)) for local in range(lo, hi))
             if "arrays" in fields:
                 for name, data in reader.arrays.items():
                     arrays.setdefault(name, []).append(reader.read_array(name, lo, hi))
@@ -426,7 +466,7 @@ class ShardLoader:
 
     def __iter__(self):
         if self.dataloader.num_workers > 0 and self._forks():
-            self.dataloader.dataset._split().hash_shards()  # hashed once here, not again in each worker
+            self.dataloader.dataset.opened().hash_shards()  # hashed once here, not again in each worker
         for batch in self.dataloader:
             for key in ("index", "image", "mask", "arrays"):
                 value = batch.get(key)

@@ -1,38 +1,42 @@
-"""Training batches from a bindscope dataset split: deterministic by step, with NegCLIP hard negatives.
+"""The training split: its tables (which samples train, the lexicon, the word vocabulary) and the two ways its
+samples reach the batches, streamed from the shards or held in memory.
 
 Any dataset with captions trains: MADMAN, ComCO / SimCO scenes (with or without attributes), COCO imports. The
-split (:func:`training_split`: ``train``, else ComCO's ``scenes``, else the dataset's only split) is read once
-into memory through :class:`bindscope.format.reader.Dataset`: images as one uint8 array, the captions (samples
-with an empty caption, e.g. COCO images without captions, are left out and counted), each sample's stored
-``"binding"`` negatives, and the dataset's lexicon (:class:`Lexicon`: its category names and the attribute values
-its captions use). Batch ``s`` is a pure function of (seed, s): epoch ``e = s // (N // B)`` visits the samples
-in the order ``numpy.random.default_rng([seed, e]).permutation(N)``, batches are consecutive slices of that
-order, and the last incomplete slice of an epoch is dropped. So a run resumed at step ``s`` sees exactly the
-batches an uninterrupted run sees, whatever the number of workers.
+split is :func:`training_split`'s (``train``, else ComCO's ``scenes``, else the dataset's only split). Samples with
+an empty caption (e.g. COCO images without captions) are left out and counted; the N others are the *positions*
+``0..N-1`` that :func:`batch_indices` orders. :func:`read_tables` reads the tables alone, one shard at a time,
+without an image: the kept samples, how many of them store ``"binding"`` negatives, the dataset's lexicon
+(:class:`Lexicon`: its category names and the attribute values its captions use) and, on request, the words of the
+captions and their binding negatives (a word tokenizer's vocabulary).
 
-Hard negatives (NegCLIP: Yuksekgonul et al., ICLR 2023; the MADMAN paper's baseline), ``negatives=``:
+The samples of a batch come from one of two sources with the same methods (``texts``, ``pixels``):
 
-- ``"stored"``: for each sample of the batch that has binding negatives (its caption with one attribute's values
-  swapped between two objects: MADMAN, ComCO rendered with ``--attributes``), ``k`` of them (chosen with
-  ``numpy.random.default_rng([seed, s, 1])``) are appended to the batch's texts.
-- ``"shuffled"``: for each sample, up to ``k`` distinct captions made from its own caption by the NegCLIP /
-  ARO recipe ``shuffle_nouns_and_adj`` (:func:`bindscope.text.negatives.shuffled_negative`: its nouns shuffled
-  among themselves and its adjectives among themselves, every other word and the punctuation in place), tagged
-  by :func:`bindscope.text.negatives.lexicon_tagger` with the dataset's lexicon, the ``j``-th seeded by
-  ``(seed, s, sample index, j)``. A caption the recipe cannot change (fewer than two different nouns and fewer
-  than two different attribute words, e.g. a one-object ComCO caption) adds none.
+- :class:`StreamedSplit` (the default): each batch reads its samples from the shards through the PyTorch reader
+  (:meth:`bindscope.format.reader.Split.as_torch`; in each DataLoader worker its own, holding at most
+  :data:`OPEN_SHARDS` shards open): the pixels of the samples this process trains on, and the captions and
+  binding negatives of the whole global batch (a few kB of text, so that every process draws the same hard
+  negatives). Memory: the batch, the prefetched batches, the open shards, and 8 bytes per sample for the order.
+- :class:`TrainingData` (:func:`load_split`): the split read once into memory (images as one uint8 array, about
+  2.4 times its size while it is read; captions and negatives as lists).
 
-They are extra candidates for the image->text loss only (see :func:`bindscope.training.objective.clip_loss`).
+Both give every batch the same samples, texts and pixels, so a run's losses and weights do not depend on the
+source.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from bindscope.errors import BadInput
 from bindscope.training.options import NEGATIVES
+
+OPEN_SHARDS = 32
+"""Shards a :class:`StreamedSplit` holds open per process (about 2.5 MB each, with the columns it read)."""
+
 
 @dataclass(frozen=True)
 class Lexicon:
@@ -45,31 +49,100 @@ class Lexicon:
 
 
 @dataclass
-class TrainingData:
-    """A split held in memory.
+class SplitTables:
+    """What the tables of a training split say, read without an image (:func:`read_tables`).
 
     Attributes:
-        images: ``(N, H, W, 3)`` uint8 RGB.
-        captions: N captions (none empty).
-        hard_negatives: per sample, the captions of its stored ``"binding"`` negatives (possibly empty).
         source: the dataset folder; split: the split name; generator: the manifest's generator name.
-        lexicon: the dataset's nouns and attribute words (:class:`Lexicon`).
+        indices: ``(N,)`` int64, each kept sample's index within the split (position ``p`` trains sample
+            ``indices[p]``).
+        lexicon: the dataset's nouns and attribute words (:class:`Lexicon`), from the kept samples.
         skipped: samples of the split left out because their caption is empty.
-        indices: ``(N,)`` int64, each kept sample's index within the split.
+        with_negatives: kept samples that store at least one ``"binding"`` negative.
+        words: the sorted distinct words of the kept captions and their binding negatives
+            (:func:`bindscope.training.model.build_vocabulary`), when asked for; else None.
+        image_size: ``(H, W)`` of the images, pixels.
     """
 
-    images: np.ndarray
-    captions: list[str]
-    hard_negatives: list[list[str]]
     source: str
     split: str
     generator: str = "madman"
+    indices: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     lexicon: Lexicon = field(default_factory=Lexicon)
     skipped: int = 0
-    indices: np.ndarray | None = None
+    with_negatives: int = 0
+    words: tuple[str, ...] | None = None
+    image_size: tuple[int, int] = (0, 0)
 
     def __len__(self) -> int:
-        return len(self.captions)
+        return len(self.indices)
+
+
+@dataclass
+class TrainingData(SplitTables):
+    """A split held in memory (:func:`load_split`): the tables, and
+
+    Attributes:
+        images: ``(N, H, W, 3)`` uint8 RGB, in position order.
+        captions: N captions (none empty).
+        hard_negatives: per position, the captions of its stored ``"binding"`` negatives (possibly empty).
+    """
+
+    images: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, 1, 3), np.uint8))
+    captions: list[str] = field(default_factory=list)
+    hard_negatives: list[list[str]] = field(default_factory=list)
+
+    def texts(self, positions, negatives: bool = True) -> tuple[list[str], list[list[str]] | None]:
+        """The captions of ``positions`` and (with ``negatives``) their binding negatives' captions."""
+        captions = [self.captions[p] for p in positions]
+        return captions, [self.hard_negatives[p] for p in positions] if negatives else None
+
+    def pixels(self, positions):
+        """The images of ``positions``: ``(len, H, W, 3)`` uint8 torch tensor."""
+        import torch
+
+        return torch.from_numpy(self.images[np.asarray(positions, dtype=np.int64)])
+
+
+class StreamedSplit:
+    """The samples of a split read from its shards for each batch (picklable: a DataLoader worker opens the
+    shards itself, at most :data:`OPEN_SHARDS` at a time, each once checked; see
+    :class:`bindscope.format.reader.Split`).
+
+    Args:
+        dataset: the dataset (a :class:`bindscope.format.reader.Dataset`; its manifest is not read again).
+        tables: the split's :class:`SplitTables`.
+    """
+
+    def __init__(self, dataset, tables: SplitTables):
+        self.tables = tables
+        self.reader = dataset.split(tables.split).as_torch(fields=("image",), max_open_shards=OPEN_SHARDS)
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    @property
+    def lexicon(self) -> Lexicon:
+        return self.tables.lexicon
+
+    def texts(self, positions, negatives: bool = True) -> tuple[list[str], list[list[str]] | None]:
+        """As :meth:`TrainingData.texts`: read from the caption (and negatives) columns of each sample's shard,
+        one read per run of consecutive samples."""
+        from bindscope.format.torchdata import shard_runs
+
+        split = self.reader.opened()
+        captions, pools = [], [] if negatives else None
+        for number, lo, hi in shard_runs(split, self.tables.indices[np.asarray(positions, dtype=np.int64)]):
+            reader = split.shard(number)
+            captions.extend(reader.caption_rows(lo, hi))
+            if negatives:
+                pools.extend(reader.negative_captions(lo, hi, "binding"))
+        return captions, pools
+
+    def pixels(self, positions):
+        """As :meth:`TrainingData.pixels`: read through the PyTorch reader (one HDF5 read per run)."""
+        batch = self.reader.__getitems__(self.tables.indices[np.asarray(positions, dtype=np.int64)].tolist())
+        return batch.collated["image"].permute(0, 2, 3, 1)  # the (B, H, W, 3) bytes as read
 
 
 def training_split(split_names: list[str], split: str | None, path: str = "data") -> str:
@@ -93,8 +166,42 @@ def training_split(split_names: list[str], split: str | None, path: str = "data"
                    "scenes; choose one", param="split")
 
 
+def split_sha256(manifest: dict, split: str) -> str:
+    """The hex sha256 naming the bytes of a dataset's split: of the dataset's ``config_sha256`` and the sha256 of
+    each shard of the split, as its manifest lists them (the processes of a run check that they train on the same
+    data with it)."""
+    from bindscope.io.canonical import canonical_json
+
+    shards = [entry["sha256"] for entry in manifest["splits"][split]["shards"]]
+    return hashlib.sha256(canonical_json({"config_sha256": manifest["config_sha256"], "shards": shards})
+                          .encode()).hexdigest()
+
+
+def _opened(source):
+    """``(dataset, opened here)`` for a dataset folder or an opened :class:`bindscope.format.reader.Dataset`."""
+    from bindscope.format.reader import Dataset
+
+    return (source, False) if isinstance(source, Dataset) else (Dataset(source), True)
+
+
+def read_tables(source, split: str | None = "train", words: bool = False) -> SplitTables:
+    """The tables of split ``split`` (None: :func:`training_split`'s default), one shard at a time (each closed
+    before the next is opened), without reading an image.
+
+    Args:
+        source: the dataset folder, or the dataset opened (a :class:`bindscope.format.reader.Dataset`, left open).
+        words: also collect the words of the kept captions and their binding negatives (:attr:`SplitTables.words`).
+
+    Raises:
+        DatasetError: the folder is not a finished dataset, or a shard is unreadable.
+        BadInput: no such split, or the split holds no sample with a caption.
+    """
+    return _scan(source, split, words, images=False)
+
+
 def load_split(source, split: str | None = "train") -> TrainingData:
-    """Read split ``split`` (None: :func:`training_split`'s default) of a dataset into memory.
+    """Read split ``split`` (None: :func:`training_split`'s default) of a dataset into memory: the tables of
+    :func:`read_tables` (with the words), the images, captions and binding negatives.
 
     Args:
         source: the dataset folder, or the dataset opened (a :class:`bindscope.format.reader.Dataset`, left open:
@@ -104,54 +211,69 @@ def load_split(source, split: str | None = "train") -> TrainingData:
         DatasetError: the folder is not a finished dataset, or a shard is unreadable.
         BadInput: no such split, or the split holds no sample with a caption.
     """
-    from bindscope.format.reader import Dataset
-
-    if isinstance(source, Dataset):
-        return _read_split(source, split)
-    with Dataset(source) as dataset:
-        return _read_split(dataset, split)
+    return _scan(source, split, words=True, images=True)
 
 
-def _read_split(dataset, split: str | None) -> TrainingData:
-    path = str(dataset.path)
-    split = training_split(dataset.split_names, split, path)
-    part = dataset.split(split)
-    attributes = dataset.caption_attributes  # the attribute values its captions say
-    phrases = "phrases" in part.holds  # captions recorded with the phrases that mention each object
-    images, captions, negatives, kept = None, [], [], []
-    nouns, adjectives = set(), set()
-    position = 0
-    for reader in part.shards():
-        block = reader.all_images()
-        keep = [local for local in range(reader.count) if reader.captions[local].strip()]
-        if images is None:  # one array filled shard by shard: memory peaks at the split plus one shard
-            images = np.empty((len(part), *block.shape[1:]), block.dtype)
-        images[len(captions):len(captions) + len(keep)] = block[keep]
-        for local in keep:
-            captions.append(reader.captions[local])
-            negatives.append([n.caption for n in reader.negatives(local) if n.kind == "binding"])
-            kept.append(position + local)
-            for obj in reader.objects(local):
-                nouns.add(obj.category.lower())
-                adjectives.update(obj.attributes[a].lower() for a in attributes if obj.attributes.get(a))
+def _scan(source, split: str | None, words: bool, images: bool):
+    from bindscope.format.reader import Split
+    from bindscope.training.model import build_vocabulary
+
+    dataset, opened = _opened(source)
+    try:
+        path = str(dataset.path)
+        split = training_split(dataset.split_names, split, path)
+        part = Split(dataset, split, max_open=1)  # one shard open at a time
+        attributes = dataset.caption_attributes  # the attribute values its captions say
+        phrases = "phrases" in dataset.split(split).holds  # captions recorded with the phrases naming each object
+        pixels = np.empty((len(part), *part.image_size, 3), np.uint8) if images else None
+        captions, pools, kept, vocabulary = [], [], [], set()
+        nouns, adjectives = set(), set()
+        with_negatives = position = 0
+        for reader in part.shards():
+            keep = [local for local, caption in enumerate(reader.captions) if caption.strip()]
+            if images:  # one array filled shard by shard: memory peaks at the split plus one shard
+                pixels[len(kept):len(kept) + len(keep)] = reader.all_images()[keep]
+            binding = reader.negative_captions(0, reader.count, "binding")
+            kept_captions = [reader.captions[local] for local in keep]
+            kept_pools = [binding[local] for local in keep]
+            with_negatives += sum(1 for pool in kept_pools if pool)
+            if words:
+                vocabulary.update(build_vocabulary(kept_captions + [n for pool in kept_pools for n in pool]))
+            if images:
+                captions.extend(kept_captions)
+                pools.extend(kept_pools)
+            rows = np.repeat(np.isin(np.arange(reader.count), keep), np.diff(reader.object_offsets))
+            nouns.update(c.lower() for c, k in zip(reader.categories, rows) if k)
+            for name in attributes:
+                adjectives.update(v.lower() for v, k in zip(reader.attribute_column(name), rows) if k and v)
             if phrases:
-                for phrase in (reader.spec(local).get("captions") or [{}])[0].get("phrases", {}).values():
-                    nouns.add(str(phrase).lower())
-        position += reader.count
-    if not captions:
-        raise BadInput(f"split {split!r} of {str(path)!r} holds no samples with a caption")
-    lexicon = Lexicon(tuple(sorted(nouns)), tuple(sorted(adjectives - nouns)))
-    return TrainingData(images[:len(captions)], captions, negatives, path, split, dataset.generator, lexicon,
-                        skipped=position - len(captions), indices=np.asarray(kept, dtype=np.int64))
+                for local in keep:
+                    for phrase in (reader.spec(local).get("captions") or [{}])[0].get("phrases", {}).values():
+                        nouns.add(str(phrase).lower())
+            kept.extend(position + local for local in keep)
+            position += reader.count
+        part.close()
+    finally:
+        if opened:
+            dataset.close()
+    if not kept:
+        raise BadInput(f"split {split!r} of {path!r} holds no samples with a caption")
+    tables = dict(source=path, split=split, generator=dataset.generator, indices=np.asarray(kept, dtype=np.int64),
+                  lexicon=Lexicon(tuple(sorted(nouns)), tuple(sorted(adjectives - nouns))),
+                  skipped=position - len(kept), with_negatives=with_negatives,
+                  words=tuple(sorted(vocabulary)) if words else None, image_size=part.image_size)
+    if not images:
+        return SplitTables(**tables)
+    return TrainingData(**tables, images=pixels[:len(kept)], captions=captions, hard_negatives=pools)
 
 
-def check_negatives(data: TrainingData, mode: str) -> None:
+def check_negatives(data: SplitTables, mode: str) -> None:
     """Raise BadInput unless ``negatives=mode`` can train on ``data``: ``stored`` needs samples with binding
     negatives; ``shuffled`` needs a lexicon with nouns or attribute words (checked before anything is written).
     """
     if mode not in NEGATIVES:
         raise BadInput(f"negatives {mode!r} is not known; allowed: {', '.join(NEGATIVES)}", param="negatives")
-    if mode == "stored" and not any(data.hard_negatives):
+    if mode == "stored" and not data.with_negatives:
         raise BadInput(f"negatives 'stored': split {data.split!r} of {data.source!r} ({data.generator}) stores no "
                        "binding negatives (MADMAN datasets and ComCO scenes rendered with attributes do); use "
                        "negatives='shuffled' (made from the captions) or 'none'", param="negatives")
@@ -160,8 +282,19 @@ def check_negatives(data: TrainingData, mode: str) -> None:
                        "attribute values to swap; use negatives='none'", param="negatives")
 
 
+@functools.lru_cache(maxsize=1)
+def _epoch_order(seed: int, epoch: int, num_samples: int) -> np.ndarray:
+    """Epoch ``epoch``'s order of the positions (computed once per epoch in each process; read-only)."""
+    order = np.random.default_rng([seed, epoch]).permutation(num_samples)
+    order.flags.writeable = False
+    return order
+
+
 def batch_indices(step: int, num_samples: int, batch_size: int, seed: int) -> np.ndarray:
-    """Sample indices of batch ``step`` (0-based): ``(batch_size,)`` int64, no repeats within an epoch.
+    """Positions of batch ``step`` (0-based): ``(batch_size,)`` int64, no repeats within an epoch. Epoch
+    ``e = step // (num_samples // batch_size)`` visits the positions in the order
+    ``numpy.random.default_rng([seed, e]).permutation(num_samples)``; batches are consecutive slices of it, and the
+    last incomplete slice of an epoch is dropped. So batch ``step`` is a pure function of (seed, step).
 
     Raises:
         BadInput: ``batch_size`` is larger than ``num_samples``.
@@ -171,131 +304,4 @@ def batch_indices(step: int, num_samples: int, batch_size: int, seed: int) -> np
         raise BadInput(f"batch_size {batch_size} is larger than the training split ({num_samples} samples); "
                        f"use at most {num_samples}", param="batch_size")
     epoch, within = divmod(step, per_epoch)
-    order = np.random.default_rng([seed, epoch]).permutation(num_samples)
-    return order[within * batch_size:(within + 1) * batch_size]
-
-
-class BatchSource:
-    """A map-style torch dataset whose item ``s`` is training batch ``s`` (use with ``batch_size=None``).
-
-    Every caption (and, with stored hard negatives, every binding negative) is tokenised once, up front, into one
-    int64 tensor, and the images are held as one uint8 tensor, so a batch is a few tensor index operations
-    (shuffled negatives are made and tokenised per batch: B x k short texts).
-
-    Each item is a dict: ``images`` ``(B, 3, S, S)`` float32 (see :func:`~bindscope.training.model.
-    preprocess_images`), ``texts`` ``(B + M, context_length)`` int64 (the B captions, then M hard negatives),
-    ``num_captions`` = B, ``indices`` ``(B,)`` int64 sample indices, ``negatives`` the M hard-negative texts,
-    ``negative_of`` ``(M,)`` int64 (the batch position each negative belongs to), ``truncated`` the number of
-    texts longer than the context (in the whole global batch), ``negative_counts`` every rank's M.
-
-    Under data-parallel training (``world_size`` N > 1) the item is rank ``rank``'s part of the global batch:
-    the contiguous slice ``[rank B/N, (rank+1) B/N)`` of its samples and the hard negatives of those samples
-    (the negatives are drawn for the whole global batch first, so every rank's choice is the one-process one);
-    ``num_captions`` is then B/N and ``negative_of`` counts from the slice's start.
-
-    Args:
-        data: the split in memory. batch_size, seed: see :func:`batch_indices`.
-        model: the :class:`~bindscope.training.model.ModelConfig` (image size, tokenizer, context length).
-        hard_negatives: hard negatives per sample appended to the texts (0 = none).
-        mode: ``"stored"`` (the samples' binding negatives) or ``"shuffled"`` (made from the captions with the
-            data's lexicon; see the module docstring).
-        rank, world_size: this process's part (``batch_size`` divides by ``world_size``).
-    """
-
-    def __init__(self, data: TrainingData, batch_size: int, seed: int, model, hard_negatives: int = 0,
-                 mode: str = "stored", rank: int = 0, world_size: int = 1):
-        import torch
-
-        from bindscope.training.model import make_tokenizer
-
-        if hard_negatives < 0:
-            raise BadInput(f"hard negatives per sample must be >= 0, got {hard_negatives}")
-        if mode not in NEGATIVES[1:]:
-            raise BadInput(f"negatives {mode!r} is not known; allowed: {', '.join(NEGATIVES)}",
-                           param="negatives")
-        batch_indices(0, len(data), batch_size, seed)  # validates the batch size
-        self.data = data
-        self.batch_size = batch_size
-        self.seed = seed
-        self.image_size = model.image_size
-        self.model_config = model
-        self.hard_negatives = hard_negatives
-        if batch_size % world_size or not 0 <= rank < world_size:
-            raise BadInput(f"batch_size {batch_size} does not split into {world_size} equal parts "
-                           f"(rank {rank})", param="batch_size")
-        self.rank, self.world_size = rank, world_size
-        self.mode = mode
-        self.images = torch.from_numpy(data.images)
-        self.tokenizer = tokenizer = make_tokenizer(model)
-        self.caption_tokens = tokenizer(data.captions)
-        self.caption_truncated = np.array(tokenizer.is_truncated(data.captions), dtype=bool)
-        if hard_negatives and mode == "stored":
-            self.negative_texts = [n for pool in data.hard_negatives for n in pool]
-            self.negative_start = np.cumsum([0] + [len(pool) for pool in data.hard_negatives])
-            self.negative_tokens = tokenizer(self.negative_texts)
-            self.negative_truncated = np.array(tokenizer.is_truncated(self.negative_texts), dtype=bool)
-        if hard_negatives and mode == "shuffled":
-            from bindscope.text.negatives import lexicon_tagger
-
-            self.tagger = lexicon_tagger(data.lexicon.nouns, data.lexicon.adjectives)
-
-    def shuffled(self, step: int, index: int) -> list[str]:
-        """The shuffled negatives of sample ``index`` in batch ``step``: up to ``hard_negatives`` distinct
-        captions, none equal to the sample's caption."""
-        from bindscope.text.negatives import shuffled_negative
-
-        caption, out = self.data.captions[index], []
-        for j in range(self.hard_negatives):
-            text = shuffled_negative(caption, (self.seed, step, index, j), tagger=self.tagger)
-            if text is not None and text != caption and text not in out:
-                out.append(text)
-        return out
-
-    def __getitem__(self, step: int) -> dict:
-        import torch
-
-        from bindscope.training.model import preprocess_images
-
-        indices = batch_indices(step, len(self.data), self.batch_size, self.seed)
-        owner, negatives, negative_tokens, negative_truncated = [], [], None, 0
-        if self.hard_negatives and self.mode == "stored":
-            rng = np.random.default_rng([self.seed, step, 1])
-            chosen = []
-            for position, i in enumerate(indices):
-                size = len(self.data.hard_negatives[i])
-                if size:
-                    k = min(self.hard_negatives, size)
-                    chosen.extend(self.negative_start[i] + j for j in sorted(rng.choice(size, size=k, replace=False)))
-                    owner.extend([position] * k)
-            if chosen:
-                chosen = np.asarray(chosen, dtype=np.int64)
-                negatives = [self.negative_texts[j] for j in chosen]
-                negative_tokens = self.negative_tokens[chosen]
-                negative_truncated = int(self.negative_truncated[chosen].sum())
-        elif self.hard_negatives:
-            for position, i in enumerate(indices):
-                made = self.shuffled(step, int(i))
-                negatives.extend(made)
-                owner.extend([position] * len(made))
-            if negatives:
-                negative_tokens = self.tokenizer(negatives)
-                negative_truncated = sum(self.tokenizer.is_truncated(negatives))
-        # the negatives are made for the whole global batch, so every rank's choice is the one-process one
-        owner = np.asarray(owner, dtype=np.int64)
-        truncated = int(self.caption_truncated[indices].sum()) + negative_truncated
-        part = self.batch_size // self.world_size
-        counts = np.bincount(owner // part, minlength=self.world_size).tolist()
-        if self.world_size > 1:  # this rank's slice of the global batch
-            mine = owner // part == self.rank
-            indices = indices[self.rank * part:(self.rank + 1) * part]
-            negatives = [text for text, keep in zip(negatives, mine) if keep]
-            if negative_tokens is not None:
-                negative_tokens = negative_tokens[torch.from_numpy(mine)]
-            owner = owner[mine] - self.rank * part
-        tokens = self.caption_tokens[indices]
-        if negatives:
-            tokens = torch.cat([tokens, negative_tokens])
-        return {"images": preprocess_images(self.images[indices], self.image_size, self.model_config),
-                "texts": tokens, "num_captions": len(indices), "indices": torch.from_numpy(indices),
-                "negatives": negatives, "negative_of": torch.from_numpy(owner),
-                "negative_counts": counts, "truncated": truncated}
+    return _epoch_order(seed, epoch, num_samples)[within * batch_size:(within + 1) * batch_size].copy()

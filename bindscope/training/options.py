@@ -19,6 +19,7 @@ from typing import Callable
 
 from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput, check_device, check_int
 from bindscope.limits import MAX_COUNT, MAX_JOBS, MAX_SEED
+from bindscope.training.report import parse_report_to
 
 VISION_TOWERS = ("vit", "resnet", "cnn")  # --vision
 TOKENIZERS = ("bpe", "word")  # --tokenizer
@@ -171,12 +172,21 @@ OPTIONS: tuple[Option, ...] = (
            help="Autocast precision (fp16 needs CUDA)."),
     # how this process runs
     Option("device", "--device", str, "auto", DEVICE_GRAMMAR + ".", group="process", parse=check_device),
-    _int("workers", "--loader-jobs", 0, 0, 256,
-         "DataLoader worker processes building batches (0 = in the training process).", "processes",
-         group="process"),
+    _int("workers", "--loader-jobs", 0, 0, 256, (
+        "DataLoader worker processes reading batches from the shards and building them, each up to 2 batches "
+        "ahead (0 = in the training process)."), "processes", group="process"),
+    Option("data_in_memory", "--data-in-memory", bool, False, (
+        "Read the training split into memory once (images as one uint8 array) instead of reading each batch from "
+        "the shards; the same batches, losses and weights. Faster only where reading the batches is slower "
+        "than the model's step (a small model on the CPU, no --loader-jobs); memory grows with the split."),
+           group="process"),
     _int("threads", "--threads", 0, 0, 1024,
          "torch intra-op CPU threads (0 = torch's default); 1 is often fastest on a busy machine.", "threads",
          group="process"),
+    Option("report_to", "--report-to", str, None, (
+        "Also report log.jsonl's records (loss, learning rate, logit scale, step time, evaluations) to tensorboard "
+        "(event files in OUT/tensorboard) and/or wandb (a Weights & Biases run in OUT/wandb), comma-separated; "
+        "needs pip install 'bindscope[report]'."), group="process", parse=parse_report_to),
     _int("dist_timeout", "--dist-timeout", 600, 10, 86400, (
         "Under torchrun: seconds a process waits for the others in one collective (e.g. while process 0 "
         "evaluates) before the run stops with an error."), "seconds", group="process"),
@@ -268,6 +278,6 @@ def options_table_markdown() -> str:
     for row in OPTIONS:
         default = "unset" if row.nullable else "off" if row.type is bool else f"`{row.default}`"
         allowed = "flag" if row.type is bool else "`auto`, `cpu`, `cuda`, `cuda:N`" if row.name == "device" else \
-            row.range_text()
+            "`tensorboard`, `wandb`, comma-separated" if row.name == "report_to" else row.range_text()
         lines.append(f"| `{row.flag}` | {default} | {allowed} | {row.help.replace('|', '&#124;')} |")
     return "\n".join(lines) + "\n"

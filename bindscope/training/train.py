@@ -9,8 +9,8 @@ training) with the warm-up and cosine schedule of :func:`~bindscope.training.obj
 ``logit_scale`` clamped to ``[0, ln 100]`` after each step (open_clip's training).
 
 A run folder holds ``run.json`` (the resolved config), ``checkpoint.pt`` (full state, atomic), ``log.jsonl`` (one
-JSON object per line: training lines with ``step, loss, loss_mean, lr, logit_scale, images_per_s, elapsed_s,
-cpu_s``; evaluation lines with ``step`` and ``eval``), ``model.pt`` (final weights) and ``result.json`` (the
+JSON object per line: training lines with ``step, loss, loss_mean, lr, logit_scale, step_s, images_per_s,
+elapsed_s, cpu_s``; evaluation lines with ``step`` and ``eval``), ``model.pt`` (final weights) and ``result.json`` (the
 evaluation module's result for the final model, :mod:`bindscope.training.evaluation`). Repeating the command
 resumes from ``checkpoint.pt`` after any interruption (``kill -9`` included) and the continued run equals an
 uninterrupted one, ``log.jsonl`` included (batches are a pure function of seed and step; model, optimizer,
@@ -52,7 +52,8 @@ from bindscope.training.config import TrainConfig
 from bindscope.training.evaluation import eval_summary, evaluate_run
 from bindscope.training.objective import TrainingDiverged, clip_loss, lr_factor, non_finite_tensor
 from bindscope.training.resume import RunLog, check_resume_state, pending_losses, rng_state, set_rng_state
-from bindscope.training.runfolder import LOG, RESULT, TRAIN_RUN, claim_run_folder, write_run_files
+from bindscope.training.report import Reporters
+from bindscope.training.runfolder import LOG, RESULT, TRAIN_RUN, claim_run_folder, run_id, write_run_files
 
 _DECISIONS = ("new", "resume", "done", "overwrite")  # the run folder's claim, as every process learns it
 
@@ -77,7 +78,9 @@ class Trainer:
             read again); None: opened here.
 
     Attributes after construction: ``model``, ``optimizer``, ``scheduler``, ``scaler``, ``step`` (optimiser
-    steps done; > 0 when resumed), ``resumed`` (bool), ``data`` (:class:`~bindscope.training.data.TrainingData`).
+    steps done; > 0 when resumed), ``resumed`` (bool), ``data`` (where the batches' samples come from: a
+    :class:`~bindscope.training.data.StreamedSplit`, or with ``data_in_memory`` a
+    :class:`~bindscope.training.data.TrainingData`).
 
     Raises:
         BadInput: any bad setting, a missing or unfinished dataset, processes that disagree, or a run folder
@@ -105,9 +108,17 @@ class Trainer:
         import torch
 
         from bindscope.format.reader import Dataset
-        from bindscope.training.data import BatchSource, check_negatives, load_split, training_split
+        from bindscope.training.batches import BatchSource
+        from bindscope.training.data import (
+            StreamedSplit,
+            check_negatives,
+            load_split,
+            read_tables,
+            split_sha256,
+            training_split,
+        )
         from bindscope.training.evaluation import plan_run_evaluation
-        from bindscope.training.model import build_model, build_vocabulary
+        from bindscope.training.model import build_model
 
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -123,20 +134,23 @@ class Trainer:
             config = replace(config, split=training_split(dataset.split_names, config.split, config.data))
             data_sha = dataset.manifest["config_sha256"]
             self.group.agree()  # every process got this far: the collectives below line up
-            self.group.check_same({**config.identity(), "data": data_sha})
+            self.group.check_same({**config.identity(), "data": split_sha256(dataset.manifest, config.split)})
             param = "eval_data" if config.eval_data is not None else "data"
             config = replace(config, eval_data=config.eval_data or config.data)
             # The evaluation module's plan: the dataset, its splits and tasks, every shard, checked before training.
             self.evaluation = plan_run_evaluation(config.eval_data, config.eval_splits, config.eval_tasks, param)
             config = replace(config, eval_splits=self.evaluation.splits, eval_tasks=self.evaluation.tasks)
-            self.data = load_split(dataset, config.split)
+            if config.data_in_memory:
+                self.data = tables = load_split(dataset, config.split)
+            else:  # the tables now, the samples of each batch when it is made
+                tables = read_tables(dataset, config.split, words=config.model.tokenizer == "word")
+                self.data = StreamedSplit(dataset, tables)
         finally:
             if opened:
                 dataset.close()
-        check_negatives(self.data, config.negatives)
+        check_negatives(tables, config.negatives)
         if config.model.tokenizer == "word" and not config.model.vocabulary:
-            texts = self.data.captions + [n for pool in self.data.hard_negatives for n in pool]
-            config = replace(config, model=replace(config.model, vocabulary=build_vocabulary(texts)))
+            config = replace(config, model=replace(config.model, vocabulary=tables.words))
         self.config = config
         self.source = BatchSource(self.data, config.batch_size, config.seed, config.model,
                                   config.negatives_per_sample if config.negatives != "none" else 0,
@@ -144,6 +158,7 @@ class Trainer:
                                   self.group.rank, self.group.world_size)
         record = {"config": self._config_dict(), "identity": config.identity(), "data_config_sha256": data_sha}
         self.seed_group = seed_group(record)
+        self._run_id = run_id(record)
         claim = claim_run_folder(self.out, record, overwrite) if self.group.rank == 0 else None
         seen = self._folder_view(claim)
         state = self.group.agree(seen[0])[0]  # rank 0's view, on every process
@@ -227,8 +242,12 @@ class Trainer:
         return data
 
     def close(self, exc: BaseException | None = None) -> None:
-        """Release the run folder's claim (after ``exc``: a folder holding nothing but the claim is removed, see
-        :mod:`bindscope.io.claim`) and leave the process group (done by :meth:`run` when it ends); idempotent."""
+        """Close the reporters, release the run folder's claim (after ``exc``: a folder holding nothing but the
+        claim is removed, see :mod:`bindscope.io.claim`) and leave the process group (done by :meth:`run` when it
+        ends); idempotent."""
+        report = getattr(self, "report", None)
+        if report is not None:
+            report.close()
         claim, self._claim = getattr(self, "_claim", None), None
         if claim is not None:
             claim.__exit__(type(exc) if exc is not None else None, exc, None)
@@ -293,7 +312,8 @@ class Trainer:
         return adapter
 
     def train_step(self, batch: dict) -> float:
-        """One optimiser step on ``batch`` (from :class:`BatchSource`); returns the loss (float).
+        """One optimiser step on ``batch`` (from :class:`~bindscope.training.batches.BatchSource`); returns the
+        loss (float).
 
         Raises:
             TrainingDiverged: the loss (before the step is taken) or a weight or buffer (after it) is NaN or
@@ -378,7 +398,10 @@ class Trainer:
 
         config = self.config
         start = self.step
-        if self.group.rank == 0 and self._due(config.eval_every, start) and not self.log.has_eval(start):
+        first = self.group.rank == 0
+        self.report = Reporters(config.report_to if first else None, self.out, self._run_id, self._config_dict(),
+                                self.log.records() if first and config.report_to else [])
+        if first and self._due(config.eval_every, start) and not self.log.has_eval(start):
             self._evaluate_step()  # the evaluation of the checkpoint's step, cut short by a kill
         # The loader draws its workers' base seed from a generator of its own, not from torch's global one (whose
         # state the checkpoint holds): a resumed run's global RNG then equals an uninterrupted run's.
@@ -388,7 +411,7 @@ class Trainer:
                                              persistent_workers=False)
         truncated = 0
         train_seconds = cpu_seconds = 0.0
-        interval_images, interval_seconds = 0, 0.0
+        interval_images, interval_steps, interval_seconds = 0, 0, 0.0
         last_loss = float("nan")
         bar = tqdm(total=config.steps, initial=start, unit="step", desc=f"train {self.out.name}",
                    disable=not self.progress)
@@ -405,14 +428,16 @@ class Trainer:
                 self._losses.append(last_loss)
                 truncated += batch["truncated"]
                 interval_images += batch["num_captions"] * self.group.world_size
+                interval_steps += 1
                 if self.step % config.log_every == 0 or self.step == config.steps:
                     speed = interval_images / max(interval_seconds, 1e-9)
-                    self.log.append({"step": self.step, "loss": last_loss, "loss_mean": float(np.mean(self._losses)),
-                                     "lr": self.scheduler.get_last_lr()[0],
-                                     "logit_scale": float(self.model.logit_scale.detach().exp()),
-                                     "images_per_s": speed, "elapsed_s": train_seconds, "cpu_s": cpu_seconds})
+                    self._append({"step": self.step, "loss": last_loss, "loss_mean": float(np.mean(self._losses)),
+                                  "lr": self.scheduler.get_last_lr()[0],
+                                  "logit_scale": float(self.model.logit_scale.detach().exp()),
+                                  "step_s": interval_seconds / interval_steps, "images_per_s": speed,
+                                  "elapsed_s": train_seconds, "cpu_s": cpu_seconds})
                     bar.set_postfix(loss=f"{last_loss:.4f}", img_s=f"{speed:.0f}")
-                    self._losses, interval_images, interval_seconds = [], 0, 0.0
+                    self._losses, interval_images, interval_steps, interval_seconds = [], 0, 0, 0.0
                 bar.update(1)
                 if self.step % config.checkpoint_every == 0 or self.step == config.steps:
                     self.save_checkpoint()
@@ -476,12 +501,18 @@ class Trainer:
             set_rng_state(state)
             self.model.train()
 
+    def _append(self, record: dict) -> None:
+        """One line of ``log.jsonl`` (process 0), then the same record to the chosen reporters
+        (:mod:`bindscope.training.report`)."""
+        self.log.append(record)
+        self.report.log(record)
+
     def _evaluate_step(self) -> None:
         """The evaluation of an ``eval_every`` step: the kept model file (with ``keep_checkpoints``), then its
         log line (the line marks the evaluation done)."""
         if self.config.keep_checkpoints:
             self.save_model(self.out / KEPT / f"step-{self.step:07d}.pt")
-        self.log.append({"step": self.step, "eval": eval_summary(self._evaluate())})
+        self._append({"step": self.step, "eval": eval_summary(self._evaluate())})
 
     def _finish(self, start: int, train_seconds: float, cpu_seconds: float, last_loss: float,
                 truncated: int) -> dict:
@@ -500,7 +531,7 @@ class Trainer:
                 result = self._evaluate(str(self.out / MODEL), rows)
                 write_result(result_path, result, overwrite=True, rows=rows)  # the rows first, then result.json
             if not self.log.has_eval(self.step):  # also when a kill came between result.json and its line
-                self.log.append({"step": self.step, "eval": eval_summary(result)})
+                self._append({"step": self.step, "eval": eval_summary(result)})
         self.group.barrier()  # the other ranks read rank 0's result
         if self.group.rank:
             result = json.loads(result_path.read_text())
