@@ -17,11 +17,13 @@ from bindscope.build.backends import BuildSettings
 from bindscope.cli.main import Group, bindscope, comco, madman
 from bindscope.cli.options import settings_options, task_options
 from bindscope.errors import BadInput, with_changes
-from bindscope.evaluation import AuditSettings
+from bindscope.evaluation import AuditSettings, PairSettings
 from bindscope.evaluation.sampled import SampledCaptions
 from bindscope.evaluation.tasks import Task, register_task, unregister_task
 from bindscope.generators.comco.overrides import ComcoOverrides
 from bindscope.generators.madman.overrides import MadmanOverrides
+from bindscope.generators.t2i.api import DiffusionSettings
+from bindscope.generators.t2i.prompts import PromptSettings
 from bindscope.importers.settings import ImportSettings
 
 # (settings class, the keyword the command receives, the command that offers the options, the object made from no
@@ -34,6 +36,9 @@ GROUPS = [
     (LabclipOptions, "options", (bindscope, "labclip", "fit"), LabclipOptions()),
     (ImportSettings, "settings", (bindscope, "import", "pug"), ImportSettings()),
     (SampledCaptions, "sampling", (comco, "eval"), SampledCaptions()),
+    (PairSettings, "pairs", (bindscope, "caption-bias"), PairSettings()),
+    (PromptSettings, "prompts", (comco, "t2i"), PromptSettings()),
+    (DiffusionSettings, "diffusion", (comco, "t2i"), DiffusionSettings()),
 ]
 
 
@@ -116,6 +121,27 @@ def test_a_call_takes_the_fields_as_keywords_and_refuses_others_by_name(tmp_path
     assert not (tmp_path / "out").exists()
     with pytest.raises(dataclasses.FrozenInstanceError):
         ImportSettings().jobs = 2
+
+
+def test_the_t2i_call_routes_each_keyword_to_its_settings_and_refuses_others(tmp_path):
+    from bindscope.generators.t2i.api import t2i
+
+    with pytest.raises(BadInput, match=r"^stepz is not a setting of comco t2i; allowed: names, objects, n, order, "
+                                       r"template, articles, images_per_prompt, steps, guidance, resolution, "
+                                       r"precision$"):
+        t2i(tmp_path / "out", "nowhere", n=3, steps=1, stepz=2)
+    with pytest.raises(BadInput, match=r"^objects 1-3 is not allowed; prompts name 2\.\.5 objects"):
+        PromptSettings(objects="1-3")
+    assert PromptSettings(objects="2-3", template=None).counts() == (2, 3)
+    assert DiffusionSettings(guidance=0).guidance == 0.0 and isinstance(DiffusionSettings(guidance=0).guidance, float)
+    assert not (tmp_path / "out").exists()
+
+
+def test_pair_settings_given_with_a_dataset_are_refused_by_name(tmp_path):
+    assert PairSettings().given() == [] and PairSettings(device="cpu").given() == []
+    assert PairSettings(names="comco72", limit=3).given() == ["limit", "names"]
+    with pytest.raises(BadInput, match=r"^threshold 2 is not allowed; use a number in 0\.\.1"):
+        PairSettings(threshold=2)
 
 
 def test_the_generator_overrides_give_the_config_keys_of_their_flags():

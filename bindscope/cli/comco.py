@@ -6,12 +6,12 @@ from __future__ import annotations
 import click
 
 from bindscope.cli.options import build_options, report_build, settings_options
-from bindscope.cli.types import DEVICE, JOBS, SEED, FiniteFloat, count
-from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS
+from bindscope.cli.types import DEVICE, JOBS, SEED, count
+from bindscope.errors import DEVICE_GRAMMAR
 from bindscope.generators.comco.api import MAX_THREADS
 from bindscope.generators.comco.overrides import ComcoOverrides
-from bindscope.generators.t2i.api import MAX_IMAGES_PER_PROMPT, MAX_STEPS, RESOLUTIONS
-from bindscope.generators.t2i.prompts import DEFAULT_TEMPLATE, MAX_SETS, ORDERS
+from bindscope.generators.t2i.api import DiffusionSettings
+from bindscope.generators.t2i.prompts import PromptSettings
 from bindscope.limits import MAX_COLS, MAX_TILES
 
 
@@ -77,27 +77,8 @@ def comco_preview(directory, out, split, count, cols, overwrite):
               help="diffusers text-to-image pipeline: a Hugging Face repository id (stabilityai/sd-turbo; downloaded "
                    "on first use) or a pipeline folder (save_pretrained). Refused when it holds or names custom code.")
 @click.option("--out", "out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
-@click.option("--names", default="comco72", show_default=True,
-              help="Category names: comco72 | simco18 | coco | asset folder | file with one name per line.")
-@click.option("--objects", default="2-5", show_default=True,
-              help="Objects per prompt: a count (3) or a range (2-5), counts 2..5, spread evenly over the object sets.")
-@click.option("-n", "n", type=count(1, MAX_SETS), default=100, show_default=True,
-              help="Object sets to draw; each gives one prompt per --order variant.")
-@click.option("--order", type=click.Choice(list(ORDERS)), default="rotations", show_default=True,
-              help="; ".join(f"{k}: {v}" for k, v in ORDERS.items()) + ".")
-@click.option("--template", default=DEFAULT_TEMPLATE, show_default=True,
-              help="Prompt text around {objects} (the names joined with ' and ').")
-@click.option("--articles/--no-articles", default=True, show_default=True,
-              help="Put 'a' / 'an' before each name.")
-@click.option("--images-per-prompt", type=count(1, MAX_IMAGES_PER_PROMPT), default=1, show_default=True,
-              help="Images per prompt; image j of every prompt of one object set starts from the same noise.")
-@click.option("--steps", type=count(1, MAX_STEPS), default=50, show_default=True, help="Inference steps (sd-turbo: 1-4).")
-@click.option("--guidance", type=FiniteFloat(min=0), default=7.5, show_default=True,
-              help="Classifier-free guidance scale (sd-turbo: 0).")
-@click.option("--resolution", type=count(*RESOLUTIONS), default=512, show_default=True,
-              help="Image side in pixels (square), a multiple of the pipeline VAE's scale (8 for Stable Diffusion).")
-@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
-              help="Pipeline weights in float32, or bfloat16 / float16 on a CUDA device.")
+@settings_options(PromptSettings, "prompts")
+@settings_options(DiffusionSettings, "diffusion")
 @click.option("--device", type=DEVICE, default="auto", show_default=True,
               help=DEVICE_GRAMMAR + " (auto: CUDA when torch sees a GPU, else the CPU). Recorded per image, not part "
                    "of the config.")
@@ -108,8 +89,7 @@ def comco_preview(directory, out, split, count, cols, overwrite):
 @click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @build_options
-def comco_t2i(pipeline, out, names, objects, n, order, template, articles, images_per_prompt, steps, guidance,
-              resolution, precision, device, seed, shard_size, overwrite, quiet, build):
+def comco_t2i(pipeline, out, prompts, diffusion, device, seed, shard_size, overwrite, quiet, build):
     """Render ComCO-style prompts of 2-5 objects in controlled orders with a diffusers text-to-image pipeline
     into a dataset folder OUT; `comco t2i-score` then measures which prompt objects each image shows, by mention
     position (docs/t2i.md).
@@ -122,10 +102,8 @@ def comco_t2i(pipeline, out, names, objects, n, order, template, articles, image
     """
     from bindscope.generators.t2i.api import t2i
 
-    result = t2i(out, pipeline, names=names, objects=objects, n=n, order=order, template=template, articles=articles,
-                 images_per_prompt=images_per_prompt, steps=steps, guidance=guidance, resolution=resolution,
-                 precision=precision, device=device, seed=seed, shard_size=shard_size, overwrite=overwrite,
-                 progress=not quiet, build=build)
+    result = t2i(out, pipeline, prompts=prompts, diffusion=diffusion, device=device, seed=seed, shard_size=shard_size,
+                 overwrite=overwrite, progress=not quiet, build=build)
     if result.already_complete:
         click.echo(f"{out}: already complete (same pipeline, config and seed); nothing to do")
     elif result.part_record is not None:

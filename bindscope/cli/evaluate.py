@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from bindscope.cli.options import _apply, encoder_settings, settings_options, task_options, tasks_option
-from bindscope.cli.types import DEVICE, SEED, FiniteFloat, count
+from bindscope.cli.types import SEED, FiniteFloat, count
 from bindscope.encoders.settings import EncoderSettings
-from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput
-from bindscope.evaluation import DETECTION_THRESHOLD, AuditSettings
+from bindscope.errors import BadInput
+from bindscope.evaluation import DETECTION_THRESHOLD, AuditSettings, PairSettings
 from bindscope.evaluation.sampled import SampledCaptions
 from bindscope.evaluation.api import check_locations
 
@@ -255,28 +255,9 @@ def comco_t2i_score(data, detector, threshold, split, seed, out, overwrite, quie
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
               help="Also write a bar plot (.png, .pdf or .svg).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
-@click.option("--detector", default=None,
-              help="Pairs: open-vocabulary detector (OWLv2 / OWL-ViT) finding each caption object: a Hugging Face "
-                   "repository id (google/owlv2-base-patch16-ensemble) or a model folder.")
-@click.option("--segmenter", default=None,
-              help="Pairs: SAM model (facebook/sam-vit-base or a folder) whose masks in the detector's boxes give the "
-                   "areas [the boxes' areas].")
-@click.option("--threshold", type=FiniteFloat(0, 1), default=None,
-              help=f"Pairs: detector score from which an object is found [{DETECTION_THRESHOLD:g}].")
-@click.option("--caption-objects", type=click.Choice(["lexicon", "spacy"]), default="lexicon", show_default=True,
-              help="Pairs: how a caption's objects are found: the names of --names and their synonyms, or spaCy noun "
-                   "chunks (needs en_core_web_sm).")
-@click.option("--names", default="coco", show_default=True,
-              help="Pairs, lexicon: the categories, comco72 | simco18 | coco | asset folder | file with one name per "
-                   "line.")
-@click.option("--limit", type=count(), default=None, help="Pairs: read only the first N pairs.")
-@click.option("--device", type=DEVICE, default="auto", show_default=True,
-              help=DEVICE_GRAMMAR + " (auto: CUDA when torch sees a GPU, else the CPU): the detector's and segmenter's.")
-@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
-              help="Detector and segmenter weights in float32, bfloat16 or float16.")
+@settings_options(PairSettings, "pairs")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def bindscope_caption_bias(data, splits, out, overwrite, plot, seed, detector, segmenter, threshold, caption_objects,
-                           names, limit, device, precision, quiet):
+def bindscope_caption_bias(data, splits, out, overwrite, plot, seed, pairs, quiet):
     """Where captions mention the image's largest object (ComCO Claim 2): share of captions naming it first,
     second, ..., or not at all, overall and by number of objects mentioned, with image-clustered intervals.
 
@@ -290,8 +271,7 @@ def bindscope_caption_bias(data, splits, out, overwrite, plot, seed, detector, s
     from bindscope.evaluation.caption_bias import format_caption_bias
 
     run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot,
-                       detector=detector, segmenter=segmenter, threshold=threshold, caption_objects=caption_objects,
-                       names=names, limit=limit, device=device, precision=precision, progress=not quiet)
+                       pairs=pairs, progress=not quiet)
     click.echo(format_caption_bias(run.result))
     click.echo(f"\nwrote {run.path}")
     if run.plot is not None:

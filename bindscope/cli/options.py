@@ -8,7 +8,7 @@ import functools
 import click
 
 from bindscope.build.backends import BuildSettings
-from bindscope.cli.types import FiniteFloat, count, schema_range
+from bindscope.cli.types import DEVICE, FiniteFloat, count, schema_range
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import check_utf8_path
 
@@ -55,7 +55,8 @@ def _setting_option(setting: dataclasses.Field, help_text: str | None = None) ->
       ``schema``: ``(schema, dotted key)`` whose bounds are read from that JSON Schema
       (:func:`~bindscope.cli.types.schema_range`); ``choice``: a :class:`click.Choice`; ``choices``: names shown
       as the metavar, checked by the settings object; ``path``: a :class:`click.Path` (the dict of its
-      arguments); ``negated``: a switch that turns the field off (``--no-cache`` sets ``use_cache=False``).
+      arguments); ``device``: a :data:`~bindscope.cli.types.DEVICE`; ``negated``: a switch that turns the field
+      off (``--no-cache`` sets ``use_cache=False``).
 
     click checks a range or a choice while parsing (the same bounds the settings object checks for library
     callers); other values reach the settings object unchecked: its one check gives the ``Error:`` line."""
@@ -80,6 +81,8 @@ def _setting_option(setting: dataclasses.Field, help_text: str | None = None) ->
         kind = click.Choice(list(meta["choice"]))
     elif "path" in meta:
         kind = click.Path(**meta["path"])
+    elif meta.get("device"):
+        kind = DEVICE
     else:
         kind = None if "/" in decls[0] else str
     more = {"multiple": True} if meta.get("multiple") else {"default": default}

@@ -3,7 +3,7 @@ legibility audit, caption bias, ARO / SugarCrepe, and the tables of results (doc
 
 from dataclasses import dataclass, field
 
-from bindscope.errors import BadInput, check_int, check_number
+from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput, check_device, check_int, check_number
 from bindscope.limits import MAX_BATCH, MAX_COUNT, MAX_LR, MAX_SEED
 
 AUDIT_SHIFT = 3
@@ -79,3 +79,71 @@ class AuditSettings:
         if check_number("lr", self.lr) > AUDIT_RANGES["lr"][1]:
             raise BadInput(f"lr {self.lr!r} is not allowed; use a finite number in (0, {AUDIT_RANGES['lr'][1]:g}]",
                            param="lr")
+
+
+def check_threshold(threshold) -> float:
+    """``threshold`` as a float if it is a number in 0..1 (a detector score); BadInput otherwise."""
+    if isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 <= threshold <= 1:
+        return float(threshold)
+    raise BadInput(f"threshold {threshold!r} is not allowed; use a number in 0..1 (a detector score)",
+                   param="threshold")
+
+
+@dataclass(frozen=True)
+class PairSettings:
+    """How caption bias is measured on image-caption pairs without annotations (:func:`bindscope.caption_bias`,
+    ``bindscope caption-bias``, whose options are generated from these fields:
+    :func:`bindscope.cli.options.settings_options`); a bindscope dataset's object table needs none of them.
+
+    Attributes:
+        detector: an OWLv2 / OWL-ViT repository id or folder (required for pairs). segmenter: a SAM repository id
+            or folder whose masks give the areas (None: the detector's boxes).
+        threshold: detector score from which an object is found, 0..1 (None: :data:`DETECTION_THRESHOLD`).
+        caption_objects: ``lexicon`` or ``spacy``: how a caption's objects are found. names: with ``lexicon``, the
+            categories (``coco``, ``comco72``, a file). limit: read at most this many pairs (>= 1; None: all).
+        device, precision: where and how the detector and segmenter run.
+
+    Raises:
+        BadInput: a value outside its range (``param`` names the field), at construction.
+    """
+
+    detector: str | None = field(default=None, metadata={
+        "flag": "--detector", "help": "Pairs: open-vocabulary detector (OWLv2 / OWL-ViT) finding each caption "
+        "object: a Hugging Face repository id (google/owlv2-base-patch16-ensemble) or a model folder."})
+    segmenter: str | None = field(default=None, metadata={
+        "flag": "--segmenter", "help": "Pairs: SAM model (facebook/sam-vit-base or a folder) whose masks in the "
+        "detector's boxes give the areas [the boxes' areas]."})
+    threshold: float | None = field(default=None, metadata={
+        "flag": "--threshold", "range": (0, 1), "float": True,
+        "help": f"Pairs: detector score from which an object is found [{DETECTION_THRESHOLD:g}]."})
+    caption_objects: str = field(default="lexicon", metadata={
+        "flag": "--caption-objects", "choice": ("lexicon", "spacy"),
+        "help": "Pairs: how a caption's objects are found: the names of --names and their synonyms, or spaCy noun "
+                "chunks (needs en_core_web_sm)."})
+    names: str = field(default="coco", metadata={
+        "flag": "--names", "help": "Pairs, lexicon: the categories, comco72 | simco18 | coco | asset folder | file "
+                                   "with one name per line."})
+    limit: int | None = field(default=None, metadata={
+        "flag": "--limit", "range": (1, MAX_COUNT), "help": "Pairs: read only the first N pairs."})
+    device: str = field(default="auto", metadata={
+        "flag": "--device", "device": True,
+        "help": DEVICE_GRAMMAR + " (auto: CUDA when torch sees a GPU, else the CPU): the detector's and segmenter's."})
+    precision: str = field(default="fp32", metadata={
+        "flag": "--precision", "choice": PRECISIONS,
+        "help": "Detector and segmenter weights in float32, bfloat16 or float16."})
+
+    def __post_init__(self):
+        if self.limit is not None:
+            check_int("limit", self.limit, 1, what="pairs")
+        if self.threshold is not None:
+            check_threshold(self.threshold)
+        check_device(self.device)
+        if self.precision not in PRECISIONS:
+            raise BadInput(f"precision {self.precision!r} is not allowed; use one of {', '.join(PRECISIONS)}",
+                           param="precision")
+
+    def given(self) -> list[str]:
+        """The pair settings that differ from their defaults (the device and precision aside)."""
+        default = PairSettings()
+        return [k for k in ("detector", "segmenter", "threshold", "limit", "caption_objects", "names")
+                if getattr(self, k) != getattr(default, k)]

@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput, check_int, name_list, with_changes
-from bindscope.evaluation import AuditSettings
+from bindscope.evaluation import AuditSettings, PairSettings
 from bindscope.limits import MAX_SEED
 from bindscope.io.ownership import check_output_location
 
@@ -400,10 +400,8 @@ def audit(data, settings: AuditSettings | None = None, *, out: str | os.PathLike
 
 
 def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: str | os.PathLike | None = None,
-                 overwrite: bool = False, plot: str | os.PathLike | None = None, detector: str | None = None,
-                 segmenter: str | None = None, threshold: float | None = None, caption_objects: str = "lexicon",
-                 names: str | os.PathLike = "coco", limit: int | None = None, device: str = "auto",
-                 precision: str = "fp32", progress: bool = True) -> Evaluation:
+                 overwrite: bool = False, plot: str | os.PathLike | None = None, pairs: PairSettings | None = None,
+                 progress: bool = True, **changes) -> Evaluation:
     """Where captions mention the image's largest object (ComCO Claim 2; the library call behind
     ``bindscope caption-bias``): :func:`bindscope.evaluation.caption_bias.caption_bias` on a bindscope dataset, or
     :func:`~bindscope.evaluation.caption_bias.caption_bias_pairs` on image-caption pairs without annotations,
@@ -416,12 +414,13 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
         out: result JSON (a dataset's default: ``DATA/eval/caption-bias.json``; pairs need one).
         overwrite: replace an existing result. plot: also draw a bar plot into this file (``.png``, ``.pdf`` or
             ``.svg``); None: no plot.
-        detector: pairs only, required: an OWLv2 / OWL-ViT repository id or folder. segmenter: pairs only: a SAM
-            repository id or folder whose masks give the areas (None: the detector's boxes).
-        threshold: pairs only: detector score from which an object is found, 0..1 (None: 0.1).
-        caption_objects: pairs only: ``lexicon`` or ``spacy``. names: pairs, lexicon only: the categories (``coco``,
-            ``comco72``, a file). limit: pairs only: read at most this many pairs (>= 1).
-        device, precision: where and how the detector and segmenter run. progress: a tqdm bar (pairs).
+        pairs: image-caption pairs only, a :class:`~bindscope.evaluation.PairSettings`: ``detector`` (required: an
+            OWLv2 / OWL-ViT repository id or folder), ``segmenter`` (a SAM model whose masks give the areas; None:
+            the detector's boxes), ``threshold`` (0..1; None: 0.1), ``caption_objects`` (``lexicon`` or ``spacy``),
+            ``names`` (lexicon only: ``coco``, ``comco72``, a file), ``limit`` (at most this many pairs),
+            ``device``, ``precision`` (where and how the detector and segmenter run).
+        progress: a tqdm bar (pairs).
+        **changes: fields of ``pairs`` in place of its values (``detector="google/owlv2-base-patch16"``).
 
     Returns:
         ``Evaluation(result, out path, plot path or None)``.
@@ -435,24 +434,23 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
     from bindscope.evaluation.caption_bias import caption_bias as measure
     from bindscope.evaluation.caption_bias import caption_bias_pairs, objects_finder, plot_caption_bias
     from bindscope.evaluation import DETECTION_THRESHOLD
-    from bindscope.evaluation.detection import BoxSegmenter, OpenVocabularyDetector, check_threshold
+    from bindscope.evaluation.detection import BoxSegmenter, OpenVocabularyDetector
     from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_result_path, write_result
     from bindscope.format.manifest import MANIFEST
     from bindscope.importers.image_captions import open_pairs
 
     check_int("seed", seed, 0)
-    pair_options = {"detector": detector, "segmenter": segmenter, "threshold": threshold, "limit": limit,
-                    "caption_objects": None if caption_objects == "lexicon" else caption_objects,
-                    "names": None if str(names) == "coco" else names}
+    settings = with_changes(pairs or PairSettings(), changes, "a pair setting")
+    detector, segmenter, threshold = settings.detector, settings.segmenter, settings.threshold
     is_dataset = (Path(data) / MANIFEST).is_file()
     if is_dataset:
-        given = [k for k, v in pair_options.items() if v is not None]
+        given = settings.given()
         if given:
             raise BadInput(f"{given[0]} applies to image-caption pairs without annotations; {str(data)!r} is a "
                            "bindscope dataset, whose object table gives the objects and their areas", param=given[0])
     else:
-        pairs = open_pairs(data)
+        source = open_pairs(data)
         if splits:
             raise BadInput(f"splits apply to a bindscope dataset; {str(data)!r} holds image-caption pairs",
                            param="splits")
@@ -463,11 +461,7 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
         if out is None:
             raise BadInput(f"out is needed for image-caption pairs ({str(data)!r} is not a bindscope dataset): give "
                            "the result JSON path", param="out")
-        if limit is not None:
-            check_int("limit", limit, 1, what="pairs")
-        if threshold is not None:
-            check_threshold(threshold)
-        objects_finder(caption_objects, names)  # a bad choice or name list fails before a model loads
+        objects_finder(settings.caption_objects, settings.names)  # a bad choice or name list fails before a model loads
     out_path = check_result_path(out or Path(data) / "eval" / "caption-bias.json", overwrite)
     plot_path = check_plot_path(plot)
     if plot_path is not None and plot_path.exists() and not overwrite:
@@ -477,12 +471,12 @@ def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: s
     if is_dataset:
         result = measure(data, splits=splits, seed=seed)
     else:
-        found = OpenVocabularyDetector(detector, device, precision)
-        masks = BoxSegmenter(segmenter, device, precision) if segmenter is not None else None
+        found = OpenVocabularyDetector(detector, settings.device, settings.precision)
+        masks = BoxSegmenter(segmenter, settings.device, settings.precision) if segmenter is not None else None
         rows = []
-        result = caption_bias_pairs(pairs, found, masks, caption_objects=caption_objects, names=names,
-                                    threshold=DETECTION_THRESHOLD if threshold is None else threshold, seed=seed,
-                                    limit=limit, progress=progress, rows=rows)
+        result = caption_bias_pairs(source, found, masks, caption_objects=settings.caption_objects,
+                                    names=settings.names, threshold=DETECTION_THRESHOLD if threshold is None else
+                                    threshold, seed=seed, limit=settings.limit, progress=progress, rows=rows)
     write_result(out_path, result, overwrite=overwrite, rows=rows, schema="caption_bias_result")
     if plot_path is not None:
         plot_caption_bias(result, plot_path)

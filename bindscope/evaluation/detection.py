@@ -24,6 +24,7 @@ import numpy as np
 from bindscope.encoders.model_folder import model_source
 from bindscope.encoders.settings import check_precision
 from bindscope.errors import PRECISION_DTYPES, BadInput, resolve_device
+from bindscope.evaluation import check_threshold  # noqa: F401 (named here too)
 from bindscope.generators.t2i.prompts import article
 from bindscope.io.model_folder import no_prompts, quiet_transformers
 from bindscope.io.weights import check_module_finite
@@ -31,14 +32,6 @@ from bindscope.io.weights import check_module_finite
 DETECTOR_FAMILIES = ("owlv2", "owlvit")
 SEGMENTER_FAMILIES = ("sam",)
 WEIGHT_FILES = ("model.safetensors",)
-
-
-def check_threshold(threshold) -> float:
-    """``threshold`` as a float if it is a number in 0..1 (a detector score); BadInput otherwise."""
-    if isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and 0 <= threshold <= 1:
-        return float(threshold)
-    raise BadInput(f"threshold {threshold!r} is not allowed; use a number in 0..1 (a detector score)",
-                   param="threshold")
 
 
 def query(name: str) -> str:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bindscope.build.backends import BuildSettings
+from bindscope.generators.t2i.prompts import PromptSettings, check_prompt_settings
 from bindscope.errors import (PRECISIONS, BadInput, check_device, check_int, check_number, check_utf8_path,
                               resolve_device)
 from bindscope.limits import MAX_COUNT, MAX_SEED
@@ -29,12 +31,51 @@ RESOLUTIONS = (32, 2048)  # allowed image side, pixels
 PROMPTS_PER_SHARD = 16  # the default shard: this many prompts' images (a shard is the unit of resumption)
 
 
-def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.PathLike = "comco72",
-        objects: str | tuple[int, int] = "2-5", n: int = 100, order: str = "rotations",
-        template: str | None = None, articles: bool = True, images_per_prompt: int = 1, steps: int = 50,
-        guidance: float = 7.5, resolution: int = 512, precision: str = "fp32", device: str = "auto", seed: int = 0,
+@dataclass(frozen=True)
+class DiffusionSettings:
+    """How the pipeline makes each prompt's images (``comco t2i``'s options of them are generated from the fields:
+    :func:`bindscope.cli.options.settings_options`).
+
+    Attributes:
+        images_per_prompt: 1..64; image ``j`` of every prompt of one object set starts from the same noise.
+        steps: inference steps, 1..1000 (``num_inference_steps``). guidance: classifier-free guidance scale, >= 0
+            (``guidance_scale``; sd-turbo: 0). resolution: image side in pixels, 32..2048, a multiple of the
+            pipeline VAE's scale (8 for Stable Diffusion; checked by the call, which reads the pipeline).
+        precision: ``fp32``, or ``bf16`` / ``fp16`` on a CUDA device (checked by the call with the device).
+
+    Raises:
+        BadInput: a value outside its range (``param`` names the field), at construction.
+    """
+
+    images_per_prompt: int = field(default=1, metadata={
+        "flag": "--images-per-prompt", "range": (1, MAX_IMAGES_PER_PROMPT),
+        "help": "Images per prompt; image j of every prompt of one object set starts from the same noise."})
+    steps: int = field(default=50, metadata={
+        "flag": "--steps", "range": (1, MAX_STEPS), "help": "Inference steps (sd-turbo: 1-4)."})
+    guidance: float = field(default=7.5, metadata={
+        "flag": "--guidance", "range": (0, None), "float": True, "help": "Classifier-free guidance scale (sd-turbo: "
+                                                                         "0)."})
+    resolution: int = field(default=512, metadata={
+        "flag": "--resolution", "range": RESOLUTIONS,
+        "help": "Image side in pixels (square), a multiple of the pipeline VAE's scale (8 for Stable Diffusion)."})
+    precision: str = field(default="fp32", metadata={
+        "flag": "--precision", "choice": PRECISIONS,
+        "help": "Pipeline weights in float32, or bfloat16 / float16 on a CUDA device."})
+
+    def __post_init__(self):
+        check_int("images_per_prompt", self.images_per_prompt, 1, MAX_IMAGES_PER_PROMPT, what="images")
+        check_int("steps", self.steps, 1, MAX_STEPS, what="inference steps")
+        object.__setattr__(self, "guidance", check_number("guidance", self.guidance, 0.0, inclusive=True))
+        check_int("resolution", self.resolution, *RESOLUTIONS, what="pixels")
+        if self.precision not in PRECISIONS:
+            raise BadInput(f"precision {self.precision!r} is not allowed; use one of {', '.join(PRECISIONS)}",
+                           param="precision")
+
+
+def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, prompts: PromptSettings | None = None,
+        diffusion: DiffusionSettings | None = None, device: str = "auto", seed: int = 0,
         shard_size: int | None = None, overwrite: bool = False, progress: bool = True,
-        build: BuildSettings | None = None) -> BuildResult:
+        build: BuildSettings | None = None, **changes) -> BuildResult:
     """Generate images of ComCO-style prompts with a diffusers text-to-image pipeline into the dataset ``out``
     (docs/t2i.md; the prompts: :mod:`bindscope.generators.t2i.prompts`, the dataset:
     :mod:`bindscope.generators.t2i.generator`).
@@ -44,22 +85,16 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
             replaced only with ``overwrite``).
         pipeline: a Hugging Face repository id (``stabilityai/sd-turbo``) or a local pipeline folder
             (:mod:`bindscope.generators.t2i.pipeline`: checked for custom code before it is loaded).
-        names: the category names: ``comco72``, ``simco18``, ``coco`` (80 COCO categories), an asset folder or a
-            text file with one name per line (:func:`bindscope.generators.comco.registry.read_names`).
-        objects: objects per prompt, a count (``"3"``) or a range (``"2-5"``), counts 2..5.
-        n: object sets, 1..100,000; each gives one prompt per order variant. order: ``rotations``, ``reverse`` or
-            ``random`` (:data:`~bindscope.generators.t2i.prompts.ORDERS`).
-        template: the prompt around ``{objects}`` (None: ``"a photo of {objects}"``). articles: "a" / "an" before each name.
-        images_per_prompt: 1..64; image ``j`` of every prompt of one object set starts from the same noise.
-        steps: inference steps, 1..1000 (``num_inference_steps``). guidance: classifier-free guidance scale,
-            >= 0 (``guidance_scale``; sd-turbo: 0). resolution: image side in pixels, 32..2048, a multiple of the
-            pipeline VAE's scale (8 for Stable Diffusion).
-        precision: ``fp32``, or ``bf16`` / ``fp16`` on a CUDA device. device: ``auto``, ``cpu``, ``cuda``,
-            ``cuda:N`` (runtime: not part of the config; each sample records it).
+        prompts: what the prompts name and how, a :class:`~bindscope.generators.t2i.prompts.PromptSettings`
+            (``names``, ``objects``, ``n``, ``order``, ``template``, ``articles``; default: its defaults).
+        diffusion: how the pipeline makes the images, a :class:`DiffusionSettings` (``images_per_prompt``,
+            ``steps``, ``guidance``, ``resolution``, ``precision``; default: its defaults).
+        device: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` (runtime: not part of the config; each sample records it).
         seed: >= 0. shard_size: images per shard, a multiple of ``images_per_prompt`` (default 16 prompts' images).
         overwrite, progress: as :func:`bindscope.build.builder.build_dataset`. build: the scale-out, a
             :class:`~bindscope.build.backends.BuildSettings` (backend, scheduler, num_parts, part; default: this
             machine, one part).
+        **changes: fields of ``prompts`` or ``diffusion`` in place of their values (``n=10``, ``steps=1``).
 
     Returns:
         A :class:`~bindscope.build.builder.BuildResult`.
@@ -70,31 +105,22 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
             in the Hugging Face cache), holds custom code or is not text-to-image; all before writing.
     """
     from bindscope.build.builder import BuildResult, build_dataset, finish_if_done, output_state, refuse_foreign
-    from bindscope.generators.comco.config import parse_objects
     from bindscope.generators.comco.registry import NAME_SETS, read_names
     from bindscope.generators.t2i.generator import NAME, T2IGenerator
     from bindscope.generators.t2i.pipeline import load_pipeline, resolve_pipeline, vae_scale
-    from bindscope.generators.t2i.prompts import DEFAULT_TEMPLATE, check_prompt_settings, check_template
     from bindscope.io.canonical import config_sha256
     from bindscope.io.ownership import check_output_location
 
     build = build or BuildSettings()
+    prompts, diffusion = _settings(prompts, diffusion, changes)
+    names, n, order, images_per_prompt = prompts.names, prompts.n, prompts.order, diffusion.images_per_prompt
+    resolution, precision = diffusion.resolution, diffusion.precision
     check_int("seed", seed, 0, MAX_SEED)
-    check_int("images_per_prompt", images_per_prompt, 1, MAX_IMAGES_PER_PROMPT, what="images")
-    check_int("steps", steps, 1, MAX_STEPS, what="inference steps")
-    guidance = check_number("guidance", guidance, 0.0, inclusive=True)
-    check_int("resolution", resolution, *RESOLUTIONS, what="pixels")
     check_device(device)
-    if precision not in PRECISIONS:
-        raise BadInput(f"precision {precision!r} is not allowed; use one of {', '.join(PRECISIONS)}",
-                       param="precision")
-    if not isinstance(articles, bool):
-        raise BadInput(f"articles {articles!r} is not allowed; use True or False", param="articles")
-    low, high = parse_objects(objects) if isinstance(objects, str) else tuple(objects)
+    low, high = prompts.counts()
     check_utf8_path("names", names)
     categories = read_names(names)
     check_prompt_settings(categories, (low, high), n, order)
-    template = check_template(DEFAULT_TEMPLATE if template is None else template)
     shard_size = PROMPTS_PER_SHARD * images_per_prompt if shard_size is None else shard_size
     check_int("shard_size", shard_size, 1, MAX_COUNT, what="images")
     if shard_size % images_per_prompt:
@@ -115,8 +141,9 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
                        f"{scale} pixels (its VAE's scale)", param="resolution")
     names_label = str(names) if str(names) in NAME_SETS else Path(names).name
     config = {"names": names_label, "categories": categories, "objects": {"min": low, "max": high}, "n": n,
-              "order": order, "template": template, "articles": articles, "images_per_prompt": images_per_prompt,
-              "steps": steps, "guidance": guidance, "resolution": resolution, "precision": precision,
+              "order": order, "template": prompts.template, "articles": prompts.articles,
+              "images_per_prompt": images_per_prompt, "steps": diffusion.steps, "guidance": diffusion.guidance,
+              "resolution": resolution, "precision": precision,
               "pipeline": source.identity, "shard_size": shard_size}
     generator = T2IGenerator(config, seed, folder=source.folder, device=device)
     run_id = config_sha256(NAME, config, seed)
@@ -129,3 +156,17 @@ def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, names: str | os.
     if build.num_parts > 1:
         return BuildResult(Path(out), None, part_record=made)
     return BuildResult(Path(out), made)
+
+
+def _settings(prompts: PromptSettings | None, diffusion: DiffusionSettings | None, changes: dict):
+    """``prompts`` and ``diffusion`` (default: their defaults) with ``changes`` (fields of either) in place.
+    BadInput for a keyword that is a field of neither."""
+    left, made = dict(changes), []
+    for settings in (prompts or PromptSettings(), diffusion or DiffusionSettings()):
+        own = [f.name for f in dataclasses.fields(settings)]
+        made.append(dataclasses.replace(settings, **{k: left.pop(k) for k in own if k in left}))
+    if left:
+        allowed = [f.name for settings in made for f in dataclasses.fields(settings)]
+        raise BadInput(f"{next(iter(left))} is not a setting of comco t2i; allowed: {', '.join(allowed)}",
+                       param=next(iter(left)))
+    return made

@@ -20,7 +20,8 @@ articles). Image ``j`` of every prompt of set ``i`` starts from the same initial
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 
 from bindscope.errors import BadInput
 from bindscope.generators.comco.registry import JOIN
@@ -90,9 +91,11 @@ def order_variants(order: str, drawn: list[int]) -> list[list[int]]:
     return [drawn]
 
 
-def check_prompt_settings(names: list[str], objects: tuple[int, int], n: int, order: str, param: str = "names") -> None:
+def check_prompt_settings(names: list[str] | None, objects: tuple[int, int], n: int, order: str,
+                          param: str = "names") -> None:
     """BadInput for a setting no prompt set can satisfy: counts outside 2..5, ``n`` outside 1..100,000, an unknown
-    ``order``, or fewer names than the largest count (``param`` names the name list in the message)."""
+    ``order``, or fewer names than the largest count (``param`` names the name list in the message; ``names`` None:
+    not checked yet)."""
     low, high = objects
     if not MIN_OBJECTS <= low <= high <= MAX_OBJECTS:
         raise BadInput(f"objects {low}-{high} is not allowed; prompts name {MIN_OBJECTS}..{MAX_OBJECTS} objects "
@@ -101,9 +104,57 @@ def check_prompt_settings(names: list[str], objects: tuple[int, int], n: int, or
         raise BadInput(f"n {n!r} is not allowed; use 1..{MAX_SETS:,} object sets", param="n")
     if order not in ORDERS:
         raise BadInput(f"order {order!r} is not allowed; use one of {', '.join(ORDERS)}", param="order")
-    if len(names) < high:
+    if names is not None and len(names) < high:
         raise BadInput(f"{param}: {len(names)} name(s) is too small a prompt set for objects {low}-{high}: a prompt "
                        f"names up to {high} distinct objects; give at least {high} names", param=param)
+
+
+@dataclass(frozen=True)
+class PromptSettings:
+    """What the prompts of a ``comco t2i`` run name, and how (:func:`plan_prompts` but the seed); the command's
+    options of them are generated from the fields (:func:`bindscope.cli.options.settings_options`).
+
+    Attributes:
+        names: the category names: ``comco72``, ``simco18``, ``coco`` (80 COCO categories), an asset folder or a
+            text file with one name per line (:func:`bindscope.generators.comco.registry.read_names`; read by the
+            call, which checks there are enough for the counts).
+        objects: objects per prompt, a count (``"3"``) or a range (``"2-5"``) of counts 2..5, or a ``(min, max)``
+            pair. n: object sets, 1..100,000; each gives one prompt per order variant. order: :data:`ORDERS`.
+        template: the prompt around ``{objects}`` (None: :data:`DEFAULT_TEMPLATE`). articles: "a" / "an" before
+            each name.
+
+    Raises:
+        BadInput: a value no prompt set can satisfy (``param`` names the field), at construction.
+    """
+
+    names: str | os.PathLike = field(default="comco72", metadata={
+        "flag": "--names", "help": "Category names: comco72 | simco18 | coco | asset folder | file with one name per "
+                                   "line."})
+    objects: str | tuple[int, int] = field(default="2-5", metadata={
+        "flag": "--objects", "help": "Objects per prompt: a count (3) or a range (2-5), counts 2..5, spread evenly "
+                                     "over the object sets."})
+    n: int = field(default=100, metadata={
+        "flag": "-n", "range": (1, MAX_SETS), "help": "Object sets to draw; each gives one prompt per --order "
+                                                      "variant."})
+    order: str = field(default="rotations", metadata={
+        "flag": "--order", "choice": tuple(ORDERS), "help": "; ".join(f"{k}: {v}" for k, v in ORDERS.items()) + "."})
+    template: str = field(default=DEFAULT_TEMPLATE, metadata={
+        "flag": "--template", "help": "Prompt text around {objects} (the names joined with ' and ')."})
+    articles: bool = field(default=True, metadata={
+        "flag": "--articles/--no-articles", "help": "Put 'a' / 'an' before each name.", "show_default": True})
+
+    def __post_init__(self):
+        if not isinstance(self.articles, bool):
+            raise BadInput(f"articles {self.articles!r} is not allowed; use True or False", param="articles")
+        object.__setattr__(self, "template", check_template(DEFAULT_TEMPLATE if self.template is None
+                                                            else self.template))
+        check_prompt_settings(None, self.counts(), self.n, self.order)
+
+    def counts(self) -> tuple[int, int]:
+        """``objects`` as ``(min, max)``."""
+        from bindscope.generators.comco.config import parse_objects  # numpy: not when the commands are imported
+
+        return parse_objects(self.objects) if isinstance(self.objects, str) else tuple(self.objects)
 
 
 def plan_prompts(names: list[str], objects: tuple[int, int], n: int, order: str, seed: int,
