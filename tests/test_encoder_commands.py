@@ -96,7 +96,7 @@ def _encoder_commands():
 
 
 ENCODER_COMMANDS = ["bindscope bench", "bindscope labclip eval", "bindscope labclip fit", "bindscope probe",
-                    "comco attention", "comco eval", "madman eval"]
+                    "comco attention", "comco eval", "comco t2i-score", "madman eval"]
 
 
 def test_the_commands_that_load_an_encoder_are_found_from_the_source():
