@@ -222,3 +222,15 @@ def test_large_object_runs_on_a_fresh_dataset(tmp_path, size):
         unequal = sum(s.objects[0].attributes["size"] != s.objects[1].attributes["size"] for s in ds.split("test"))
     scored = json.loads(report.read_text())["metrics"]["large_object"]["test"]
     assert scored["all"]["total"] == unequal > 0 and scored["equal_size_skipped"] == 24 - unequal
+
+
+def test_a_config_from_another_build_of_the_generator_is_named_as_such():
+    """A recorded config whose derived digit pool differs from what this build derives (the same version number,
+    other code) is refused naming the differing key, not blamed on the installed digits."""
+    import copy
+
+    config = copy.deepcopy(MadmanGenerator.create(madman_config.resolve(), 0).config)
+    config["digits"]["rejected"] = config["digits"]["rejected"][1:]
+    with pytest.raises(BadInput, match=r"^this dataset's recorded config \(digits\.rejected\) differs from what this "
+                                       r"build of MADMAN generator version 7 derives"):
+        MadmanGenerator.from_config(config, 0)._load()
