@@ -1035,7 +1035,7 @@ def _writer_inputs(name: str) -> Callable[[Path], None]:
         if name == "generate":
             from madman_support import write_fake_mnist_root
 
-            write_fake_mnist_root(work / "mn", train_per_class=8, test_per_class=4)
+            write_fake_mnist_root(work / "mn", train_per_class=12, test_per_class=4)
         elif name == "import-coco":
             from coco_fixture import write_coco
 

@@ -52,7 +52,7 @@ def inputs(tmp_path_factory) -> Path:
     from bindscope.publish.webdataset import export_webdataset
 
     root = tmp_path_factory.mktemp("claim-inputs")
-    write_fake_mnist_root(root / "mnist", train_per_class=8, test_per_class=4)
+    write_fake_mnist_root(root / "mnist", train_per_class=12, test_per_class=4)
     build_dataset(tiny_madman(splits={"train": 8, "test": 4}, shard_size=4), root / "data", progress=False)
     comco_fixture(root, "comco")
     for part in (0, 1):
