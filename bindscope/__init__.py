@@ -5,8 +5,11 @@ The public Python API (docs/python-api.md); every command-line tool is a thin wr
     import bindscope
     bindscope.madman.generate(out, config=None, **overrides)    # MADMAN dataset -> BuildResult
     bindscope.comco.render(out, config=None, **overrides)       # ComCO / SimCO dataset (Blender) -> BuildResult
+    bindscope.comco.t2i(out, pipeline, ...)                     # ComCO prompts through a diffusers pipeline
     bindscope.evaluate(data, encoder, ...)                      # recognition / binding, TOR / IOR -> result dict
     bindscope.audit / caption_bias / collect                    # oracle audit, caption bias, result tables
+    bindscope.t2i_score(data, encoder, detector, ...)           # which prompt objects generated images show
+    bindscope.compare(results, ...)                             # paired tests between results -> Comparison
     bindscope.train(data, out, ...)                             # a small CLIP on MADMAN -> summary dict
     bindscope.probe(data, encoder, ...)                         # linear probes -> result dict
     bindscope.labclip.fit / eval / apply                        # LABCLIP alignment
@@ -32,6 +35,8 @@ _EXPORTS = {
     "audit": "bindscope.evaluation.api:audit",
     "caption_bias": "bindscope.evaluation.api:caption_bias",
     "collect": "bindscope.evaluation.api:collect",
+    "t2i_score": "bindscope.evaluation.t2i:t2i_score",
+    "compare": "bindscope.evaluation.compare:compare",
     "train": "bindscope.training.api:train",
     "probe": "bindscope.alignment.api:probe",
     "labclip": "bindscope.alignment.labclip_api",

@@ -87,7 +87,26 @@ def name_list(param: str, value) -> list[str] | None:
     return list(names)
 
 
+def with_changes(settings, changes: dict, what: str):
+    """The frozen settings dataclass instance ``settings`` with ``changes`` (its fields by keyword, as a library
+    call's keyword arguments give them) in place, checked again by its class (:func:`dataclasses.replace`).
+
+    Raises:
+        BadInput: a keyword that is not one of its fields (``param`` names it; the message says it is not
+            ``what``, e.g. ``"an audit option"``, and lists the fields), or a value the class refuses.
+    """
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(settings)]
+    unknown = [k for k in changes if k not in names]
+    if unknown:
+        raise BadInput(f"{unknown[0]} is not {what}; allowed: {', '.join(names)}", param=unknown[0])
+    return dataclasses.replace(settings, **changes) if changes else settings
+
+
 PRECISIONS = ("fp32", "bf16", "fp16")  # encoder and training precisions, every command spells them so
+PRECISION_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+"""Each precision's torch dtype name (``getattr(torch, PRECISION_DTYPES[precision])``)."""
 DEVICE_GRAMMAR = "auto | cpu | cuda | cuda:N"
 """The one ``--device`` grammar of every command (encoders, training and the Cycles renderer)."""
 
@@ -103,6 +122,24 @@ def check_device(device) -> str:
         return device
     raise BadInput(f"device {device!r} is not allowed; use {DEVICE_GRAMMAR}", param="device")
 
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; the others as given (imports torch).
+
+    Raises:
+        BadInput: a value outside the grammar (:func:`check_device`), or ``cuda`` / ``cuda:N`` where torch sees no
+            GPU.
+    """
+    import torch
+
+    check_device(device)
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise BadInput(f"device {device!r}: torch sees no CUDA GPU on this machine; use device='cpu'",
+                       param="device")
+    return device
 
 _FORBIDDEN_IN_TEXT = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]"
 _FORBIDDEN_IN_NAME = "[\x00-\x1f\x7f-\x9f\ud800-\udfff]"

@@ -37,10 +37,10 @@ def main(argv: list[str]) -> None:
         print(f"step {self.step} indices {','.join(map(str, batch['indices'].tolist()))}", flush=True)
         return loss
 
-    def slow_evaluate(evaluation, adapter):
+    def slow_evaluate(evaluation, adapter, rows=None):
         print(f"evaluating step {current[0].step}", flush=True)
         time.sleep(eval_delay)
-        return evaluate(evaluation, adapter)
+        return evaluate(evaluation, adapter, rows)
 
     current = []
     init = Trainer.__init__

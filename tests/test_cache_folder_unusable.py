@@ -30,7 +30,7 @@ from bindscope.encoders.embedding_cache import EmbeddingCache, default_cache_dir
 from bindscope.generators.madman import config as madman_config
 from bindscope.generators.madman.generator import MadmanGenerator
 config = madman_config.resolve(flags=json.loads(%r), seed=1)
-generator = MadmanGenerator.create(config, 1, source=small_source(8, 4))
+generator = MadmanGenerator.create(config, 1, source=small_source(12, 4))
 images = b"".join(s.image.tobytes() for s in generator.make_samples("train", 0, 4))
 cache = EmbeddingCache(default_cache_dir(), "model", 3)
 if cache.get(text_hash("a red 7")) is None:
@@ -74,7 +74,7 @@ def uncached() -> dict:
     from bindscope.generators.madman.generator import MadmanGenerator
 
     config = madman_config.resolve(flags=CONFIG, seed=1)
-    generator = MadmanGenerator.create(config, 1, source=small_source(8, 4), use_cache=False)
+    generator = MadmanGenerator.create(config, 1, source=small_source(12, 4), use_cache=False)
     images = b"".join(s.image.tobytes() for s in generator.make_samples("train", 0, 4))
     return {"images": hashlib.sha256(images).hexdigest(), "rejected": generator.config["digits"]["rejected"]}
 

@@ -255,8 +255,9 @@ def test_a_failed_staged_run_leaves_nothing_and_leftovers_are_removed(tmp_path):
 
 
 SIGNALLED = """
-import sys, time
+import signal, sys, time
 from bindscope.io.claim import OutputKind, claim_output
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a shell's background job ignores it)
 with claim_output(sys.argv[1], OutputKind("staged-thing", "staged test thing", staged=True), "s1") as claim:
     (claim.staging() / "a.txt").write_text("half")
     print("ready", flush=True)

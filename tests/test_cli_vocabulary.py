@@ -28,10 +28,11 @@ OPTIONS = [(path, option) for path, command in COMMANDS for option in command.pa
 
 
 def test_every_command_is_walked():
-    assert len(COMMANDS) == 30
+    assert len(COMMANDS) == 33
     assert {"madman generate", "comco render", "comco assets fetch", "bindscope labclip fit", "bindscope train",
             "bindscope import coco", "bindscope import clevr", "bindscope import pug", "bindscope export webdataset",
-            "bindscope export open-clip-config", "bindscope export clip-oscope"} <= {path for path, _ in COMMANDS}
+            "bindscope export open-clip-config", "bindscope export clip-oscope", "comco t2i",
+            "comco t2i-score", "bindscope compare"} <= {path for path, _ in COMMANDS}
 
 
 def test_no_retired_spelling():
@@ -66,7 +67,8 @@ def test_quiet_is_the_one_progress_switch():
 def test_n_counts_what_the_command_makes_or_reads():
     """``-n`` is always "how many items", with the unit in its help; previews draw the same default number."""
     ns = {path: option for path, option in OPTIONS if "-n" in option.opts}
-    assert sorted(ns) == ["comco eval", "comco preview", "comco render", "madman generate", "madman preview"]
+    assert sorted(ns) == ["comco eval", "comco preview", "comco render", "comco t2i", "madman generate",
+                          "madman preview"]
     for path, option in ns.items():
         assert option.help and option.type.name.startswith("integer"), path
     assert ns["madman preview"].default == ns["comco preview"].default == 16

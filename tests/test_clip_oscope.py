@@ -27,11 +27,11 @@ from bindscope.evaluation.clip_oscope import (
     ordered_objects,
     oscope_statistics,
     read_caption_file,
-    read_names,
 )
 from bindscope.evaluation.collect import collect
 from bindscope.evaluation.comco import VocabEntry, evaluate_comco, evaluate_tor_sampled
 from bindscope.evaluation.sampled import SampledCaptions
+from bindscope.generators.comco.registry import read_names
 from bindscope.schemas import validate
 
 NAMES = ["car", "carrot", "apple", "pizza", "desk"]
@@ -319,6 +319,8 @@ def test_combination_captions_keep_list_order_and_names_files(tmp_path):
                                                              ["b", "d"], ["c", "d"]]
     assert read_names("simco18")[:4] == ["cube", "sphere", "cylinder", "mug"]
     assert len(read_names("comco72")) == 72
+    coco = read_names("coco")  # the 80 COCO instance categories in id order
+    assert len(coco) == 80 and coco[:3] == ["person", "bicycle", "car"] and coco[-1] == "toothbrush"
     with pytest.raises(BadInput, match="objects 5"):
         combination_captions(["a", "b", "c"], 5)
     with pytest.raises(BadInput, match="combinations, more than"):

@@ -4,13 +4,13 @@ written by either resumes in the other."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from train_runs import TINY_VIT, repo_env, tiny_training_data, train_args
 
 import bindscope
 from bindscope.errors import BadInput
@@ -26,29 +26,17 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    """A tiny MADMAN dataset: 12 training images (3 batches of 4 per epoch), 4 test images."""
-    from tiny_madman import tiny_madman
-
-    from bindscope.build.builder import build_dataset
-
-    path = tmp_path_factory.mktemp("ddp") / "madman"
-    build_dataset(tiny_madman({"train": 12, "test": 4}), path, jobs=1, progress=False)
-    return path
+    return tiny_training_data(tmp_path_factory.mktemp("ddp"))
 
 
 def _args(data: Path, out: Path) -> list[str]:
-    return ["train", str(data), "--out", str(out), "--embed-dim", "16", "--image-size", "32", "--vision", "vit",
-            "--vision-width", "32", "--vision-layers", "1", "--patch-size", "8", "--text-width", "32",
-            "--text-layers", "1", "--head-width", "16", "--tokenizer", "word", "--context-length", "16",
-            "--batch-size", "4", "--steps", str(STEPS), "--warmup", "2", "--lr", "3e-3", "--negatives", "stored",
-            "--threads", "1", "--log-every", "1", "--eval-split", "test", "--device", "cpu", "--quiet"]
+    return train_args(data, out, STEPS, TINY_VIT, "--log-every", "1", "--eval-split", "test")
 
 
 def _train(data: Path, out: Path, processes: int, stop: int = 0) -> subprocess.CompletedProcess:
     """The real CLI in 1 process, or in ``processes`` under ``python -m torch.distributed.run`` (gloo); with
     ``stop``, the last process asks for a stop after that step (as its Ctrl-C handler does)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPT.parents[1]), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1"}
+    env = {**repo_env(), "OMP_NUM_THREADS": "1"}
     env.pop("WORLD_SIZE", None)
     launch = [] if processes == 1 else ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
                                         str(processes)]

@@ -193,7 +193,7 @@ def test_a_generator_on_a_poisoned_cache_gives_the_uncached_run_id_and_bytes(cac
     from bindscope.generators.madman.generator import MadmanGenerator
     from bindscope.io.canonical import config_sha256
 
-    source = small_source(8, 4)
+    source = small_source(12, 4)
     config = madman_config.resolve(flags={"splits": {"train": 6, "test": 2}}, seed=3)
     clean = MadmanGenerator.create(config, 3, source=source, use_cache=False)
     MadmanGenerator.create(config, 3, source=source)  # writes the cache entries

@@ -30,7 +30,7 @@ def test_dry_run_prints_one_json_object_with_every_figure(tmp_path):
     report = json.loads(lines[0])
     assert report == json.loads((tmp_path / "gpu_check.json").read_text())
     assert set(report) == {"device", "torch", "cuda", "cpus", "dry_run", "rates_fp32", "rates_bf16", "ratios",
-                           "bf16_vs_fp32", "train", "feed", "attention", "render", "reproduction", "wall_s",
+                           "bf16_vs_fp32", "train", "feed", "attention", "render", "t2i", "reproduction", "wall_s",
                            "errors"}
     assert report["errors"] == {} and report["dry_run"] is True and report["device"] == "cpu"
     for key in ("raw_madman_1", "raw_comco_1", "torch_all_0_workers", "torch_all_2_workers", "torch_train_2_workers",
@@ -58,6 +58,7 @@ def test_dry_run_prints_one_json_object_with_every_figure(tmp_path):
         assert set(block["binding"]) == {"colour", "size", "thickness", "rotation", "swelling", "fracture"}
         assert set(block["recognition"]) == set(block["binding"]) and sum(block["n"].values()) > 0  # binding is
         # conditional on recognition: a 3-step toy model recognises some attributes for no image
+    assert report["t2i"] == {"skipped": "dry run: the text-to-image step runs on a GPU only"}
     render = report["render"]
     assert render["scenes"] == 2 and render["bpy"].startswith("5.0") and render["wall_s"] > 0
     assert render["command"][:7] == ["comco", "render", "--objects", "2", "-n", "2", "--no-references"]

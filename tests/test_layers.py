@@ -1,7 +1,7 @@
 """Layer order and import cycles, read from the source (every import statement, including those inside
 functions). Each folder of the package is one layer:
 
-    errors, config, schemas, assets  <- io, text  <- format  <- build  <- publish  <- generators, importers
+    errors, limits, config, schemas, assets  <- io, text  <- format  <- build  <- publish  <- generators, importers
         <- encoders  <- evaluation  <- training, alignment  <- cli
 
 A module never imports one of a higher layer (no import statement, and no module path of a higher layer in a
@@ -17,7 +17,7 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "bindscope"
-LAYERS = {"errors": 0, "config": 0, "schemas": 0, "assets": 0, "io": 1, "text": 1, "format": 2, "build": 3,
+LAYERS = {"errors": 0, "limits": 0, "config": 0, "schemas": 0, "assets": 0, "io": 1, "text": 1, "format": 2, "build": 3,
           "publish": 4, "generators": 5, "importers": 5, "encoders": 6, "evaluation": 7, "training": 8, "alignment": 8, "cli": 9}
 
 

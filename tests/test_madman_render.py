@@ -163,7 +163,7 @@ def gen96():
 
 @pytest.fixture(scope="module")
 def gen96r():
-    return make_generator({"image_size": 96}, train_per_class=100)  # enough digits of every class for the reader
+    return make_generator({"image_size": 96}, train_per_class=150)  # enough digits of every class for the reader
 
 
 def test_two_large_digits_never_overlap(gen96):

@@ -35,7 +35,7 @@ def _files(root):
 def parts(tmp_path_factory):
     """A single run and the same run as two part folders (``madman generate --num-parts 2 --part 0|1``)."""
     tmp = tmp_path_factory.mktemp("parts")
-    root = write_fake_mnist_root(tmp / "mnist", train_per_class=8, test_per_class=4)
+    root = write_fake_mnist_root(tmp / "mnist", train_per_class=12, test_per_class=4)
     common = ["generate", "--mnist-root", str(root), "-n", "10", "--seed", "3", "--quiet"]
     for args in (["--out", str(tmp / "single")],
                  *(["--out", str(tmp / f"p{i}"), "--num-parts", "2", "--part", str(i)] for i in (0, 1))):

@@ -58,7 +58,7 @@ def _replace(link: Path, text: str) -> None:
 
 
 def test_no_prompts_gives_an_empty_standard_input(monkeypatch):
-    from bindscope.encoders.model_folder import no_prompts
+    from bindscope.io.model_folder import no_prompts
 
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
     with no_prompts():
@@ -140,7 +140,7 @@ def test_a_clean_folder_loads_and_its_cache_key_covers_every_file(tmp_path):
     assert files(cls) != files(first) and first.pretrained.split("|")[1] == cls.pretrained.split("|")[1]  # weights
     assert (first.encode_texts(texts) - cls.encode_texts(texts)).__abs__().max() > 1e-3
     # a clone's .git folder is never read by transformers: not inspected, not part of the key
-    from bindscope.encoders.model_folder import check_model_folder
+    from bindscope.io.model_folder import check_model_folder
 
     (tmp_path / "a" / ".git" / "hooks").mkdir(parents=True)
     (tmp_path / "a" / ".git" / "hooks" / "pre-commit.py").write_text("")

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from madman_support import write_fake_mnist_root
 
 import bindscope
+from bindscope.build.backends import BuildSettings
 from bindscope.cli.main import comco, madman
 from bindscope.errors import BadInput
 
@@ -26,7 +27,7 @@ def _cli(group, *args):
 
 
 def test_madman_generate_writes_the_bytes_of_the_command(tmp_path):
-    root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=8, test_per_class=4)
+    root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=12, test_per_class=4)
     _cli(madman, "generate", "--out", tmp_path / "cli", "--mnist-root", root, "-n", "12", "--seed", "3",
          "--attribute-density", "2", "--holdout", "7:colour=red", "--quiet")
     result = bindscope.madman.generate(tmp_path / "api", mnist_root=root, seed=3, attribute_density=2.0,
@@ -79,7 +80,7 @@ def test_the_package_exposes_the_documented_calls():
 
 
 def test_library_messages_name_parameters_and_the_command_line_shows_flags(tmp_path):
-    root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=8, test_per_class=4)
+    root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=12, test_per_class=4)
     small = {"train": 4, "test": 4, "ood": 4}
     bindscope.madman.generate(tmp_path / "d", mnist_root=root, seed=1, splits=small, progress=False)
     with pytest.raises(BadInput, match="^out .* another config or seed; pass overwrite=True to replace it") as caught:
@@ -91,4 +92,11 @@ def test_library_messages_name_parameters_and_the_command_line_shows_flags(tmp_p
     assert result.output.startswith(f"Error: --out {str((tmp_path / 'd').resolve())!r} is not empty")
     assert "pass --overwrite to replace it" in result.output and "overwrite=True" not in result.output
     with pytest.raises(BadInput, match="^part 2 is out of range: with 2 parts"):
+        bindscope.madman.generate(tmp_path / "p", mnist_root=root, splits=small,
+                                  build=BuildSettings(num_parts=2, part=2))
+    with pytest.warns(DeprecationWarning, match=r"^num_parts, part: pass build=BuildSettings\(\.\.\.\) instead"), \
+            pytest.raises(BadInput, match="^part 2 is out of range: with 2 parts"):
         bindscope.madman.generate(tmp_path / "p", mnist_root=root, splits=small, num_parts=2, part=2)
+    with pytest.raises(BadInput, match="^num_parts and build both given") as caught:
+        bindscope.madman.generate(tmp_path / "p", splits=small, num_parts=2, build=BuildSettings())
+    assert caught.value.param == "build" and not (tmp_path / "p").exists()

@@ -229,7 +229,7 @@ def test_madman_generate_parts_and_merge_equal_a_single_run(tmp_path):
 
     if "--num-parts" not in _invoke(madman, "generate", "--help"):
         pytest.skip("madman generate does not have the scale-out options yet")
-    root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=8, test_per_class=4)
+    root = write_fake_mnist_root(tmp_path / "mnist", train_per_class=12, test_per_class=4)
     common = ["--mnist-root", root, "-n", "10", "--seed", "3", "--quiet"]
     _invoke(madman, "generate", *common, "--out", tmp_path / "single")
     for part in (1, 0):

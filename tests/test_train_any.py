@@ -34,7 +34,8 @@ SMALL = ["--embed-dim", "16", "--vision-width", "32", "--vision-layers", "1", "-
          "--device", "cpu", "--threads", "1", "--quiet"]
 SMALL_OPTIONS = dict(embed_dim=16, vision_width=32, vision_layers=1, patch_size=8, text_width=32, text_layers=1,
                      head_width=32, tokenizer="word", device="cpu", threads=1)
-RUN_FILES = {".bindscope.json", "run.json", "vocab.json", "checkpoint.pt", "model.pt", "log.jsonl", "result.json"}
+RUN_FILES = {".bindscope.json", "run.json", "vocab.json", "checkpoint.pt", "model.pt", "log.jsonl", "result.json",
+             "result.samples.jsonl"}
 
 
 @pytest.fixture(scope="module")

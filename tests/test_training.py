@@ -354,7 +354,7 @@ def test_cli_train_end_to_end_then_rerun_prints_the_finished_result(ideal_data, 
     assert first.exit_code == 0, first.output
     assert "binding" in first.output and "steps/s" in first.output
     assert {p.name for p in out.iterdir()} == {".bindscope.json", "run.json", "checkpoint.pt", "model.pt", "log.jsonl",
-                                               "result.json"}
+                                               "result.json", "result.samples.jsonl"}
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["negatives"] == "stored" and run["config"]["negatives_per_sample"] == 1
     assert run["config"]["split"] == "train" and run["config"]["model"]["embed_dim"] == 16

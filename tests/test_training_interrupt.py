@@ -4,46 +4,25 @@ resumed run ends with the weights, optimiser state, data order and RNG state of 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from train_runs import TINY_CNN, start_slow_train, tiny_training_data, train_args
 
-SCRIPT = Path(__file__).with_name("slow_train.py")
 STEPS = 8
 INTERRUPT_AFTER = 3  # finished steps seen before Ctrl-C is sent
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    """A tiny MADMAN dataset: 12 training images (3 batches of 4 per epoch), 4 test images."""
-    from tiny_madman import tiny_madman
-
-    from bindscope.build.builder import build_dataset
-
-    path = tmp_path_factory.mktemp("interrupt") / "madman"
-    build_dataset(tiny_madman({"train": 12, "test": 4}), path, jobs=1, progress=False)
-    return path
+    return tiny_training_data(tmp_path_factory.mktemp("interrupt"))
 
 
 def _args(data: Path, out: Path) -> list[str]:
-    return ["train", str(data), "--out", str(out), "--embed-dim", "16", "--image-size", "32", "--vision", "cnn",
-            "--vision-width", "16", "--vision-layers", "1", "--text-width", "32", "--text-layers", "1",
-            "--head-width", "16", "--tokenizer", "word", "--context-length", "16", "--batch-size", "4",
-            "--steps", str(STEPS), "--warmup", "2", "--lr", "3e-3", "--negatives", "stored", "--threads", "1",
-            "--checkpoint-every", "100", "--log-every", "1", "--device", "cpu", "--quiet"]
-
-
-def _start(delay: float, args: list[str]) -> subprocess.Popen:
-    root = str(SCRIPT.parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, str(SCRIPT), str(delay), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return train_args(data, out, STEPS, TINY_CNN, "--checkpoint-every", "100", "--log-every", "1")
 
 
 def _steps(stdout: str) -> dict[int, str]:
@@ -57,7 +36,7 @@ def _steps(stdout: str) -> dict[int, str]:
 
 
 def _finish(args: list[str]) -> tuple[str, str]:
-    process = _start(0.0, args)
+    process = start_slow_train(args, 0.0)
     stdout, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr
     return stdout, stderr
@@ -91,7 +70,7 @@ def test_sigint_then_resume_equals_an_uninterrupted_run(data, tmp_path):
     assert sorted(expected_order) == list(range(1, STEPS + 1))
 
     out = tmp_path / "interrupted"
-    process = _start(0.5, _args(data, out))
+    process = start_slow_train(_args(data, out), 0.5)
     seen = []
     for line in process.stdout:  # one line per finished step
         seen.append(line)

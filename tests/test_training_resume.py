@@ -6,54 +6,34 @@ stops like Ctrl-C."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
+from train_runs import TINY_CNN, start_slow_train, tiny_training_data, train_args
 
 from bindscope.cli.main import madman
 
-SCRIPT = Path(__file__).with_name("slow_train.py")
 STEPS = 8
 TIMING = ("images_per_s", "elapsed_s", "cpu_s", "step_s")  # wall and CPU time: differ between any two runs
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    """A tiny MADMAN dataset: 12 training images (3 batches of 4 per epoch), 4 test images."""
-    from tiny_madman import tiny_madman
-
-    from bindscope.build.builder import build_dataset
-
-    path = tmp_path_factory.mktemp("resume") / "madman"
-    build_dataset(tiny_madman({"train": 12, "test": 4}), path, jobs=1, progress=False)
-    return path
+    return tiny_training_data(tmp_path_factory.mktemp("resume"))
 
 
 def _args(data: Path, out: Path) -> list[str]:
     """Log lines every 3 steps, checkpoints every 2, evaluations (kept as model files) every 4."""
-    return ["train", str(data), "--out", str(out), "--embed-dim", "16", "--image-size", "32", "--vision", "cnn",
-            "--vision-width", "16", "--vision-layers", "1", "--text-width", "32", "--text-layers", "1",
-            "--head-width", "16", "--tokenizer", "word", "--context-length", "16", "--batch-size", "4",
-            "--steps", str(STEPS), "--warmup", "2", "--lr", "3e-3", "--negatives", "stored", "--threads", "1",
-            "--log-every", "3", "--checkpoint-every", "2", "--eval-every", "4", "--keep-checkpoints",
-            "--eval-split", "test", "--device", "cpu", "--quiet"]
-
-
-def _start(args: list[str], delay: float = 0.0, eval_delay: float = 0.0) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPT.parents[1]), os.environ.get("PYTHONPATH", "")])}
-    extra = ["--eval-delay", str(eval_delay)] if eval_delay else []
-    return subprocess.Popen([sys.executable, str(SCRIPT), str(delay), *extra, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return train_args(data, out, STEPS, TINY_CNN, "--log-every", "3", "--checkpoint-every", "2", "--eval-every", "4",
+                      "--keep-checkpoints", "--eval-split", "test")
 
 
 def _finish(args: list[str]) -> str:
-    process = _start(args)
+    process = start_slow_train(args)
     _, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr
     return stderr
@@ -62,7 +42,7 @@ def _finish(args: list[str]) -> str:
 def _kill_at(args: list[str], line: str, delay: float = 0.0, eval_delay: float = 0.0,
              number: int = signal.SIGKILL) -> subprocess.Popen:
     """Start the run and send ``number`` as soon as it prints ``line`` (see tests/slow_train.py)."""
-    process = _start(args, delay, eval_delay)
+    process = start_slow_train(args, delay, eval_delay)
     for printed in process.stdout:
         if printed.startswith(line):
             process.send_signal(number)

@@ -42,6 +42,17 @@ def test_sweep_runs_end_to_end_and_skips_finished_points(tmp_path):
         assert stored["dataset"]["path"] == str(out / "data" / "eval")  # one shared evaluation set
         per_attribute = stored["metrics"]["splits"]["test"]["binding"]["per_attribute"]
         assert point["splits"]["test"]["binding"] == {a: v["accuracy"] for a, v in per_attribute.items()}
+        assert stored["model"]["run"]["seed"] == 0  # the run's seed group, for bindscope collect
+    # bindscope collect reads the sweep folder: one row per point, with the swept property, its value and the seed
+    from bindscope.evaluation.collect import collect
+
+    table = collect([out])
+    assert [(r["property"], r["value"], r["seed"]) for r in table["rows"]] == [("saliency_bias", 0.0, 0),
+                                                                               ("saliency_bias", 1.0, 0)]
+    for row, point in zip(table["rows"], record["points"]):
+        for attribute, accuracy in point["splits"]["test"]["binding"].items():
+            figure = row["figures"][f"test/binding/{attribute}"]["value"]
+            assert (figure is None and accuracy is None) or figure == pytest.approx(100 * accuracy)
     from bindscope.format.reader import Dataset
     assert Dataset(out / "data" / "eval").split_names == ["test"]
     assert Dataset(out / "data" / "saliency_bias=1").split_names == ["train"]

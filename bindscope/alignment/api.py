@@ -17,9 +17,9 @@ import os
 import warnings
 from pathlib import Path
 
+from bindscope.alignment.protocols import LabclipOptions, ProbeSettings
 from bindscope.encoders.settings import EncoderSettings
-from bindscope.errors import BadInput, check_int, name_list
-from bindscope.limits import MAX_SEED
+from bindscope.errors import BadInput, name_list, with_changes
 from bindscope.evaluation.api import Evaluation
 
 
@@ -90,10 +90,9 @@ def _bar(progress: bool, total: int, desc: str, unit: str):
 
 def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", *, task: str = "attributes",
           modality: str = "both", split: str | None = None, attributes: list[str] | None = None,
-          protocol: str = "bindscope", fractions: tuple[float, float, float] | None = None, min_objects: int = 2,
-          steps: int | None = None, lr: float | None = None, weight_decay: float | None = None, seed: int = 0,
-          target: dict | str | None = None,
-          out: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = True) -> Evaluation:
+          settings: ProbeSettings | None = None, target: dict | str | None = None,
+          out: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = True,
+          **changes) -> Evaluation:
     """Linear probes on frozen embeddings: one probe per target object and attribute (docs/alignment.md).
 
     Each probe is Linear(D, n_classes) on image or caption embeddings, trained with cross-entropy on samples
@@ -105,7 +104,8 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
     combination held out, ``fractions`` (0.6, 0.2, 0.2); ``"authors"``: the LABCLIP authors' code (inputs before
     normalisation, SGD 0.1 on mini-batches of 32 for 100 epochs, the last epoch, the whole scene held out with its
     attribute-swapped twin, (0.8, 0.1, 0.1)). ``fractions``, ``steps``, ``lr`` and ``weight_decay``, when given,
-    replace the protocol's (recorded as ``overrides``).
+    replace the protocol's (recorded as ``overrides``). Every such setting is a field of
+    :class:`~bindscope.alignment.protocols.ProbeSettings`: give them as ``settings`` or as keywords.
 
     With ``task="conjunctive-search"``: one presence probe on image embeddings (is the ``target`` conjunction of
     a category and an attribute value in the scene?), train/val/test drawn at random within each (distractors,
@@ -120,13 +120,16 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
         modality: ``"image"``, ``"text"`` or ``"both"``.
         split: default test, else the first split. attributes: a list or one name (default: all of the
             dataset's).
-        protocol: ``"bindscope"`` or ``"authors"``.
-        min_objects: minimum objects in a modality's view (2: multi-object samples only). seed: >= 0.
+        settings: a :class:`~bindscope.alignment.protocols.ProbeSettings` (e.g. ``ProbeSettings.of("authors",
+            steps=50)``); default: the protocol's of ``changes``.
         target: the conjunctive search's target, ``{"category": "sphere", "colour": "red"}`` or
             ``"category=sphere,colour=red"``; default: the one a ``comco render --task conjunctive-search`` dataset
             names (any other dataset needs one).
         out: result JSON (default ``DATA/eval/<probe|conjunctive-search>-<model>-<tag>.json``). progress: tqdm
             bar on stderr.
+        **changes: fields of ``settings`` in place of its values: ``protocol`` (``"bindscope"`` or ``"authors"``;
+            only without ``settings``), ``fractions``, ``steps``, ``lr``, ``weight_decay``, ``min_objects``
+            (minimum objects in a modality's view; 2: multi-object samples only), ``seed`` (>= 0), ...
 
     Returns:
         An :class:`~bindscope.evaluation.api.Evaluation` (``result`` dict of schema ``alignment_result``,
@@ -138,7 +141,7 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
             search, an existing ``out`` without ``overwrite``; before any probe is fitted.
     """
     from bindscope.alignment.data import load_table
-    from bindscope.alignment.probes import ProbeSettings, check_probe_table
+    from bindscope.alignment.probes import check_probe_table
 
     if task not in ("attributes", "conjunctive-search"):
         raise BadInput(f"task {task!r} is not allowed; allowed: attributes, conjunctive-search", param="task")
@@ -147,14 +150,13 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
     if target is not None and task != "conjunctive-search":
         raise BadInput(f"target {target!r} applies to task='conjunctive-search' only", param="target")
     encoder = EncoderSettings.of(encoder)
-    settings = ProbeSettings.of(protocol, fractions=None if fractions is None else tuple(fractions), seed=seed,
-                                min_objects=min_objects, steps=steps, lr=lr, weight_decay=weight_decay)
+    settings = ProbeSettings.given(settings, changes)
     attributes = name_list("attributes", attributes)
     dataset, split = _open(data, split)
     if task == "conjunctive-search":
         if settings.protocol != "bindscope":
-            raise BadInput(f"protocol {protocol!r} applies to the attribute probes; conjunctive search has only "
-                           "bindscope's", param="protocol")
+            raise BadInput(f"protocol {settings.protocol!r} applies to the attribute probes; conjunctive search "
+                           "has only bindscope's", param="protocol")
         return _conjunctive(dataset, data, split, encoder, settings, target, out, overwrite)
     names = list(attributes) if attributes else list(dataset.attribute_names)
     for a in names:
@@ -164,7 +166,7 @@ def probe(data: str | os.PathLike, encoder: EncoderSettings | str = "ViT-B-32", 
     modalities = ("image", "text") if modality == "both" else (modality,)
     out_path = _check_out(out or _default_out("probe", data, encoder), overwrite, out is not None)
     table = load_table(dataset, split, build_swaps=False)
-    check_probe_table(table, modalities, names, min_objects)
+    check_probe_table(table, modalities, names, settings.min_objects)
     adapter, embedder = _encoder(encoder, normalised=settings.normalise)
     if "image" in modalities and not adapter.supports_images:
         raise BadInput(f"model {encoder.model!r} is text-only; use modality text")
@@ -242,14 +244,15 @@ def _conjunctive(dataset, data, split, encoder, settings, target, out, overwrite
 
 
 def labclip_fit(data: str | os.PathLike, encoder: EncoderSettings | str, out: str | os.PathLike, *,
-                protocol: str = "bindscope", split: str | None = None, holdout: float = 0.1,
-                epochs: int | None = None, fit_batch_size: int | None = None, lr: float | None = None, seed: int = 0,
-                negatives: str | None = None, tagger: str | None = None, overwrite: bool = False,
-                progress: bool = True):
+                options: LabclipOptions | None = None, split: str | None = None, overwrite: bool = False,
+                progress: bool = True, **changes):
     """Fit the D x D LABCLIP map (Koishigarina et al.; docs/alignment.md) on ``data`` and write it to ``out``.
 
     ``encoder``: an :class:`~bindscope.encoders.settings.EncoderSettings` (one model with image and text
-    towers), or a model name or path with the other settings at their defaults.
+    towers), or a model name or path with the other settings at their defaults. ``options``: how the map is fitted,
+    a :class:`~bindscope.alignment.protocols.LabclipOptions` (``holdout``, ``protocol``, ``epochs``,
+    ``fit_batch_size``, ``lr``, ``seed``, ``negatives``, ``tagger``; default: its defaults), and ``changes``: its
+    fields by keyword in place of its values (``epochs=10``). ``split``: default test, else the first split.
 
     The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam on frozen
     embeddings. ``protocol`` picks the settings (:class:`~bindscope.alignment.protocols.LabclipSettings`, per
@@ -281,27 +284,26 @@ def labclip_fit(data: str | os.PathLike, encoder: EncoderSettings | str, out: st
         BadInput: a bad value, a text-only model, an existing ``out`` without ``overwrite``, too few samples
             with negatives, spaCy missing for an explicit ``tagger="spacy"``; before fitting.
     """
+    from dataclasses import replace
+
     from bindscope.alignment.data import SHUFFLED, labclip_table, load_table
     from bindscope.alignment.pairs import plan_fit
-    from bindscope.alignment.protocols import LabclipSettings, check_protocol
 
     encoder = EncoderSettings.of(encoder)
-    LabclipSettings.of(check_protocol(protocol), epochs=epochs, batch_size=fit_batch_size, lr=lr, tagger=tagger)
-    if not 0 < holdout < 1:
-        raise BadInput(f"holdout {holdout}: must be between 0 and 1 (exclusive)", param="holdout")
-    check_int("seed", seed, 0, MAX_SEED)
+    options = with_changes(options or LabclipOptions(), changes, "a LABCLIP fit option")
     dataset, split = _open(data, split)
     out_path = _check_out(out, overwrite)
+    negatives = options.negatives
     if negatives is None:
         stored = load_table(dataset, split)
         negatives = "stored" if any(n.kind == "binding" for negs in stored.negatives for n in negs) else SHUFFLED
-    settings = LabclipSettings.of(protocol, negatives, epochs=epochs, batch_size=fit_batch_size, lr=lr,
-                                  tagger=tagger)
-    if negatives == SHUFFLED and tagger is None:
+    settings = options.settings(negatives)
+    if negatives == SHUFFLED and options.tagger is None:
         settings = settings.with_available_tagger()
-    table, negatives = labclip_table(dataset, split, negatives, settings.tagger, seed, settings.captions,
+    table, negatives = labclip_table(dataset, split, negatives, settings.tagger, options.seed, settings.captions,
                                      settings.caption_text)
-    plan_fit(table, holdout, seed, by_sample=negatives == SHUFFLED)
+    options = replace(options, negatives=negatives)
+    plan_fit(table, options.holdout, options.seed, by_sample=negatives == SHUFFLED)
     adapter, embedder = _encoder(encoder)
     if not adapter.supports_images:
         raise BadInput(f"model {encoder.model!r} is text-only; LABCLIP needs image and text embeddings")
@@ -310,8 +312,7 @@ def labclip_fit(data: str | os.PathLike, encoder: EncoderSettings | str, out: st
             bar.set_postfix(loss=f"{loss:.4f}")
             bar.update()
 
-        labclip = fit_on_dataset(dataset, embedder, split, holdout, seed, progress=step, table=table,
-                                 negatives=negatives, settings=settings)
+        labclip = fit_on_dataset(dataset, embedder, split, options, progress=step, table=table, settings=settings)
     labclip.save(out_path)
     return labclip
 
@@ -389,21 +390,21 @@ def labclip_apply(embeddings, labclip: str | os.PathLike, out: str | os.PathLike
     return mapped
 
 
-def fit_on_dataset(dataset, embedder, split: str | None = None, holdout: float = 0.1, seed: int = 0,
-                   epochs: int | None = None, batch_size: int | None = None, lr: float | None = None, progress=None,
-                   table=None, negatives: str | None = None, tagger: str | None = None, settings=None):
+def fit_on_dataset(dataset, embedder, split: str | None = None, options: LabclipOptions | None = None, *,
+                   progress=None, table=None, settings=None, **changes):
     """Fit LABCLIP on the samples of ``split`` that describe no held-out combination; return the
     :class:`~bindscope.alignment.labclip.LabclipMap`. :func:`labclip_fit` is the call with checks and a file.
 
-    The held-out ``(category, attribute, value)`` combinations (:func:`hold_out_triples` over the samples
-    with binding negatives, share ``holdout``, ``seed``) are stored in the map's ``meta`` so that
-    :func:`evaluate_on_dataset` tests on exactly the held-out samples; with shuffled negatives
-    (``negatives``, ``tagger``: see :func:`labclip_fit`) the held-out rows themselves
-    (``meta["held_out_samples"]``), and ``meta["negatives"]`` / ``meta["tagger"]`` say how the negatives were
-    made. ``settings``: a :class:`~bindscope.alignment.protocols.LabclipSettings` (default: bindscope's for the
-    negatives, with ``epochs``, ``batch_size``, ``lr`` and ``tagger`` in place of its values when given);
-    recorded as ``meta["settings"]``. ``table``: the split's :func:`~bindscope.alignment.data.labclip_table`
-    already made with these ``negatives`` (resolved: ``"stored"`` or ``"shuffled"``) and settings.
+    ``options``: a :class:`~bindscope.alignment.protocols.LabclipOptions` (default: its defaults), ``changes`` its
+    fields by keyword in place of its values (``holdout=0.1``, ``epochs=10``). The held-out ``(category,
+    attribute, value)`` combinations (:func:`hold_out_triples` over the samples with binding negatives, share
+    ``holdout``, ``seed``) are stored in the map's ``meta`` so that :func:`evaluate_on_dataset` tests on exactly the
+    held-out samples; with shuffled negatives (``negatives``, ``tagger``: see :func:`labclip_fit`) the held-out
+    rows themselves (``meta["held_out_samples"]``), and ``meta["negatives"]`` / ``meta["tagger"]`` say how the
+    negatives were made. ``settings``: the :class:`~bindscope.alignment.protocols.LabclipSettings` (default:
+    ``options.settings`` for the negatives); recorded as ``meta["settings"]``. ``table``: the split's
+    :func:`~bindscope.alignment.data.labclip_table` already made with ``options.negatives`` (resolved:
+    ``"stored"`` or ``"shuffled"``) and ``settings``.
 
     Raises:
         BadInput: the split has no binding negatives, or too few samples remain for fitting.
@@ -411,16 +412,15 @@ def fit_on_dataset(dataset, embedder, split: str | None = None, holdout: float =
     from bindscope.alignment.data import SHUFFLED, dataset_identity, default_split, labclip_table
     from bindscope.alignment.labclip import fit_labclip
     from bindscope.alignment.pairs import embed_pairs, plan_fit
-    from bindscope.alignment.protocols import LabclipSettings
 
+    options = with_changes(options or LabclipOptions(), changes, "a LABCLIP fit option")
+    holdout, seed, negatives = options.holdout, options.seed, options.negatives
     split = split or default_split(dataset)
     if table is None or negatives is None:
         made = (settings.tagger, settings.captions, settings.caption_text) if settings is not None else \
-            (tagger or "lexicon", "first", "as written")
+            (options.tagger or "lexicon", "first", "as written")
         table, negatives = labclip_table(dataset, split, negatives, made[0], seed, made[1], made[2])
-    if settings is None:
-        settings = LabclipSettings.of("bindscope", negatives, epochs=epochs, batch_size=batch_size, lr=lr,
-                                      tagger=tagger)
+    settings = settings or options.settings(negatives)
     held_out, fit_rows, held_rows = plan_fit(table, holdout, seed, by_sample=negatives == SHUFFLED)
     pairs = embed_pairs(table, dataset, embedder, fit_rows, kinds=("binding",))
     labclip, _ = fit_labclip(pairs.images, pairs.texts, pairs.negatives, pairs.owners, epochs=settings.epochs,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bindscope.alignment.protocols import AUTHORS_REPOSITORY, CLIP_INIT_LOGIT_SCALE  # noqa: F401 (named here too)
 from bindscope.encoders.interface import l2_normalise, torch_threads
 from bindscope.errors import BadInput, check_int, check_number
 from bindscope.io.atomic import atomic_open
@@ -34,7 +35,6 @@ from bindscope.io.weights import all_finite, check_plain, read_torch_file
 
 FORMAT = "bindscope-labclip"
 FORMAT_VERSION = 1
-CLIP_INIT_LOGIT_SCALE = 1.0 / 0.07
 MAX_LOGIT_SCALE = 100.0
 
 
@@ -111,7 +111,6 @@ MAX_DIM = 16384  # embedding dimensions of a map (the largest CLIPs have 1,024-1
 MAX_MAP_BYTES = 4 * MAX_DIM * MAX_DIM + (64 << 20)  # the weight at MAX_DIM plus room for the meta record
 MAP_KEYS = frozenset({"format", "format_version", "weight", "logit_scale", "meta"})
 AUTHORS_KEYS = frozenset({"linear.weight", "t"})
-AUTHORS_REPOSITORY = "kdariina/CLIP-not-BoW-unimodally"
 AUTHORS_FORMAT = "state dict of the LABCLIP authors' CLIPAlignment (linear.weight, t)"
 _META_TEXT = ("model", "pretrained", "cache_key", "dataset", "dataset_id", "split", "path")
 

@@ -28,14 +28,16 @@ bindscope's choices and the two protocols side by side: docs/alignment.md, "Prot
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
-from bindscope.alignment.labclip import AUTHORS_REPOSITORY, CLIP_INIT_LOGIT_SCALE
-from bindscope.alignment.splits import check_fractions
 from bindscope.errors import BadInput, check_int, check_number
-from bindscope.limits import MAX_SEED
+from bindscope.limits import MAX_BATCH, MAX_COUNT, MAX_EPOCHS, MAX_LR, MAX_OBJECTS, MAX_SEED
 
 PROTOCOLS = ("bindscope", "authors")
+AUTHORS_REPOSITORY = "kdariina/CLIP-not-BoW-unimodally"
+"""The LABCLIP authors' code (Koishigarina, Uselis and Oh), the source of the ``authors`` protocol."""
+CLIP_INIT_LOGIT_SCALE = 1.0 / 0.07
+"""CLIP's initial temperature, where bindscope's LABCLIP fit starts (the authors' starts at 1)."""
 OPTIMISERS = ("adam", "sgd")
 HOLD_OUTS = ("distractor", "scene")
 
@@ -50,12 +52,58 @@ def check_protocol(protocol: str) -> str:
 def _with(base, changes: dict):
     """``base`` with the non-None ``changes`` applied and their names added to ``overrides``."""
     given = {k: v for k, v in changes.items() if v is not None}
-    names = {f.name for f in fields(base)}
+    if isinstance(given.get("fractions"), str):
+        given["fractions"] = _parse_fractions(given["fractions"])
+    names = [f.name for f in fields(base)]
     for key in given:
         if key not in names:
-            raise TypeError(f"unknown setting {key!r}")
-    moved = tuple(k for k in given if k in names - {"seed", "min_objects"} and given[k] != getattr(base, k))
+            raise BadInput(f"{key} is not a field of {type(base).__name__}; allowed: {', '.join(names)}", param=key)
+    moved = tuple(k for k in given if k not in ("seed", "min_objects") and given[k] != getattr(base, k))
     return replace(base, **given, overrides=tuple(sorted(set(base.overrides) | set(moved))))
+
+
+def fraction_shares(fractions) -> tuple[float, float, float]:
+    """``fractions`` as the (train, val, test) shares, three floats (plain Python: the commands import this module
+    to build their options, without numpy).
+
+    Raises:
+        BadInput: not three numbers >= 0 summing to 1 (within 1e-5) with train > 0 and test > 0.
+    """
+    try:
+        values = tuple(float(v) for v in fractions)
+    except (TypeError, ValueError):
+        values = ()
+    if len(values) != 3 or min(values) < 0 or abs(sum(values) - 1.0) > 1e-8 + 1e-5 or values[0] <= 0 \
+            or values[2] <= 0:
+        shown = tuple(fractions) if isinstance(fractions, (list, tuple)) else fractions
+        raise BadInput(f"split fractions {shown!r}: need three non-negative numbers (train, val, test) summing to 1, "
+                       "with train > 0 and test > 0")
+    return values
+
+
+def _parse_fractions(text: str) -> tuple[float, ...]:
+    """``"0.6,0.2,0.2"`` -> ``(0.6, 0.2, 0.2)`` (the ``--fractions`` text); BadInput when not numbers."""
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise BadInput(f"fractions {text!r}: give three numbers train,val,test such as 0.6,0.2,0.2",
+                       param="fractions") from None
+
+
+_PROTOCOL_HELP = {
+    "probe": "Every probe setting: bindscope's (L2-normalised standardised inputs, full-batch Adam with early stopping, "
+             "the other objects' combination held out) or the LABCLIP authors' code's (inputs before normalisation, "
+             "SGD 0.1 on mini-batches of 32 for 100 epochs, the whole scene held out); docs/alignment.md#protocols. "
+             "--fractions, --steps, --lr and --weight-decay replace its values.",
+    "labclip": "Every fitting setting: bindscope's (20 epochs of 128 pairs, Adam 1e-3, temperature from 1/0.07, each "
+               "image with its first caption) or the LABCLIP authors' code's (natural captions: 10 epochs of 1024, "
+               "temperature from 1, every caption lower-cased, spaCy negatives; attribute swaps: 50 epochs of 128 at "
+               "0.01); docs/alignment.md#protocols. --epochs, --fit-batch-size, --lr and --tagger replace its values."}
+
+
+def _flag(flag: str, help: str | None = None, **more) -> dict:
+    """A field's command-line option (:func:`bindscope.cli.options.settings_options`)."""
+    return {"flag": flag, "help": help, **more}
 
 
 @dataclass(frozen=True)
@@ -85,14 +133,23 @@ class ProbeSettings:
         BadInput: a value outside its range, named with what is allowed (at construction).
     """
 
-    fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)
-    seed: int = 0
-    min_objects: int = 2
-    steps: int = 300
-    lr: float = 0.01
-    weight_decay: float = 1e-4
+    fractions: tuple[float, float, float] = field(default=(0.6, 0.2, 0.2), metadata=_flag(
+        "--fractions", "train,val,test sample shares of the hold-out by attribute-object combination [protocol's: "
+        "bindscope 0.6,0.2,0.2, authors 0.8,0.1,0.1]", default=None))
+    seed: int = field(default=0, metadata=_flag("--seed", range=(0, MAX_SEED)))
+    min_objects: int = field(default=2, metadata=_flag(
+        "--min-objects", "minimum objects in a modality's view (2: multi-object samples only)", range=(1, MAX_OBJECTS)))
+    steps: int = field(default=300, metadata=_flag(
+        "--steps", "optimiser passes per probe: full-batch steps (bindscope, 300) or epochs (authors, 100)",
+        range=(1, MAX_COUNT), default=None))
+    lr: float = field(default=0.01, metadata=_flag(
+        "--lr", "learning rate [protocol's: bindscope 0.01 (Adam), authors 0.1 (SGD)]", range=(0, MAX_LR),
+        open=(True, False), default=None))
+    weight_decay: float = field(default=1e-4, metadata=_flag(
+        "--weight-decay", "L2 penalty [protocol's: bindscope 1e-4, authors 0]", range=(0, 10), float=True,
+        default=None))
     eval_every: int = 10
-    protocol: str = "bindscope"
+    protocol: str = field(default="bindscope", metadata=_flag("--protocol", _PROTOCOL_HELP["probe"], choice=PROTOCOLS))
     optimiser: str = "adam"
     batch_size: int | None = None
     normalise: bool = True
@@ -114,13 +171,29 @@ class ProbeSettings:
         for name, value, allowed in (("optimiser", self.optimiser, OPTIMISERS), ("hold_out", self.hold_out, HOLD_OUTS)):
             if value not in allowed:
                 raise BadInput(f"{name} {value!r} is not allowed; allowed: {', '.join(allowed)}", param=name)
-        object.__setattr__(self, "fractions", tuple(float(v) for v in check_fractions(self.fractions)))
+        object.__setattr__(self, "fractions", fraction_shares(self.fractions))
 
     @classmethod
     def of(cls, protocol: str = "bindscope", **changes) -> "ProbeSettings":
         """The settings of ``protocol`` (:data:`PROBE_PROTOCOLS`) with the non-None ``changes`` (fields of this
         class) in place of its values; those that differ are listed in ``overrides``."""
         return _with(PROBE_PROTOCOLS[check_protocol(protocol)], changes)
+
+    @classmethod
+    def given(cls, settings: "ProbeSettings | None", changes: dict) -> "ProbeSettings":
+        """A library call's probe settings: ``settings`` with the non-None ``changes`` (fields by keyword) in place
+        of its values, or, without ``settings``, :meth:`of` the protocol ``changes`` name (default bindscope's).
+
+        Raises:
+            BadInput: a value out of range, a keyword that is not a field, ``protocol`` given beside ``settings``
+                (which hold their own).
+        """
+        if settings is None:
+            return cls.of(**changes)
+        if changes.get("protocol") is not None:
+            raise BadInput(f"protocol {changes['protocol']!r} and settings both given; settings hold their protocol "
+                           f"({settings.protocol})", param="protocol")
+        return _with(settings, changes)
 
     @property
     def schedule(self) -> str:
@@ -215,6 +288,66 @@ class LabclipSettings:
     def record(self) -> dict:
         """The settings as a JSON-ready dict (recorded in the map's ``meta``)."""
         return {**asdict(self), "overrides": list(self.overrides)}
+
+
+@dataclass(frozen=True)
+class LabclipOptions:
+    """How a LABCLIP map is fitted, as asked (``bindscope.labclip.fit``, ``bindscope labclip fit``, whose options
+    are generated from these fields: :func:`bindscope.cli.options.settings_options`): the held-out share, the
+    protocol and the values given in place of its own (None: the protocol's), the seed and the negatives source.
+    The protocol's values depend on the negatives source, known once the split is read: :meth:`settings` gives
+    the :class:`LabclipSettings` of one.
+
+    Attributes:
+        holdout: share of the (object, attribute, value) combinations (shuffled negatives: of the samples) held
+            out for ``labclip eval``, 0 < holdout < 1.
+        protocol: ``"bindscope"`` or ``"authors"``. epochs (>= 1), fit_batch_size (pairs per batch, >= 2), lr
+            (> 0), tagger (``"lexicon"`` or ``"spacy"``): in place of the protocol's values, or None.
+        seed: seed of the hold-out, the shuffled negatives and the fit, >= 0.
+        negatives: ``"stored"`` (attribute swaps), ``"shuffled"`` (NegCLIP's shuffled nouns and adjectives) or
+            None (stored where the split has binding negatives, else shuffled).
+
+    Raises:
+        BadInput: a value outside its range (``param`` names the field, as the library keyword), at construction.
+    """
+
+    holdout: float = field(default=0.1, metadata=_flag(
+        "--holdout-fraction", "share of (object, attribute, value) combinations (shuffled negatives: of samples) held "
+        "out for `labclip eval`", name="holdout", range=(0, 1), float=True, open=(True, True)))
+    protocol: str = field(default="bindscope", metadata=_flag("--protocol", _PROTOCOL_HELP["labclip"],
+                                                              choice=PROTOCOLS))
+    epochs: int | None = field(default=None, metadata=_flag(
+        "--epochs", "passes over the pairs [protocol's]", range=(1, MAX_EPOCHS)))
+    fit_batch_size: int | None = field(default=None, metadata=_flag(
+        "--fit-batch-size", "(image, caption) pairs per LABCLIP batch (their negatives join the batch) [protocol's]",
+        range=(2, MAX_BATCH)))
+    lr: float | None = field(default=None, metadata=_flag(
+        "--lr", "Adam learning rate [protocol's]", range=(0, MAX_LR), open=(True, False)))
+    seed: int = field(default=0, metadata=_flag("--seed", range=(0, MAX_SEED)))
+    negatives: str | None = field(default=None, metadata=_flag(
+        "--negatives", "stored: the dataset's binding negatives (MADMAN; ComCO swaps from the object table); "
+        "shuffled: each caption with its nouns and adjectives shuffled (NegCLIP; COCO). Default: stored where the "
+        "split has binding negatives, else shuffled", choice=("stored", "shuffled")))
+    tagger: str | None = field(default=None, metadata=_flag(
+        "--tagger", "how --negatives shuffled finds nouns and adjectives: the dataset's own words (COCO: its mention "
+        "table and colour/size words) or spaCy's en_core_web_sm (pip install 'bindscope[text]') [protocol's: "
+        "bindscope lexicon; authors spacy, the word list where spaCy is missing, recorded]",
+        choice=("lexicon", "spacy")))
+
+    def __post_init__(self):
+        self.settings("stored")  # every value of the protocol's settings, checked
+        if not (isinstance(self.holdout, (int, float)) and 0 < self.holdout < 1):
+            raise BadInput(f"holdout {self.holdout}: must be between 0 and 1 (exclusive)", param="holdout")
+        check_int("seed", self.seed, 0, MAX_SEED)
+        if self.negatives not in (None, "stored", "shuffled"):
+            raise BadInput(f"negatives {self.negatives!r} is not allowed; allowed: stored, shuffled, or None",
+                           param="negatives")
+
+    def settings(self, negatives: str) -> LabclipSettings:
+        """The :class:`LabclipSettings` of the protocol for ``negatives`` (``"stored"`` or ``"shuffled"``) with the
+        values given here in place of its own (listed in ``overrides``)."""
+        return LabclipSettings.of(self.protocol, negatives, epochs=self.epochs, batch_size=self.fit_batch_size,
+                                  lr=self.lr, tagger=self.tagger)
 
 
 _BINDSCOPE_LABCLIP = LabclipSettings()

@@ -26,6 +26,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
+from bindscope.alignment.protocols import fraction_shares
 from bindscope.errors import BadInput
 from bindscope.format.records import ObjectRecord
 
@@ -63,17 +64,13 @@ def swap_combination(objects: Sequence[ObjectRecord], attribute: str) -> tuple[t
 
 
 def check_fractions(fractions: Sequence[float]) -> np.ndarray:
-    """``fractions`` as a float64 ``(3,)`` array of (train, val, test) shares.
+    """``fractions`` as a float64 ``(3,)`` array of (train, val, test) shares
+    (:func:`bindscope.alignment.protocols.fraction_shares`).
 
     Raises:
         BadInput: not three numbers >= 0 summing to 1 with train > 0 and test > 0.
     """
-    values = np.asarray(fractions, dtype=float)
-    if values.shape != (3,) or np.any(values < 0) or not np.isclose(values.sum(), 1.0) or values[0] <= 0 \
-            or values[2] <= 0:
-        raise BadInput(f"split fractions {tuple(fractions)!r}: need three non-negative numbers "
-                       "(train, val, test) summing to 1, with train > 0 and test > 0")
-    return values
+    return np.asarray(fraction_shares(fractions), dtype=float)
 
 
 def split_by_combination(keys: Sequence[Hashable], fractions: Sequence[float] = (0.6, 0.2, 0.2),

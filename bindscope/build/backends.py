@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-import joblib
-
 from bindscope.errors import BadInput
+from bindscope.limits import MAX_COUNT
 
 BACKENDS = ("local", "dask")
 
@@ -53,6 +53,8 @@ class LocalExecutor(Executor):
     def map(self, func, common, items):
         if self.jobs == 1:
             return ((i, func(common, item)) for i, item in enumerate(items))
+        import joblib
+
         parallel = joblib.Parallel(n_jobs=self.jobs, return_as="generator")
         return enumerate(parallel(joblib.delayed(func)(common, item) for item in items))
 
@@ -102,6 +104,80 @@ def check_backend(backend: str, scheduler: str | None, jobs: int) -> None:
         except ImportError:
             raise BadInput("backend 'dask' needs the dask.distributed package: "
                            "pip install 'bindscope[scale]'", param="backend") from None
+
+
+def check_parts(num_parts: int, part: int, num_shards: int | None = None) -> None:
+    """Raise :class:`BadInput` unless ``1 <= num_parts <= num_shards`` and ``0 <= part < num_parts``.
+
+    ``num_shards=None`` skips the last check (the build settings are checked before the generator exists).
+    """
+    if num_parts < 1:
+        raise BadInput(f"num_parts must be at least 1, got {num_parts}", param="num_parts")
+    if not 0 <= part < num_parts:
+        raise BadInput(f"part {part} is out of range: with {num_parts} parts it must be 0..{num_parts - 1}",
+                       param="part")
+    if num_shards is not None and num_parts > num_shards:
+        raise BadInput(f"num_parts {num_parts} is more than the dataset's {num_shards} shard(s); "
+                       f"use at most {num_shards} parts (or a smaller shard size)", param="num_parts")
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """Where and in how many parts a generator's shards are made (the scale-out of
+    :func:`bindscope.build.builder.build_dataset`), taken by :func:`bindscope.madman.generate` and
+    :func:`bindscope.comco.render`; ``madman generate`` and ``comco render`` make it with one click decorator
+    generated from the fields below (:func:`bindscope.cli.options.build_options`). Worker processes
+    (``jobs``) are each call's own argument.
+
+    Attributes:
+        backend: ``"local"`` (joblib processes on this machine) or ``"dask"`` (a Dask cluster; needs
+            ``dask.distributed``).
+        scheduler: with ``"dask"``: the address (``tcp://HOST:8786``) or scheduler file of a running Dask
+            scheduler; None: a LocalCluster of ``jobs`` worker processes.
+        num_parts: split the run into this many independent parts, 1..10,000,000 (join them with
+            ``bindscope merge``); at most the number of shards (checked by the build).
+        part: which part this run makes, 0-based (``0 <= part < num_parts``).
+
+    Raises:
+        BadInput: an unknown backend, a scheduler without ``"dask"``, ``dask.distributed`` missing, a part out of
+            range (``param`` names the field), at construction.
+    """
+
+    backend: str = field(default="local", metadata={
+        "flag": "--backend", "choice": BACKENDS,
+        "help": "Where shards are made: 'local' = --jobs processes on this machine (joblib); 'dask' = a Dask "
+                "cluster (--scheduler, or a LocalCluster of --jobs worker processes)."})
+    scheduler: str | None = field(default=None, metadata={
+        "flag": "--scheduler", "metavar": "ADDRESS",
+        "help": "With --backend dask: address of a running Dask scheduler (tcp://HOST:8786) or the path of its "
+                "scheduler file. --out must be on a file system every worker sees."})
+    num_parts: int = field(default=1, metadata={
+        "flag": "--num-parts", "range": (1, MAX_COUNT), "metavar": "K",
+        "help": "Split the run into K independent parts (e.g. a batch-scheduler job array); join them afterwards "
+                "with `bindscope merge`."})
+    part: int = field(default=0, metadata={
+        "flag": "--part", "range": (0, MAX_COUNT - 1), "metavar": "I",
+        "help": "Which part this run makes, 0-based (0 <= I < K)."})
+
+    def __post_init__(self):
+        check_backend(self.backend, self.scheduler, 1)
+        check_parts(self.num_parts, self.part)
+
+    @classmethod
+    def taken(cls, build: "BuildSettings | None", keywords: dict) -> "BuildSettings":
+        """``build`` (default: the defaults), or, for a call that still passes the fields as keywords (the
+        spelling before :class:`BuildSettings`; ``backend=``, ``scheduler=``, ``num_parts=``, ``part=``, removed
+        from ``keywords``), the settings they give, with a :class:`DeprecationWarning`. Raises BadInput for both
+        at once."""
+        old = {name: keywords.pop(name) for name in ("backend", "scheduler", "num_parts", "part") if name in keywords}
+        if not old:
+            return build or cls()
+        if build is not None:
+            raise BadInput(f"{', '.join(old)} and build both given; give the scale-out once, as "
+                           "build=BuildSettings(...)", param="build")
+        warnings.warn(f"{', '.join(old)}: pass build=BuildSettings(...) instead (bindscope.build.backends); these "
+                      "keywords go in the next release", DeprecationWarning, stacklevel=3)
+        return cls(**old)
 
 
 @contextlib.contextmanager

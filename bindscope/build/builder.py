@@ -41,9 +41,9 @@ from typing import Protocol
 
 from tqdm.auto import tqdm
 
-from bindscope.build.backends import check_backend, open_executor
+from bindscope.build.backends import check_backend, check_parts, open_executor
 from bindscope.build.registry import generator_class
-from bindscope.errors import BadInput, GenerationError
+from bindscope.errors import GenerationError
 from bindscope.format.manifest import MANIFEST, load_manifest
 from bindscope.format.records import Sample
 from bindscope.format.shard import FORMAT_VERSION, ShardReader, write_shard
@@ -342,21 +342,6 @@ def part_tasks(tasks: list[ShardTask], num_parts: int, part: int) -> list[ShardT
 def part_stem(part: int, num_parts: int) -> str:
     """File stem of a part record, e.g. ``part-00002-of-00004`` (``part`` is 0-based)."""
     return f"part-{part:05d}-of-{num_parts:05d}"
-
-
-def check_parts(num_parts: int, part: int, num_shards: int | None = None) -> None:
-    """Raise :class:`BadInput` unless ``1 <= num_parts <= num_shards`` and ``0 <= part < num_parts``.
-
-    ``num_shards=None`` skips the last check (used by the CLI before the generator exists).
-    """
-    if num_parts < 1:
-        raise BadInput(f"num_parts must be at least 1, got {num_parts}", param="num_parts")
-    if not 0 <= part < num_parts:
-        raise BadInput(f"part {part} is out of range: with {num_parts} parts it must be 0..{num_parts - 1}",
-                       param="part")
-    if num_shards is not None and num_parts > num_shards:
-        raise BadInput(f"num_parts {num_parts} is more than the dataset's {num_shards} shard(s); "
-                       f"use at most {num_shards} parts (or a smaller shard size)", param="num_parts")
 
 
 def _remove_temp_files(shards_dir: Path, tasks: list[ShardTask]) -> None:

@@ -10,9 +10,9 @@ is laid out (``release_per_split``); ``bindscope release`` reads both instead of
 
 Generators are found by name among the classes registered with :func:`register_generator` (a test's toy
 generator, a plug-in loaded at run time) and the entry points of the group ``bindscope.generators`` that
-installed packages declare (bindscope declares ``madman``, ``comco`` and the ``coco``, ``clevr`` and ``pug``
-importers in its pyproject.toml), which are imported on first use: this layer never imports the generator packages
-above it.
+installed packages declare (bindscope declares ``madman``, ``comco``, ``t2i`` and the ``coco``, ``clevr`` and
+``pug`` importers in its pyproject.toml), which are imported on first use: this layer never imports the generator
+packages above it.
 """
 
 from __future__ import annotations

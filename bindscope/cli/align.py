@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from bindscope.cli.types import SEED, FiniteFloat, count
-from bindscope.limits import MAX_BATCH, MAX_EPOCHS, MAX_LR, MAX_OBJECTS
-from bindscope.errors import BadInput
+from bindscope.alignment.protocols import LabclipOptions, ProbeSettings
+from bindscope.cli.options import settings_options
 
 
 def _model_options(command):
@@ -19,14 +18,6 @@ def _model_options(command):
 
 def _fmt(value) -> str:
     return "   -  " if value is None else f"{value:6.3f}"
-
-
-def _parse_fractions(text: str) -> tuple[float, float, float]:
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise BadInput(f"--fractions {text!r}: give three numbers train,val,test such as 0.6,0.2,0.2") from None
-    return values
 
 
 @click.command("probe")
@@ -42,28 +33,12 @@ def _parse_fractions(text: str) -> tuple[float, float, float]:
 @click.option("--modality", type=click.Choice(["image", "text", "both"]), default="both", show_default=True)
 @click.option("--split", default=None, help="dataset split to probe (default: test, else the first split)")
 @click.option("--attributes", default=None, help="comma-separated attributes (default: all of the dataset's)")
-@click.option("--protocol", type=click.Choice(["bindscope", "authors"]), default="bindscope", show_default=True,
-              help="Every probe setting: bindscope's (L2-normalised standardised inputs, full-batch Adam with early "
-                   "stopping, the other objects' combination held out) or the LABCLIP authors' code's (inputs before "
-                   "normalisation, SGD 0.1 on mini-batches of 32 for 100 epochs, the whole scene held out); "
-                   "docs/alignment.md#protocols. --fractions, --steps, --lr and --weight-decay replace its values.")
-@click.option("--fractions", default=None,
-              help="train,val,test sample shares of the hold-out by attribute-object combination [protocol's: "
-                   "bindscope 0.6,0.2,0.2, authors 0.8,0.1,0.1]")
-@click.option("--min-objects", type=count(1, MAX_OBJECTS), default=2, show_default=True,
-              help="minimum objects in a modality's view (2: multi-object samples only)")
-@click.option("--steps", type=count(), default=None,
-              help="optimiser passes per probe: full-batch steps (bindscope, 300) or epochs (authors, 100)")
-@click.option("--lr", type=FiniteFloat(0, MAX_LR, min_open=True), default=None,
-              help="learning rate [protocol's: bindscope 0.01 (Adam), authors 0.1 (SGD)]")
-@click.option("--weight-decay", type=FiniteFloat(0, 10), default=None,
-              help="L2 penalty [protocol's: bindscope 1e-4, authors 0]")
-@click.option("--seed", type=SEED, default=0, show_default=True)
+@settings_options(ProbeSettings, "settings", ProbeSettings.of,
+                  only=("protocol", "fractions", "min_objects", "steps", "lr", "weight_decay", "seed"))
 @click.option("--out", default=None, help="result JSON (default DATA/eval/probe-<model>-<tag>.json)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def bindscope_probe(data, encoder, task, target, modality, split, attributes, protocol, fractions, min_objects,
-                    steps, lr, weight_decay, seed, out, overwrite, quiet):
+def bindscope_probe(data, encoder, task, target, modality, split, attributes, settings, out, overwrite, quiet):
     """Linear probes on frozen embeddings of dataset DATA: one probe per target object and attribute.
 
     Each probe is Linear(D, n_classes) on image or caption embeddings, trained with cross-entropy on samples
@@ -76,10 +51,8 @@ def bindscope_probe(data, encoder, task, target, modality, split, attributes, pr
     from bindscope.alignment.api import probe
 
     names = [a.strip() for a in attributes.split(",")] if attributes else None
-    run = probe(data, encoder, task=task, modality=modality, split=split, attributes=names, protocol=protocol,
-                fractions=None if fractions is None else _parse_fractions(fractions), min_objects=min_objects,
-                steps=steps, lr=lr, weight_decay=weight_decay, seed=seed, target=target, out=out, overwrite=overwrite,
-                progress=not quiet)
+    run = probe(data, encoder, task=task, modality=modality, split=split, attributes=names, settings=settings,
+                target=target, out=out, overwrite=overwrite, progress=not quiet)
     split, metrics, out_path = run.result["settings"]["split"], run.result["metrics"], run.path
     if task == "conjunctive-search":
         _conjunctive_table(run.result["settings"]["target"], split, metrics)
@@ -134,32 +107,9 @@ def bindscope_labclip():
 @click.option("--out", required=True, help="where to write the map (e.g. labclip.pt)")
 @click.option("--overwrite", is_flag=True, help="replace an existing --out file")
 @click.option("--split", default=None, help="split to fit on (default: test, else the first split)")
-@click.option("--holdout-fraction", "holdout", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True),
-              default=0.1, show_default=True,
-              help="share of (object, attribute, value) combinations (shuffled negatives: of samples) held out for "
-                   "`labclip eval`")
-@click.option("--protocol", type=click.Choice(["bindscope", "authors"]), default="bindscope", show_default=True,
-              help="Every fitting setting: bindscope's (20 epochs of 128 pairs, Adam 1e-3, temperature from 1/0.07, "
-                   "each image with its first caption) or the LABCLIP authors' code's (natural captions: 10 epochs of "
-                   "1024, temperature from 1, every caption lower-cased, spaCy negatives; attribute swaps: 50 epochs "
-                   "of 128 at 0.01); docs/alignment.md#protocols. --epochs, --fit-batch-size, --lr and --tagger "
-                   "replace its values.")
-@click.option("--epochs", type=count(1, MAX_EPOCHS), default=None, help="passes over the pairs [protocol's]")
-@click.option("--fit-batch-size", type=count(2, MAX_BATCH), default=None,
-              help="(image, caption) pairs per LABCLIP batch (their negatives join the batch) [protocol's]")
-@click.option("--lr", type=FiniteFloat(0, MAX_LR, min_open=True), default=None, help="Adam learning rate [protocol's]")
-@click.option("--seed", type=SEED, default=0, show_default=True)
-@click.option("--negatives", type=click.Choice(["stored", "shuffled"]), default=None,
-              help="stored: the dataset's binding negatives (MADMAN; ComCO swaps from the object table); shuffled: "
-                   "each caption with its nouns and adjectives shuffled (NegCLIP; COCO). Default: stored where the "
-                   "split has binding negatives, else shuffled")
-@click.option("--tagger", type=click.Choice(["lexicon", "spacy"]), default=None,
-              help="how --negatives shuffled finds nouns and adjectives: the dataset's own words (COCO: its "
-                   "mention table and colour/size words) or spaCy's en_core_web_sm (pip install 'bindscope[text]') "
-                   "[protocol's: bindscope lexicon; authors spacy, the word list where spaCy is missing, recorded]")
+@settings_options(LabclipOptions, "options")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def bindscope_labclip_fit(data, encoder, out, overwrite, split, holdout, protocol, epochs, fit_batch_size, lr, seed,
-                          negatives, tagger, quiet):
+def bindscope_labclip_fit(data, encoder, out, overwrite, split, options, quiet):
     """Fit the D x D LABCLIP map on dataset DATA and write it to --out.
 
     The map (no bias, identity initialisation, learnable log-temperature) is trained with Adam on frozen
@@ -171,9 +121,7 @@ def bindscope_labclip_fit(data, encoder, out, overwrite, split, holdout, protoco
     """
     from bindscope.alignment.api import labclip_fit
 
-    labclip = labclip_fit(data, encoder, out, protocol=protocol, split=split, holdout=holdout, epochs=epochs,
-                          fit_batch_size=fit_batch_size, lr=lr, seed=seed, negatives=negatives, tagger=tagger,
-                          overwrite=overwrite, progress=not quiet)
+    labclip = labclip_fit(data, encoder, out, options=options, split=split, overwrite=overwrite, progress=not quiet)
     split, out_path = labclip.meta["split"], out
     losses = labclip.meta["loss_history"]
     kept = "" if labclip.meta["negatives"] == "shuffled" else \

@@ -1,43 +1,23 @@
-"""``comco render`` and ``comco preview`` (bpy and matplotlib are imported inside the commands)."""
+"""``comco render``, ``comco preview`` and ``comco t2i`` (bpy, matplotlib and diffusers are imported inside the
+commands)."""
 
 from __future__ import annotations
 
 import click
 
-from bindscope.cli.options import build_options, report_build
-from bindscope.cli.types import DEVICE, JOBS, SEED, count, schema_range
+from bindscope.cli.options import build_options, report_build, settings_options
+from bindscope.cli.types import DEVICE, JOBS, SEED, count
 from bindscope.errors import DEVICE_GRAMMAR
 from bindscope.generators.comco.api import MAX_THREADS
-from bindscope.generators.comco.saliency import SALIENCY
+from bindscope.generators.comco.overrides import ComcoOverrides
+from bindscope.generators.t2i.api import DiffusionSettings
+from bindscope.generators.t2i.prompts import PromptSettings
 from bindscope.limits import MAX_COLS, MAX_TILES
 
 
 @click.command("render")
 @click.option("--out", "out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
-@click.option("-n", "n", type=schema_range("comco_config", "n"), default=None, help="Multi-object scenes to render [config n: 1000].")
-@click.option("--objects", default=None,
-              help="Objects per scene: a count (3) or a range (2-5), counts 1..5, spread evenly [2-5].")
-@click.option("--set", "set", default=None,
-              help="Object set: comco72, simco18, or an asset folder from `comco assets import` [comco72].")
-@click.option("--size-mode", type=click.Choice(["one-large", "equal", "random"]), default=None,
-              help="one-large: one object at scale.large, the rest at scale.small; equal; random [one-large].")
-@click.option("--resolution", type=schema_range("comco_config", "resolution"), default=None, help="Image side in pixels (square) [224].")
-@click.option("--samples", type=schema_range("comco_config", "samples"), default=None,
-              help="Cycles samples per pixel of the RGB render [those of render.quality].")
-@click.option("--references/--no-references", default=None,
-              help="Also render the single-object reference split (one image per category) [on].")
-@click.option("--attributes", default=None,
-              help="Per-object attributes sampled and written into captions: any of colour, material, size "
-                   "(comma-separated), e.g. colour,material [none].")
-@click.option("--task", type=click.Choice(["scenes", "conjunctive-search"]), default=None,
-              help="scenes, or conjunctive-search: the target conjunction (config conjunctive_search.target) "
-                   "present or absent among distractors sharing one attribute with it [scenes].")
-@click.option("--depth/--no-depth", default=None, help="Also store a float16 depth map per sample [off].")
-@click.option("--saliency", default=None, metavar="none|size|position",
-              help="Which object the caption names first with probability --saliency-bias: "
-                   + "; ".join(f"{k}: {v}" for k, v in SALIENCY.items()) + " [none: uniform mention order].")
-@click.option("--saliency-bias", type=schema_range("comco_config", "saliency_bias"), default=None,
-              help="Probability that the salient object (see --saliency) is mentioned first [1].")
+@settings_options(ComcoOverrides, "overrides")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Dataset seed.")
 @click.option("--jobs", type=JOBS, default=1, show_default=True,
               help="Worker processes, each with one persistent Blender session.")
@@ -52,8 +32,7 @@ from bindscope.limits import MAX_COLS, MAX_TILES
 @click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @build_options
-def comco_render(out, n, objects, set, size_mode, resolution, samples, references, attributes, task, depth,
-                 saliency, saliency_bias, seed, jobs, threads, device, config, overwrite, quiet, **build):
+def comco_render(out, overrides, seed, jobs, threads, device, config, overwrite, quiet, build):
     """Render ComCO / SimCO scenes with exact per-object instance masks into a dataset folder OUT.
 
     Headless Blender (bpy, Cycles). Splits: `scenes` (multi-object images, captions = names joined with
@@ -65,11 +44,8 @@ def comco_render(out, n, objects, set, size_mode, resolution, samples, reference
     """
     from bindscope.generators.comco.api import render
 
-    result = render(out, config, seed=seed, jobs=jobs, threads=threads, device=device,
-                    overwrite=overwrite, progress=not quiet, **build, set=set, objects=objects,
-                    size_mode=size_mode, resolution=resolution, samples=samples, n=n, references=references,
-                    attributes=attributes, task=task, depth=depth, saliency=saliency,
-                    saliency_bias=saliency_bias)
+    result = render(out, config, seed=seed, jobs=jobs, threads=threads, device=device, overwrite=overwrite,
+                    progress=not quiet, build=build, **overrides.config())
     if result.already_complete:
         click.echo(f"{out}: already complete (same config and seed); nothing to do")
         return
@@ -94,3 +70,45 @@ def comco_preview(directory, out, split, count, cols, overwrite):
 
     path = write_preview(directory, out, split=split, count=count, cols=cols, overwrite=overwrite)
     click.echo(f"wrote {path}")
+
+
+@click.command("t2i")
+@click.option("--pipeline", required=True,
+              help="diffusers text-to-image pipeline: a Hugging Face repository id (stabilityai/sd-turbo; downloaded "
+                   "on first use) or a pipeline folder (save_pretrained). Refused when it holds or names custom code.")
+@click.option("--out", "out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
+@settings_options(PromptSettings, "prompts")
+@settings_options(DiffusionSettings, "diffusion")
+@click.option("--device", type=DEVICE, default="auto", show_default=True,
+              help=DEVICE_GRAMMAR + " (auto: CUDA when torch sees a GPU, else the CPU). Recorded per image, not part "
+                   "of the config.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Dataset seed: object sets and initial noise.")
+@click.option("--shard-size", type=count(), default=None,
+              help="Images per shard, a multiple of --images-per-prompt (the unit an interrupted run resumes from) "
+                   "[16 prompts' images].")
+@click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@build_options
+def comco_t2i(pipeline, out, prompts, diffusion, device, seed, shard_size, overwrite, quiet, build):
+    """Render ComCO-style prompts of 2-5 objects in controlled orders with a diffusers text-to-image pipeline
+    into a dataset folder OUT; `comco t2i-score` then measures which prompt objects each image shows, by mention
+    position (docs/t2i.md).
+
+    Each object set is drawn from --names (seeded) and named in every --order variant; each image keeps its
+    prompt's objects and their order in the object table. Same pipeline, config and seed: the same dataset; an
+    interrupted run resumes shard by shard when repeated. Example (sd-turbo on a GPU):
+
+        comco t2i --pipeline stabilityai/sd-turbo --steps 1 --guidance 0 --out data/t2i
+    """
+    from bindscope.generators.t2i.api import t2i
+
+    result = t2i(out, pipeline, prompts=prompts, diffusion=diffusion, device=device, seed=seed, shard_size=shard_size,
+                 overwrite=overwrite, progress=not quiet, build=build)
+    if result.already_complete:
+        click.echo(f"{out}: already complete (same pipeline, config and seed); nothing to do")
+    elif result.part_record is not None:
+        report_build(result.part_record, out)
+    else:
+        stats = result.manifest["statistics"]["images"]
+        click.echo(f"{out}: {stats['num_images']} images of {stats['num_prompts']} prompts (bindscope verify {out} "
+                   "checks it)")

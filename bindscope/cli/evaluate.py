@@ -1,4 +1,5 @@
-"""``madman eval`` and ``comco eval`` (click). torch/open_clip are imported inside the commands only."""
+"""``madman eval``, ``comco eval``, ``comco t2i-score`` and the analyses (click). torch, open_clip and transformers are
+imported inside the commands only."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ from pathlib import Path
 
 import click
 
-from bindscope.cli.options import _apply, encoder_settings, tasks_option
+from bindscope.cli.options import _apply, encoder_settings, settings_options, task_options, tasks_option
+from bindscope.cli.types import SEED, FiniteFloat, count
 from bindscope.encoders.settings import EncoderSettings
 from bindscope.errors import BadInput
-from bindscope.cli.types import SEED, FiniteFloat, count
-from bindscope.evaluation import AUDIT_RANGES, AUDIT_SHIFT
-from bindscope.limits import MAX_EPOCHS, MAX_OBJECTS
+from bindscope.evaluation import DETECTION_THRESHOLD, AuditSettings, PairSettings
+from bindscope.evaluation.sampled import SampledCaptions
 from bindscope.evaluation.api import check_locations
 
 
@@ -126,30 +127,9 @@ def madman_eval(data, splits, tasks, encoder, out, overwrite, plot, quiet, labcl
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
               help="Also write the confusion matrices (.png, .pdf or .svg).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out or --plot file.")
-@click.option("--train-split", default="train", show_default=True, help="Split the oracle is trained on.")
-@click.option("--test-split", default="test", show_default=True, help="Split the oracle is tested on.")
-# The numeric options' ranges: AUDIT_RANGES, the one place the library (audit_madman) reads too.
-@click.option("--epochs", type=count(*AUDIT_RANGES["epochs"]), default=8, show_default=True,
-              help="Passes over the training objects.")
-@click.option("--batch-size", type=count(*AUDIT_RANGES["batch_size"]), default=128, show_default=True,
-              help="Objects per training step.")
-@click.option("--lr", type=FiniteFloat(*AUDIT_RANGES["lr"], min_open=True), default=3e-3, show_default=True,
-              help="Peak learning rate (Adam, one-cycle schedule).")
-@click.option("--width", type=count(*AUDIT_RANGES["width"]), default=32, show_default=True,
-              help="Channels of the first of four conv stages (then 2x, 4x, 8x).")
-@click.option("--seed", type=SEED, default=0, show_default=True,
-              help="Seed of the weights and the visiting order (same seed, same result).")
-@click.option("--max-train-objects", type=count(*AUDIT_RANGES["max_train_objects"]), default=None,
-              help="Train on the first N visible objects only (default: all).")
-@click.option("--max-test-objects", type=count(*AUDIT_RANGES["max_test_objects"]), default=None,
-              help="Test on the first N visible objects only (default: all).")
-@click.option("--threads", type=count(*AUDIT_RANGES["threads"]), default=1, show_default=True,
-              help="torch CPU threads; the result depends on it. More than the idle cores slows torch down.")
-@click.option("--shift", type=count(*AUDIT_RANGES["shift"]), default=AUDIT_SHIFT, show_default=True,
-              help="Largest random offset (pixels, per axis) of a training crop; 0 = no augmentation.")
+@settings_options(AuditSettings, "settings")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, batch_size, lr, width, seed,
-                 max_train_objects, max_test_objects, threads, shift, quiet):
+def madman_audit(data, out, plot, overwrite, settings, quiet):
     """Can a supervised model see each attribute and the digit? Audit a MADMAN dataset DATA.
 
     Trains a small CNN (the oracle; CPU, seeded) on the objects of --train-split, each isolated by its own
@@ -162,10 +142,7 @@ def madman_audit(data, out, plot, overwrite, train_split, test_split, epochs, ba
     from bindscope.evaluation.audit import format_audit
 
     start = time.perf_counter()
-    run = audit(data, out=out, plot=plot, overwrite=overwrite, progress=not quiet, train_split=train_split,
-                test_split=test_split, epochs=epochs, batch_size=batch_size, lr=lr, width=width, seed=seed,
-                max_train_objects=max_train_objects, max_test_objects=max_test_objects, threads=threads,
-                shift=shift)
+    run = audit(data, settings, out=out, plot=plot, overwrite=overwrite, progress=not quiet)
     click.echo(format_audit(run.result))
     click.echo(f"\nfinished in {time.perf_counter() - start:.0f} s")
     for path in (run.plot, run.path):
@@ -204,49 +181,14 @@ def comco_attention(data, layers, use_rollout, top_k, split, limit, seed, encode
 @tasks_option("comco-eval", " With DATA: the defaults run when the dataset holds what they need (ior: a references "
               "split or --reference-images; binding: stored negatives). Without DATA: tor, claim1 and/or toc on "
               "sampled captions (default: tor).")
-@click.option("--protocol", default="bindscope", show_default=True,
-              type=click.Choice(["bindscope", "clip-oscope", "both"]),
-              help="TOR/IOR statistics: bindscope's, the authors' scripts' (clip-oscope/clip-oscope: top-n "
-                   "accuracy, per-position figures, P@k, R@k, MAP, NDCG; docs/clip-oscope.md), or both side by side.")
-@click.option("--captions", default=None,
-              help="Without DATA: 'combinations' (every itertools.combinations of --names with --objects names, "
-                   "default 3, in list order: the authors' caption set) or a text file, one caption per line, "
-                   "objects separated by ' and '.")
-@click.option("--names", default=None,
-              help="With --captions: the name list and candidates, comco72 | simco18 | asset folder | file with "
-                   "one name per line [comco72].")
-@click.option("--object-order", default="mention", show_default=True, type=click.Choice(["mention", "size"]),
-              help="With DATA: the object order that stands in for the authors' file names (clip-oscope IOR, IOC, "
-                   "--bias-position): caption mention order or size rank.")
-@click.option("--bias-position", type=count(1, MAX_OBJECTS), default=None,
-              help="With DATA, matching: the biased object is the K-th of --object-order (1-based), captions as "
-                   "the authors' Image_Text_Matching.py builds them; default: the largest object.")
-@click.option("--head-epochs", type=count(1, MAX_EPOCHS), default=25, show_default=True, help="toc/ioc: training epochs per head.")
-@click.option("--head-test-fraction", type=FiniteFloat(0, 1, min_open=True, max_open=True), default=0.2, show_default=True,
-              help="toc/ioc: share of captions (toc) or scenes (ioc) held out for testing.")
-@click.option("--objects", type=count(2, MAX_OBJECTS), default=None, help="Without DATA: objects per sampled caption [4].")
-@click.option("--vocab", default=None, help="Without DATA: category set comco72 | simco18 | asset folder "
-                                            "[comco72].")
-@click.option("-n", "n", type=count(1, 1_000_000), default=None,
-              help="Without DATA: captions to sample (per group) [2000].")
+@task_options("comco-eval")
+@settings_options(SampledCaptions, "sampling", only=("captions", "names", "objects", "vocab", "n"))
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of caption / negative sampling.")
-@click.option("--matching-negatives", default=None,
-              help="Wrong captions per scene and scenario: 'all' (every absent category, the default) or K (a "
-                   "seeded sample of K).")
 @click.option("--split", default=None, help="With DATA: the split of scenes (default: 'scenes', or the "
                                             "dataset's only split, e.g. val2017 of a COCO import).")
-@click.option("--reference-images", "references", default=None, type=click.Path(),
-              help="With DATA: external single-object reference images for IOR, one subfolder per category "
-                   "(the DomainNet layout); default: the dataset's 'references' split.")
-@click.option("--category-map", default=None, type=click.Path(),
-              help="With --reference-images: JSON/YAML file mapping category names to subfolder names.")
-@click.option("--reference-images-per-category", "references_per_category", type=count(1, 10_000), default=10, show_default=True,
-              help="With --reference-images: images per category (first by file name), averaged into one candidate.")
 @_model_options
 @_labclip_option
-def comco_eval(data, tasks, protocol, captions, names, object_order, bias_position, head_epochs, head_test_fraction,
-               objects, vocab, n, seed, matching_negatives, split, references, category_map,
-               references_per_category, encoder, out, overwrite, plot, quiet, labclip):
+def comco_eval(data, tasks, options, sampling, seed, split, encoder, out, overwrite, plot, quiet, labclip):
     """TOR, IOR, I2TOR and image-text matching on a dataset DATA (ComCO/SimCO, a COCO import, any dataset that
     holds what the tasks need), or TOR (and the Claim-1 test) on captions sampled from a vocabulary when DATA is
     omitted (Abbasi et al., CVPR 2025).
@@ -255,54 +197,86 @@ def comco_eval(data, tasks, protocol, captions, names, object_order, bias_positi
     IOR on COCO compares with external reference images (--reference-images, e.g. DomainNet). See
     docs/evaluation.md and docs/real-data.md.
     """
-    from bindscope.evaluation.api import plan_evaluation
-    from bindscope.evaluation.sampled import SampledCaptions
-    from bindscope.evaluation.tasks.registry import options_from_fields
+    from dataclasses import asdict
 
-    if matching_negatives is not None and matching_negatives.strip().isdigit():
-        matching_negatives = int(matching_negatives)
-    sampling = {"objects": objects, "vocab": vocab, "n": n, "captions": captions, "names": names}
-    scene_only = {"split": split, "references": references, "category_map": category_map,
-                  "bias_position": bias_position, "object_order": None if object_order == "mention" else object_order}
-    given = [k for k, v in (sampling if data is not None else scene_only).items() if v is not None]
+    from bindscope.evaluation.api import plan_evaluation
+
+    changed = {k for fields in options.values() for k in fields}  # the task options given, not their defaults
+    scene_only = ["split"] * (split is not None) + [k for k in ("references", "category_map", "bias_position",
+                                                              "object_order") if k in changed]
+    given = [k for k, v in asdict(sampling).items() if v is not None] if data is not None else scene_only
     if given and data is not None:
         raise BadInput(f"{', '.join(given)} only apply without DATA (sampled-caption TOR); with DATA the "
                        "dataset's scenes are used", param=given[0])
     if given:
         raise BadInput(f"{', '.join(given)} need DATA (a dataset of scenes)", param=given[0])
-    options = options_from_fields("comco-eval", {
-        "protocol": protocol, "object_order": object_order, "bias_position": bias_position,
-        "head_epochs": head_epochs, "head_test_fraction": head_test_fraction, "matching_negatives": matching_negatives,
-        "references": references, "category_map": category_map, "references_per_category": references_per_category})
-    plan = plan_evaluation(SampledCaptions(**sampling) if data is None else data, kind="comco-eval", tasks=tasks,
-                           splits=split, options=options, seed=seed, text_transform=_labclip(labclip))
+    plan = plan_evaluation(sampling if data is None else data, kind="comco-eval", tasks=tasks, splits=split,
+                           options=options, seed=seed, text_transform=_labclip(labclip))
     _run(plan, encoder, out, plot, overwrite, quiet)
 
 
-@click.command("caption-bias")
+@click.command("t2i-score")
 @click.argument("data", type=click.Path(file_okay=False))
+@click.option("--detector", required=True,
+              help="Open-vocabulary detector (OWLv2 / OWL-ViT): a Hugging Face repository id "
+                   "(google/owlv2-base-patch16-ensemble; downloaded on first use) or a model folder.")
+@click.option("--threshold", type=FiniteFloat(0, 1), default=DETECTION_THRESHOLD, show_default=True,
+              help="Detector score (0..1) from which an object counts as present.")
+@click.option("--split", default=None, help="Split to score (default: images, or the dataset's only split).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="Result JSON path (default: DATA/eval/t2i-score-<detector>-<model>.json).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@encoder_settings
+def comco_t2i_score(data, detector, threshold, split, seed, out, overwrite, quiet, encoder):
+    """Which prompt objects the images of a `comco t2i` dataset DATA show, by mention position: an open-vocabulary
+    detector (--detector, --threshold) and a CLIP encoder (--model: the object's name ranks within the prompt's
+    object count among all names) decide; presence rate per position, first against last with an exact McNemar
+    test over prompts, intervals by bootstrap over prompts. The detector runs with --device, --precision and
+    --batch-size too. See docs/t2i.md.
+    """
+    from bindscope.evaluation.results import samples_path
+    from bindscope.evaluation.t2i import format_t2i, t2i_score
+
+    run = t2i_score(data, encoder, detector, threshold=threshold, split=split, seed=seed, out=out,
+                    overwrite=overwrite, progress=not quiet)
+    click.echo(format_t2i(run.result))
+    click.echo(f"\nwrote {run.path} and its per-image rows {samples_path(run.path)}")
+
+
+@click.command("caption-bias")
+@click.argument("data", type=click.Path())
 @click.option("--split", "splits", multiple=True, help="Split(s) to read (repeatable). Default: all but "
                                                        "'references'.")
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
-              help="Result JSON path (default: DATA/eval/caption-bias.json).")
+              help="Result JSON path (default for a dataset: DATA/eval/caption-bias.json; needed for pairs).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
 @click.option("--plot", default=None, type=click.Path(dir_okay=False),
               help="Also write a bar plot (.png, .pdf or .svg).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
-def bindscope_caption_bias(data, splits, out, overwrite, plot, seed):
+@settings_options(PairSettings, "pairs")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def bindscope_caption_bias(data, splits, out, overwrite, plot, seed, pairs, quiet):
     """Where captions mention the image's largest object (ComCO Claim 2): share of captions naming it first,
     second, ..., or not at all, overall and by number of objects mentioned, with image-clustered intervals.
 
-    Works on any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
+    DATA is a bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN), or image-caption
+    pairs without annotations as img2dataset writes them (WebDataset tar shards, Parquet files with image bytes, or
+    a folder of images with .txt captions): then each caption's objects are found in its text (--caption-objects),
+    located by --detector, measured by their box or --segmenter mask, and the method is recorded in the result.
+    See docs/real-data.md and docs/t2i.md.
     """
     from bindscope.evaluation.api import caption_bias
     from bindscope.evaluation.caption_bias import format_caption_bias
 
-    run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot)
+    run = caption_bias(data, splits=list(splits) or None, seed=seed, out=out, overwrite=overwrite, plot=plot,
+                       pairs=pairs, progress=not quiet)
     click.echo(format_caption_bias(run.result))
     click.echo(f"\nwrote {run.path}")
     if run.plot is not None:
         click.echo(f"wrote {run.plot}")
+
 
 @click.command("bench")
 @click.argument("benchmark", type=click.Choice(["aro", "sugarcrepe"]))
@@ -317,22 +291,15 @@ def bindscope_caption_bias(data, splits, out, overwrite, plot, seed):
                                               "--data).")
 @click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of ARO's order perturbations.")
-@click.option("--image-fit", type=click.Choice(["centre-crop", "letterbox"]), default="centre-crop", show_default=True,
-              help="How an image (ARO VG: its box) becomes the model's square input: centre-crop (shorter side "
-                   "scaled, centre kept: the models' own preprocessing, which the benchmarks' published tables use) "
-                   "or letterbox (longer side scaled, black padding: every pixel kept).")
-@click.option("--tagger", type=click.Choice(["spacy", "lexicon"]), default=None,
-              help="How ARO's order perturbations find nouns and adjectives: spaCy's en_core_web_sm (ARO's) or the "
-                   "word-list tagger (COCO mention table, colour/size words). Default: spaCy where installed, else "
-                   "the word list (recorded in the result).")
+@task_options("bench")
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
               help="Result JSON path (default: results/bench/<benchmark>-<model>-<pretrained>.json).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing result file.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @encoder_settings
 @_labclip_option
-def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, image_fit, tagger, out, overwrite, quiet,
-                    encoder, labclip):
+def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, options, out, overwrite, quiet, encoder,
+                    labclip):
     """ARO or SugarCrepe from their published files in local folders: accuracy per subset (Wilson 95%
     intervals), macro and micro averages (ARO's VG subsets: also ARO's own macro, labelled); --labclip applies a
     fitted LABCLIP map. See docs/real-data.md."""
@@ -340,7 +307,7 @@ def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, image
 
     chosen = [s.strip() for s in subsets.split(",") if s.strip()] if subsets else None
     plan = plan_bench(benchmark, data, images=images, flickr_images=flickr_images, subsets=chosen, seed=seed,
-                      image_fit=image_fit, tagger=tagger, text_transform=_labclip(labclip))
+                      options=options.get(benchmark), text_transform=_labclip(labclip))
     _run(plan, encoder, out, None, overwrite, quiet)
 
 @click.command("collect")
@@ -353,19 +320,45 @@ def bindscope_bench(benchmark, data, images, flickr_images, subsets, seed, image
 @click.option("--columns", default=None,
               help="Comma-separated columns to plot (default: binding and recognition micro averages, else the "
                    "first 8).")
+@click.option("--compare", "compare", is_flag=True,
+              help="Also compare the results with paired tests, each against the first (as bindscope compare; "
+                   "they must be of one task on the same samples); not with a .csv table.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing table or plot.")
-def bindscope_collect(results, out, plot, columns, overwrite):
+def bindscope_collect(results, out, plot, columns, compare, overwrite):
     """One table from result JSONs of every kind (RESULTS: files or folders of results of `madman eval`,
     `comco eval`, `comco attention`, `bindscope bench`, training runs' result.json, `bindscope probe`,
-    `bindscope labclip eval`, `madman audit`, `bindscope caption-bias`): a row per file, a column per figure, each
-    in percent with its 95% interval; a file of unknown kind or failing its schema is an error. See
-    docs/evaluation.md."""
+    `bindscope labclip eval`, `madman audit`, `bindscope caption-bias`, or `madman sweep` folders): a row per file,
+    a column per figure, each in percent with its 95% interval; results that differ only in seed also as their
+    mean with a t interval over the seeds; a sweep's points with the swept property, value and seed; a file of
+    unknown kind or failing its schema is an error. See docs/evaluation.md."""
     from bindscope.evaluation.api import collect
     from bindscope.evaluation.collect import format_table
 
     chosen = [c.strip() for c in columns.split(",") if c.strip()] if columns is not None else None
-    table = collect(list(results), out, plot=plot, columns=chosen, overwrite=overwrite)
+    table = collect(list(results), out, plot=plot, columns=chosen, compare=compare, overwrite=overwrite)
     click.echo(format_table(table, "md"))
     click.echo(f"wrote {out} ({len(table['rows'])} results, {len(table['columns'])} columns)")
     if plot is not None:
         click.echo(f"wrote {plot}")
+
+
+@click.command("compare")
+@click.argument("results", nargs=-1, type=click.Path())
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the comparison to this file (.md, .csv or .json).")
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default=None,
+              help="Output format (default: --out's suffix, else md).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+def bindscope_compare(results, out, fmt, seed, overwrite):
+    """Paired tests between results of one task on the same samples (RESULTS: two or more result files of
+    `madman eval`, `comco eval` or training runs, with their per-sample rows; each compared with the first): per
+    figure the difference, its 95% interval (paired bootstrap over images) and a p-value (exact McNemar for one
+    binary outcome per image, else the paired bootstrap), Holm-corrected. Results on different samples are an
+    error. See docs/evaluation.md."""
+    from bindscope.evaluation.compare import compare, output_format
+
+    comparison = compare(list(results), out=out, fmt=fmt, seed=seed, overwrite=overwrite)
+    click.echo(comparison.format(output_format(None if out is None else Path(out), fmt)), nl=False)
+    if out is not None:
+        click.echo(f"wrote {out}")

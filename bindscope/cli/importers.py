@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import click
 
-from bindscope.cli.types import JOBS, SEED, FiniteFloat, count
-from bindscope.limits import IMPORT_IMAGE_SIZE, MAX_OBJECTS
+from bindscope.cli.options import settings_options
+from bindscope.cli.types import FiniteFloat, count
+from bindscope.importers.settings import ImportSettings
+from bindscope.limits import MAX_OBJECTS
 
 
 @click.group("import")
@@ -26,15 +28,12 @@ def bindscope_import():
 @click.option("--max-objects", type=count(1, MAX_OBJECTS), default=None, help="Keep images with at most this many objects.")
 @click.option("--largest-ratio", type=FiniteFloat(min=1), default=None,
               help="Keep images whose largest object's area is at least this many times the second's.")
-@click.option("--limit", type=count(), default=None, help="Import only the first N selected images (by id).")
-@click.option("--image-size", type=count(*IMPORT_IMAGE_SIZE), default=224, show_default=True,
-              help="Side of the stored square (letterboxed) images, pixels.")
-@click.option("--shard-size", type=count(), default=256, show_default=True, help="Images per shard.")
-@click.option("--jobs", type=JOBS, default=1, show_default=True, help="Worker processes.")
+@settings_options(ImportSettings, "settings", only=("limit", "image_size", "shard_size", "jobs"),
+                  helps={"limit": "Import only the first N selected images (by id)."})
 @click.option("--overwrite", is_flag=True, help="Replace a bindscope dataset in --out.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def bindscope_import_coco(images, instances, captions, out, split, subset, min_objects, max_objects, largest_ratio,
-                          limit, image_size, shard_size, jobs, overwrite, quiet):
+                          settings, overwrite, quiet):
     """Import COCO images, instance masks (pycocotools) and captions with the mention position of every
     annotated category, as a verified bindscope dataset (generator 'coco')."""
     from dataclasses import replace
@@ -48,9 +47,8 @@ def bindscope_import_coco(images, instances, captions, out, split, subset, min_o
     chosen = SUBSETS[subset]
     overrides = {k: v for k, v in (("min_objects", min_objects), ("max_objects", max_objects),
                                    ("largest_ratio", largest_ratio)) if v is not None}
-    manifest = import_coco(images, instances, captions, out, split=split, image_size=image_size,
-                           subset=replace(chosen, **overrides), limit=limit, shard_size=shard_size, jobs=jobs,
-                           overwrite=overwrite, progress=not quiet)
+    manifest = import_coco(images, instances, captions, out, split=split, subset=replace(chosen, **overrides),
+                           settings=settings, overwrite=overwrite, progress=not quiet)
     report_build(manifest, out)
     stats = manifest["statistics"]["splits"][split]
     click.echo(f"{stats['objects']} objects, {stats['crowd_regions']} crowd regions, {stats['captions']} captions "
@@ -58,17 +56,11 @@ def bindscope_import_coco(images, instances, captions, out, split, subset, min_o
 
 
 def _common(command):
-    """The options every scene import shares (after its own): image size, limit, seed, shards, jobs, output."""
+    """The options every scene import shares (after its own): the output, the import settings (image size, limit,
+    seed, shards, jobs: :class:`~bindscope.importers.settings.ImportSettings`), --overwrite and --quiet."""
     for option in reversed([
         click.option("--out", required=True, type=click.Path(), help="Dataset folder to write."),
-        click.option("--image-size", type=count(*IMPORT_IMAGE_SIZE), default=224, show_default=True,
-                     help="Side of the stored square (letterboxed) images, pixels."),
-        click.option("--limit", type=count(), default=None, help="Import only the first N scenes."),
-        click.option("--seed", type=SEED, default=0, show_default=True,
-                     help="Seed of the recognition negatives' replacement values."),
-        click.option("--shard-size", type=count(), default=256, show_default=True,
-                     help="Images per shard."),
-        click.option("--jobs", type=JOBS, default=1, show_default=True, help="Worker processes."),
+        settings_options(ImportSettings, "settings"),
         click.option("--overwrite", is_flag=True, help="Replace a bindscope dataset in --out."),
         click.option("--quiet", is_flag=True, help="No progress bar.")]):
         command = option(command)
@@ -98,15 +90,13 @@ def _report(manifest: dict, out: str) -> None:
               help="What captions give for each object, comma-separated among size, colour, material (the LABCLIP "
                    "paper: colour).")
 @_common
-def bindscope_import_clevr(images, scenes, split, attributes, out, image_size, limit, seed, shard_size, jobs,
-                           overwrite, quiet):
+def bindscope_import_clevr(images, scenes, split, attributes, out, settings, overwrite, quiet):
     """Import CLEVR v1.0 renders and scenes as a verified bindscope dataset (generator 'clevr'): objects with
     colour, material, size and centre (no masks), LABCLIP captions, attribute-swap negatives."""
     from bindscope.importers.clevr import import_clevr
 
-    manifest = import_clevr(images, scenes, out, split=split, attributes=attributes, image_size=image_size,
-                            limit=limit, seed=seed, shard_size=shard_size, jobs=jobs, overwrite=overwrite,
-                            progress=not quiet)
+    manifest = import_clevr(images, scenes, out, split=split, attributes=attributes, settings=settings,
+                            overwrite=overwrite, progress=not quiet)
     _report(manifest, out)
 
 
@@ -121,14 +111,12 @@ def bindscope_import_clevr(images, scenes, split, attributes, out, image_size, l
               help="PUG:SPAR, or PUG:SPARE (CSV images under world_name/).")
 @click.option("--split", default="train", show_default=True, help="Split name in the dataset.")
 @_common
-def bindscope_import_pug(parquet, labels, images, variant, split, out, image_size, limit, seed, shard_size, jobs,
-                         overwrite, quiet):
+def bindscope_import_pug(parquet, labels, images, variant, split, out, settings, overwrite, quiet):
     """Import PUG:SPAR / PUG:SPARE animal pairs as a verified bindscope dataset (generator 'pug'): rows with two
     different textured animals, objects with texture and position (no masks), LABCLIP captions, texture-swap
     negatives."""
     from bindscope.importers.pug import import_pug
 
     manifest = import_pug(out, parquet=parquet, labels=labels, images=images, variant=variant, split=split,
-                          image_size=image_size, limit=limit, seed=seed, shard_size=shard_size, jobs=jobs,
-                          overwrite=overwrite, progress=not quiet)
+                          settings=settings, overwrite=overwrite, progress=not quiet)
     _report(manifest, out)

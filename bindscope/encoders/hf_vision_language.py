@@ -15,7 +15,7 @@ Which models it takes:
 - a local folder whose ``config.json`` declares a vision-language model (both a ``text_config`` and a
   ``vision_config``), with or without the ``hf:`` prefix (the ``hf:`` kind is for text encoders).
 
-Models load as data only (:mod:`bindscope.encoders.model_folder`): ``trust_remote_code=False``, no question on
+Models load as data only (:mod:`bindscope.io.model_folder`): ``trust_remote_code=False``, no question on
 standard input, a folder holding Python code or an ``auto_map`` refused before it is read, and safetensors weights
 only (``model.safetensors``; ``use_safetensors=True`` for Hub models, so no pickle is read). The cache key holds
 the transformers version, the model (the repository id and revision loaded, or a folder's resolved path, weight
@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.encoders.interface import EncoderAdapter, check_images, l2_normalise, resolve_device
-from bindscope.encoders.model_folder import model_source, no_prompts, quiet_transformers
+from bindscope.encoders.model_folder import model_source
+from bindscope.io.model_folder import no_prompts, quiet_transformers
 from bindscope.encoders.settings import check_precision
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite

@@ -17,23 +17,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bindscope.errors import PRECISIONS, BadInput, check_device  # noqa: F401  (PRECISIONS: imported from here)
+from bindscope.errors import PRECISIONS, BadInput, check_device, resolve_device  # noqa: F401  (imported from here)
 
 if TYPE_CHECKING:
     import torch
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``. Raises BadInput for others or a missing GPU."""
-    import torch
-
-    check_device(device)
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise BadInput(f"device {device!r}: torch sees no CUDA GPU on this machine; use device='cpu'",
-                       param="device")
-    return device
 
 
 CPU_BATCH_SIZE = 64

@@ -17,7 +17,7 @@ from bindscope.encoders.interface import (
     l2_normalise,
     resolve_device,
 )
-from bindscope.encoders.model_folder import no_prompts
+from bindscope.io.model_folder import no_prompts
 from bindscope.encoders.open_clip_config import check_hub_open_clip_config, check_open_clip_config
 from bindscope.encoders.open_clip_weights import load_open_clip_file, no_random_init_warning
 from bindscope.encoders.settings import check_precision

@@ -16,7 +16,7 @@ sees the config:
   elsewhere) and ``timm_model_pretrained: true`` (weights fetched from elsewhere): a local config is read from
   its own folder alone. A Hub repository's config may name Hub tokenizers and text towers (open_clip's published
   SigLIP and XLM-R configs do); they load with ``trust_remote_code`` unset and no prompt
-  (:func:`bindscope.encoders.model_folder.no_prompts`), so custom code is refused there too.
+  (:func:`bindscope.io.model_folder.no_prompts`), so custom code is refused there too.
 """
 
 from __future__ import annotations

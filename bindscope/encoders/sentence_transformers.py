@@ -10,8 +10,8 @@ import numpy as np
 
 from bindscope.encoders.hf_text import WEIGHT_FILES
 from bindscope.encoders.interface import EncoderAdapter, l2_normalise, resolve_device
-from bindscope.encoders.model_folder import (check_model_folder, check_sentence_transformers_modules, files_digest,
-                                             no_prompts, quiet_transformers, weights_fingerprint)
+from bindscope.encoders.model_folder import check_sentence_transformers_modules, weights_fingerprint
+from bindscope.io.model_folder import check_model_folder, files_digest, no_prompts, quiet_transformers
 from bindscope.encoders.settings import check_precision
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite
@@ -30,7 +30,7 @@ class SentenceTransformerAdapter(EncoderAdapter):
     when it is installed (no download); other names are loaded by :class:`sentence_transformers.SentenceTransformer`
     (downloaded on first use). Embeddings are mean-pooled as configured by the model and L2-normalised.
 
-    Models load as data only (:mod:`bindscope.encoders.model_folder`): ``trust_remote_code=False``, no question on
+    Models load as data only (:mod:`bindscope.io.model_folder`): ``trust_remote_code=False``, no question on
     standard input; a local folder (the bundled one too) holding Python code, an ``auto_map`` or a ``modules.json``
     module outside sentence-transformers is refused before it is read. A local folder's cache key covers all
     its files (tokenizer, pooling, configuration), not only the weights.

@@ -9,13 +9,13 @@ Example (a notebook)::
 
 from __future__ import annotations
 
-import inspect
 import os
 from pathlib import Path
 from typing import Callable, NamedTuple
 
 from bindscope.encoders.settings import EncoderSettings
-from bindscope.errors import BadInput, check_int, name_list
+from bindscope.errors import BadInput, check_int, name_list, with_changes
+from bindscope.evaluation import AuditSettings, PairSettings
 from bindscope.limits import MAX_SEED
 from bindscope.io.ownership import check_output_location
 
@@ -242,17 +242,15 @@ def check_locations(out_path: Path | None, plot_path: Path | None) -> None:
 
 def _split_run(ds, task_names, splits, options, seed):
     """Split tasks (:mod:`bindscope.evaluation.splits`): check them; return (run, file stem, file suffix)."""
-    from bindscope.evaluation.splits import KIND, plan_splits, run_splits
-    from bindscope.evaluation.tasks.registry import resolve_options
+    from bindscope.evaluation.splits import plan_splits, run_splits
 
-    chosen, splits = plan_splits(ds, task_names, splits)
-    resolved = resolve_options(chosen, options, KIND)
-    ds.check(splits)
+    plan = plan_splits(ds, task_names, splits, options)
+    ds.check(plan.splits)
 
     def run(adapter, text_transform, cache, progress, rows):
-        return run_splits(ds, adapter, chosen, splits, resolved, text_transform=text_transform, cache=cache,
-                          seed=seed, progress=progress, rows=rows)
-    names = [t.name for t in chosen]
+        return run_splits(plan, adapter, text_transform=text_transform, cache=cache, seed=seed, progress=progress,
+                          rows=rows)
+    names = [t.name for t in plan.chosen]
     stem = "madman" if names == ["binding"] else "madman-" + "+".join(names)
     return run, stem, ""
 
@@ -272,7 +270,7 @@ def _scenes_run(ds, task_names, split, options, seed):
 
 def plan_bench(benchmark: str, data: str | os.PathLike, *, images: str | os.PathLike | None = None,
                flickr_images: str | os.PathLike | None = None, subsets: list[str] | None = None, seed: int = 0,
-               image_fit: str = "centre-crop", tagger: str | None = None, text_transform=None) -> EvaluationPlan:
+               options=None, text_transform=None) -> EvaluationPlan:
     """ARO or SugarCrepe from their published files (``bindscope bench``; docs/real-data.md) as an
     :class:`EvaluationPlan`: the files and every image are checked here, before any model is loaded
     (:func:`bindscope.evaluation.bench.read_bench`); :func:`run_evaluation` then scores a model (the task
@@ -285,10 +283,9 @@ def plan_bench(benchmark: str, data: str | os.PathLike, *, images: str | os.Path
         images / flickr_images: image roots (SugarCrepe: COCO val2017; ARO: the COCO and Flickr30k roots of
             the order subsets' image paths, default ``data``). subsets: the subsets (default: every subset whose
             file is in ``data``). seed: seed of ARO's order perturbations.
-        image_fit: ``"centre-crop"`` (default; the models' own preprocessing, which the benchmarks' published tables
-            use) or ``"letterbox"`` (:func:`bindscope.evaluation.bench.evaluate_bench`).
-        tagger: noun/adjective tagger of ARO's order subsets, ``"spacy"``, ``"lexicon"`` or None (spaCy where
-            installed, else the word-list tagger, recorded; :class:`bindscope.evaluation.aro.OrderTagger`).
+        options: the benchmark's options, a :class:`~bindscope.evaluation.tasks.bench.BenchOptions` or a dict of its
+            fields: ``image_fit`` (``"centre-crop"``, the default, or ``"letterbox"``) and ``tagger`` (ARO's
+            order subsets: ``"spacy"``, ``"lexicon"`` or None, spaCy where installed).
         text_transform: e.g. a LABCLIP map applied to the text embeddings (its ``file_tag`` names the file).
 
     Raises:
@@ -298,14 +295,13 @@ def plan_bench(benchmark: str, data: str | os.PathLike, *, images: str | os.Path
     from types import SimpleNamespace
 
     from bindscope.evaluation.aro import OrderTagger
-    from bindscope.evaluation.bench import IMAGE_FITS, read_bench
-    from bindscope.evaluation.tasks.registry import get_task
+    from bindscope.evaluation.bench import read_bench
+    from bindscope.evaluation.tasks.registry import get_task, resolve_options
 
-    if image_fit not in IMAGE_FITS:
-        raise BadInput(f"image_fit {image_fit!r} is not allowed; allowed: {', '.join(IMAGE_FITS)}",
-                       param="image_fit")
     task = get_task("bench", benchmark)
-    order_tagger = OrderTagger(tagger)
+    opts = resolve_options([task], {benchmark: options} if options is not None else None, task.kind)[benchmark]
+    image_fit = opts.image_fit
+    order_tagger = OrderTagger(opts.tagger)
     items = read_bench(benchmark, data, images, flickr_images, subsets, tagger=order_tagger, seed=seed)
     tag = getattr(text_transform, "file_tag", None)
 
@@ -313,7 +309,7 @@ def plan_bench(benchmark: str, data: str | os.PathLike, *, images: str | os.Path
         state = SimpleNamespace(benchmark=benchmark, items=items, adapter=adapter, text_transform=text_transform,
                                 cache=cache, data=str(Path(data).resolve()), seed=seed, progress=progress,
                                 image_fit=image_fit, tagger=order_tagger, result=None)
-        task.compute(state, None)
+        task.compute(state, opts)
         return state.result
     return EvaluationPlan(run, Path("results") / "bench", benchmark, f"-{tag}" if tag else "", text_transform,
                           samples=False)
@@ -360,20 +356,22 @@ def _check_new_file(param: str, path: Path | None, overwrite: bool) -> None:
                        "another file", param=param)
 
 
-def audit(data, *, out: str | os.PathLike | None = None, plot: str | os.PathLike | None = None,
-          overwrite: bool = False, progress: bool = True, **options) -> Evaluation:
+def audit(data, settings: AuditSettings | None = None, *, out: str | os.PathLike | None = None,
+          plot: str | os.PathLike | None = None, overwrite: bool = False, progress: bool = True,
+          **options) -> Evaluation:
     """Audit a MADMAN dataset with the supervised oracle (:func:`bindscope.evaluation.audit.audit_madman`, the
     library call behind ``madman audit``; docs/madman.md): accuracy per attribute and for the digit identity
     (per class, confusion matrices, per size level) of a small CNN trained on the isolated objects.
 
     Args:
         data: MADMAN dataset folder (or an open Dataset).
+        settings: an :class:`~bindscope.evaluation.AuditSettings` (``train_split``, ``test_split``, ``epochs``,
+            ``batch_size``, ``lr``, ``width`` (channels), ``seed``, ``max_train_objects``, ``max_test_objects``,
+            ``threads`` (torch CPU threads; the result depends on it), ``shift`` (pixels)); default: its defaults.
         out: result JSON (schema ``bindscope/schemas/audit_result.json``), or None to write none.
         plot: confusion-matrix figure (.png, .pdf or .svg), or None. overwrite: replace existing files.
         progress: tqdm bar on stderr.
-        **options: :func:`~bindscope.evaluation.audit.audit_madman`'s ``train_split``, ``test_split``,
-            ``epochs``, ``batch_size``, ``lr``, ``width`` (channels), ``seed``, ``max_train_objects``,
-            ``max_test_objects``, ``threads`` (torch CPU threads; the result depends on it), ``shift`` (pixels).
+        **options: fields of ``settings`` in place of its values (``epochs=1``, ``width=4``, ...).
 
     Returns:
         ``Evaluation(result, out path or None, plot path or None)``.
@@ -386,17 +384,14 @@ def audit(data, *, out: str | os.PathLike | None = None, plot: str | os.PathLike
     from bindscope.evaluation.report import check_plot_path
     from bindscope.evaluation.results import check_result_path, write_result
 
-    allowed = [name for name in inspect.signature(audit_madman).parameters if name not in ("dataset", "progress")]
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise BadInput(f"{unknown[0]} is not an audit option; allowed: {', '.join(allowed)}", param=unknown[0])
+    settings = with_changes(settings or AuditSettings(), options, "an audit option")
     out_path = check_result_path(out, overwrite) if out is not None else None
     plot_path = check_plot_path(plot)
     _check_new_file("plot", plot_path, overwrite)
     if out_path is not None and plot_path is not None and out_path.resolve() == plot_path.resolve():
         raise BadInput(f"out and plot are the same file {str(out_path)!r}; give two paths", param="out")
     check_locations(out_path, plot_path)
-    result = audit_madman(data, progress=progress, **options)
+    result = audit_madman(data, settings, progress=progress)
     if plot_path is not None:
         plot_audit(result, plot_path)
     if out_path is not None:
@@ -405,71 +400,123 @@ def audit(data, *, out: str | os.PathLike | None = None, plot: str | os.PathLike
 
 
 def caption_bias(data, *, splits: list[str] | None = None, seed: int = 0, out: str | os.PathLike | None = None,
-                 overwrite: bool = False, plot: str | os.PathLike | None = None) -> Evaluation:
+                 overwrite: bool = False, plot: str | os.PathLike | None = None, pairs: PairSettings | None = None,
+                 progress: bool = True, **changes) -> Evaluation:
     """Where captions mention the image's largest object (ComCO Claim 2; the library call behind
-    ``bindscope caption-bias``): :func:`bindscope.evaluation.caption_bias.caption_bias` written as canonical
-    JSON.
+    ``bindscope caption-bias``): :func:`bindscope.evaluation.caption_bias.caption_bias` on a bindscope dataset, or
+    :func:`~bindscope.evaluation.caption_bias.caption_bias_pairs` on image-caption pairs without annotations,
+    written as canonical JSON (pairs: with one row per caption in ``<out stem>.samples.jsonl``).
 
     Args:
-        data: any bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN).
-        splits: splits to read (default: all but ``references``). seed: bootstrap seed (>= 0).
-        out: result JSON (default ``DATA/eval/caption-bias.json``). overwrite: replace an existing result.
-        plot: also draw a bar plot into this file (``.png``, ``.pdf`` or ``.svg``); None: no plot.
+        data: a bindscope dataset with captions and an object table (COCO import, ComCO, MADMAN), or image-caption
+            pairs: a folder or file as img2dataset writes them (:func:`bindscope.importers.image_captions.open_pairs`).
+        splits: splits of a dataset to read (default: all but ``references``). seed: bootstrap seed (>= 0).
+        out: result JSON (a dataset's default: ``DATA/eval/caption-bias.json``; pairs need one).
+        overwrite: replace an existing result. plot: also draw a bar plot into this file (``.png``, ``.pdf`` or
+            ``.svg``); None: no plot.
+        pairs: image-caption pairs only, a :class:`~bindscope.evaluation.PairSettings`: ``detector`` (required: an
+            OWLv2 / OWL-ViT repository id or folder), ``segmenter`` (a SAM model whose masks give the areas; None:
+            the detector's boxes), ``threshold`` (0..1; None: 0.1), ``caption_objects`` (``lexicon`` or ``spacy``),
+            ``names`` (lexicon only: ``coco``, ``comco72``, a file), ``limit`` (at most this many pairs),
+            ``device``, ``precision`` (where and how the detector and segmenter run).
+        progress: a tqdm bar (pairs).
+        **changes: fields of ``pairs`` in place of its values (``detector="google/owlv2-base-patch16"``).
 
     Returns:
         ``Evaluation(result, out path, plot path or None)``.
 
     Raises:
         BadInput / DatasetError: an existing result or plot without ``overwrite``, an unusable location, a plot
-            name with another suffix, an unknown split or a dataset without captions; before anything is
-            written.
+            name with another suffix, an unknown split, a dataset without captions, pair options with a dataset or
+            pairs without ``detector`` and ``out``, a detector or segmenter that cannot be loaded; all before
+            anything is written.
     """
     from bindscope.evaluation.caption_bias import caption_bias as measure
-    from bindscope.evaluation.caption_bias import plot_caption_bias
+    from bindscope.evaluation.caption_bias import caption_bias_pairs, objects_finder, plot_caption_bias
+    from bindscope.evaluation import DETECTION_THRESHOLD
+    from bindscope.evaluation.detection import BoxSegmenter, OpenVocabularyDetector
     from bindscope.evaluation.report import check_plot_path
-    from bindscope.evaluation.results import check_result_path
-    from bindscope.io.atomic import write_text_atomic
-    from bindscope.io.canonical import canonical_json
+    from bindscope.evaluation.results import check_result_path, write_result
+    from bindscope.format.manifest import MANIFEST
+    from bindscope.importers.image_captions import open_pairs
 
+    check_int("seed", seed, 0)
+    settings = with_changes(pairs or PairSettings(), changes, "a pair setting")
+    detector, segmenter, threshold = settings.detector, settings.segmenter, settings.threshold
+    is_dataset = (Path(data) / MANIFEST).is_file()
+    if is_dataset:
+        given = settings.given()
+        if given:
+            raise BadInput(f"{given[0]} applies to image-caption pairs without annotations; {str(data)!r} is a "
+                           "bindscope dataset, whose object table gives the objects and their areas", param=given[0])
+    else:
+        source = open_pairs(data)
+        if splits:
+            raise BadInput(f"splits apply to a bindscope dataset; {str(data)!r} holds image-caption pairs",
+                           param="splits")
+        if detector is None:
+            raise BadInput(f"detector is needed for image-caption pairs without annotations ({str(data)!r} is not "
+                           "a bindscope dataset): give an OWLv2 / OWL-ViT model, e.g. "
+                           "google/owlv2-base-patch16-ensemble", param="detector")
+        if out is None:
+            raise BadInput(f"out is needed for image-caption pairs ({str(data)!r} is not a bindscope dataset): give "
+                           "the result JSON path", param="out")
+        objects_finder(settings.caption_objects, settings.names)  # a bad choice or name list fails before a model loads
     out_path = check_result_path(out or Path(data) / "eval" / "caption-bias.json", overwrite)
     plot_path = check_plot_path(plot)
     if plot_path is not None and plot_path.exists() and not overwrite:
         raise BadInput(f"plot {str(plot_path)!r} already exists; pass overwrite=True to replace it", param="plot")
     check_locations(out_path, plot_path)
-    result = measure(data, splits=splits, seed=seed)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out_path, canonical_json(result))
+    rows = None
+    if is_dataset:
+        result = measure(data, splits=splits, seed=seed)
+    else:
+        found = OpenVocabularyDetector(detector, settings.device, settings.precision)
+        masks = BoxSegmenter(segmenter, settings.device, settings.precision) if segmenter is not None else None
+        rows = []
+        result = caption_bias_pairs(source, found, masks, caption_objects=settings.caption_objects,
+                                    names=settings.names, threshold=DETECTION_THRESHOLD if threshold is None else
+                                    threshold, seed=seed, limit=settings.limit, progress=progress, rows=rows)
+    write_result(out_path, result, overwrite=overwrite, rows=rows, schema="caption_bias_result")
     if plot_path is not None:
         plot_caption_bias(result, plot_path)
     return Evaluation(result, out_path, plot_path)
 
 
 def collect(results: list[str | os.PathLike], out: str | os.PathLike, *, plot: str | os.PathLike | None = None,
-            columns: list[str] | None = None, overwrite: bool = False) -> dict:
+            columns: list[str] | None = None, compare: bool = False, overwrite: bool = False) -> dict:
     """Write one table of result JSONs of every kind (the library call behind ``bindscope collect``; see
     :mod:`bindscope.evaluation.collect`): a row per result file (model, pretrained tag, checkpoint step), a column
     per figure (positions, attributes, size ranks, probe and audit accuracies, caption-bias shares, ...), each
     share in percent with its 95% interval, every column defined.
 
+    Results that differ only in seed (training seeds of one run identity, or evaluation seeds) are also reported
+    as a group: the mean, each seed's value and a t interval over the seeds; a ``madman sweep`` folder is read
+    point by point, with the swept property, value and seed as columns
+    (:mod:`bindscope.evaluation.collect_groups`).
+
     Args:
         results: result files or folders of them, of any kind ``bindscope collect`` reads: ``madman eval``,
             ``comco eval``, ``comco attention``, ``bindscope bench``, a training run's ``result.json``,
             ``bindscope probe`` (attributes, conjunctive search), ``bindscope labclip eval``, ``madman audit``,
-            ``bindscope caption-bias``.
+            ``bindscope caption-bias``; or ``madman sweep`` folders.
         out: the table, ``.csv`` (value/low/high columns), ``.md`` (Markdown, with the column definitions) or
             ``.json`` (the table dict). overwrite: replace files.
-        plot: also draw the table (.png, .pdf or .svg): curves over training steps for checkpoints, else
-            grouped bars. columns: the columns to plot (default: binding and recognition micro averages, else
-            the first 8).
+        plot: also draw the table (.png, .pdf or .svg): curves against the swept value for a sweep, over
+            training steps for checkpoints (bands over seeds where there are several), else grouped bars.
+            columns: the columns to plot (default: binding and recognition micro averages, else the first 8).
+        compare: also compare the results with paired tests, each against the first
+            (:func:`bindscope.evaluation.compare.compare_results`: they must be of one task on the same samples):
+            ``table["comparison"]``, appended to a ``.md`` table (a ``.csv`` table cannot hold it).
 
     Returns:
-        The table dict (``columns``, ``definitions``, ``rows``, ``summary``) of
-        :func:`bindscope.evaluation.collect.collect`.
+        The table dict (``columns``, ``definitions``, ``rows``, ``groups``, ``summary``; ``comparison`` with
+        ``compare``) of :func:`bindscope.evaluation.collect.collect`.
 
     Raises:
         BadInput: a bad ``out`` suffix, an existing ``out``/``plot`` without ``overwrite``, an unknown column,
             an unreadable file, one of no known kind or failing its kind's schema (named, with the reason);
-            before anything is written.
+            ``compare`` with a ``.csv`` table or results a comparison refuses; before anything is written.
     """
     from bindscope.evaluation.collect import TABLE_SUFFIXES, format_table, plot_table
     from bindscope.evaluation.collect import collect as gather
@@ -480,11 +527,21 @@ def collect(results: list[str | os.PathLike], out: str | os.PathLike, *, plot: s
     if out_path.suffix.lower() not in TABLE_SUFFIXES:
         raise BadInput(f"out {str(out)!r}: the file name must end in one of {', '.join(TABLE_SUFFIXES)}",
                        param="out")
+    if compare and out_path.suffix.lower() == ".csv":
+        raise BadInput(f"compare: a .csv table ({str(out)!r}) cannot hold the comparison; write .md or .json, or "
+                       "use bindscope compare --format csv", param="compare")
     plot_path = check_plot_path(plot)
     for param, path in (("out", out_path), ("plot", plot_path)):
         _check_new_file(param, path, overwrite)
     check_locations(out_path, plot_path)
     table = gather(list(results))
+    if compare:
+        from dataclasses import asdict
+
+        from bindscope.evaluation.collect import result_files
+        from bindscope.evaluation.compare import compare_results
+
+        table["comparison"] = asdict(compare_results(result_files(list(results))))
     if columns is not None:
         unknown = [c for c in columns if c not in table["columns"]]
         if unknown or not columns:

@@ -36,7 +36,7 @@ import numpy as np
 
 from bindscope.encoders.interface import torch_threads
 from bindscope.errors import BadInput, DatasetError
-from bindscope.evaluation import AUDIT_RANGES, AUDIT_SHIFT
+from bindscope.evaluation import AuditSettings
 from bindscope.evaluation.results import dataset_info, open_dataset, versions
 from bindscope.evaluation.stats import wilson_interval
 from bindscope.format.reader import Dataset
@@ -47,7 +47,6 @@ SCHEMA_VERSION = 1
 DIGIT = "digit"
 SIZE = "size"
 CROP_MULTIPLE = 8
-SHIFT = AUDIT_SHIFT  # default largest random offset (pixels) of a training crop
 
 
 @dataclass
@@ -66,7 +65,7 @@ class ObjectCrops:
     skipped: int
 
 
-def _class_lists(ds: Dataset) -> dict[str, list[str]]:
+def class_lists(ds: Dataset) -> dict[str, list[str]]:
     """Class names per head: each attribute's values in the order of their numeric parameter (size fraction,
     degrees, ...; the names in sorted order where the parameter is not a number, e.g. colours), then the digits
     "0".."9"."""
@@ -92,6 +91,14 @@ def _max_side(ds: Dataset, split: str) -> int:
     return side
 
 
+def crop_side(ds: Dataset, splits: list[str]) -> int:
+    """Side in pixels of the oracle's square crops: the largest visible bbox side over the objects of ``splits``,
+    rounded up to a multiple of ``CROP_MULTIPLE`` (8), at most the canvas side rounded up likewise, at least 16."""
+    side = max(_max_side(ds, split) for split in splits)
+    canvas = int(ds.manifest["image_size"][0])
+    return max(2 * CROP_MULTIPLE, min(-(-side // CROP_MULTIPLE), -(-canvas // CROP_MULTIPLE)) * CROP_MULTIPLE)
+
+
 def isolate_objects(ds: Dataset, split: str, crop: int, classes: dict[str, list[str]],
                     limit: int | None = None) -> ObjectCrops:
     """Cut every visible object of ``split`` out of its image by its instance mask (see the module docstring).
@@ -100,7 +107,7 @@ def isolate_objects(ds: Dataset, split: str, crop: int, classes: dict[str, list[
         ds: an open MADMAN dataset.
         split: split name.
         crop: window side in pixels (>= every visible bbox side, else the object is cut).
-        classes: class names per head (:func:`_class_lists`).
+        classes: class names per head (:func:`class_lists`).
         limit: keep only the first ``limit`` objects of the split (in sample order); None keeps all.
 
     Raises:
@@ -268,24 +275,18 @@ def confusion_figures(truth: np.ndarray, predicted: np.ndarray, classes: list[st
             "confusion": confusion.tolist(), "classes": list(classes)}
 
 
-def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train", test_split: str = "test",
-                 epochs: int = 8, batch_size: int = 128, lr: float = 3e-3, width: int = 32, seed: int = 0,
-                 max_train_objects: int | None = None, max_test_objects: int | None = None, threads: int = 1,
-                 shift: int = SHIFT, progress: bool = False) -> dict:
-    """Train the oracle CNN on the isolated objects of ``train_split`` and score it on ``test_split``.
+def audit_madman(dataset: str | os.PathLike | Dataset, settings: AuditSettings | None = None, *,
+                 progress: bool = False, **changes) -> dict:
+    """Train the oracle CNN on the isolated objects of ``settings.train_split`` and score it on
+    ``settings.test_split``.
 
     Args:
         dataset: a MADMAN dataset folder (or an open :class:`Dataset`).
-        train_split / test_split: the split to train on and the (different) split to test on.
-        epochs: passes over the training objects. batch_size: objects per step. lr: peak learning rate of Adam's
-        one-cycle schedule. width: channels of the first stage. seed: seed of the weights and the visiting order.
-        Each within its range in :data:`bindscope.evaluation.AUDIT_RANGES` (epochs 1..1000, batch size
-        2..65,536, lr in (0, 10], width 1..256, seed 0..2**32-1).
-        max_train_objects / max_test_objects: use only the first N visible objects of the split (None: all).
-        threads: torch CPU threads (1..256). The result depends on it (the order of floating-point sums); more
-            threads than idle cores make torch many times slower, so the default is 1.
-        shift: largest random offset (pixels, 0..16) of a training crop per axis (:func:`train_oracle`).
+        settings: the splits, the training and the sample limits, an :class:`~bindscope.evaluation.AuditSettings`
+            (default: its defaults).
         progress: show a progress bar.
+        **changes: fields of :class:`~bindscope.evaluation.AuditSettings` in place of those of ``settings``
+            (``epochs=30``, ``seed=3``, ...).
 
     Returns:
         A dict validated by ``bindscope/schemas/audit_result.json``: ``attributes`` (per attribute:
@@ -297,17 +298,12 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
 
     Raises:
         DatasetError: missing or unfinished folder, not a MADMAN dataset, unknown split, corrupt shard.
-        BadInput: equal splits, a value out of range, a split without visible objects.
+        BadInput: equal splits, a value out of range, an unknown keyword, a split without visible objects.
     """
-    from bindscope.errors import check_int, check_number
+    from bindscope.errors import with_changes
 
-    settings = {"epochs": epochs, "batch_size": batch_size, "width": width, "seed": seed, "threads": threads,
-                "shift": shift, "max_train_objects": max_train_objects, "max_test_objects": max_test_objects}
-    for name, value in settings.items():
-        if value is not None:
-            check_int(name, value, *AUDIT_RANGES[name])
-    if check_number("lr", lr) > AUDIT_RANGES["lr"][1]:
-        raise BadInput(f"lr {lr!r} is not allowed; use a finite number in (0, {AUDIT_RANGES['lr'][1]:g}]", param="lr")
+    settings = with_changes(settings or AuditSettings(), changes, "an audit option")
+    train_split, test_split = settings.train_split, settings.test_split
     ds = open_dataset(dataset)
     values = ds.manifest.get("config", {}).get("attributes")
     if not isinstance(values, dict) or any(not isinstance(values.get(a), dict) for a in ds.attribute_names):
@@ -320,19 +316,18 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
     for split in (train_split, test_split):
         ds.split(split)
     ds.check([train_split, test_split])
-    classes = _class_lists(ds)
-    side = max(_max_side(ds, train_split), _max_side(ds, test_split))
-    canvas = int(ds.manifest["image_size"][0])
-    crop = max(2 * CROP_MULTIPLE, min(-(-side // CROP_MULTIPLE), -(-canvas // CROP_MULTIPLE)) * CROP_MULTIPLE)
-    train = isolate_objects(ds, train_split, crop, classes, max_train_objects)
-    test = isolate_objects(ds, test_split, crop, classes, max_test_objects)
+    classes = class_lists(ds)
+    crop = crop_side(ds, [train_split, test_split])
+    train = isolate_objects(ds, train_split, crop, classes, settings.max_train_objects)
+    test = isolate_objects(ds, test_split, crop, classes, settings.max_test_objects)
     for part in (train, test):
         if not len(part.images):
             raise BadInput(f"split {part.split!r} of {str(ds.path)!r} has no visible object to "
                            f"{'train' if part is train else 'test'} on")
     heads = {h: len(c) for h, c in classes.items() if len(c) > 1}
-    with torch_threads(threads):
-        model = train_oracle(train, heads, epochs, batch_size, lr, width, seed, progress, shift)
+    with torch_threads(settings.threads):
+        model = train_oracle(train, heads, settings.epochs, settings.batch_size, settings.lr, settings.width,
+                             settings.seed, progress, settings.shift)
         predicted = predict(model, test.images, list(heads))
 
     def figures(rows: np.ndarray) -> dict:
@@ -353,10 +348,11 @@ def audit_madman(dataset: str | os.PathLike | Dataset, train_split: str = "train
             by_size[level] = figures(np.flatnonzero(test.labels[SIZE] == k))
     result = {"schema_version": SCHEMA_VERSION, "kind": "madman-audit",
               "dataset": dataset_info(ds, [train_split, test_split]),
-              "settings": {"train_split": train_split, "test_split": test_split, "epochs": epochs,
-                           "batch_size": batch_size, "lr": lr, "width": width, "seed": seed, "threads": threads,
-                           "crop": crop, "shift": shift,
-                           "max_train_objects": max_train_objects, "max_test_objects": max_test_objects,
+              "settings": {"train_split": train_split, "test_split": test_split, "epochs": settings.epochs,
+                           "batch_size": settings.batch_size, "lr": settings.lr, "width": settings.width,
+                           "seed": settings.seed, "threads": settings.threads, "crop": crop, "shift": settings.shift,
+                           "max_train_objects": settings.max_train_objects,
+                           "max_test_objects": settings.max_test_objects,
                            "model": "oracle CNN (4 conv stages, one head per attribute and the digit)",
                            "confusion": "rows = true class, columns = predicted class"},
               "counts": {"train_objects": len(train.images), "test_objects": len(test.images),

@@ -52,6 +52,7 @@ from tqdm.auto import tqdm
 from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.errors import BadInput, check_text
+from bindscope.evaluation import IMAGE_FITS
 from bindscope.evaluation.results import (
     TextTransform,
     apply_text_transform,
@@ -73,7 +74,6 @@ ORDER_WORDS = 30  # ARO truncates order captions to 30 words
 ORDER_PERTURBATIONS = ("shuffle_nouns_and_adjectives", "shuffle_all_but_nouns_and_adjectives",
                        "shuffle_within_trigrams", "shuffle_trigrams")
 Tagger = Callable[[list[str]], list[bool]]  # words -> is each a noun or an adjective
-IMAGE_FITS = ("centre-crop", "letterbox")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,16 @@ dataset with captions and an object table:
   MADMAN/ComCO the sample's caption and the ``mention_position`` column;
 - the position of the largest object = its rank among the mentioned objects (1 = first), or *not mentioned*.
 
+Image-caption pairs without annotations (web data as img2dataset writes it, :mod:`bindscope.importers.image_captions`;
+the paper's LAION experiment): :func:`caption_bias_pairs`. A caption's objects are found in its text
+(:data:`CAPTION_OBJECTS`: the category lexicon of :mod:`bindscope.importers.mentions`, or spaCy's noun chunks,
+:mod:`bindscope.text.noun_chunks`), each is looked for in the image by an open-vocabulary detector
+(:class:`bindscope.evaluation.detection.OpenVocabularyDetector`: its best box, found when the score reaches the
+threshold) and its area is that box's (pixels), or the mask a segmenter draws in it
+(:class:`~bindscope.evaluation.detection.BoxSegmenter`). The largest object is the found object of the largest area
+(equal areas: the earlier mention), and its position is its rank among the caption's found objects, so it is never
+*not mentioned*. The result records the method (``method``).
+
 Sampling unit. Each caption is one observation, but the captions of one image (five per COCO image) share the
 image and are not independent. Every share carries two 95 % intervals, labelled: ``ci95`` (Wilson score, treating
 captions as independent: too narrow when images have several captions) and ``ci95_cluster`` (percentile cluster
@@ -20,11 +30,14 @@ is the one to quote.
 from __future__ import annotations
 
 import os
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
 
 from bindscope.errors import BadInput
+from bindscope.evaluation import DETECTION_THRESHOLD
+from bindscope.evaluation.detection import check_threshold, query
 from bindscope.evaluation.results import SCHEMA_VERSION, dataset_info
 from bindscope.evaluation.stats import cluster_bootstrap, share
 from bindscope.format.reader import Dataset
@@ -67,6 +80,28 @@ def _shares(positions: np.ndarray, images: np.ndarray, seed: int) -> dict:
     return out
 
 
+def summarise(positions: list[int], counts: list[int], images: list[int], seed: int) -> dict:
+    """The shares of a result from one entry per caption: the largest object's position (0: not mentioned), the
+    number of objects the caption mentions, and the caption's image (the bootstrap's cluster).
+
+    Returns:
+        ``num_captions``, ``num_images``, ``largest_first_share``, ``largest_first_share_when_mentioned``,
+        ``positions`` and ``by_num_mentioned`` (see :func:`caption_bias`).
+    """
+    positions, counts, images = np.array(positions, int), np.array(counts, int), np.array(images)
+    first = int((positions == 1).sum())
+    mentioned = int((positions > 0).sum())
+    by_num = {}
+    for m in sorted(set(counts.tolist())):
+        keep = counts == m
+        by_num[str(m)] = {"captions": int(keep.sum()), "images": int(np.unique(images[keep]).size),
+                          "positions": _shares(positions[keep], images[keep], seed)}
+    return {"num_captions": int(positions.size), "num_images": int(np.unique(images).size),
+            "largest_first_share": first / positions.size,
+            "largest_first_share_when_mentioned": (first / mentioned) if mentioned else None,
+            "positions": _shares(positions, images, seed), "by_num_mentioned": by_num}
+
+
 def caption_bias(dataset: str | os.PathLike | Dataset, splits: list[str] | None = None, seed: int = 0,
                  check: bool = True) -> dict:
     """The position at which captions mention the image's largest object (see the module docstring).
@@ -84,7 +119,8 @@ def caption_bias(dataset: str | os.PathLike | Dataset, splits: list[str] | None 
         ``positions`` (key ``"1"``, ``"2"``, ..., ``"not_mentioned"`` -> ``{"count", "of", "share", "ci95",
         "ci95_cluster"}``, shares of all captions), ``by_num_mentioned`` (``"<m>"`` -> ``{"captions", "images",
         "positions"}``: the same restricted to captions mentioning m objects), ``num_captions``, ``num_images``,
-        ``skipped`` (samples without object or caption), ``dataset``, ``unit``, ``intervals``.
+        ``skipped`` (samples without object or caption), ``dataset``, ``unit``, ``intervals``, ``method`` (where
+        objects and areas come from).
 
     Raises:
         DatasetError: missing/corrupt dataset or an unknown split.
@@ -113,22 +149,135 @@ def caption_bias(dataset: str | os.PathLike | Dataset, splits: list[str] | None 
     if not positions:
         raise BadInput(f"dataset {str(ds.path)!r} has no caption of an image with objects in split(s) "
                        f"{', '.join(names)}; caption-bias needs captions and an object table")
-    positions, counts, images = np.array(positions), np.array(counts), np.array(images)
-    first = int((positions == 1).sum())
-    mentioned = int((positions > 0).sum())
-    by_num = {}
-    for m in sorted(set(counts.tolist())):
-        keep = counts == m
-        by_num[str(m)] = {"captions": int(keep.sum()), "images": int(np.unique(images[keep]).size),
-                          "positions": _shares(positions[keep], images[keep], seed)}
     result = {"schema_version": SCHEMA_VERSION, "kind": "caption-bias", "analysis": "caption-bias",
-              "dataset": dataset_info(ds, names),
-              "unit": "caption (clustered by image)", "intervals": dict(INTERVALS), "seed": seed,
-              "num_captions": int(positions.size), "num_images": int(image_id), "skipped": {"samples": skipped},
+              "dataset": dataset_info(ds, names), "unit": "caption (clustered by image)", "intervals": dict(INTERVALS),
+              "seed": seed, **summarise(positions, counts, images, seed), "skipped": {"samples": skipped},
               "largest": "object of size rank 1 (largest visible mask area)",
-              "largest_first_share": first / positions.size,
-              "largest_first_share_when_mentioned": (first / mentioned) if mentioned else None,
-              "positions": _shares(positions, images, seed), "by_num_mentioned": by_num}
+              "method": {"objects": "the dataset's object table (mention positions of its captions)",
+                         "areas": "visible pixels of each object's instance mask"}}
+    validate(result, "caption_bias_result", "caption-bias result (internal error)", error=RuntimeError)
+    return result
+
+
+CAPTION_OBJECTS = {"lexicon": "category names and their synonyms found in the caption (bindscope/assets/"
+                              "coco_mentions.json for COCO names; a name and its plural otherwise), longest phrase "
+                              "first, each category once",
+                   "spacy": "spaCy noun chunks of the caption, named by their root's lemma, each name once"}
+"""How :func:`caption_bias_pairs` finds a caption's objects (its ``caption_objects``)."""
+PAIR_BATCH = 16  # images detected at a time
+
+
+def objects_finder(source: str = "lexicon", names: str | os.PathLike = "coco", nlp=None):
+    """``find(caption) -> [(object name, phrase), ...]`` in reading order, each object once (see
+    :data:`CAPTION_OBJECTS`).
+
+    Args:
+        source: ``lexicon`` or ``spacy``. names: the lexicon's categories (``coco``, ``comco72``, a file of names;
+            :func:`bindscope.generators.comco.registry.read_names`). nlp: with ``spacy``, the pipeline to use (None:
+            ``en_core_web_sm`` with its parser, :func:`bindscope.text.noun_chunks.spacy_parser`).
+
+    Raises:
+        BadInput: another ``source``, unknown ``names``, spaCy or its model not installed.
+    """
+    if source == "lexicon":
+        from bindscope.generators.comco.registry import read_names
+        from bindscope.importers.mentions import MentionFinder
+
+        finder = MentionFinder(read_names(names))
+
+        def find(caption: str) -> list[tuple[str, str]]:
+            first: dict[str, str] = {}
+            for category, phrase in finder.find(caption):
+                first.setdefault(category, phrase)
+            return list(first.items())
+        return find
+    if source == "spacy":
+        from bindscope.text.noun_chunks import noun_chunks, spacy_parser
+
+        parser = nlp if nlp is not None else spacy_parser()
+        return lambda caption: noun_chunks(parser, caption)
+    raise BadInput(f"caption_objects {source!r} is not allowed; use one of {', '.join(CAPTION_OBJECTS)}",
+                   param="caption_objects")
+
+
+def caption_bias_pairs(pairs, detector, segmenter=None, *, caption_objects: str = "lexicon",
+                       names: str | os.PathLike = "coco", nlp=None, threshold: float = DETECTION_THRESHOLD,
+                       seed: int = 0, limit: int | None = None, progress: bool = True,
+                       rows: list | None = None) -> dict:
+    """Caption bias on image-caption pairs without annotations (see the module docstring).
+
+    Args:
+        pairs: a :class:`bindscope.importers.image_captions.PairSource` (:func:`~bindscope.importers.image_captions.
+            open_pairs`). detector: an object with ``detect(images, queries)`` and ``info()``
+            (:class:`~bindscope.evaluation.detection.OpenVocabularyDetector`). segmenter: one with
+            ``areas(image, boxes)`` and ``info()`` (:class:`~bindscope.evaluation.detection.BoxSegmenter`), or None
+            (areas of the boxes).
+        caption_objects, names, nlp: how objects are found in captions (:func:`objects_finder`).
+        threshold: detector score (0..1) from which an object is found. seed: bootstrap seed. limit: read at most
+            this many pairs. progress: a tqdm bar. rows: a list to append one row per caption to (``key``,
+            ``caption``, ``objects`` with their score, box, area and ``found``, ``position``), or None.
+
+    Returns:
+        The result (schema ``caption_bias_result``) as :func:`caption_bias`'s, with ``dataset`` the pairs' path,
+        layout and files, one image per caption, ``method`` (objects, areas, detector, segmenter, threshold) and
+        ``skipped`` (``samples``: pairs not analysed, and why).
+
+    Raises:
+        BadInput: a threshold outside 0..1, a bad ``caption_objects`` / ``names``, no caption with a found
+            object.
+    """
+    from tqdm.auto import tqdm
+
+    threshold = check_threshold(threshold)
+    find = objects_finder(caption_objects, names, nlp)
+    positions, counts, images = [], [], []
+    skipped = {"captions_without_objects": 0, "captions_without_found_objects": 0}
+    with tqdm(unit="pair", desc="caption-bias", disable=not progress) as bar:
+        read = pairs.pairs(limit)
+        while batch := list(islice(read, PAIR_BATCH)):
+            named = [(key, image, caption, find(caption)) for key, image, caption in batch]
+            skipped["captions_without_objects"] += sum(not objects for *_, objects in named)
+            named = [entry for entry in named if entry[3]]
+            detected = detector.detect([image for _, image, _, _ in named],
+                                       [[query(name) for name, _ in objects] for *_, objects in named]) if named else []
+            for (key, image, caption, objects), (scores, boxes) in zip(named, detected):
+                found = np.flatnonzero(np.asarray(scores) >= threshold)
+                chosen = set(found.tolist())
+                boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+                areas = np.clip(boxes[:, 2] - boxes[:, 0], 0, None) * np.clip(boxes[:, 3] - boxes[:, 1], 0, None)
+                if segmenter is not None and found.size:
+                    areas[found] = segmenter.areas(image, boxes[found])
+                position = int(np.argmax(areas[found])) + 1 if found.size else 0
+                if rows is not None:
+                    rows.append({"key": key, "caption": caption, "position": position,
+                                 "objects": [{"name": name, "phrase": phrase, "score": float(scores[k]),
+                                              "box": [round(float(v), 2) for v in boxes[k]],
+                                              "area": float(areas[k]), "found": k in chosen}
+                                             for k, (name, phrase) in enumerate(objects)]})
+                if not found.size:
+                    skipped["captions_without_found_objects"] += 1
+                    continue
+                positions.append(position)
+                counts.append(int(found.size))
+                images.append(len(images))
+            bar.update(len(batch))
+    if not positions:
+        raise BadInput(f"data {str(pairs.path)!r}: no caption names an object the detector finds (threshold "
+                       f"{threshold:g}); caption-bias needs at least one")
+    skipped.update(pairs.skipped)
+    skipped["samples"] = sum(skipped.values())
+    areas_from = ("masks of the segmenter prompted by the detector's boxes (pixels)" if segmenter is not None
+                  else "the detector's best box (pixels)")
+    result = {"schema_version": SCHEMA_VERSION, "kind": "caption-bias", "analysis": "caption-bias",
+              "dataset": {"generator": f"image-caption pairs ({pairs.layout})", **pairs.info()},
+              "unit": "caption (one per image)", "intervals": dict(INTERVALS), "seed": seed,
+              **summarise(positions, counts, images, seed), "skipped": skipped,
+              "largest": "the caption's found object of the largest area (equal areas: the earlier mention)",
+              "method": {"objects": f"{caption_objects}: {CAPTION_OBJECTS[caption_objects]}",
+                         "names": str(names) if caption_objects == "lexicon" else None,
+                         "areas": areas_from, "detector": detector.info(), "threshold": float(threshold),
+                         "query": query("<name>"),
+                         "segmenter": segmenter.info() if segmenter is not None else None}}
     validate(result, "caption_bias_result", "caption-bias result (internal error)", error=RuntimeError)
     return result
 

@@ -50,11 +50,11 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.errors import BadInput
+from bindscope.evaluation import PROTOCOLS
 from bindscope.evaluation.stats import wilson_interval
 from bindscope.format.records import OBJECT_ORDERS, ordered_objects  # noqa: F401 (part of this API)
+from bindscope.generators.comco.registry import JOIN
 
-PROTOCOLS = ("bindscope", "clip-oscope", "both")
-JOIN = " and "
 REPOSITORY = "clip-oscope/clip-oscope"
 TOR_SOURCE = "Text_Encoder_Experiments/TOR_ComCO_CLIP.py"
 IOR_SOURCE = "Image_Encoder_Experiments/IOR.py"
@@ -90,46 +90,6 @@ DEFINITIONS = {
 
 
 # ------------------------------------------------------------------------------------------ captions and names
-def read_names(spec: str | os.PathLike) -> list[str]:
-    """A name list: ``comco72`` / ``simco18`` (registry order, :func:`bindscope.generators.comco.registry.load_set`),
-    an asset folder (its registry), or a UTF-8 text file with one name per line (blank lines skipped).
-
-    The authors' ComCO TOR list (``TOR_ComCO_CLIP.py``) holds 90 names in COCO id order; ``comco72`` is the
-    72 of them bindscope renders, in the same order; their SimCO list is ``simco18`` in the same order.
-
-    Raises:
-        BadInput: an unknown set, an unreadable or empty file, a name used twice or containing ``" and "``.
-    """
-    from bindscope.generators.comco.registry import load_set
-
-    text = str(spec)
-    if text in ("comco72", "simco18") or os.path.isdir(text):
-        try:
-            return [c.name for c in load_set(text)]
-        except BadInput as exc:
-            raise BadInput(f"names {text!r}: {exc}", param="names") from None
-    path = Path(text)
-    if not path.is_file():
-        raise BadInput(f"names {text!r}: not comco72, simco18, an asset folder or a file of names (one per line)",
-                       param="names")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"names {text!r}: cannot read the file ({exc})", param="names") from None
-    names = [line.strip() for line in lines if line.strip()]
-    if not names:
-        raise BadInput(f"names {text!r}: the file holds no name; write one name per line", param="names")
-    seen = set()
-    for name in names:
-        if JOIN in f" {name} ":
-            raise BadInput(f"names {text!r}: name {name!r} contains ' and ', which separates objects in a "
-                           "caption; rename it", param="names")
-        if name in seen:
-            raise BadInput(f"names {text!r}: name {name!r} is listed twice; each name once", param="names")
-        seen.add(name)
-    return names
-
-
 def combination_captions(names: list[str], objects: int) -> list[list[str]]:
     """Every ``itertools.combinations(names, objects)``, in its order (the authors' TOR caption set).
 
@@ -248,7 +208,8 @@ def ndcg(actual: list[str], predicted: list[str]) -> float:
 
 
 def oscope_statistics(similarities: np.ndarray, candidate_names: list[str], objects: list[list[str]],
-                      kind: str, texts: list[str] | None = None) -> dict:
+                      kind: str, texts: list[str] | None = None, sample_ids: list[int] | None = None,
+                      seed: int = 0) -> dict:
     """The authors' TOR or IOR statistics (see the module docstring), grouped by number of objects.
 
     Args:
@@ -259,6 +220,9 @@ def oscope_statistics(similarities: np.ndarray, candidate_names: list[str], obje
         kind: ``"tor"`` (substring containment test on ``texts``, the position-of-top-1 figure over all
             captions) or ``"ior"`` (exact membership test, the restricted-argmax figure).
         texts: TOR: the N caption strings the substring test reads.
+        sample_ids: per query its sample (image); where some sample has several queries (the captions of a COCO
+            image), every count statistic also gets ``ci95_cluster``, a 95% cluster bootstrap over samples
+            (``seed``; :func:`~bindscope.evaluation.stats.cluster_bootstrap`), and ``clusters``.
 
     Returns:
         ``{"<n>": block}``; block = ``{"n", "num_queries", "top1_ties" (queries whose largest similarity is
@@ -286,7 +250,7 @@ def oscope_statistics(similarities: np.ndarray, candidate_names: list[str], obje
         n = len(names)
         g = groups.setdefault(n, {"queries": 0, "correct": 0, "ties": 0, "given": [0] * n, "all": [0] * n,
                                   "present": [0] * n, "p": [], "r": [], "f1": [], "ap": [], "ndcg": [],
-                                  "p_at": [[] for _ in range(n)], "r_at": [[] for _ in range(n)]})
+                                  "p_at": [[] for _ in range(n)], "r_at": [[] for _ in range(n)], "each": []})
         row = sims[q]
         order = np.argsort(row)
         predicted = [candidate_names[i] for i in order[-n:]] if n else []
@@ -298,6 +262,7 @@ def oscope_statistics(similarities: np.ndarray, candidate_names: list[str], obje
         else:
             correct = all(name in names for name in predicted)
         hit = next((k for k in range(n) if names[k] == top1), None)
+        g["each"].append([q, correct, hit if correct and hit is not None else -1, -1 if hit is None else hit, -1])
         if correct:
             g["correct"] += 1
             if hit is not None:
@@ -310,7 +275,8 @@ def oscope_statistics(similarities: np.ndarray, candidate_names: list[str], obje
                 raise BadInput(f"IOR object {missing[0]!r} is not among the {len(candidate_names)} reference "
                                "classes; every object needs a reference image")
             place = {int(c): p for p, c in enumerate(order)}
-            g["present"][max(range(n), key=lambda j: place[index[names[j]]])] += 1
+            g["each"][-1][4] = max(range(n), key=lambda j: place[index[names[j]]])
+            g["present"][g["each"][-1][4]] += 1
         precision, recall, f1 = _set_scores(names, predicted)
         g["p"].append(precision)
         g["r"].append(recall)
@@ -345,18 +311,43 @@ def oscope_statistics(similarities: np.ndarray, candidate_names: list[str], obje
         for key, lists in (("precision_at_k", g["p_at"]), ("recall_at_k", g["r_at"])):
             block[key] = {"definition": DEFINITIONS[key],
                           "values": [{"k": k + 1, "value": _mean(v)} for k, v in enumerate(lists)]}
+        if sample_ids is not None and len(set(sample_ids)) < len(sample_ids):
+            _cluster_intervals(block, np.asarray(g["each"], dtype=np.int64), np.asarray(sample_ids), seed)
         out[str(n)] = block
     return out
 
 
+def _cluster_intervals(block: dict, each: np.ndarray, sample_ids: np.ndarray, seed: int) -> None:
+    """Add ``ci95_cluster`` and ``clusters`` to the count statistics of one group: ``each`` holds per query
+    ``(index, top-n correct, position given a correct top-n, position of the top-1, most similar present)``
+    (positions 0-based, -1 for none)."""
+    from bindscope.evaluation.stats import cluster_bootstrap
+
+    units = sample_ids[each[:, 0]]
+    ones, correct = np.ones(len(each)), each[:, 1].astype(np.float64)
+    count = int(len(set(units.tolist())))
+
+    def add(stat: dict, hits: np.ndarray, den: np.ndarray) -> None:
+        stat["ci95_cluster"] = cluster_bootstrap(hits.astype(np.float64), den, units, seed=seed)
+        stat["clusters"] = count
+
+    add(block["top_n_accuracy"], correct, ones)
+    for family, column, den in (("position_given_correct_top_n", 2, correct), ("position_of_top1", 3, ones),
+                                ("most_similar_among_present", 4, ones)):
+        for k, stat in enumerate(block.get(family, {}).get("positions", [])):
+            add(stat, each[:, column] == k, den)
+
+
 def oscope_block(similarities: np.ndarray, candidate_names: list[str], objects: list[list[str]], kind: str,
-                 texts: list[str] | None = None, ordered_by: str = "") -> dict:
+                 texts: list[str] | None = None, ordered_by: str = "", sample_ids: list[int] | None = None,
+                 seed: int = 0) -> dict:
     """One ``metrics["clip_oscope"][kind]`` entry: where the definitions come from, the candidates, and
-    :func:`oscope_statistics` under ``by_num_objects``."""
+    :func:`oscope_statistics` under ``by_num_objects`` (``sample_ids`` and ``seed`` as there)."""
     return {"source": f"{REPOSITORY}: {TOR_SOURCE if kind == 'tor' else IOR_SOURCE}",
             "candidates": len(candidate_names), "ordered_by": ordered_by,
             "top_n_list": DEFINITIONS["top_n_list"], "top1": DEFINITIONS["top1"],
-            "by_num_objects": oscope_statistics(similarities, candidate_names, objects, kind, texts)}
+            "by_num_objects": oscope_statistics(similarities, candidate_names, objects, kind, texts, sample_ids,
+                                                seed)}
 
 
 def oscope_rows(similarities: np.ndarray, candidate_names: list[str], objects: list[list[str]], kind: str,

@@ -10,13 +10,14 @@ records and validates it with that kind's JSON Schema (:data:`bindscope.evaluati
 - ``probe``, ``conjunctive-search``, ``labclip-eval`` (``alignment_result.json``): ``bindscope probe`` (both tasks)
   and ``bindscope labclip eval`` (``labclip fit`` writes a map, not a result);
 - ``madman-audit`` (``audit_result.json``): ``madman audit --out``;
-- ``caption-bias`` (``caption_bias_result.json``): ``bindscope caption-bias``.
+- ``caption-bias`` (``caption_bias_result.json``): ``bindscope caption-bias``;
+- ``t2i-score`` (``t2i_result.json``): ``comco t2i-score``.
 
 Rows are result files (model, pretrained tag, training step for checkpoints); columns are the figures each kind
 gives (:mod:`bindscope.evaluation.collect_kinds` names and defines them: conditional or unconditional, macro or
 micro, the sampling unit). Shares are percentages with their 95% interval; where a result holds the cluster
-bootstrap interval over images (``ci95_cluster``) the table uses it, else the Wilson interval (``ci95``), and the
-column header says which (``[img]`` / ``[W]``). The LABCLIP modality gap is a distance (unit ``distance``).
+bootstrap interval (``ci95_cluster``: over images, or over prompts for ``t2i-score``) the table uses it, else the
+Wilson interval (``ci95``), and the column header says which (``[img]`` / ``[prompt]`` / ``[W]``). The LABCLIP modality gap is a distance (unit ``distance``).
 
 Column names (stable, for scripts):
 
@@ -51,7 +52,10 @@ Column names (stable, for scripts):
   ``.../macro`` (mean per-class accuracy), ``audit/<size>/<attribute>`` per size level;
 - ``caption-bias``: ``caption-bias/pos<k>``, ``caption-bias/not_mentioned`` (share of all captions, bootstrap
   over images), ``caption-bias/first_when_mentioned`` (conditional on a mention),
-  ``caption-bias/<m>mentioned/pos<k>``.
+  ``caption-bias/<m>mentioned/pos<k>``;
+- ``t2i-score``: ``t2i/<scorer>/pos<k>`` (share of prompt objects at mention position k that the image shows, by
+  the ``detector`` or the ``clip`` scorer; interval: bootstrap over prompts), ``t2i/<scorer>/all``,
+  ``t2i/<scorer>/first``, ``t2i/<scorer>/last`` and ``t2i/<scorer>/<n>obj/pos<k>``.
 
 A file that is not JSON, records no known kind or fails its kind's schema stops the collection with one
 :class:`~bindscope.errors.BadInput` naming the file and why (exit status 2 from the CLI, nothing written).
@@ -61,12 +65,13 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import math
 import os
 from pathlib import Path
 
 from bindscope.errors import BadInput
-from bindscope.evaluation.collect_kinds import KINDS, result_columns, result_kind
-from bindscope.schemas import validate
+from bindscope.evaluation.collect_kinds import load_result, result_columns, result_kind
 
 TABLE_SUFFIXES = (".csv", ".md", ".json")
 ID_COLUMNS = ("file", "kind", "model", "pretrained", "step", "dataset")
@@ -82,48 +87,42 @@ def result_figures(result: dict) -> dict[str, dict]:
 
 
 def result_files(paths: list[str | os.PathLike]) -> list[Path]:
-    """Result files named by ``paths``: files as given, folders by their ``*.json`` (sorted, not recursive).
+    """Result files named by ``paths``: files as given, a ``madman sweep`` folder by its finished points'
+    ``runs/<property>=<value>/seed-<seed>/result.json``, other folders by their ``*.json`` (sorted, not recursive).
 
     Raises:
-        BadInput: no path, a path that does not exist, or a folder with no JSON file.
+        BadInput: no path, a path that does not exist, or a folder with no JSON file (a sweep folder: no
+            finished point).
     """
+    return list(_sources(paths))
+
+
+def _sources(paths: list[str | os.PathLike]) -> dict[Path, dict | None]:
+    """:func:`result_files` -> the sweep point of each (``{"property", "value", "seed"}``, None outside a sweep)."""
+    from bindscope.evaluation.collect_groups import is_sweep_folder, sweep_results
+
     if not paths:
         raise BadInput("name at least one result JSON file or folder of results")
-    files: list[Path] = []
+    files: dict[Path, dict | None] = {}
     for p in map(Path, paths):
-        if p.is_dir():
+        if p.is_dir() and is_sweep_folder(p):
+            found = sweep_results(p)
+            if not found:
+                raise BadInput(f"sweep folder {str(p)!r} holds no finished point (no runs/<property>=<value>/"
+                               "seed-<seed>/result.json)")
+            for file, point in found:
+                files.setdefault(file, point)
+        elif p.is_dir():
             found = sorted(p.glob("*.json"))
             if not found:
                 raise BadInput(f"folder {str(p)!r} holds no .json result")
-            files += found
+            for file in found:
+                files.setdefault(file, None)
         elif p.is_file():
-            files.append(p)
+            files.setdefault(p, None)
         else:
             raise BadInput(f"result {str(p)!r} does not exist")
-    return list(dict.fromkeys(files))
-
-
-def load_result(path: Path) -> dict:
-    """A result JSON of any kind of :data:`~bindscope.evaluation.collect_kinds.KINDS`, validated by that kind's
-    schema.
-
-    Raises:
-        BadInput: naming the file: not JSON, no ``kind`` key, an unknown kind (the known ones listed), or the
-            schema violation.
-    """
-    from bindscope.io.json_input import load_json
-
-    result = load_json(path, "result")
-    kind = result_kind(result)
-    where = f"result {str(path)!r}"
-    if kind is None:
-        raise BadInput(f"{where} records no kind (no 'kind' key); bindscope collect reads results of kind "
-                       f"{', '.join(KINDS)}")
-    if kind not in KINDS:
-        raise BadInput(f"{where}: kind {kind!r} is not a result bindscope collect reads; known kinds: "
-                       f"{', '.join(KINDS)}")
-    validate(result, KINDS[kind][0], f"{where} (kind {kind}, schema {KINDS[kind][0]})")
-    return result
+    return files
 
 
 def _identity(result: dict, kind: str, where: str) -> tuple[str, str, int | None]:
@@ -131,6 +130,10 @@ def _identity(result: dict, kind: str, where: str) -> tuple[str, str, int | None
     Raises BadInput naming ``where`` for a step above :data:`MAX_STEP`."""
     if kind in MODEL_FREE:
         return (*MODEL_FREE[kind], None)
+    if kind == "t2i-score":  # its scorers' models: the detector's and the CLIP encoder's
+        models = {name: s["model"] for name, s in result["scorers"].items()}
+        names = [Path(m["name"]).name if os.sep in m["name"] else m["name"] for m in models.values()]
+        return " + ".join(names), models.get("clip", {}).get("pretrained", ""), None
     model = result["model"]
     step = model.get("step")
     if step is not None and step > MAX_STEP:
@@ -152,17 +155,23 @@ def collect(paths: list[str | os.PathLike]) -> dict:
 
     Returns:
         ``{"columns": [figure column names, in first-seen order], "definitions": {column: what it counts, its
-        interval}, "rows": [{"file", "kind", "model", "pretrained", "step", "dataset", "figures": {column:
-        {"value", "low", "high", "interval", "unit"}}}], "summary": {kind: {"files": n, "columns": distinct
-        columns of that kind}}}``; rows are sorted by kind, model, pretrained and step (training checkpoints in
-        step order), then file.
+        interval}, "rows": [{"file", "kind", "model", "pretrained", "step", "dataset", "seed", "property",
+        "value", "group", "figures": {column: {"value", "low", "high", "interval", "unit"}}}], "groups": [...],
+        "summary": {kind: {"files": n, "columns": distinct columns of that kind}}}``; rows are sorted by kind,
+        swept property and value, model, pretrained, step (training checkpoints in step order) and seed, then
+        file. ``seed`` is the training seed of a trained model (else the evaluation seed), ``property`` /
+        ``value`` the swept property of a ``madman sweep`` point (else None), ``group`` the key of results that
+        differ only in seed; ``groups`` (:func:`bindscope.evaluation.collect_groups.seed_groups`) the mean, each
+        seed's value and the t interval over the seeds of every group of two or more seeds.
 
     Raises:
         BadInput: a missing path or a file that is not a valid result of a known kind (named, with the reason),
             or whose ``model.step`` is above :data:`MAX_STEP`.
     """
+    from bindscope.evaluation.collect_groups import row_seeds, seed_groups
+
     rows, definitions, by_kind = [], {}, {}
-    for path in result_files(paths):
+    for path, sweep in _sources(paths).items():
         result = load_result(path)
         kind = result_kind(result)
         columns = result_columns(result)
@@ -172,12 +181,21 @@ def collect(paths: list[str | os.PathLike]) -> dict:
         seen[0] += 1
         seen[1].update(columns.figures)
         model, pretrained, step = _identity(result, kind, str(path))
+        dataset = result.get("dataset") or {}
+        key, seed = row_seeds(result, sweep) if kind not in MODEL_FREE else ((), None)
+        point = sweep or {}
         rows.append({"file": str(path), "kind": kind, "model": model, "pretrained": pretrained, "step": step,
-                     "dataset": (result.get("dataset") or {}).get("path", ""), "figures": columns.figures})
-    rows.sort(key=lambda r: (r["kind"], r["model"], r["pretrained"], -1 if r["step"] is None else r["step"],
-                             r["file"]))
+                     "dataset": dataset.get("path", ""), "seed": seed, "property": point.get("property"),
+                     "value": point.get("value"), "figures": columns.figures,
+                     "group": json.dumps([kind, dataset.get("manifest_sha256"), step, point.get("property"),
+                                          point.get("value"), *key], sort_keys=True, default=str)})
+    rows.sort(key=lambda r: (r["kind"], r["property"] or "", -math.inf if r["value"] is None else r["value"],
+                             r["model"], r["pretrained"], -1 if r["step"] is None else r["step"],
+                             -1 if r["seed"] is None else r["seed"], r["file"]))
     summary = {kind: {"files": n, "columns": len(names)} for kind, (n, names) in sorted(by_kind.items())}
-    return {"columns": list(definitions), "definitions": definitions, "rows": rows, "summary": summary}
+    columns = list(definitions)
+    return {"columns": columns, "definitions": definitions, "rows": rows, "groups": seed_groups(rows, columns),
+            "summary": summary}
 
 
 def format_summary(table: dict) -> str:
@@ -195,55 +213,80 @@ def _cell(figure: dict | None) -> str:
     return f"{figure['value']:.{digits}f} [{figure['low']:.{digits}f}, {figure['high']:.{digits}f}]"
 
 
+def _id_columns(table: dict) -> list[str]:
+    """:data:`ID_COLUMNS`, then ``property`` and ``value`` where a row is a sweep point and ``seed`` where a row
+    records one."""
+    rows = table["rows"]
+    extra = ["property", "value"] if any(r.get("property") for r in rows) else []
+    return list(ID_COLUMNS) + extra + (["seed"] if any(r.get("seed") is not None for r in rows) else [])
+
+
 def format_table(table: dict, fmt: str) -> str:
-    """The table of :func:`collect` as ``csv`` (the id columns, then one value/low/high column triple per figure,
-    numbers in the figure's unit: percent, or a distance), ``md`` (a Markdown table with a row per result file,
-    ``value [low, high]`` per cell, the interval kind in the header, then every column's definition and the
-    summary of :func:`format_summary`) or ``json`` (the table dict, canonical JSON)."""
+    """The table of :func:`collect` as ``csv`` (the id columns, with ``property``, ``value`` and ``seed`` where
+    rows have them, then one value/low/high column triple per figure, numbers in the figure's unit: percent, or a
+    distance; then a row per seed group, ``file`` = ``mean over seeds``, its seeds in ``seed``, the t interval
+    over them as low/high), ``md`` (a Markdown table with a row per result file, ``value [low, high]`` per cell,
+    the interval kind in the header, then the seed groups, every column's definition, the summary of
+    :func:`format_summary` and, with a ``comparison``, its table) or ``json`` (the table dict, canonical JSON)."""
     if fmt == "json":
         from bindscope.io.canonical import canonical_json
 
         return canonical_json(table)
+    ids = _id_columns(table)
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(list(ID_COLUMNS) + [f"{c}{s}" for c in table["columns"] for s in ("", ".low", ".high")])
-        for row in table["rows"]:
-            cells = [row[k] if row[k] is not None else "" for k in ID_COLUMNS]
+        writer.writerow(ids + [f"{c}{s}" for c in table["columns"] for s in ("", ".low", ".high")])
+        groups = [{**g, "file": "mean over seeds", "dataset": "", "seed": ";".join(map(str, g["seeds"]))}
+                  for g in table.get("groups") or []]
+        for row in table["rows"] + groups:
+            cells = [row[k] if row.get(k) is not None else "" for k in ids]
             for c in table["columns"]:
                 f = row["figures"].get(c)
                 cells += ["" if f is None or f[k] is None else f"{f[k]:.4f}" for k in ("value", "low", "high")]
             writer.writerow(cells)
         return buffer.getvalue()
+    from bindscope.evaluation.collect_groups import group_lines
+
     kinds = {}
     for row in table["rows"]:
         for c, f in row["figures"].items():
             kinds.setdefault(c, set()).add(f["interval"] if f["low"] is not None else "")
-    header = ["file", "kind", "model", "pretrained", "step"] + [
+    shown = ["kind", "model", "pretrained", "step"] + [k for k in ids if k not in ID_COLUMNS]
+    header = ["file"] + shown + [
         f"{c} [{'/'.join(sorted(k - {''})) or '-'}]" for c, k in ((c, kinds.get(c, set())) for c in table["columns"])]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table["rows"]:
-        cells = [Path(row["file"]).name, row["kind"], row["model"], row["pretrained"],
-                 "" if row["step"] is None else str(row["step"])]
+        cells = [Path(row["file"]).name] + ["" if row.get(k) is None else
+                                            f"{row[k]:g}" if k == "value" else str(row[k]) for k in shown]
         cells += [_cell(row["figures"].get(c)) for c in table["columns"]]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += group_lines(table, _cell)
     lines.append("")
     lines.append("Percent (distances where a column says so), 95% intervals: [img] bootstrap over images "
-                 "(clustered), [W] Wilson score, [-] none. Columns:")
+                 "(clustered), [prompt] bootstrap over prompts, [W] Wilson score, [seeds] Student t over seeds, [-] "
+                 "none. Columns:")
     lines.append("")
     lines += [f"- `{c}`: {table.get('definitions', {}).get(c, '')}" for c in table["columns"]]
     if "summary" in table:
         lines += ["", format_summary(table)]
+    if table.get("comparison"):
+        from bindscope.evaluation.compare import Comparison
+
+        lines += ["", Comparison.from_dict(table["comparison"]).format("md").rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
 def plot_table(table: dict, path: str | os.PathLike, columns: list[str] | None = None) -> Path:
     """A figure of the table, written atomically.
 
-    When every row has a training ``step`` (checkpoints of one run), the chosen columns are drawn as curves over
-    steps with their intervals as bands (the binding/recognition-over-training curve); otherwise as grouped bars
-    (one group per column, one bar per row). ``columns`` defaults to the binding and recognition macro averages
-    when present, else the first 8 columns.
+    When every row is a point of a ``madman sweep`` (a swept ``value``), the chosen columns are drawn against the
+    swept value; else when every row has a training ``step`` (checkpoints of one run), as curves over steps; in
+    both, rows at one x from several seeds are drawn as their mean with the 95% t interval over the seeds as a
+    band, and a single row with its own interval as the band
+    (:func:`bindscope.evaluation.collect_groups.curve`). Otherwise grouped bars (one group per column, one bar
+    per row). ``columns`` defaults to the binding and recognition micro averages when present, else the first 8
+    columns.
     """
     import matplotlib
 
@@ -251,6 +294,7 @@ def plot_table(table: dict, path: str | os.PathLike, columns: list[str] | None =
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from bindscope.evaluation.collect_groups import curve
     from bindscope.io.atomic import save_figure
 
     if columns is None:
@@ -258,18 +302,15 @@ def plot_table(table: dict, path: str | os.PathLike, columns: list[str] | None =
         columns = preferred or table["columns"][:8]
     rows = table["rows"]
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(columns) + 3), 3.8))
-    if rows and all(r["step"] is not None for r in rows):
-        steps = np.array([r["step"] for r in rows])
+    x_key = "value" if rows and all(r.get("value") is not None for r in rows) else \
+        "step" if rows and all(r["step"] is not None for r in rows) else None
+    if x_key is not None:
         for c in columns:
-            values = np.array([np.nan if r["figures"].get(c, {}).get("value") is None else r["figures"][c]["value"]
-                               for r in rows])
-            low = np.array([np.nan if r["figures"].get(c, {}).get("low") is None else r["figures"][c]["low"]
-                            for r in rows])
-            high = np.array([np.nan if r["figures"].get(c, {}).get("high") is None else r["figures"][c]["high"]
-                             for r in rows])
-            ax.plot(steps, values, marker="o", label=c)
-            ax.fill_between(steps, low, high, alpha=0.2)
-        ax.set_xlabel("training step")
+            xs, mean, low, high = curve(rows, x_key, c)
+            ax.plot(xs, mean, marker="o", label=c)
+            ax.fill_between(xs, low, high, alpha=0.2)
+        swept = sorted({r["property"] for r in rows}) if x_key == "value" else []
+        ax.set_xlabel(", ".join(swept).replace("_", " ") + " (swept)" if swept else "training step")
     else:
         x = np.arange(len(columns))
         width = 0.8 / max(1, len(rows))

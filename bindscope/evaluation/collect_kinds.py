@@ -5,13 +5,17 @@ Every result file records its kind in its ``kind`` key (``caption-bias`` files w
 function that turns it into columns. A column is ``name -> figure`` with the figure
 ``{"value", "low", "high", "interval", "unit"}``: ``unit`` ``"%"`` (a share, in percent) or ``"distance"`` (the
 LABCLIP modality gap, Euclidean, 0..2); ``interval`` ``"img"`` (95 % percentile cluster bootstrap over images),
-``"W"`` (95 % Wilson score interval) or ``""`` (the figure has none). Every column also has a definition (what
+``"prompt"`` (the same over prompts), ``"W"`` (95 % Wilson score interval) or ``""`` (the figure has none). Every column also has a definition (what
 is counted, conditional or unconditional, macro or micro, the sampling unit), returned beside the figures.
 """
 
 from __future__ import annotations
 
-INTERVALS = {"img": "95% percentile cluster bootstrap over images", "W": "95% Wilson score interval",
+from bindscope.errors import BadInput
+from bindscope.schemas import validate
+
+INTERVALS = {"img": "95% percentile cluster bootstrap over images",
+             "prompt": "95% percentile cluster bootstrap over prompts", "W": "95% Wilson score interval",
              "": "no interval"}
 
 
@@ -24,12 +28,18 @@ class Columns:
 
     def add(self, name: str, value, ci=None, interval: str = "W", definition: str = "", unit: str = "%") -> None:
         """Add column ``name``: ``value`` (a 0..1 share, or a distance with ``unit="distance"``), its 95%
-        interval ``ci`` (``[low, high]`` or None) of kind ``interval`` (``"img"``/``"W"``), its definition."""
+        interval ``ci`` (``[low, high]`` or None) of kind ``interval`` (``"img"``/``"prompt"``/``"W"``), its
+        definition."""
         scale = 100.0 if unit == "%" else 1.0
         self.figures[name] = {"value": None if value is None else scale * value,
                               "low": None if not ci else scale * ci[0], "high": None if not ci else scale * ci[1],
                               "interval": interval if ci else "", "unit": unit}
         self.definitions[name] = f"{definition}; {INTERVALS[interval if ci else '']}"
+
+    def share(self, name: str, p: dict, definition: str) -> None:
+        """A share block (``share``, ``ci95``, optional ``ci95_cluster``: several queries of one image): the
+        cluster interval when present, else the Wilson one."""
+        self.proportion(name, {"accuracy": p["share"], **p}, definition)
 
     def proportion(self, name: str, p: dict, definition: str) -> None:
         """A proportion block (``accuracy``, ``ci95``, optional ``ci95_cluster``): the cluster interval when
@@ -71,14 +81,15 @@ def binding_columns(c: Columns, block: dict, prefix: str, where: str) -> None:
 
 def position_columns(c: Columns, task: str, block: dict) -> None:
     """``<task>/<n>obj/pos<k>`` (conditional share) and ``.../uncond`` of a retrieval block (TOR, IOR, I2TOR,
-    Claim 1: :func:`bindscope.evaluation.comco.retrieval_shares`)."""
+    Claim 1: :func:`bindscope.evaluation.comco.retrieval_shares`); the interval is the bootstrap over images
+    where an image has several queries (TOR on COCO), else Wilson's (one query per image or caption)."""
     for n, g in block["by_num_objects"].items():
         for p in g["positions"]:
             key, k = f"{task}/{n}obj/pos{p['position']}", p["position"]
-            c.add(key, p["conditional"]["share"], p["conditional"]["ci95"], definition=(
+            c.share(key, p["conditional"], (
                 f"{task}, {n} objects: share of top-1 at position {k}, conditional on the top-1 being one of "
                 "the query's objects (the paper's tables)"))
-            c.add(f"{key}/uncond", p["unconditional"]["share"], p["unconditional"]["ci95"], definition=(
+            c.share(f"{key}/uncond", p["unconditional"], (
                 f"{task}, {n} objects: share of top-1 at position {k} among all queries (unconditional)"))
 
 
@@ -87,16 +98,16 @@ def oscope_columns(c: Columns, task: str, block: dict | None) -> None:
     :mod:`bindscope.evaluation.clip_oscope`), nothing when ``block`` is None."""
     for n, g in (block or {}).get("by_num_objects", {}).items():
         key, where = f"clip-oscope/{task}/{n}obj", f"clip-oscope {task}, {n} objects"
-        c.add(f"{key}/top{n}", g["top_n_accuracy"]["value"], g["top_n_accuracy"]["ci95"],
-              definition=f"{where}: top-{n} accuracy (the authors' script)")
+        c.proportion(f"{key}/top{n}", {"accuracy": g["top_n_accuracy"]["value"], **g["top_n_accuracy"]},
+                     f"{where}: top-{n} accuracy (the authors' script)")
         families = (("position_given_correct_top_n", "pos{}", "position {} given a correct top-n"),
                     ("position_of_top1", "pos{}/all", "position {} of the top-1 over all captions"),
                     ("most_similar_among_present", "present{}", "most similar among the present objects at "
                                                                 "position {}"))
         for family, name, text in families:
             for p in g.get(family, {}).get("positions", []):
-                c.add(f"{key}/{name.format(p['position'])}", p["value"], p["ci95"],
-                      definition=f"{where}: {text.format(p['position'])}")
+                c.proportion(f"{key}/{name.format(p['position'])}", {"accuracy": p["value"], **p},
+                             f"{where}: {text.format(p['position'])}")
         for field, name in (("mean_precision", "precision"), ("mean_recall", "recall"), ("mean_f1", "f1"),
                             ("map", "map"), ("ndcg", "ndcg")):
             c.add(f"{key}/{name}", g[field]["value"], definition=f"{where}: {field} (mean over queries)")
@@ -207,6 +218,27 @@ def caption_bias(result: dict, c: Columns) -> None:
         positions(f"caption-bias/{m}mentioned", block["positions"], f"captions mentioning {m} objects")
 
 
+def t2i_score(result: dict, c: Columns) -> None:
+    """Text-to-image prompt order (comco t2i-score): presence of prompt objects by mention position, per scorer."""
+    for name, scorer in result["scorers"].items():
+        block, prefix = scorer["presence"], f"t2i/{name}"
+        what = f"t2i ({name}): share of prompt objects shown in the image"
+
+        def positions(where: str, figures: dict, scope: str) -> None:
+            for k, p in figures.items():
+                c.add(f"{where}/pos{k}", p["share"], p["ci95_cluster"], "prompt",
+                      f"{what}, mentioned at position {k}{scope} (unit: object in one image, clustered by prompt)")
+        c.add(f"{prefix}/all", block["all"]["share"], block["all"]["ci95_cluster"], "prompt",
+              f"{what}, every mention (unit: object in one image, clustered by prompt)")
+        positions(prefix, block["by_position"], "")
+        for end in ("first", "last"):
+            p = block["first_vs_last"][end]
+            c.add(f"{prefix}/{end}", p["share"], p["ci95_cluster"], "prompt",
+                  f"{what}, the {end}-mentioned object of prompts of 2 or more objects")
+        for k, group in block["by_objects"].items():
+            positions(f"{prefix}/{k}obj", group["by_position"], f", prompts of {k} objects")
+
+
 # kind -> (schema, column function)
 KINDS = {
     "madman-eval": ("eval_result", task_columns),
@@ -218,6 +250,7 @@ KINDS = {
     "labclip-eval": ("alignment_result", labclip_eval),
     "madman-audit": ("audit_result", madman_audit),
     "caption-bias": ("caption_bias_result", caption_bias),
+    "t2i-score": ("t2i_result", t2i_score),
 }
 
 
@@ -237,3 +270,25 @@ def result_columns(result: dict) -> Columns:
     c = Columns()
     KINDS[result_kind(result)][1](result, c)
     return c
+
+
+def load_result(path) -> dict:
+    """A result JSON of any kind of :data:`KINDS`, validated by that kind's schema.
+
+    Raises:
+        BadInput: naming the file: not JSON, no ``kind`` key, an unknown kind (the known ones listed), or the
+            schema violation.
+    """
+    from bindscope.io.json_input import load_json
+
+    result = load_json(path, "result")
+    kind = result_kind(result)
+    where = f"result {str(path)!r}"
+    if kind is None:
+        raise BadInput(f"{where} records no kind (no 'kind' key); bindscope collect reads results of kind "
+                       f"{', '.join(KINDS)}")
+    if kind not in KINDS:
+        raise BadInput(f"{where}: kind {kind!r} is not a result bindscope collect reads; known kinds: "
+                       f"{', '.join(KINDS)}")
+    validate(result, KINDS[kind][0], f"{where} (kind {kind}, schema {KINDS[kind][0]})")
+    return result

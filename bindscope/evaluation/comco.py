@@ -59,7 +59,7 @@ import numpy as np
 from bindscope.encoders.embedding_cache import Embedder, EmbeddingCache
 from bindscope.encoders.interface import EncoderAdapter
 from bindscope.evaluation.results import TextTransform
-from bindscope.evaluation.stats import clustered_proportion, share, strict_top1
+from bindscope.evaluation.stats import cluster_bootstrap, clustered_proportion, share, strict_top1
 from bindscope.evaluation.sampled import (  # noqa: F401 (part of this API)
     JOIN,
     VocabEntry,
@@ -72,7 +72,7 @@ from bindscope.format.reader import Dataset
 
 def retrieval_shares(query_emb: np.ndarray, candidate_emb: np.ndarray, candidate_names: list[str],
                      ordered: list[list[str]], rows: list | None = None, task: str = "",
-                     sample_ids: list[int] | None = None) -> dict:
+                     sample_ids: list[int] | None = None, seed: int = 0) -> dict:
     """Top-1 retrieval attributed to positions (pure numpy; the core of TOR, IOR and I2TOR).
 
     Args:
@@ -85,12 +85,17 @@ def retrieval_shares(query_emb: np.ndarray, candidate_emb: np.ndarray, candidate
             position order), "top1" (name, None on a tie), "top1_position" (1-based, 0 = not in the query, None on
             a tie), "ranks" (per position, the 1-based rank of that object's name among the candidates; ties
             share the better rank), "similarities" (per candidate name, the cosine)}``.
-        task, sample_ids: the ``task`` and per-query ``sample`` written into the rows (default 0..N-1).
+        task, sample_ids: the ``task`` and per-query ``sample`` written into the rows (default 0..N-1); the
+            samples are the sampling units of the intervals. seed: seed of the cluster bootstrap.
 
     Returns:
         ``{"<n>": block}`` per number of objects n, where block = ``{"num_queries", "top1_in_query",
         "top1_not_in_query", "ties", "positions": [{"position": k, "unconditional": share,
         "conditional": share}, ...]}``; unconditional = count / num_queries, conditional = count / top1_in_query.
+        Every share has the Wilson ``ci95``; where ``sample_ids`` give some sample several queries (the five
+        captions of a COCO image), also ``ci95_cluster``, a 95% cluster bootstrap over samples (all queries of
+        one sample resampled together, :func:`~bindscope.evaluation.stats.cluster_bootstrap`, ``seed``), and
+        ``clusters``, the number of samples: the queries of one image are not independent.
     """
     sims = query_emb @ candidate_emb.T if len(query_emb) else np.zeros((0, len(candidate_names)))
     top = strict_top1(sims) if len(query_emb) else np.zeros(0, int)
@@ -106,25 +111,45 @@ def retrieval_shares(query_emb: np.ndarray, candidate_emb: np.ndarray, candidate
                          (names.index(top_name) + 1 if top_name in names else 0),
                          "ranks": [int((row > row[index[n]]).sum()) + 1 if n in index else None for n in names],
                          "similarities": {n: float(v) for n, v in zip(candidate_names, row)}})
-    for names, best in zip(ordered, top):
+    units = list(range(len(ordered))) if sample_ids is None else list(sample_ids)
+    clustered = len(set(units)) < len(units)
+    for q, (names, best) in enumerate(zip(ordered, top)):
         n = len(names)
-        g = groups.setdefault(n, {"num_queries": 0, "ties": 0, "not_in": 0, "hits": [0] * n})
+        g = groups.setdefault(n, {"num_queries": 0, "ties": 0, "not_in": 0, "hits": [0] * n, "at": [], "units": []})
         g["num_queries"] += 1
+        g["units"].append(units[q])
         if best < 0:
             g["ties"] += 1
+            g["at"].append(-1)
         elif candidate_names[best] in names:
             g["hits"][names.index(candidate_names[best])] += 1
+            g["at"].append(names.index(candidate_names[best]))
         else:
             g["not_in"] += 1
+            g["at"].append(-1)
     out = {}
     for n in sorted(groups):
         g = groups[n]
         inside = sum(g["hits"])
+        positions = [{"position": k + 1, "unconditional": share(c, g["num_queries"]),
+                      "conditional": share(c, inside)} for k, c in enumerate(g["hits"])]
+        if clustered:
+            _cluster_intervals(positions, np.asarray(g["at"]), np.asarray(g["units"]), seed)
         out[str(n)] = {"num_queries": g["num_queries"], "top1_in_query": inside, "top1_not_in_query": g["not_in"],
-                       "ties": g["ties"],
-                       "positions": [{"position": k + 1, "unconditional": share(c, g["num_queries"]),
-                                      "conditional": share(c, inside)} for k, c in enumerate(g["hits"])]}
+                       "ties": g["ties"], "positions": positions}
     return out
+
+
+def _cluster_intervals(positions: list[dict], at: np.ndarray, units: np.ndarray, seed: int) -> None:
+    """Add ``ci95_cluster`` and ``clusters`` to each position's shares: ``at`` is each query's top-1 position
+    (0-based; -1 outside the query or tied), ``units`` its sample."""
+    inside = (at >= 0).astype(np.float64)
+    count = int(len(set(units.tolist())))
+    for k, p in enumerate(positions):
+        hit = (at == k).astype(np.float64)
+        for key, den in (("unconditional", np.ones_like(hit)), ("conditional", inside)):
+            p[key]["ci95_cluster"] = cluster_bootstrap(hit, den, units, seed=seed)
+            p[key]["clusters"] = count
 
 
 def matching_accuracy(image_emb: np.ndarray, correct_emb: np.ndarray, wrong_emb: list[np.ndarray],
@@ -184,7 +209,7 @@ def matching_captions(objects: list, absent: list[str]) -> dict[str, tuple[str, 
 def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter, tasks: list[str] | str | None = None,
                    *, options: dict | None = None, text_transform: TextTransform | None = None,
                    cache: EmbeddingCache | None = None, embedder: Embedder | None = None, seed: int = 0,
-                   progress: bool = True, check: bool = True, split: str | None = None, rows: list | None = None,
+                   progress: bool = True, split: str | None = None, rows: list | None = None,
                    workers: int | None = None) -> dict:
     """The scene tasks (TOR, IOR, I2TOR, matching, binding, TOC, IOC, retrieval; see the module docstring and
     :mod:`bindscope.evaluation.tasks`) on a dataset's split of scenes: ComCO / SimCO renders, COCO imports, any
@@ -203,7 +228,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
             text embeddings are compared; rows re-normalised after.
         cache / embedder: as in :func:`bindscope.evaluation.madman.evaluate_madman`.
         seed: seed of samplings (matching negatives) and bootstraps.
-        progress: tqdm bars. check: verify shard sha256 first.
+        progress: tqdm bars. The shards of the splits read are verified (sha256) first.
         split: the scenes' split (default: :func:`bindscope.evaluation.scenes.scene_split`).
         rows: when a list is given, the per-sample output is appended: one row per caption for ``tor`` and per
             scene for ``ior`` and ``i2tor`` (see :func:`retrieval_shares`), and one per (scene, scenario, wrong
@@ -228,8 +253,7 @@ def evaluate_comco(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapter
 
     ds = open_dataset(dataset, validate=False)
     plan = plan_scenes(ds, tasks, split, options, seed)
-    if check:
-        ds.check(plan.splits)
+    ds.check(plan.splits)
     return run_scenes(plan, adapter, text_transform=text_transform, embedder=embedder, cache=cache, seed=seed,
                       progress=progress, rows=rows, workers=workers)
 

@@ -184,11 +184,11 @@ def evaluate_madman(dataset: str | os.PathLike | Dataset, adapter: EncoderAdapte
     from bindscope.evaluation.splits import plan_splits, run_splits
 
     ds = open_dataset(dataset, validate=False)
-    chosen, splits = plan_splits(ds, ["binding"], splits)
+    plan = plan_splits(ds, ["binding"], splits)
     if check:
-        ds.check(splits)  # every shard's sha256 and header, once; the opened readers are reused
-    return run_splits(ds, adapter, chosen, splits, text_transform=text_transform, embedder=embedder, cache=cache,
-                      seed=seed, progress=progress, rows=rows, workers=workers)
+        ds.check(plan.splits)  # every shard's sha256 and header, once; the opened readers are reused
+    return run_splits(plan, adapter, text_transform=text_transform, embedder=embedder, cache=cache, seed=seed,
+                      progress=progress, rows=rows, workers=workers)
 
 
 def digit_negative(caption: str, present: set[int], rng: np.random.Generator) -> str:

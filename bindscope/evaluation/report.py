@@ -9,7 +9,8 @@ from bindscope.io.atomic import save_figure
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 POSITION_NOTE = ("unconditional = share of all queries; conditional = share of queries whose top-1 is one of their "
-                 "objects. Ties count as wrong. CI: Wilson 95%.")
+                 "objects. Ties count as wrong. 95% CI of the conditional share: Wilson per query, or (images) a "
+                 "bootstrap over images where an image has several queries (its captions).")
 
 
 def pct(value) -> str:
@@ -43,8 +44,10 @@ def random_weights_warning(result: dict) -> list[str]:
 def model_line(result: dict) -> str:
     """``model NAME (pretrained TAG[, text transform T]) on DATA``."""
     m = result["model"]
-    data = result["dataset"]["path"] if result["dataset"] else \
-        result["settings"].get("data") or "(sampled captions, no dataset)"
+    settings = result["settings"]
+    data = result["dataset"]["path"] if result["dataset"] else settings.get("data") or (
+        f"(captions {settings['captions']}, no dataset)" if settings.get("captions") else
+        "(sampled captions, no dataset)")
     transform = result["settings"].get("text_transform")
     extra = f", text transform {transform}" if transform else ""
     return f"model {m['resolved_name']} (pretrained {m['pretrained']}{extra}) on {data}"
@@ -77,10 +80,14 @@ def retrieval_lines(title: str, block: dict, position_word: str) -> list[str]:
     for n, g in block["by_num_objects"].items():
         lines.append(f"  {n} objects: {g['num_queries']} queries, top-1 in query {g['top1_in_query']}, "
                      f"not in query {g['top1_not_in_query']}, ties {g['ties']}")
-        lines.append(f"    {position_word:<10} {'unconditional %':>15} {'conditional %':>14} {'count':>7}")
+        clustered = any("ci95_cluster" in p["conditional"] for p in g["positions"])
+        label = "95% CI (images)" if clustered else "95% CI"
+        lines.append(f"    {position_word:<10} {'unconditional %':>15} {'conditional %':>14} {label:>16} {'count':>7}")
         for p in g["positions"]:
+            cond = p["conditional"]
             lines.append(f"    {p['position']:<10} {pct(p['unconditional']['share']):>15} "
-                         f"{pct(p['conditional']['share']):>14} {p['unconditional']['count']:>7}")
+                         f"{pct(cond['share']):>14} {ci(cond.get('ci95_cluster', cond['ci95'])):>16} "
+                         f"{p['unconditional']['count']:>7}")
     return lines
 
 

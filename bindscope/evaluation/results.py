@@ -83,14 +83,16 @@ def transform_name(transform: TextTransform | None) -> str | None:
 
 
 def model_info(adapter: EncoderAdapter) -> dict:
-    """The ``model`` block of a result."""
+    """The ``model`` block of a result; ``run`` (a trained model's training seed and the sha256 of its run's
+    identity without the seed, :attr:`run` of the adapter) only where the adapter has one."""
     return {"name": adapter.name, "resolved_name": str(getattr(adapter, "resolved_name", adapter.name)),
             "pretrained": str(adapter.pretrained), "embed_dim": int(adapter.embed_dim),
             "cache_key": adapter.cache_key, "supports_images": bool(adapter.supports_images),
             "device": str(getattr(adapter, "device", "")), "precision": str(getattr(adapter, "precision", "")),
             "context_length": getattr(adapter, "context_length", None),
             "image_preprocessing": str(getattr(adapter, "preprocessing", "") or ""),
-            "step": getattr(adapter, "step", None)}
+            "step": getattr(adapter, "step", None),
+            **({"run": adapter.run} if getattr(adapter, "run", None) else {})}
 
 
 def versions() -> dict:

@@ -229,8 +229,8 @@ def evaluate_saliency(dataset: str | os.PathLike | Dataset, adapter: EncoderAdap
     if not names or any(t not in ("first-mention", "large-object") for t in names):
         raise BadInput(f"tasks {tasks!r}: allowed first-mention, large-object", param="tasks")
     ds = open_dataset(dataset)
-    chosen, splits = plan_splits(ds, names, splits)
+    plan = plan_splits(ds, names, splits)
     if check:
-        ds.check(splits)
-    return run_splits(ds, adapter, chosen, splits, text_transform=text_transform, embedder=embedder, cache=cache,
-                      seed=seed, progress=progress, rows=rows, generator=generator)
+        ds.check(plan.splits)
+    return run_splits(plan, adapter, text_transform=text_transform, embedder=embedder, cache=cache, seed=seed,
+                      progress=progress, rows=rows, generator=generator)

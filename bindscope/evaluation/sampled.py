@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from bindscope.encoders.embedding_cache import Embedder
 from bindscope.errors import BadInput, check_int
-from bindscope.limits import MAX_SEED
-from bindscope.evaluation.results import encoder_counts, envelope, short_hash, slug, transform_name, truncation_counts
-from bindscope.evaluation.scenes import KIND, SceneRun, oscope_suffix, task_settings
 from bindscope.evaluation.tasks.registry import Task, parse_tasks, resolve_options, shared_option, tasks
+from bindscope.limits import MAX_OBJECTS, MAX_SEED
+
+if TYPE_CHECKING:
+    from bindscope.encoders.embedding_cache import Embedder
+
+# numpy and the runner's modules (scenes, results: the dataset reader, h5py) are imported inside the functions:
+# ``comco eval`` builds its options from SampledCaptions when the commands are imported, which load nothing heavy.
+KIND = "comco-eval"
 
 MAX_SAMPLED_CAPTIONS = 1_000_000  # captions per group
 JOIN = " and "
@@ -50,6 +53,8 @@ def sample_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int) ->
     Raises:
         BadInput: fewer categories than ``objects``.
     """
+    import numpy as np
+
     if objects > len(vocab):
         raise BadInput(f"objects {objects} is more than the {len(vocab)} categories of the vocabulary",
                        param="objects")
@@ -68,6 +73,8 @@ def claim1_captions(vocab: list[VocabEntry], objects: int, n: int, seed: int, fi
     Raises:
         BadInput: the vocabulary has no size classes, no ``first`` category or too few medium ones.
     """
+    import numpy as np
+
     firsts = [v.name for v in vocab if v.size_class == first]
     mediums = [v.name for v in vocab if v.size_class == "medium"]
     if not firsts or len(mediums) < objects - 1:
@@ -98,13 +105,26 @@ class SampledCaptions:
             ``" and "``), or a list of name lists; None: sampled.
         names: with ``captions``: the name list and candidates, ``comco72`` (default), ``simco18``, an asset
             folder, a file of names (one per line) or a list of :class:`~bindscope.evaluation.comco.VocabEntry`.
+
+    ``comco eval``'s options of these (without DATA) are generated from the fields
+    (:func:`bindscope.cli.options.settings_options`).
     """
 
-    objects: int | None = None
-    vocab: object = None
-    n: int | None = None
-    captions: object = None
-    names: object = None
+    objects: int | None = field(default=None, metadata={
+        "flag": "--objects", "range": (2, MAX_OBJECTS), "help": "Without DATA: objects per sampled caption [4]."})
+    vocab: object = field(default=None, metadata={
+        "flag": "--vocab", "help": "Without DATA: category set comco72 | simco18 | asset folder [comco72]."})
+    n: int | None = field(default=None, metadata={
+        "flag": "-n", "range": (1, MAX_SAMPLED_CAPTIONS), "help": "Without DATA: captions to sample (per group) [2000]."})
+    captions: object = field(default=None, metadata={
+        "flag": "--captions",
+        "help": "Without DATA: 'combinations' (every itertools.combinations of --names with --objects names, default 3, "
+                "in list order: the authors' caption set) or a text file, one caption per line, objects separated by "
+                "' and '."})
+    names: object = field(default=None, metadata={
+        "flag": "--names",
+        "help": "With --captions: the name list and candidates, comco72 | simco18 | coco | asset folder | file with "
+                "one name per line [comco72]."})
 
 
 @dataclass
@@ -131,6 +151,9 @@ def plan_sampled(source: SampledCaptions | None = None, task_names=None, options
         BadInput: an unknown task or option, a bad or inapplicable caption setting (named), claim1 with given
             captions, a vocabulary without the size classes claim1 needs.
     """
+    from bindscope.evaluation.results import slug
+    from bindscope.evaluation.scenes import oscope_suffix
+
     source = source or SampledCaptions()
     check_int("seed", seed, 0, MAX_SEED)
     allowed = tasks(KIND, "sampled")
@@ -176,7 +199,9 @@ def plan_sampled(source: SampledCaptions | None = None, task_names=None, options
 
 def _given_captions(source: SampledCaptions, names: list[str]):
     """``(candidates, caption lists, settings entries, file stem)`` of a given caption set."""
-    from bindscope.evaluation.clip_oscope import combination_captions, read_caption_file, read_names
+    from bindscope.evaluation.clip_oscope import combination_captions, read_caption_file
+    from bindscope.evaluation.results import short_hash, slug
+    from bindscope.generators.comco.registry import read_names
 
     if source.captions is None:
         raise BadInput(f"names {source.names!r} applies with captions (captions='combinations' or a caption file)",
@@ -219,6 +244,10 @@ def run_sampled(plan: SampledPlan, adapter, *, text_transform=None, embedder: Em
                 seed: int = 0, progress: bool = True, rows: list | None = None) -> dict:
     """Run a checked :class:`SampledPlan` with ``adapter`` (any encoder with a text tower); return the result
     (schema ``eval_result``, ``kind = "comco-eval"``, ``dataset = null``)."""
+    from bindscope.encoders.embedding_cache import Embedder
+    from bindscope.evaluation.results import transform_name
+    from bindscope.evaluation.scenes import SceneRun, scene_result
+
     run = SceneRun(adapter=adapter, embedder=embedder or Embedder(adapter, cache, progress=progress),
                    text_transform=text_transform, chosen=plan.chosen, options=plan.options, names=plan.names,
                    seed=seed, rows=rows, progress=progress, vocab=[e.name for e in plan.entries],
@@ -231,16 +260,10 @@ def run_sampled(plan: SampledPlan, adapter, *, text_transform=None, embedder: Em
             run.captions = [JOIN.join(c) for c in plan.lists]
             run.cap_emb = run.embed(run.captions)
             run.truncation_captions += run.captions
-        for task in plan.chosen:
-            task.compute(run, plan.options.get(task.name))
+        run.compute_tasks()
     finally:
         run.embedder.flush()
-    counts = encoder_counts(run.embedder)
-    counts["truncation"] = truncation_counts(adapter, run.texts_used + run.truncation_captions,
-                                             run.truncation_captions)
     settings = {"task": "comco-sampled", "tasks": plan.names, **plan.described,
                 "text_transform": transform_name(text_transform), "comparison": "strict > (ties count as wrong)",
                 "interval": "Wilson score, 95%", "caption_form": "category names joined with ' and '"}
-    settings.update(task_settings(run))
-    settings.pop("object_order", None)
-    return envelope(KIND, adapter, None, settings, run.metrics, counts)
+    return scene_result(run, run.texts_used + run.truncation_captions, settings, None, without=("object_order",))

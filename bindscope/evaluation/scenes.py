@@ -354,12 +354,9 @@ def run_scenes(plan: ScenePlan, adapter, *, text_transform=None, embedder: Embed
         if run.reads("captions"):
             run.cap_emb = run.embed(run.captions)
             run.texts_used += run.captions
-        for task in plan.chosen:
-            task.compute(run, plan.options.get(task.name))
+        run.compute_tasks()
     finally:
         run.embedder.flush()
-    counts = encoder_counts(run.embedder)
-    counts["truncation"] = truncation_counts(adapter, run.texts_used, run.truncation_captions)
     settings = {"task": "comco", "tasks": plan.names, "vocabulary": {"source": run.vocab_source,
                                                                     "size": len(run.vocab)},
                 "scenes": scene_name, "references": None if plan.references is None else plan.references.describe(),
@@ -367,19 +364,26 @@ def run_scenes(plan: ScenePlan, adapter, *, text_transform=None, embedder: Embed
                 "text_transform": transform_name(text_transform),
                 "matching_negatives": run.option("matching_negatives"),
                 "seed": seed, "comparison": "strict > (ties count as wrong)",
-                "interval": "shares: Wilson score 95% (one query per scene); matching: " + MATCHING_INTERVALS,
+                "interval": "shares: Wilson score 95% per query; where an image has several captions (TOR on COCO) "
+                            "also ci95_cluster, 95% percentile bootstrap over images (an image's captions "
+                            "resampled together); matching: " + MATCHING_INTERVALS,
                 "caption_form": "dataset captions for TOR; category names joined with ' and ' for matching"}
-    settings.update(task_settings(run))
-    return envelope(KIND, adapter, dataset_info(ds, plan.splits), settings, run.metrics, counts)
+    return scene_result(run, run.texts_used, settings, dataset_info(ds, plan.splits))
 
 
-def task_settings(run) -> dict:
-    """The settings entries the chosen tasks add (``Task.settings``), in registration order."""
-    out: dict = {}
+def scene_result(run: SceneRun, texts: list[str], settings: dict, dataset: dict | None, without=()) -> dict:
+    """The result of a run whose tasks have computed (scenes, or sampled captions): the encoder's counts and the
+    truncation counts of ``texts`` (the captions among them: ``run.truncation_captions``), ``settings`` with the
+    entries the chosen tasks add (``Task.settings``, in registration order) but the keys ``without``, ``dataset``
+    (None for sampled captions); schema ``eval_result``, ``kind = "comco-eval"``."""
+    counts = encoder_counts(run.embedder)
+    counts["truncation"] = truncation_counts(run.adapter, texts, run.truncation_captions)
     for task in run.chosen:
         if task.settings is not None:
-            out.update(task.settings(run, run.options.get(task.name)))
-    return out
+            settings.update(task.settings(run, run.options.get(task.name)))
+    for key in without:
+        settings.pop(key, None)
+    return envelope(KIND, run.adapter, dataset, settings, run.metrics, counts)
 
 
 def check_image_tasks(chosen: list[Task], adapter) -> None:

@@ -31,7 +31,8 @@ from bindscope.evaluation.results import (
     transform_name,
     truncation_counts,
 )
-from bindscope.evaluation.tasks.registry import Task, describe_missing, missing_needs, parse_tasks, tasks
+from bindscope.evaluation.tasks.registry import (Task, describe_missing, missing_needs, parse_tasks, resolve_options,
+                                                 tasks)
 from bindscope.evaluation.tasks.run import TaskRun
 from bindscope.format.reader import Dataset
 
@@ -70,15 +71,25 @@ def default_splits(ds: Dataset) -> list[str]:
     return splits
 
 
-def plan_splits(ds: Dataset, task_names=None, splits: list[str] | None = None) -> tuple[list[Task], list[str]]:
-    """Check split tasks on ``ds`` before any model is loaded: the splits (default :func:`default_splits`), the
-    tasks (default: the default ones each split holds what they need for) and their needs on every split.
+@dataclass
+class SplitPlan:
+    """Split tasks checked before any model is loaded (:func:`plan_splits`): the dataset, the chosen tasks (in
+    registration order), the splits (each scored on its own) and the tasks' checked options by task name."""
 
-    Returns:
-        ``(chosen tasks in registration order, splits)``.
+    dataset: Dataset
+    chosen: list[Task]
+    splits: list[str]
+    options: dict = field(default_factory=dict)
+
+
+def plan_splits(ds: Dataset, task_names=None, splits: list[str] | None = None,
+                options: dict | None = None) -> SplitPlan:
+    """Check split tasks on ``ds`` before any model is loaded: the splits (default :func:`default_splits`), the
+    tasks (default: the default ones each split holds what they need for), their needs on every split and their
+    ``options`` (per task name; :func:`~bindscope.evaluation.tasks.registry.resolve_options`).
 
     Raises:
-        BadInput / DatasetError: an unknown task or split, a task whose needs a split does not hold.
+        BadInput / DatasetError: an unknown task, split or option, a task whose needs a split does not hold.
     """
     for name in splits or []:
         if name not in ds.split_names:
@@ -97,18 +108,17 @@ def plan_splits(ds: Dataset, task_names=None, splits: list[str] | None = None) -
             if missing:
                 raise DatasetError(describe_missing(task, missing, f"split {name!r} of {str(ds.path)!r}", holds),
                                    param="tasks")
-    return chosen, splits
+    return SplitPlan(ds, chosen, splits, resolve_options(chosen, options, KIND))
 
 
-def run_splits(ds: Dataset, adapter, chosen: list[Task], splits: list[str], options: dict | None = None, *,
-               text_transform=None, embedder: Embedder | None = None, cache=None, seed: int = 0,
-               progress: bool = True, rows: list | None = None, workers: int | None = None, generator=None) -> dict:
-    """Run checked split tasks (:func:`plan_splits`) with ``adapter``; return the result (schema ``eval_result``,
-    ``kind = "madman-eval"``).
+def run_splits(plan: SplitPlan, adapter, *, text_transform=None, embedder: Embedder | None = None, cache=None,
+               seed: int = 0, progress: bool = True, rows: list | None = None, workers: int | None = None,
+               generator=None) -> dict:
+    """Run a checked :class:`SplitPlan` (:func:`plan_splits`) with ``adapter``; return the result (schema
+    ``eval_result``, ``kind = "madman-eval"``).
 
     Args:
-        ds / chosen / splits: the dataset, the tasks and the splits (each split scored on its own).
-        options: per task name its options (none of the built-in split tasks has any).
+        plan: the dataset, the tasks, the splits (each scored on its own) and the tasks' options.
         text_transform: a map on L2-normalised text embeddings (rows re-normalised after), e.g. a LABCLIP map.
         embedder / cache: an :class:`Embedder` to reuse, or the on-disk cache of a new one.
         seed: seed of the bootstraps. progress: tqdm bars. rows: a list the per-sample rows are appended to.
@@ -120,9 +130,10 @@ def run_splits(ds: Dataset, adapter, chosen: list[Task], splits: list[str], opti
     """
     from bindscope.evaluation.scenes import check_image_tasks
 
+    ds, chosen, splits = plan.dataset, plan.chosen, plan.splits
     check_image_tasks(chosen, adapter)
     run = SplitRun(adapter=adapter, embedder=embedder or Embedder(adapter, cache, progress=progress),
-                   text_transform=text_transform, chosen=chosen, options=dict(options or {}),
+                   text_transform=text_transform, chosen=chosen, options=dict(plan.options),
                    names=[t.name for t in chosen], seed=seed, rows=rows, progress=progress, dataset=ds,
                    splits=list(splits), workers=workers, generator=generator)
     parts = list(dict.fromkeys(p for t in chosen for p in sorted(t.reads)))

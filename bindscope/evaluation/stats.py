@@ -8,7 +8,6 @@ no continuity correction). They stay inside [0, 1] and behave well for small cou
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import binomtest
 
 CONFIDENCE = 0.95
 
@@ -25,6 +24,8 @@ def wilson_interval(successes: int, total: int, confidence: float = CONFIDENCE) 
         return None
     if not 0 <= successes <= total:
         raise ValueError(f"successes must be in 0..{total}, got {successes}")
+    from scipy.stats import binomtest  # here: scipy.stats takes most of a second to import (the commands' --help)
+
     ci = binomtest(int(successes), int(total)).proportion_ci(confidence_level=confidence, method="wilson")
     return [float(ci.low), float(ci.high)]
 
@@ -169,3 +170,30 @@ def _distinct_pairs(num: np.ndarray, den: np.ndarray) -> tuple[np.ndarray, np.nd
         keys = np.flatnonzero(counts)
         return np.stack([keys // width, keys % width], axis=1).astype(np.float64), counts[keys]
     return np.unique(np.stack([num, den], axis=1), axis=0, return_counts=True)
+
+
+def seed_interval(values, confidence: float = CONFIDENCE) -> dict:
+    """Mean of one figure over training or evaluation seeds, with a Student t interval over the seeds.
+
+    The interval is ``mean ± t_{(1 + confidence) / 2, n - 1} * s / sqrt(n)`` with ``s`` the sample standard
+    deviation over the n seeds (n - 1 degrees of freedom): it says how much the figure moves between seeds, not
+    how precisely one run measures it.
+
+    Args:
+        values: the figure of each seed (floats; None entries are left out).
+
+    Returns:
+        ``{"mean", "low", "high", "n"}``; ``low`` and ``high`` are None for fewer than 2 values, ``mean`` None for
+        none.
+    """
+    from scipy.stats import t
+
+    kept = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    n = int(kept.size)
+    if n == 0:
+        return {"mean": None, "low": None, "high": None, "n": 0}
+    mean = float(kept.mean())
+    if n < 2:
+        return {"mean": mean, "low": None, "high": None, "n": n}
+    half = float(t.ppf((1 + confidence) / 2, n - 1) * kept.std(ddof=1) / np.sqrt(n))
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}

@@ -41,9 +41,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.errors import BadInput, check_text, check_utf8_path
+from bindscope.errors import BadInput, check_text, check_utf8_path, with_changes
 from bindscope.importers.coco import MAX_OBJECTS, letterbox, letterbox_image
-from bindscope.importers.scenes import SceneImporter, check_import_numbers, check_split_name, finish_import
+from bindscope.importers.scenes import SceneImporter, check_split_name, finish_import
+from bindscope.importers.settings import ImportSettings
 from bindscope.io.canonical import sha256_file
 from bindscope.io.image_input import image_size
 from bindscope.io.inside import file_inside
@@ -251,9 +252,8 @@ class ClevrImporter(SceneImporter):
 
 
 def import_clevr(images: str | os.PathLike, scenes: str | os.PathLike, out: str | os.PathLike,
-                 split: str | None = None, attributes=("colour",), image_size: int = 224, limit: int | None = None,
-                 seed: int = 0, shard_size: int = 256, jobs: int = 1, overwrite: bool = False,
-                 progress: bool = True) -> dict:
+                 split: str | None = None, attributes=("colour",), settings: ImportSettings | None = None,
+                 overwrite: bool = False, progress: bool = True, **changes) -> dict:
     """Import a CLEVR split (images and scene file) into the bindscope dataset ``out``; return its manifest.
 
     See the module docstring for what a sample holds. Resumable and atomic like every build
@@ -265,11 +265,12 @@ def import_clevr(images: str | os.PathLike, scenes: str | os.PathLike, out: str 
         out: output folder (new, empty, or an unfinished run of the same import).
         split: the dataset's split name (letters, digits, ``_``); default: the scenes' own ``split``.
         attributes: the attributes captions give (:func:`caption_attributes`; default colour, the paper's).
-        image_size: side of the stored square images in pixels (32..2048).
-        limit: import only the first ``limit`` scenes (by ``image_index``).
-        seed: of the recognition negatives' replacement values (>= 0).
-        shard_size: scenes per shard (>= 1). jobs: worker processes. overwrite: replace a dataset in ``out``.
-        progress: tqdm bar.
+        settings: an :class:`~bindscope.importers.settings.ImportSettings`: ``image_size`` (side of the stored
+            square images, 32..2048 pixels), ``limit`` (only the first ``limit`` scenes, by ``image_index``),
+            ``seed`` (of the recognition negatives' replacement values), ``shard_size`` (scenes per shard), ``jobs``;
+            default: its defaults.
+        overwrite: replace a dataset in ``out``. progress: tqdm bar.
+        **changes: fields of ``settings`` in place of its values (``image_size=96``, ``seed=1``).
 
     Raises:
         BadInput: bad arguments, a path that is not UTF-8, an unusable ``out``, or a scene file or image that
@@ -279,19 +280,21 @@ def import_clevr(images: str | os.PathLike, scenes: str | os.PathLike, out: str 
     """
     from bindscope.io.ownership import check_output_location
 
+    settings = with_changes(settings or ImportSettings(), changes, "an import setting")
     words = caption_attributes(attributes)
-    check_import_numbers(image_size, seed, shard_size)
     if split is not None:
         check_split_name(split)
     for param, path in (("images", images), ("scenes", scenes), ("out", out)):
         check_utf8_path(param, path)
     check_output_location("out", out)
-    plan = read_clevr(images, scenes, limit)
+    plan = read_clevr(images, scenes, settings.limit)
     split = split or plan["split"]
     check_split_name(split)
-    config = {"source": NAME, "split": split, "image_size": image_size, "limit": limit, "shard_size": shard_size,
+    config = {"source": NAME, "split": split, "image_size": settings.image_size, "limit": settings.limit,
+              "shard_size": settings.shard_size,
               "attributes": words, "scenes": Path(scenes).name, "scenes_sha256": sha256_file(scenes),
               "letterbox": "longer side scaled to image_size, centred, black padding",
               "caption": "LABCLIP: attribute values then shape per object, joined with ' and ', scene order"}
-    importer = ClevrImporter(plan, images, split, image_size, config, words, seed, shard_size)
-    return finish_import(importer, out, jobs, overwrite, progress)
+    importer = ClevrImporter(plan, images, split, settings.image_size, config, words, settings.seed,
+                             settings.shard_size)
+    return finish_import(importer, out, settings.jobs, overwrite, progress)

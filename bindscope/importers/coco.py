@@ -45,14 +45,15 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.build.builder import build_dataset
-from bindscope.errors import BadInput, check_text, check_utf8_path
+from bindscope.errors import BadInput, check_text, check_utf8_path, with_changes
 from bindscope.format.records import ObjectRecord, Sample, mask_bbox_area, size_ranks
 from bindscope.importers.mentions import MentionFinder
+from bindscope.importers.settings import ImportSettings
 from bindscope.io.atomic import reporting_disk_full
 from bindscope.io.canonical import sha256_file
 from bindscope.io.image_input import image_size, read_rgb
 from bindscope.io.json_input import load_json
-from bindscope.limits import IMPORT_IMAGE_SIZE, MAX_OBJECTS
+from bindscope.limits import MAX_OBJECTS
 
 NAME = "coco"
 # https://cocodataset.org/#termsofuse
@@ -483,9 +484,9 @@ class CocoImporter:
 
 
 def import_coco(images: str | os.PathLike, instances: str | os.PathLike, captions: str | os.PathLike,
-                out: str | os.PathLike, split: str = "val2017", image_size: int = 224,
-                subset: CocoSubset | str = "all", limit: int | None = None, shard_size: int = 256, jobs: int = 1,
-                overwrite: bool = False, progress: bool = True) -> dict:
+                out: str | os.PathLike, split: str = "val2017", subset: CocoSubset | str = "all",
+                settings: ImportSettings | None = None, overwrite: bool = False, progress: bool = True,
+                **changes) -> dict:
     """Import COCO images, instances and captions into the bindscope dataset ``out``; return its manifest.
 
     See the module docstring for what a sample holds. The run is resumable and atomic like every build
@@ -497,12 +498,13 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
         instances / captions: COCO ``instances_<split>.json`` and ``captions_<split>.json``.
         out: output folder (new, empty, or an unfinished run of the same import).
         split: the dataset's split name (letters, digits, ``_``), e.g. ``val2017``.
-        image_size: side of the stored square images in pixels (32..2048).
         subset: a :class:`CocoSubset` or a preset name (``all``, ``image-side``: 2-5 objects, largest area at
             least twice the second, the ComCO paper's COCO image experiments).
-        limit: import only the first ``limit`` selected images (by image id).
-        shard_size: images per shard (>= 1). jobs: worker processes. overwrite: replace a dataset in ``out``.
-        progress: tqdm bar.
+        settings: an :class:`~bindscope.importers.settings.ImportSettings`: ``image_size`` (side of the stored
+            square images, 32..2048 pixels), ``limit`` (only the first ``limit`` selected images, by image id),
+            ``shard_size``, ``jobs`` (``seed`` is not read: COCO imports store no negatives); default: its defaults.
+        overwrite: replace a dataset in ``out``. progress: tqdm bar.
+        **changes: fields of ``settings`` in place of its values (``image_size=96``, ``limit=100``).
 
     Raises:
         BadInput: bad arguments, a path that is not UTF-8, an unusable ``out``, or an inconsistent annotation
@@ -513,31 +515,28 @@ def import_coco(images: str | os.PathLike, instances: str | os.PathLike, caption
     """
     from bindscope.publish.verify import verify_dataset
 
+    settings = with_changes(settings or ImportSettings(), changes, "an import setting")
+    size, limit, shard_size = settings.image_size, settings.limit, settings.shard_size
     if isinstance(subset, str):
         if subset not in SUBSETS:
             raise BadInput(f"unknown subset {subset!r}; allowed: {', '.join(SUBSETS)}")
         subset = SUBSETS[subset]
     if not re.fullmatch(r"[A-Za-z0-9_]+", split):
         raise BadInput(f"split {split!r} is not allowed; use letters, digits and '_' (e.g. val2017)", param="split")
-    if not IMPORT_IMAGE_SIZE[0] <= image_size <= IMPORT_IMAGE_SIZE[1]:
-        low, high = IMPORT_IMAGE_SIZE
-        raise BadInput(f"image_size {image_size} is not allowed; use {low}..{high} pixels", param="image_size")
-    if shard_size < 1:
-        raise BadInput(f"shard_size {shard_size} is not allowed; use an integer >= 1", param="shard_size")
     from bindscope.io.ownership import check_output_location
 
     for param, path in (("images", images), ("instances", instances), ("captions", captions), ("out", out)):
         check_utf8_path(param, path)
     check_output_location("out", out)
     plan = read_coco(images, instances, captions, subset, limit)
-    config = {"source": "coco", "split": split, "image_size": image_size, "subset": asdict(subset),
+    config = {"source": "coco", "split": split, "image_size": size, "subset": asdict(subset),
               "limit": limit, "shard_size": shard_size, "instances": Path(instances).name,
               "instances_sha256": sha256_file(instances), "captions": Path(captions).name,
               "captions_sha256": sha256_file(captions), "letterbox": "longer side scaled to image_size, centred, "
               "black padding", "mention_table_sha256": _mention_table_hash()}
-    importer = CocoImporter(plan, images, split, image_size, config, shard_size)
+    importer = CocoImporter(plan, images, split, size, config, shard_size)
     with reporting_disk_full(out):  # the shards and records are atomic writes; this covers the rest (markers)
-        manifest = build_dataset(importer, out, jobs=jobs, overwrite=overwrite, progress=progress)
+        manifest = build_dataset(importer, out, jobs=settings.jobs, overwrite=overwrite, progress=progress)
     problems = verify_dataset(out)
     if problems:
         raise RuntimeError(f"internal error: the imported dataset fails verification: {problems[0]}")

@@ -51,9 +51,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.errors import BadInput, check_text, check_utf8_path
+from bindscope.errors import BadInput, check_text, check_utf8_path, with_changes
 from bindscope.importers.coco import letterbox, letterbox_image
-from bindscope.importers.scenes import SceneImporter, check_import_numbers, check_split_name, finish_import
+from bindscope.importers.scenes import SceneImporter, check_split_name, finish_import
+from bindscope.importers.settings import ImportSettings
 from bindscope.io.canonical import sha256_file
 from bindscope.io.image_input import image_size
 from bindscope.io.inside import file_inside, regular_file
@@ -398,9 +399,8 @@ class PugImporter(SceneImporter):
 
 def import_pug(out: str | os.PathLike, parquet: str | os.PathLike | None = None,
                labels: str | os.PathLike | None = None, images: str | os.PathLike | None = None,
-               variant: str = "spar", split: str = "train", image_size: int = 224, limit: int | None = None,
-               seed: int = 0, shard_size: int = 256, jobs: int = 1, overwrite: bool = False,
-               progress: bool = True) -> dict:
+               variant: str = "spar", split: str = "train", settings: ImportSettings | None = None,
+               overwrite: bool = False, progress: bool = True, **changes) -> dict:
     """Import PUG:SPAR or PUG:SPARE into the bindscope dataset ``out``; return its manifest.
 
     See the module docstring for the inputs, the rows kept and what a sample holds. Resumable and atomic like
@@ -412,10 +412,11 @@ def import_pug(out: str | os.PathLike, parquet: str | os.PathLike | None = None,
             images folder (default: the CSV's folder). Exactly one of ``parquet`` and ``labels``.
         variant: ``"spar"`` (default) or ``"spare"``.
         split: the dataset's split name (letters, digits, ``_``; the Hub release has one, ``train``).
-        image_size: side of the stored square images in pixels (32..2048).
-        limit: import only the first ``limit`` kept rows. seed: of the recognition negatives' replacements (>= 0).
-        shard_size: images per shard (>= 1). jobs: worker processes. overwrite: replace a dataset in ``out``.
-        progress: tqdm bar.
+        settings: an :class:`~bindscope.importers.settings.ImportSettings`: ``image_size`` (side of the stored
+            square images, 32..2048 pixels), ``limit`` (only the first ``limit`` kept rows), ``seed`` (of the
+            recognition negatives' replacements), ``shard_size``, ``jobs``; default: its defaults.
+        overwrite: replace a dataset in ``out``. progress: tqdm bar.
+        **changes: fields of ``settings`` in place of its values (``image_size=96``, ``limit=100``).
 
     Raises:
         BadInput: bad arguments, a path that is not UTF-8, an unusable ``out``, or a source that fails
@@ -425,19 +426,19 @@ def import_pug(out: str | os.PathLike, parquet: str | os.PathLike | None = None,
     """
     from bindscope.io.ownership import check_output_location
 
+    settings = with_changes(settings or ImportSettings(), changes, "an import setting")
     check_split_name(split)
-    check_import_numbers(image_size, seed, shard_size)
     for param, path in (("parquet", parquet), ("labels", labels), ("images", images), ("out", out)):
         check_utf8_path(param, path)
     check_output_location("out", out)
-    plan = read_pug(parquet, labels, images, variant, limit)
+    plan = read_pug(parquet, labels, images, variant, settings.limit)
     source = plan["source"]
-    config = {"source": NAME, "variant": variant, "split": split, "image_size": image_size, "limit": limit,
-              "shard_size": shard_size, "attributes": CAPTION_ATTRIBUTES,
+    config = {"source": NAME, "variant": variant, "split": split, "image_size": settings.image_size,
+              "limit": settings.limit, "shard_size": settings.shard_size, "attributes": CAPTION_ATTRIBUTES,
               "inputs": {"files": source["files"]} if "files" in source else
               {"labels": source["labels"], "labels_sha256": source["labels_sha256"]},
               "rows_kept": "two animals (no 'blank'), different, both textured (no 'Default')",
               "letterbox": "longer side scaled to image_size, centred, black padding",
               "caption": "LABCLIP: '{texture} {name} and {texture2} {name2}'"}
-    importer = PugImporter(plan, variant, split, image_size, config, seed, shard_size)
-    return finish_import(importer, out, jobs, overwrite, progress)
+    importer = PugImporter(plan, variant, split, settings.image_size, config, settings.seed, settings.shard_size)
+    return finish_import(importer, out, settings.jobs, overwrite, progress)

@@ -30,8 +30,7 @@ import re
 
 import numpy as np
 
-from bindscope.errors import BadInput, check_int
-from bindscope.limits import IMPORT_IMAGE_SIZE, MAX_COUNT, MAX_SEED
+from bindscope.errors import BadInput
 from bindscope.format.records import Negative, ObjectRecord, Sample
 
 JOINER = " and "
@@ -92,14 +91,6 @@ def check_split_name(split: str) -> None:
     """Raise BadInput unless ``split`` is letters, digits and ``_`` (a dataset split name)."""
     if not isinstance(split, str) or not re.fullmatch(r"[A-Za-z0-9_]+", split):
         raise BadInput(f"split {split!r} is not allowed; use letters, digits and '_' (e.g. val)", param="split")
-
-
-def check_import_numbers(image_size: int, seed: int, shard_size: int) -> None:
-    """Raise BadInput naming the first of ``image_size`` (:data:`bindscope.limits.IMPORT_IMAGE_SIZE`, 32..2048
-    pixels), ``seed`` (0..2**32-1) and ``shard_size`` (1..10,000,000) that is out of range."""
-    check_int("image_size", image_size, *IMPORT_IMAGE_SIZE, what="pixels")
-    check_int("seed", seed, 0, MAX_SEED)
-    check_int("shard_size", shard_size, 1, MAX_COUNT, what="images")
 
 
 class SceneImporter:

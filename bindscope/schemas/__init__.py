@@ -2,7 +2,8 @@
 
 Schemas: ``manifest`` (dataset directories), ``madman_config`` (``madman generate``), ``comco_config``
 (``comco render``), ``eval_result`` (evaluation outputs), ``audit_result`` (``madman audit``),
-``alignment_result`` (probes, LABCLIP), ``caption_bias_result`` (``bindscope caption-bias``).
+``alignment_result`` (probes, LABCLIP), ``caption_bias_result`` (``bindscope caption-bias``), ``t2i_result``
+(``comco t2i-score``).
 """
 
 from __future__ import annotations

@@ -201,8 +201,24 @@ def expected_state(config) -> dict:
     return {name: (tuple(t.shape), t.dtype) for name, t in model.state_dict().items()}
 
 
-def _run_record(file: Path) -> tuple[Path, dict] | None:
-    """``(run.json, its model config)`` of the run folder ``file`` belongs to (``OUT/model.pt``,
+def seed_group(record: dict) -> dict | None:
+    """The ``model.run`` block of the results of a trained model, from its run's record (``run.json``):
+    ``{"seed": the training seed, "identity_except_seed_sha256": the sha256 of the canonical JSON of the run's
+    identity without its seed and of its training data's config_sha256}``. Runs that differ only in seed share the
+    sha256 (``bindscope collect`` groups their results). None when the record names no seed."""
+    from bindscope.io.canonical import canonical_json
+
+    identity = record.get("identity")
+    if not isinstance(identity, dict) or not isinstance(identity.get("seed"), int):
+        return None
+    rest = {"identity": {k: v for k, v in identity.items() if k != "seed"},
+            "data_config_sha256": record.get("data_config_sha256")}
+    return {"seed": identity["seed"],
+            "identity_except_seed_sha256": hashlib.sha256(canonical_json(rest).encode()).hexdigest()}
+
+
+def _run_record(file: Path) -> tuple[Path, dict, dict] | None:
+    """``(run.json, its model config, the whole record)`` of the run folder ``file`` belongs to (``OUT/model.pt``,
     ``OUT/checkpoint.pt``, ``OUT/checkpoints/step-N.pt``); None when there is no madman train record there."""
     import json
 
@@ -216,7 +232,7 @@ def _run_record(file: Path) -> tuple[Path, dict] | None:
         return None
     model = record.get("config", {}).get("model") if isinstance(record, dict) and \
         isinstance(record.get("config"), dict) else None
-    return (record_file, model) if isinstance(model, dict) else None
+    return (record_file, model, record) if isinstance(model, dict) else None
 
 
 def _as_written(model: dict) -> dict:
@@ -277,7 +293,7 @@ def read_weights_file(file: Path, formats: tuple[str, ...] = (MODEL_FORMAT, CHEC
         raise _problem(file, f"model_config: {exc}") from None
     run = _run_record(file)
     if run is not None and _as_written(run[1]) != config.to_dict():
-        record_file, model = run
+        record_file, model, _ = run
         changed = sorted(k for k in set(model) | set(config.to_dict()) if model.get(k) != config.to_dict().get(k))
         raise _problem(file, f"model_config differs from the run's {str(record_file)!r} in {', '.join(changed)}")
     expected = expected_state(config)
@@ -322,6 +338,8 @@ def load_trained_adapter(path: str | os.PathLike, device: str = "auto", precisio
     adapter = TrainedClipAdapter(model, config, name=str(path), pretrained=info["file"], device=device,
                                  precision=precision, batch_size=batch_size)
     adapter.step = None if info["step"] is None else int(info["step"])  # recorded in results (bindscope collect)
+    record = _run_record(Path(info["file"]))
+    adapter.run = None if record is None else seed_group(record[2])  # likewise: runs that differ only in seed
     return adapter
 
 

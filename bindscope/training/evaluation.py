@@ -92,10 +92,11 @@ def plan_run_evaluation(eval_data: str, eval_splits: list[str] | None, eval_task
         raise _renamed(exc) from None
 
 
-def evaluate_run(evaluation: RunEvaluation, adapter) -> dict:
+def evaluate_run(evaluation: RunEvaluation, adapter, rows: list | None = None) -> dict:
     """The evaluation module's schema-valid result (``eval_result``) for ``adapter`` (an
-    :class:`~bindscope.encoders.interface.EncoderAdapter`, e.g. the model being trained)."""
-    return evaluation.plan.run(adapter, None, None, False, [])
+    :class:`~bindscope.encoders.interface.EncoderAdapter`, e.g. the model being trained); its per-sample rows are
+    appended to ``rows`` when that is a list (what ``madman eval`` writes beside a result)."""
+    return evaluation.plan.run(adapter, None, None, False, rows)
 
 
 def _accuracies(block: dict) -> dict:

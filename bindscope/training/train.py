@@ -32,8 +32,6 @@ from typing import Callable
 import numpy as np
 
 from bindscope.errors import BadInput, GenerationError
-from bindscope.io.atomic import write_text_atomic
-from bindscope.io.canonical import canonical_json
 from bindscope.io.claim import check_output
 from bindscope.io.ownership import resolve_output
 from bindscope.training import distributed
@@ -48,6 +46,7 @@ from bindscope.training.checkpoint import (  # RUN: run.json; KEPT: OUT/checkpoi
     autocast_dtype,
     read_weights_file,
     save_atomic,
+    seed_group,
 )
 from bindscope.training.config import TrainConfig
 from bindscope.training.evaluation import eval_summary, evaluate_run
@@ -158,6 +157,7 @@ class Trainer:
                                   "stored" if config.negatives == "none" else config.negatives,
                                   self.group.rank, self.group.world_size)
         record = {"config": self._config_dict(), "identity": config.identity(), "data_config_sha256": data_sha}
+        self.seed_group = seed_group(record)
         self._run_id = run_id(record)
         claim = claim_run_folder(self.out, record, overwrite) if self.group.rank == 0 else None
         seen = self._folder_view(claim)
@@ -305,9 +305,11 @@ class Trainer:
     # ----------------------------------------------------------------- training
     def adapter(self, pretrained: str = "in-memory") -> TrainedClipAdapter:
         """The current model as an encoder adapter (shares the weights; switch back with ``model.train()``)."""
-        return TrainedClipAdapter(self.model, self.config.model, name=str(self.out), pretrained=pretrained,
-                                  device=self.device, precision=self.config.precision,
-                                  batch_size=self.config.eval_batch_size)
+        adapter = TrainedClipAdapter(self.model, self.config.model, name=str(self.out), pretrained=pretrained,
+                                     device=self.device, precision=self.config.precision,
+                                     batch_size=self.config.eval_batch_size)
+        adapter.run = self.seed_group  # recorded in results: bindscope collect groups runs that differ only in seed
+        return adapter
 
     def train_step(self, batch: dict) -> float:
         """One optimiser step on ``batch`` (from :class:`~bindscope.training.batches.BatchSource`); returns the
@@ -488,12 +490,13 @@ class Trainer:
         self.group.barrier()
         raise KeyboardInterrupt
 
-    def _evaluate(self, pretrained: str = "in-memory") -> dict:
-        """The evaluation of the current weights; torch's, numpy's and Python's random states are left as they
-        were (so an evaluation, redone after a resume or not, never changes the training that follows)."""
+    def _evaluate(self, pretrained: str = "in-memory", rows: list | None = None) -> dict:
+        """The evaluation of the current weights (its per-sample rows appended to ``rows`` when a list); torch's,
+        numpy's and Python's random states are left as they were (so an evaluation, redone after a resume or not,
+        never changes the training that follows)."""
         state = rng_state()
         try:
-            return evaluate_run(self.evaluation, self.adapter(pretrained))
+            return evaluate_run(self.evaluation, self.adapter(pretrained), rows)
         finally:
             set_rng_state(state)
             self.model.train()
@@ -522,8 +525,11 @@ class Trainer:
                 self.save_model(self.out / MODEL)
                 if config.keep_checkpoints:  # the final model is evaluated too: it belongs to the kept curve
                     self.save_model(self.out / KEPT / f"step-{self.step:07d}.pt")
-                result = self._evaluate(str(self.out / MODEL))
-                write_text_atomic(result_path, canonical_json(result))
+                from bindscope.evaluation.results import write_result
+
+                rows: list = []
+                result = self._evaluate(str(self.out / MODEL), rows)
+                write_result(result_path, result, overwrite=True, rows=rows)  # the rows first, then result.json
             if not self.log.has_eval(self.step):  # also when a kill came between result.json and its line
                 self._append({"step": self.step, "eval": eval_summary(result)})
         self.group.barrier()  # the other ranks read rank 0's result

@@ -3,10 +3,44 @@ per subset (the subsets the files hold, or those chosen), macro and micro averag
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from bindscope.errors import BadInput
+from bindscope.evaluation import IMAGE_FITS
 from bindscope.evaluation.tasks.registry import Task
 
 
-def compute(run, options) -> None:
+@dataclass(frozen=True)
+class BenchOptions:
+    """Options of the benchmarks (``bindscope bench``'s options are generated from the fields:
+    :func:`bindscope.cli.options.task_options`).
+
+    Attributes:
+        image_fit: ``"centre-crop"`` (the models' own preprocessing, which the benchmarks' published tables use) or
+            ``"letterbox"`` (:func:`bindscope.evaluation.bench.evaluate_bench`).
+        tagger: noun/adjective tagger of ARO's order subsets, ``"spacy"``, ``"lexicon"`` or None (spaCy where
+            installed, else the word-list tagger, recorded; :class:`bindscope.evaluation.aro.OrderTagger`).
+    """
+
+    image_fit: str = field(default="centre-crop", metadata={
+        "flag": "--image-fit", "choice": IMAGE_FITS,
+        "help": "How an image (ARO VG: its box) becomes the model's square input: centre-crop (shorter side scaled, "
+                "centre kept: the models' own preprocessing, which the benchmarks' published tables use) or "
+                "letterbox (longer side scaled, black padding: every pixel kept)."})
+    tagger: str | None = field(default=None, metadata={
+        "flag": "--tagger", "choice": ("spacy", "lexicon"),
+        "help": "How ARO's order perturbations find nouns and adjectives: spaCy's en_core_web_sm (ARO's) or the "
+                "word-list tagger (COCO mention table, colour/size words). Default: spaCy where installed, else the "
+                "word list (recorded in the result)."})
+
+    def check(self) -> BenchOptions:
+        if self.image_fit not in IMAGE_FITS:
+            raise BadInput(f"image_fit {self.image_fit!r} is not allowed; allowed: {', '.join(IMAGE_FITS)}",
+                           param="image_fit")
+        return self
+
+
+def compute(run, options: BenchOptions) -> None:
     """``run.result``: the benchmark result of ``run.adapter`` on the items ``run.items`` read before."""
     from bindscope.evaluation.bench import evaluate_bench
 
@@ -48,6 +82,6 @@ def _schema(benchmark: str) -> dict:
 
 
 TASKS = [Task(name=name, kind="bench", summary=summary, compute=compute, images=True, schema={"": _schema(name)},
-              report=report, columns=columns)
+              report=report, columns=columns, options=BenchOptions)
          for name, summary in (("aro", "ARO: VG-Relation, VG-Attribution, COCO-Order, Flickr-Order"),
                                ("sugarcrepe", "SugarCrepe: add, replace and swap of objects, attributes, relations"))]

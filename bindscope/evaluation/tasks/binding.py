@@ -6,8 +6,6 @@ eval`` (per evaluation split, ``metrics["splits"]``) and ``binding`` of ``comco 
 
 from __future__ import annotations
 
-import numpy as np
-
 from bindscope.evaluation.tasks.registry import Task
 
 SPLIT_NOTE = ("binding: counted only where recognition of that attribute succeeded for both digits (paper); binding "
@@ -71,6 +69,8 @@ def split_panels(result: dict) -> list:
 # ------------------------------------------------------------------------------------------- comco eval
 def compute_scenes(run, options) -> None:
     """The scenes that store negatives, scored as MADMAN's splits are."""
+    import numpy as np
+
     from bindscope.evaluation.madman import score_split
 
     scored = [i for i, (_, negs) in enumerate(run.scene_negatives) if negs]
@@ -80,7 +80,8 @@ def compute_scenes(run, options) -> None:
     bounds = np.cumsum([len(scored)] + [len(negs) for negs in negatives])
     run.metrics["binding"] = {"num_scored": len(scored), **score_split(
         run.scene_emb[scored], emb[:len(scored)], negatives,
-        [emb[bounds[k]:bounds[k + 1]] for k in range(len(scored))], run.dataset.attribute_names)}
+        [emb[bounds[k]:bounds[k + 1]] for k in range(len(scored))], run.dataset.attribute_names,
+        sample_ids=[run.ids[i] for i in scored], rows=run.rows)}
     run.texts_used += neg_texts
 
 

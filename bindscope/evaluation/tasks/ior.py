@@ -6,7 +6,7 @@ authors' statistics under ``metrics["clip_oscope"]["ior"]``, objects in ``object
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bindscope.evaluation.report import POSITION_NOTE
 from bindscope.evaluation.tasks.registry import Task
@@ -36,10 +36,20 @@ class IorOptions:
     """
 
     protocol: str = "bindscope"
-    object_order: str = "mention"
-    references: str | None = None
-    category_map: str | None = None
-    references_per_category: int = 10
+    object_order: str = field(default="mention", metadata={
+        "flag": "--object-order", "choice": ("mention", "size"),
+        "help": "With DATA: the object order that stands in for the authors' file names (clip-oscope IOR, IOC, "
+                "--bias-position): caption mention order or size rank."})
+    references: str | None = field(default=None, metadata={
+        "flag": "--reference-images", "path": {},
+        "help": "With DATA: external single-object reference images for IOR, one subfolder per category (the "
+                "DomainNet layout); default: the dataset's 'references' split."})
+    category_map: str | None = field(default=None, metadata={
+        "flag": "--category-map", "path": {},
+        "help": "With --reference-images: JSON/YAML file mapping category names to subfolder names."})
+    references_per_category: int = field(default=10, metadata={
+        "flag": "--reference-images-per-category", "range": (1, 10_000),
+        "help": "With --reference-images: images per category (first by file name), averaged into one candidate."})
 
     def check(self) -> IorOptions:
         from bindscope.errors import BadInput

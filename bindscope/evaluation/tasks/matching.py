@@ -6,11 +6,10 @@ scenes with two or more objects. With ``bias_position`` K the captions are the a
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
-
-import numpy as np
+from dataclasses import dataclass, field
 
 from bindscope.evaluation.tasks.registry import Task
+from bindscope.limits import MAX_OBJECTS
 
 
 @dataclass(frozen=True)
@@ -19,15 +18,21 @@ class MatchingOptions:
 
     Attributes:
         matching_negatives: wrong captions per scene and scenario: None or ``"all"`` = every absent category (the
-            protocol); K >= 1 = a seeded sample of K absent categories per scene.
+            protocol); K >= 1 (or its digits as text) = a seeded sample of K absent categories per scene.
         bias_position: the biased object is the K-th (1-based) of ``object_order``, captions as the authors'
             ``Image_Text_Matching.py`` builds them (scenes with fewer objects are left out); None: the largest
             object.
         object_order: ``mention`` or ``size`` (with ``bias_position``).
     """
 
-    matching_negatives: int | str | None = None
-    bias_position: int | None = None
+    matching_negatives: int | str | None = field(default=None, metadata={
+        "flag": "--matching-negatives",
+        "help": "Wrong captions per scene and scenario: 'all' (every absent category, the default) or K (a seeded "
+                "sample of K)."})
+    bias_position: int | None = field(default=None, metadata={
+        "flag": "--bias-position", "range": (1, MAX_OBJECTS),
+        "help": "With DATA, matching: the biased object is the K-th of --object-order (1-based), captions as the "
+                "authors' Image_Text_Matching.py builds them; default: the largest object."})
     object_order: str = "mention"
 
     def check(self) -> MatchingOptions:
@@ -37,9 +42,11 @@ class MatchingOptions:
         from bindscope.evaluation.tasks.ior import check_object_order
 
         negatives = None if self.matching_negatives == "all" else self.matching_negatives
+        if isinstance(negatives, str) and negatives.strip().isdigit():  # K as the command line gives it
+            negatives = int(negatives)
         if negatives is not None and (not isinstance(negatives, numbers.Integral) or isinstance(negatives, bool)
                                       or negatives < 1):
-            raise BadInput(f"matching_negatives {self.matching_negatives!r} is not allowed; use 'all' (every absent "
+            raise BadInput(f"matching_negatives {negatives!r} is not allowed; use 'all' (every absent "
                            "category) or an integer >= 1", param="matching_negatives")
         if self.bias_position is not None:
             check_int("bias_position", self.bias_position, 1)
@@ -50,6 +57,8 @@ class MatchingOptions:
 def compute(run, options: MatchingOptions) -> None:
     """Both scenarios on the scenes with two or more objects (with ``bias_position`` K: at least K); appends one
     row per (scene, scenario, wrong caption)."""
+    import numpy as np
+
     from bindscope.evaluation.clip_oscope import matching_captions_at
     from bindscope.evaluation.comco import matching_accuracy, matching_captions
 

@@ -3,12 +3,12 @@ CLIP_benchmark defines them); with a text transform (a LABCLIP map) also the fig
 
 from __future__ import annotations
 
-import numpy as np
-
 from bindscope.evaluation.tasks.registry import Task
 
 
 def compute(run, options) -> None:
+    import numpy as np
+
     from bindscope.evaluation.results import apply_text_transform
     from bindscope.evaluation.retrieval import recall_at_k
 

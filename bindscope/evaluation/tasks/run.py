@@ -41,6 +41,11 @@ class TaskRun:
         """(len(texts), D) embeddings of ``texts`` with the text transform applied."""
         return apply_text_transform(self.embedder.texts(texts), self.text_transform)
 
+    def compute_tasks(self) -> None:
+        """Each chosen task's ``compute`` on this run with its options, in registration order."""
+        for task in self.chosen:
+            task.compute(self, self.options.get(task.name))
+
     def option(self, name: str, default=None):
         """The value of option field ``name`` in the chosen tasks that have it, else ``default``."""
         return shared_option(self.chosen, self.options, name, default)

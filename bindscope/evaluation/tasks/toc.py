@@ -4,9 +4,10 @@ captions split by text). Only when named."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bindscope.evaluation.tasks.registry import Task
+from bindscope.limits import MAX_EPOCHS
 
 
 @dataclass(frozen=True)
@@ -14,10 +15,13 @@ class HeadOptions:
     """Training of the position heads (:class:`~bindscope.evaluation.position_heads.HeadSettings`): epochs >= 1,
     Adam learning rate > 0, batch size >= 1, held-out share in (0, 1), seed (None: the evaluation's)."""
 
-    head_epochs: int = 25
+    head_epochs: int = field(default=25, metadata={
+        "flag": "--head-epochs", "range": (1, MAX_EPOCHS), "help": "toc/ioc: training epochs per head."})
     head_lr: float = 1e-3
     head_batch_size: int = 32
-    head_test_fraction: float = 0.2
+    head_test_fraction: float = field(default=0.2, metadata={
+        "flag": "--head-test-fraction", "range": (0, 1), "float": True, "open": (True, True),
+        "help": "toc/ioc: share of captions (toc) or scenes (ioc) held out for testing."})
     head_seed: int | None = None
 
     def check(self):

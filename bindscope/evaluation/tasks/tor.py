@@ -5,17 +5,24 @@ authors' statistics (:mod:`bindscope.evaluation.clip_oscope`) under ``metrics["c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bindscope.evaluation.report import POSITION_NOTE
+from bindscope.evaluation import PROTOCOLS
 from bindscope.evaluation.tasks.registry import Task
 
 
 @dataclass(frozen=True)
 class TorOptions:
-    """Options of TOR. protocol: ``bindscope`` (default), ``clip-oscope`` (the authors' statistics) or ``both``."""
+    """Options of TOR. protocol: ``bindscope`` (default), ``clip-oscope`` (the authors' statistics) or ``both``.
 
-    protocol: str = "bindscope"
+    A field's ``metadata`` is its ``comco eval`` option (:func:`bindscope.cli.options.task_options`; one option per
+    field name, from the first task that has it), as in every task's options."""
+
+    protocol: str = field(default="bindscope", metadata={
+        "flag": "--protocol", "choice": PROTOCOLS,
+        "help": "TOR/IOR statistics: bindscope's, the authors' scripts' (clip-oscope/clip-oscope: top-n accuracy, "
+                "per-position figures, P@k, R@k, MAP, NDCG; docs/clip-oscope.md), or both side by side."})
 
     def check(self) -> TorOptions:
         from bindscope.evaluation.clip_oscope import check_protocol
@@ -31,12 +38,12 @@ def compute(run, options: TorOptions) -> None:
     def ours():
         run.metrics["tor"] = {"candidates": len(run.vocab), "ordered_by": "mention position",
                               "by_num_objects": retrieval_shares(run.cap_emb, run.name_emb, run.vocab, run.mentions,
-                                                                 run.rows, "tor", run.caption_ids)}
+                                                                 run.rows, "tor", run.caption_ids, run.seed)}
 
     def theirs():
         sims = run.cap_emb @ run.name_emb.T
         run.metrics.setdefault("clip_oscope", {})["tor"] = oscope.oscope_block(
-            sims, run.vocab, run.mentions, "tor", run.captions, "mention position")
+            sims, run.vocab, run.mentions, "tor", run.captions, "mention position", run.caption_ids, run.seed)
         if run.rows is not None:
             oscope.oscope_rows(sims, run.vocab, run.mentions, "tor", run.captions, run.caption_ids, run.rows)
 

@@ -9,11 +9,13 @@ Example (a notebook)::
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bindscope.build.backends import BuildSettings
 from bindscope.errors import BadInput, check_device, check_int
 from bindscope.limits import MAX_JOBS, MAX_SEED
 from bindscope.io.ownership import check_output_location
@@ -34,8 +36,7 @@ def _require_bpy() -> None:
 
 def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = None, *, seed: int = 0, jobs: int = 1,
            threads: int | None = None, device: str = "auto", overwrite: bool = False, progress: bool = True,
-           backend: str = "local", scheduler: str | None = None, num_parts: int = 1, part: int = 0,
-           **overrides) -> BuildResult:
+           build: BuildSettings | None = None, **overrides) -> BuildResult:
     """Render a ComCO / SimCO dataset (Abbasi et al., CVPR 2025; docs/comco.md) with headless Blender into ``out``.
 
     Config precedence: :data:`~bindscope.generators.comco.config.DEFAULT_CONFIG` < ``config`` < ``overrides``,
@@ -52,7 +53,8 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
             ``threads`` holds on the CPU device; GPU renders are not bit-identical to CPU ones.
         overwrite: replace an existing bindscope dataset or run in ``out``.
         progress: tqdm progress bar on stderr.
-        backend, scheduler, num_parts, part: scale-out (see :func:`bindscope.build.builder.build_dataset`).
+        build: the scale-out, a :class:`~bindscope.build.backends.BuildSettings` (backend, scheduler, num_parts,
+            part; default: this machine, one part).
         **overrides: config keys, e.g. ``set="simco18"``, ``objects="2-5"`` (or ``{"min": 2, "max": 5}``),
             ``size_mode="equal"``, ``resolution=128`` (pixels), ``samples=16``, ``n=1000``,
             ``references=False``, ``attributes="colour,material"`` (or a list), ``task="conjunctive-search"``,
@@ -75,6 +77,7 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
     from bindscope.generators.comco.generator import ComcoGenerator
     from bindscope.io.canonical import config_sha256
 
+    build = BuildSettings.taken(build, overrides)
     check_int("seed", seed, 0, MAX_SEED)
     check_int("jobs", jobs, 1, MAX_JOBS, what="worker processes")
     check_device(device)
@@ -87,7 +90,7 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
     generator = ComcoGenerator(resolved, seed=seed, threads=threads, device=device)
     generator.check()
     run_id = config_sha256("comco", resolved, seed)
-    if num_parts == 1 and output_state(out, run_id, overwrite, generator.extends) == "done":
+    if build.num_parts == 1 and output_state(out, run_id, overwrite, generator.extends) == "done":
         manifest = finish_if_done(out, run_id)
         if manifest is not None:
             return BuildResult(Path(out), manifest, already_complete=True)
@@ -95,8 +98,8 @@ def render(out: str | os.PathLike, config: str | os.PathLike | dict | None = Non
     if device.startswith("cuda"):  # fail before writing when Blender finds no GPU (the session is reused with --jobs 1)
         generator._session()
     # a run that fails before its first shard (e.g. scene 0 finds no acceptable render) leaves no folder behind
-    made = build_dataset(generator, out, jobs=jobs, overwrite=overwrite, progress=progress, backend=backend,
-                         scheduler=scheduler, num_parts=num_parts, part=part)
-    if num_parts > 1:
+    made = build_dataset(generator, out, jobs=jobs, overwrite=overwrite, progress=progress,
+                         **dataclasses.asdict(build))
+    if build.num_parts > 1:
         return BuildResult(Path(out), None, part_record=made)
     return BuildResult(Path(out), made)

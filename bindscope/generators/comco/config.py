@@ -16,8 +16,6 @@ import re
 from bindscope.errors import BadInput
 from bindscope.generators.comco import attributes as attrs
 
-SIZE_MODES = ("one-large", "equal", "random")
-"""The values of ``size_mode`` (see ``layout.scales_for``)."""
 
 DEFAULT_CONFIG: dict = {
     "set": "comco72",

@@ -23,9 +23,13 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from bindscope.errors import BadInput
+from bindscope.errors import BadInput, check_text
 
 BUILTIN_SETS = ("comco72", "simco18")
+NAME_SETS = (*BUILTIN_SETS, "coco")
+"""Name lists :func:`read_names` knows by name: the built-in sets and ``coco`` (the 80 COCO instance categories)."""
+JOIN = " and "
+"""What joins object names in a ComCO caption or prompt (so no name may contain it)."""
 SIZE_CLASSES = ("large", "medium", "small")
 """Size classes of Abbasi et al. (CVPR 2025): large > a car; medium between a school bag and a car; small < a school
 bag."""
@@ -167,6 +171,53 @@ def load_set(spec: str) -> list[Category]:
         raise BadInput(f"set {spec!r}: the asset folder holds no categories (run `comco assets import`)",
                        param="set")
     return categories
+
+
+def read_names(spec: str | os.PathLike, param: str = "names") -> list[str]:
+    """A name list: ``comco72`` / ``simco18`` (registry order, :func:`load_set`), ``coco`` (the 80 COCO instance
+    categories in COCO id order, the keys of ``bindscope/assets/coco_mentions.json``), an asset folder (its
+    registry), or a UTF-8 text file with one name per line (blank lines skipped).
+
+    The ComCO authors' TOR list (``TOR_ComCO_CLIP.py``) holds 90 names in COCO id order; ``comco72`` is the
+    72 of them bindscope renders, in the same order; their SimCO list is ``simco18`` in the same order.
+
+    Args:
+        spec: the set name, folder or file. param: the parameter named in messages (``names``).
+
+    Raises:
+        BadInput: an unknown set, an unreadable or empty file, a name used twice or containing ``" and "``.
+    """
+    text = str(spec)
+    if text == "coco":
+        from bindscope.importers.mentions import mention_table
+
+        return list(mention_table())
+    if text in BUILTIN_SETS or os.path.isdir(text):
+        try:
+            return [c.name for c in load_set(text)]
+        except BadInput as exc:
+            raise BadInput(f"{param} {text!r}: {exc}", param=param) from None
+    path = Path(text)
+    if not path.is_file():
+        raise BadInput(f"{param} {text!r}: not {', '.join(NAME_SETS)}, an asset folder or a file of names (one per "
+                       "line)", param=param)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{param} {text!r}: cannot read the file ({exc})", param=param) from None
+    names = [line.strip() for line in lines if line.strip()]
+    if not names:
+        raise BadInput(f"{param} {text!r}: the file holds no name; write one name per line", param=param)
+    seen = set()
+    for name in names:
+        check_text(f"{param} {text!r}: name {name!r}", name, name=True, param=param)
+        if JOIN in f" {name} ":
+            raise BadInput(f"{param} {text!r}: name {name!r} contains ' and ', which separates objects in a "
+                           "caption; rename it", param=param)
+        if name in seen:
+            raise BadInput(f"{param} {text!r}: name {name!r} is listed twice; each name once", param=param)
+        seen.add(name)
+    return names
 
 
 def category_by_name(spec: str, name: str) -> Category:

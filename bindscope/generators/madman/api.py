@@ -10,10 +10,12 @@ Example (a notebook)::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bindscope.build.backends import BuildSettings
 from bindscope.errors import check_int
 from bindscope.limits import MAX_JOBS, MAX_SEED
 from bindscope.io.ownership import check_output_location
@@ -22,12 +24,10 @@ if TYPE_CHECKING:
     from bindscope.build.builder import BuildResult
 
 
-
-
 def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = None, *, preset: str | None = None,
              seed: int = 0, jobs: int = 1, mnist_root: str | os.PathLike | None = None, mnist_download: bool = False,
-             overwrite: bool = False, progress: bool = True, backend: str = "local",
-             scheduler: str | None = None, num_parts: int = 1, part: int = 0, **overrides) -> BuildResult:
+             overwrite: bool = False, progress: bool = True, build: BuildSettings | None = None,
+             **overrides) -> BuildResult:
     """Generate a MADMAN dataset (Gurung, Hoffmann, Brox, GCPR 2025; docs/madman.md) into ``out``.
 
     Config precedence (lowest to highest): the defaults, ``preset``, ``config``, ``overrides``; the result is
@@ -45,7 +45,8 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
             the same config and seed resumes, and a finished identical dataset is left as it is
             (``already_complete``).
         progress: tqdm progress bars on stderr.
-        backend, scheduler, num_parts, part: scale-out (see :func:`bindscope.build.builder.build_dataset`).
+        build: the scale-out, a :class:`~bindscope.build.backends.BuildSettings` (backend, scheduler, num_parts,
+            part; default: this machine, one part).
         **overrides: config keys, e.g. ``attribute_density=2``, ``image_size=96``,
             ``splits={"train": 100, "test": 50, "ood": 50}``, ``ood={"holdout": ["7:colour=red"]}`` (nested
             mappings merge key by key).
@@ -63,6 +64,7 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
     from bindscope.generators.madman.generator import MadmanGenerator, load_source
     from bindscope.io.canonical import config_sha256
 
+    build = BuildSettings.taken(build, overrides)
     check_int("jobs", jobs, 1, MAX_JOBS, what="worker processes")
     check_int("seed", seed, 0, MAX_SEED)
     check_output_location("out", out)
@@ -82,7 +84,7 @@ def generate(out: str | os.PathLike, config: str | os.PathLike | dict | None = N
         if manifest is not None:
             return BuildResult(out, manifest, already_complete=True)
     made = build_dataset(generator, out, jobs=jobs, overwrite=state == "overwrite", progress=progress,
-                         backend=backend, scheduler=scheduler, num_parts=num_parts, part=part)
-    if num_parts > 1:
+                         **dataclasses.asdict(build))
+    if build.num_parts > 1:
         return BuildResult(out, None, part_record=made)
     return BuildResult(out, made)

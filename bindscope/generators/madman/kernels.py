@@ -54,6 +54,9 @@ def ink_patch(variant, out, top, left, ss, affine, points, swell_centre, swell_l
             than L to the centre c carries a disk of radius ``half + (bulge - half) * (1 - (|q - c| / L)^2)^2``.
         aa: canvas pixels per frame pixel (the swelling's anti-aliasing).
         cuts: ``(M, 3)`` float64 rows ``(y, x, tangent)`` (radians); cut_half, width, ramp: frame pixels.
+
+    The arguments are flat arrays and numbers on purpose: numba's nopython mode compiles those, not a settings
+    object (``bindscope.generators.madman.render.Renderer._ink`` gathers them from one digit's pose).
     """
     h, w = out.shape
     side_y, side_x = variant.shape

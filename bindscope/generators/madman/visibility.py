@@ -16,7 +16,14 @@ import numpy as np
 from scipy import ndimage as ndi
 from skimage.measure import moments_central
 
-from bindscope.generators.madman.morpho import SPOT_CHECKS, SWELL_MIN, MorphoTable, bulge_half_width, swelling_room
+from bindscope.generators.madman.morpho import (
+    SPOT_CHECKS,
+    SWELL_LENGTH,
+    SWELL_MIN,
+    MorphoTable,
+    bulge_half_width,
+    swelling_room,
+)
 from bindscope.io.atomic import atomic_open
 from bindscope.io.cache_dir import EntryRefused, cache_root, cache_unusable, read_npz, warn_entry, writable_folder
 
@@ -138,7 +145,8 @@ def _rules_text(values: dict, table_key: str) -> str:
     rules = {"table": table_key, "rotation": sorted(float(v) for v in values["rotation"].values()),
              "swelling": max(float(v) for v in values["swelling"].values()),
              "fracture": max(int(v) for v in values["fracture"].values()) > 0,
-             "limits": [ROTATION_IOU_MAX, ROUND_IOU, ROUND_ELONGATION, LYING_TALLNESS, END_GAP_MIN, SWELL_MIN]}
+             "limits": [ROTATION_IOU_MAX, ROUND_IOU, ROUND_ELONGATION, LYING_TALLNESS, END_GAP_MIN, SWELL_MIN,
+                        SWELL_LENGTH]}
     return json.dumps(rules, sort_keys=True)
 
 
