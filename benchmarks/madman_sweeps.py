@@ -469,6 +469,50 @@ def plot(name: str, curve: dict, s: dict, path: Path, scale: str) -> None:
     save_figure(fig, path, dpi=110)
 
 
+# ------------------------------------------------------------------------------------------------ training
+def train(s: dict, work: Path, results: Path, todo: list[tuple[str, int]], records: dict, jobs: int,
+          budget: float, start: float) -> list[dict]:
+    """Train and record the ``todo`` points, ``jobs`` at a time (worker processes), adding each record to
+    ``records``; with ``budget`` (seconds since ``start``; 0: none) no point starts once the time left is under 1.1
+    times the slowest point so far. Returns what each trained point cost."""
+    if not todo:
+        return []
+    ran, slowest = [], 0.0
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    eval_dirs = {ev: str(ensure_data(s, work, None, jobs, ev)) for ev in s["evals"]}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        running = {}
+        queue = list(todo)
+        while queue or running:
+            while queue and len(running) < jobs:
+                left = budget - (time.perf_counter() - start) if budget else math.inf
+                if slowest and left < 1.1 * slowest:
+                    print(f"stopping: {left:.0f} s left, the slowest point took {slowest:.0f} s", flush=True)
+                    queue = []
+                    break
+                point, seed = queue.pop(0)
+                data = ensure_data(s, work, point, 1 if running else jobs)  # at most `jobs` processes
+                task = {"settings": s, "point": point, "seed": seed, "data": str(data), "eval": eval_dirs,
+                        "run": str(work / "runs" / point / f"seed-{seed}"), "identity": identity(s, point, seed),
+                        "record": str(record_path(results, point, seed))}
+                running[pool.submit(run_point, task)] = (point, seed, time.perf_counter())
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                point, seed, began = running.pop(future)
+                record = future.result()
+                records[(point, seed)] = record
+                slowest = max(slowest, time.perf_counter() - began)
+                ran.append({"point": point, "seed": seed, "cpu_s": record["cpu_s"], "wall_s": record["wall_s"],
+                            "train_cpu_s": record["train_cpu_s"]})
+                binding = "; ".join(f"{ev}: " + ", ".join(f"{a} {pct(v['binding'])}" for a, v in blocks.items())
+                                    for ev, blocks in record["evals"].items())
+                print(f"recorded {point} seed {seed}: binding {binding} ({record['cpu_s']:.0f} CPU s, "
+                      f"{record['wall_s']:.0f} s wall now; training {record['train_cpu_s']:.0f} CPU s)", flush=True)
+    return ran
+
+
 # ---------------------------------------------------------------------------------------------------- main
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
@@ -501,7 +545,6 @@ def main() -> None:
     work = Path(args.work or ROOT / "runs" / f"madman-sweeps-{args.scale}")
     results = Path(args.results or (work / "results" if args.quick else ROOT / s["results"]))
     plots = Path(args.plots or (work / "plots" if args.quick else ROOT / s["plots"]))
-    jobs = args.jobs
     points = plan(s, sweeps)
     records = load_records(s, results, points)
     todo = [p for p in points if p not in records]
@@ -509,41 +552,7 @@ def main() -> None:
         todo = todo[:args.max_points]
     print(f"{len(points)} points ({len(records)} recorded, {len(todo)} to train); load average "
           f"{[round(x, 2) for x in os.getloadavg()]}", flush=True)
-    ran, slowest = [], 0.0
-    if todo and not args.no_train:
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
-        eval_dirs = {ev: str(ensure_data(s, work, None, jobs, ev)) for ev in s["evals"]}
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            running = {}
-            queue = list(todo)
-            while queue or running:
-                while queue and len(running) < jobs:
-                    left = args.budget - (time.perf_counter() - start) if args.budget else math.inf
-                    if slowest and left < 1.1 * slowest:
-                        print(f"stopping: {left:.0f} s left, the slowest point took {slowest:.0f} s", flush=True)
-                        queue = []
-                        break
-                    point, seed = queue.pop(0)
-                    data = ensure_data(s, work, point, 1 if running else jobs)  # at most `jobs` processes
-                    task = {"settings": s, "point": point, "seed": seed, "data": str(data), "eval": eval_dirs,
-                            "run": str(work / "runs" / point / f"seed-{seed}"), "identity": identity(s, point, seed),
-                            "record": str(record_path(results, point, seed))}
-                    running[pool.submit(run_point, task)] = (point, seed, time.perf_counter())
-                if not running:
-                    break
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    point, seed, began = running.pop(future)
-                    record = future.result()
-                    records[(point, seed)] = record
-                    slowest = max(slowest, time.perf_counter() - began)
-                    ran.append({"point": point, "seed": seed, "cpu_s": record["cpu_s"], "wall_s": record["wall_s"],
-                                "train_cpu_s": record["train_cpu_s"]})
-                    binding = "; ".join(f"{ev}: " + ", ".join(f"{a} {pct(v['binding'])}" for a, v in blocks.items())
-                                        for ev, blocks in record["evals"].items())
-                    print(f"recorded {point} seed {seed}: binding {binding} ({record['cpu_s']:.0f} CPU s, "
-                          f"{record['wall_s']:.0f} s wall now; training {record['train_cpu_s']:.0f} CPU s)",
-                          flush=True)
+    ran = [] if args.no_train else train(s, work, results, todo, records, args.jobs, args.budget, start)
     result = {"scale": args.scale, "quick": args.quick, "settings": s, "curves": curves(s, records, sweeps),
               "recorded": len([p for p in points if p in records]), "planned": len(points), "trained": ran,
               "results": str(results), "wall_s": round(time.perf_counter() - start, 1),

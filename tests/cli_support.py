@@ -56,3 +56,18 @@ def out_of_range(param) -> list[str]:
     if (kind.row.type is int) if isinstance(kind, TableValue) else not isinstance(kind, click.FloatRange):
         return [str(int(high) + 1), str(int(low) - 1)]
     return ["nan"] + ([repr(float(high) * 2 + 1)] if high is not None else [])
+
+
+def refused(group, args, root, *needles: str) -> str:
+    """Invoke ``group args`` in ``root``; assert exit status 2, one ``Error:`` line holding every needle (click's
+    own "Usage:" / "Try" lines aside) and nothing changed under ``root``; return the line."""
+    before = snapshot(root)
+    result = invoke_in(root, group, args)
+    lines = [line for line in result.output.splitlines()
+             if line.strip() and not line.startswith(("Usage: ", "Try '"))]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert snapshot(root) == before, "something was written"
+    return lines[0]

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in, snapshot
+from cli_support import refused, snapshot
 from click.testing import CliRunner
 
 from bindscope.cli.main import bindscope, comco, madman
@@ -23,19 +23,7 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 
-def _bad(group, args, root: Path, *needles: str) -> str:
-    """Invoke; assert exit 2, one ``Error:`` line containing every needle, and no change under ``root``."""
-    before = snapshot(root)
-    result = invoke_in(root, group, args)
-    # click's own usage errors add "Usage: ..." and "Try '... --help'" above the one Error line
-    lines = [line for line in result.output.splitlines()
-             if line.strip() and not line.startswith(("Usage: ", "Try '"))]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    assert snapshot(root) == before, "something was written"
-    return lines[0]
+_bad = refused
 
 
 @pytest.fixture(scope="module")

@@ -118,7 +118,7 @@ def test_the_cli_training_options_write_no_default_of_their_own():
     literal_defaults = [kw for node in ast.walk(tree) if isinstance(node, ast.Call)
                         for kw in node.keywords if kw.arg == "default" and isinstance(kw.value, ast.Constant)
                         and kw.value.value is not None]
-    assert [ast.unparse(kw.value) for kw in literal_defaults] == ["'ideal'", "'0'", "20000", "1000", "0", "1"]
+    assert literal_defaults == []  # the training table's and SweepConfig's defaults, never one written here
     assert {p.name for p in madman_train.params} >= set(DEFAULTS)
 
 

@@ -69,12 +69,12 @@ def _setting_option(setting: dataclasses.Field, help_text: str | None = None) ->
     default = None if meta.get("multiple") else meta.get("default", field_default)
     choices = meta.get("choices")
     if "range" in meta:
-        low, high = meta["range"]
+        low, high, *unit = meta["range"]
         if meta.get("float") or isinstance(low, float) or isinstance(high, float):
             min_open, max_open = meta.get("open", (False, False))
             kind = FiniteFloat(low, high, min_open=min_open, max_open=max_open)
         else:
-            kind = count(low, high)
+            kind = count(low, high, *unit)
     elif "schema" in meta:
         kind = schema_range(*meta["schema"])
     elif "choice" in meta:

@@ -23,13 +23,14 @@ class Count(click.IntRange):
     The range shows in ``--help``; a value outside it is refused while the command line is parsed, before any work.
     """
 
-    def __init__(self, low: int, high: int):
+    def __init__(self, low: int, high: int, unit: str = ""):
         super().__init__(low, high)
+        self.unit = unit
 
     def convert(self, value, param, ctx):
         number = click.INT.convert(value, param, ctx)
         if not self.min <= number <= self.max:
-            _refuse(param, number, f"an integer in {self.min}..{self.max}")
+            _refuse(param, number, f"an integer in {self.min}..{self.max}" + (f" {self.unit}" if self.unit else ""))
         return number
 
 
@@ -75,9 +76,10 @@ JOBS = Count(1, MAX_JOBS)
 """A ``--jobs`` (worker processes, 1..:data:`bindscope.limits.MAX_JOBS`)."""
 
 
-def count(low: int = 1, high: int = MAX_COUNT) -> Count:
-    """An integer option counting things (images, samples, steps, ...): ``low..high``."""
-    return Count(low, high)
+def count(low: int = 1, high: int = MAX_COUNT, unit: str = "") -> Count:
+    """An integer option counting things (images, samples, steps, ...): ``low..high``, ``unit`` named in the error
+    (as the library's check names it)."""
+    return Count(low, high, unit)
 
 
 def schema_range(schema: str, key: str) -> click.ParamType:

@@ -102,7 +102,7 @@ class EncoderSettings:
         "--precision", "Encoder weights and inputs in float32, bfloat16 or float16 (embeddings are float32).",
         choices=PRECISIONS))
     batch_size: int | None = field(default=None, metadata=_option(
-        "--batch-size", "Inputs per forward pass [64 on a CPU, 512 on CUDA].", range=(1, MAX_BATCH_SIZE),
+        "--batch-size", "Inputs per forward pass [64 on a CPU, 512 on CUDA].", range=(1, MAX_BATCH_SIZE, "inputs per forward pass"),
         metavar="N"))
     pooling: str = field(default="cls", metadata=_option(
         "--pooling", "Pooling of hf:<model> text encoders (SimCSE: cls; sentence-transformers-style: mean); "
@@ -110,7 +110,7 @@ class EncoderSettings:
     context_length: int | None = field(default=None, metadata=_option(
         "--context-length", "Cut texts to at most N tokens (start and end included), at most the model's own "
         "[the model's own, e.g. 77]; hf:, sentence-transformers and BPE open_clip models.",
-        range=(MIN_CONTEXT_LENGTH, MAX_CONTEXT_LENGTH), metavar="N"))
+        range=(MIN_CONTEXT_LENGTH, MAX_CONTEXT_LENGTH, "tokens"), metavar="N"))
     cache_dir: str | None = field(default=None, metadata=_option(
         "--cache-dir", "Embedding cache folder (default $BINDSCOPE_CACHE/embeddings, else "
         "$XDG_CACHE_HOME/bindscope/embeddings, else ~/.cache/bindscope/embeddings).", metavar="DIR"))
