@@ -34,11 +34,10 @@ On the GPU, in this order, each step under its own time limit (an error is recor
 The whole check keeps within ``--budget`` seconds (default 540): each step's limit is cut to the time left,
 and a step with under 20 s left is recorded as not run. ``--budget 0`` sets no time limit at all (every step and
 subprocess runs to its end): what a test of the script's behaviour uses, so that a busy machine slows it down
-without failing it. The JSON object (stdout; progress goes to stderr) has
-the keys ``device``, ``torch``, ``cuda``, ``cpus``, ``dry_run``, ``rates_fp32``, ``rates_bf16``, ``ratios``,
-``bf16_vs_fp32``, ``train``, ``feed``, ``attention``, ``render``, ``t2i``, ``reproduction``, ``wall_s`` and ``errors``
-(step name -> message; empty when all ran); ``--out`` is rewritten after every step, so an interrupted check leaves what it
-measured. ``--dry-run`` runs the same steps on the CPU with tiny sizes (a few hundred images, a few training
+without failing it. The JSON object (stdout; progress goes to stderr) has the keys ``device``, ``torch``, ``cuda``,
+``cpus``, ``dry_run``, ``rates_fp32``, ``rates_bf16``, ``ratios``, ``bf16_vs_fp32``, ``train``, ``feed``,
+``attention``, ``render``, ``t2i``, ``reproduction``, ``wall_s`` and ``errors`` (step name -> message; empty when all
+ran); ``--out`` is rewritten after every step, so an interrupted check leaves what it measured. ``--dry-run`` runs the same steps on the CPU with tiny sizes (a few hundred images, a few training
 steps, 4 attention scenes, the render at 64 px with 4 samples on ``--device cpu``, the text-to-image step skipped,
 a reproduction of 256 images and 3 steps at width 32) to check the script itself.
 

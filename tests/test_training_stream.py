@@ -5,15 +5,13 @@ resumes exactly after Ctrl-C and after kill -9, and its workers end with it."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from train_runs import TINY_CNN, start_slow_train, train_args
 
 import bindscope
 from bindscope.format.shard import ShardReader
@@ -22,7 +20,6 @@ from bindscope.training.checkpoint import weights_sha256
 from bindscope.training.data import StreamedSplit, load_split, read_tables
 from bindscope.training.model import ModelConfig
 
-SCRIPT = Path(__file__).with_name("slow_train.py")
 TINY = dict(embed_dim=16, image_size=32, vision="cnn", vision_width=16, vision_layers=1, text_width=32, text_layers=1,
             head_width=16, tokenizer="word", context_length=16)
 
@@ -96,21 +93,12 @@ STEPS = 8
 
 
 def _args(data: Path, out: Path) -> list[str]:
-    flags = [f"--{k.replace('_', '-')}" for k in TINY]
-    return ["train", str(data), "--out", str(out), *[x for flag, v in zip(flags, TINY.values()) for x in (flag, str(v))],
-            "--batch-size", "4", "--steps", str(STEPS), "--warmup", "2", "--lr", "3e-3", "--negatives", "stored",
-            "--threads", "1", "--loader-jobs", "2", "--checkpoint-every", "2", "--log-every", "1",
-            "--eval-split", "test", "--device", "cpu", "--quiet"]
-
-
-def _start(args: list[str], delay: float = 0.0) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPT.parents[1]), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, str(SCRIPT), str(delay), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return train_args(data, out, STEPS, TINY_CNN, "--loader-jobs", "2", "--checkpoint-every", "2", "--log-every", "1",
+                      "--eval-split", "test")
 
 
 def _finish(args: list[str]) -> str:
-    process = _start(args)
+    process = start_slow_train(args)
     _, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr
     return stderr
@@ -131,7 +119,7 @@ def reference(data, tmp_path_factory) -> Path:
                          ids=["sigint", "kill-9"])
 def test_a_run_with_reader_workers_resumes_exactly(data, reference, tmp_path, number, after):
     out = tmp_path / "run"
-    process = _start(_args(data, out), delay=0.5)
+    process = start_slow_train(_args(data, out), delay=0.5)
     for line in process.stdout:  # one line per finished step
         if line.startswith(after):
             workers = _children(process.pid)

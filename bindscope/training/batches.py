@@ -141,7 +141,8 @@ class BatchSource:
         counts = np.bincount(owner // part, minlength=self.world_size).tolist()
         if self.world_size > 1:  # this rank's slice of the global batch
             mine = owner // part == self.rank
-            rows = np.concatenate([np.arange(self.rank * part, (self.rank + 1) * part), len(captions) + np.flatnonzero(mine)])
+            rows = np.concatenate([np.arange(self.rank * part, (self.rank + 1) * part),
+                                   len(captions) + np.flatnonzero(mine)])
             indices = indices[self.rank * part:(self.rank + 1) * part]
             negatives = [text for text, keep in zip(negatives, mine) if keep]
             owner = owner[mine] - self.rank * part

@@ -13,11 +13,12 @@ The samples of a batch come from one of two sources with the same methods (``tex
 
 - :class:`StreamedSplit` (the default): each batch reads its samples from the shards through the PyTorch reader
   (:meth:`bindscope.format.reader.Split.as_torch`; in each DataLoader worker its own, holding at most
-  :data:`OPEN_SHARDS` shards open): the pixels of the samples this process trains on, and the captions and
-  binding negatives of the whole global batch (a few kB of text, so that every process draws the same hard
-  negatives). Memory: the batch, the prefetched batches, the open shards, and 8 bytes per sample for the order.
-- :class:`TrainingData` (:func:`load_split`): the split read once into memory (images as one uint8 array, about
-  2.4 times its size while it is read; captions and negatives as lists).
+  :data:`bindscope.format.torchdata.MAX_OPEN_SHARDS` shards open): the pixels of the samples this process
+  trains on, and the captions and binding negatives of the whole global batch (a few kB of text, so that every
+  process draws the same hard negatives). Memory: the batch, the prefetched batches, the open shards, and 16
+  bytes per sample (the kept samples' indices and the epoch's order).
+- :class:`TrainingData` (:func:`load_split`): the split read once into memory (images as one uint8 array, filled
+  shard by shard; captions and negatives as lists).
 
 Both give every batch the same samples, texts and pixels, so a run's losses and weights do not depend on the
 source.
@@ -33,10 +34,6 @@ import numpy as np
 
 from bindscope.errors import BadInput
 from bindscope.training.options import NEGATIVES
-
-OPEN_SHARDS = 32
-"""Shards a :class:`StreamedSplit` holds open per process (about 2.5 MB each, with the columns it read)."""
-
 
 @dataclass(frozen=True)
 class Lexicon:
@@ -106,7 +103,7 @@ class TrainingData(SplitTables):
 
 class StreamedSplit:
     """The samples of a split read from its shards for each batch (picklable: a DataLoader worker opens the
-    shards itself, at most :data:`OPEN_SHARDS` at a time, each once checked; see
+    shards itself, at most :data:`bindscope.format.torchdata.MAX_OPEN_SHARDS` at a time, each checked once; see
     :class:`bindscope.format.reader.Split`).
 
     Args:
@@ -116,7 +113,7 @@ class StreamedSplit:
 
     def __init__(self, dataset, tables: SplitTables):
         self.tables = tables
-        self.reader = dataset.split(tables.split).as_torch(fields=("image",), max_open_shards=OPEN_SHARDS)
+        self.reader = dataset.split(tables.split).as_torch(fields=("image",))
 
     def __len__(self) -> int:
         return len(self.tables)
@@ -219,6 +216,7 @@ def _scan(source, split: str | None, words: bool, images: bool):
     from bindscope.training.model import build_vocabulary
 
     dataset, opened = _opened(source)
+    part = None
     try:
         path = str(dataset.path)
         split = training_split(dataset.split_names, split, path)
@@ -252,8 +250,9 @@ def _scan(source, split: str | None, words: bool, images: bool):
                         nouns.add(str(phrase).lower())
             kept.extend(position + local for local in keep)
             position += reader.count
-        part.close()
     finally:
+        if part is not None:
+            part.close()
         if opened:
             dataset.close()
     if not kept:
