@@ -198,8 +198,8 @@ def test_a_broken_source_is_refused_and_nothing_is_written(data, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--split", "validation"], "has no split 'validation'; it has: ood, test, train"),
-    (["--samples-per-shard", "0"], "--samples-per-shard 0 is not allowed; use an integer >= 1 samples"),
-    (["--jobs", "0"], "--jobs 0 is not allowed; use an integer >= 1 processes"),
+    (["--samples-per-shard", "0"], "--samples-per-shard 0 is not allowed; use an integer in 1..10000000"),
+    (["--jobs", "0"], "--jobs 0 is not allowed; use an integer in 1..256"),
 ])
 def test_bad_options_are_one_error_and_nothing_is_written(data, tmp_path, args, message):
     code, output = _cli(bindscope, "export", "webdataset", data, "--out", tmp_path / "out", "--quiet", *args)
