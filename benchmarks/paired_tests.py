@@ -1,27 +1,28 @@
 """Paired tests of models scored on the same evaluation items, and the compact form in which benchmarks keep
-per-item outcomes (shared by ``madman_sweeps.py`` and ``bias_transfer.py``; every paired test of those scripts is
-a call of :func:`mcnemar` or :func:`paired_bootstrap`).
+per-item outcomes (shared by ``madman_sweeps.py``, ``bias_transfer.py`` and ``simco_origin_of_bias.py``).
 
-- :func:`mcnemar`: the exact McNemar test of paired binary outcomes (item i passed by model A, by model B), over
-  one or more strata of pairs (one stratum per training seed: seed s at one setting against seed s at the other).
-  Under the null hypothesis every discordant pair is equally likely to favour either model, so the count of pairs
-  only the first model passes is Binomial(discordant, 1/2) (:func:`scipy.stats.binomtest`, two-sided). Pooling the
-  strata's discordant pairs is the stratified form of the test; it treats items as independent and says nothing
-  about the spread between seeds, which the scripts report beside it (:func:`seed_interval`).
-- :func:`paired_bootstrap`: a share per item averaged over seeds (e.g. the share of seeds whose model prefers the
-  larger digit of image i) for two settings, resampled over items together (percentile interval of the
-  difference, 2,000 resamples, seeded) with a two-sided bootstrap p value.
+The statistics are the library's, those ``bindscope compare`` reports (:mod:`bindscope.evaluation.paired`,
+:func:`bindscope.evaluation.stats.seed_interval`); this module only shapes the benchmarks' outcomes for them:
+
+- :func:`mcnemar`: the exact McNemar test (:func:`~bindscope.evaluation.paired.mcnemar_exact`) of paired binary
+  outcomes over one or more strata of pairs (one stratum per training seed: seed s at one setting against seed s at
+  the other). The strata's discordant counts are added up, the stratified form of the test; it treats items as
+  independent and says nothing about the spread between seeds, which the scripts report beside it
+  (:func:`seed_interval`).
+- :func:`paired_bootstrap`: a share per item (e.g. the share of seeds whose model prefers the larger digit of
+  image i) under two settings, resampled over items together
+  (:func:`~bindscope.evaluation.paired.paired_bootstrap`, each item its own sampling unit).
 - :func:`pack` / :func:`unpack`: boolean outcomes as base64 of their packed bits (8 items a byte).
 """
 
 from __future__ import annotations
 
 import base64
-import math
 
 import numpy as np
 
-RESAMPLES = 2000
+from bindscope.evaluation import paired as library
+from bindscope.evaluation.stats import seed_interval as library_seed_interval
 
 
 def pack(outcomes) -> str:
@@ -56,8 +57,6 @@ def mcnemar(strata) -> dict:
     Raises:
         ValueError: a stratum whose two arrays differ in length.
     """
-    from scipy.stats import binomtest
-
     n = first = second = first_only = second_only = 0
     for a, b in strata:
         a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
@@ -68,11 +67,9 @@ def mcnemar(strata) -> dict:
         second += int(b.sum())
         first_only += int((a & ~b).sum())
         second_only += int((~a & b).sum())
-    discordant = first_only + second_only
-    p = float(binomtest(first_only, discordant, 0.5).pvalue) if discordant else 1.0
     return {"n": n, "first": first / n if n else None, "second": second / n if n else None,
             "difference": (second - first) / n if n else None, "first_only": first_only,
-            "second_only": second_only, "p": p}
+            "second_only": second_only, "p": library.mcnemar_exact(first_only, second_only)}
 
 
 def paired_bootstrap(first, second, seed: int = 0) -> dict:
@@ -85,37 +82,30 @@ def paired_bootstrap(first, second, seed: int = 0) -> dict:
 
     Returns:
         ``{"n", "first", "second", "difference", "ci95", "p"}``: the mean shares, ``second - first``, its 95 %
-        percentile interval over 2,000 resamples of the items, and the two-sided bootstrap p value (twice the
-        smaller share of resampled differences on either side of 0, at most 1; at least 1 / 2,000).
+        percentile interval and two-sided p value over 2,000 resamples of the items (as
+        :func:`bindscope.evaluation.paired.paired_bootstrap` computes them; ``ci95`` None for fewer than 2
+        items).
+
+    Raises:
+        ValueError: ``first`` and ``second`` differ in length.
     """
     a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
     if a.shape != b.shape:
         raise ValueError(f"paired shares differ in length: {a.shape} and {b.shape}")
-    if not a.size:
-        return {"n": 0, "first": None, "second": None, "difference": None, "ci95": None, "p": None}
-    diff = b - a
-    rng = np.random.default_rng(seed)
-    draws = diff[rng.integers(0, diff.size, size=(RESAMPLES, diff.size))].mean(axis=1)
-    side = min(float((draws <= 0).mean()), float((draws >= 0).mean()))
-    return {"n": int(a.size), "first": float(a.mean()), "second": float(b.mean()), "difference": float(diff.mean()),
-            "ci95": [float(v) for v in np.percentile(draws, [2.5, 97.5])],
-            "p": min(1.0, max(2 * side, 1 / RESAMPLES))}
+    ones = np.ones_like(a)
+    out = library.paired_bootstrap((a, ones), (b, ones), np.arange(a.size), seed=seed)
+    return {"n": out.units, "first": out.first, "second": out.second, "difference": out.difference,
+            "ci95": None if out.low is None else [out.low, out.high], "p": out.p_value}
 
 
 def seed_interval(values) -> dict:
-    """Mean of per-seed figures with a 95 % t interval over seeds (Student's t, n - 1 degrees of freedom).
+    """Mean of per-seed figures with a 95 % t interval over seeds
+    (:func:`bindscope.evaluation.stats.seed_interval`), and the seeds' range (the plots' bands).
 
     Returns:
         ``{"mean", "ci95", "n", "min", "max"}``; ``ci95`` is None for fewer than two seeds.
     """
-    from scipy.stats import t
-
-    v = np.asarray([x for x in values if x is not None], dtype=np.float64)
-    if not v.size:
-        return {"mean": None, "ci95": None, "n": 0, "min": None, "max": None}
-    mean = float(v.mean())
-    ci = None
-    if v.size > 1:
-        half = float(t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
-        ci = [mean - half, mean + half]
-    return {"mean": mean, "ci95": ci, "n": int(v.size), "min": float(v.min()), "max": float(v.max())}
+    kept = [float(v) for v in values if v is not None]
+    out = library_seed_interval(kept)
+    return {"mean": out["mean"], "ci95": None if out["low"] is None else [out["low"], out["high"]], "n": out["n"],
+            "min": min(kept) if kept else None, "max": max(kept) if kept else None}

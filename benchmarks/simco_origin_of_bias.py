@@ -135,12 +135,12 @@ def no_preference(rows: list[dict], task: str) -> dict:
 
 
 def mcnemar(a: np.ndarray, b: np.ndarray) -> dict:
-    """Exact McNemar test of two paired 0/1 vectors: two-sided binomial test of the discordant pairs."""
-    from scipy.stats import binomtest
+    """Exact McNemar test of two paired 0/1 vectors (:func:`bindscope.evaluation.paired.mcnemar_exact`, the
+    test of ``bindscope compare``)."""
+    from bindscope.evaluation.paired import mcnemar_exact
 
     only_a, only_b = int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())
-    p = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
-    return {"only_a": only_a, "only_b": only_b, "p": float(p)}
+    return {"only_a": only_a, "only_b": only_b, "p": mcnemar_exact(only_a, only_b)}
 
 
 def paired_difference(a: np.ndarray, b: np.ndarray, seed: int = 0) -> dict:
