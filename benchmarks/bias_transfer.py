@@ -245,7 +245,7 @@ def final_table(rows: list[dict], seeds: list[int]) -> dict:
         for measure in (*MEASURES, "first_mention/first_larger", "first_mention/first_smaller"):
             values = [mine[s][measure]["share"] if s in mine and measure in mine[s] else None for s in seeds]
             n = [mine[s][measure]["n"] for s in seeds if s in mine and measure in mine[s]]
-            table[name][measure] = {**seed_interval(values), "per_seed": values, "n": n}
+            table[name][measure] = {**seed_interval(values, (0.0, 1.0)), "per_seed": values, "n": n}
     return {"step": last, "models": table}
 
 

@@ -108,6 +108,8 @@ QUICK = {"num_train": 96, "num_test": 40, "seeds": [0, 1],
 is first), two seeds, a toy model on the CPU (a smoke run of the whole pipeline)."""
 RUNTIME = {"threads": 1, "checkpoint_every": 250, "log_every": 50}
 DATA_SEED = 0
+SHARE = (0.0, 1.0)
+"""The limits of a share: its interval over seeds is clipped to them."""
 
 
 # ---------------------------------------------------------------------------------------------------- the plan
@@ -158,15 +160,25 @@ def eval_flags(s: dict, name: str) -> dict:
     return {"splits": {"train": 0, "test": s["num_test"], "ood": 0}, "eval_attribute_density": s["evals"][name]}
 
 
+def shown(resolved: dict) -> dict:
+    """A resolved MADMAN config without the settings no image of it can show: the cut settings
+    (``morpho.fracture_*``) when every fracture level is 0 (every digit intact), as at the cpu scale. Such a
+    setting changes no array of the dataset, so a point recorded before it changed keeps its record."""
+    if all(level == 0 for level in resolved["attributes"]["fracture"].values()):
+        morpho = {k: v for k, v in resolved["morpho"].items() if not k.startswith("fracture_")}
+        resolved = {**resolved, "morpho": morpho}
+    return resolved
+
+
 def identity(s: dict, point: str, seed: int) -> str:
-    """sha256 of everything a point's result depends on: resolved training and evaluation configs, data seed,
-    model and optimisation (not the device, threads or logging)."""
+    """sha256 of everything a point's result depends on: resolved training and evaluation configs (what their
+    images can show, :func:`shown`), data seed, model and optimisation (not the device, threads or logging)."""
     from bindscope.generators.madman import config as madman_config
     from bindscope.io.canonical import canonical_json
 
-    named = {"train_data": madman_config.resolve("ideal", s["config"], data_flags(s, point, s["num_train"]),
-                                                 DATA_SEED),
-             "eval_data": {name: madman_config.resolve("ideal", s["config"], eval_flags(s, name), DATA_SEED)
+    named = {"train_data": shown(madman_config.resolve("ideal", s["config"], data_flags(s, point, s["num_train"]),
+                                                       DATA_SEED)),
+             "eval_data": {name: shown(madman_config.resolve("ideal", s["config"], eval_flags(s, name), DATA_SEED))
                            for name in s["evals"]},
              "data_seed": DATA_SEED, "train": s["train"], "seed": seed}
     return hashlib.sha256(canonical_json(named).encode()).hexdigest()
@@ -370,9 +382,9 @@ def curves(s: dict, records: dict, sweeps: list[str]) -> dict:
                    "realised": seed_interval([r["realised"].get(key) for r in mine])["mean"],
                    "binding": {}, "recognition": {}}
             for ev in s["evals"]:
-                row["binding"][ev] = {a: seed_interval([r["evals"][ev][a]["binding"] for r in mine])
+                row["binding"][ev] = {a: seed_interval([r["evals"][ev][a]["binding"] for r in mine], SHARE)
                                       for a in attributes}
-                row["binding"][ev]["all"] = seed_interval([pooled_binding(r, ev, attributes) for r in mine])
+                row["binding"][ev]["all"] = seed_interval([pooled_binding(r, ev, attributes) for r in mine], SHARE)
                 row["recognition"][ev] = {a: seed_interval([r["evals"][ev][a]["recognition"] for r in mine])["mean"]
                                           for a in attributes}
             rows.append(row)

@@ -98,14 +98,21 @@ def paired_bootstrap(first, second, seed: int = 0) -> dict:
             "ci95": None if out.low is None else [out.low, out.high], "p": out.p_value}
 
 
-def seed_interval(values) -> dict:
+def seed_interval(values, limits: tuple[float, float] | None = None) -> dict:
     """Mean of per-seed figures with a 95 % t interval over seeds
     (:func:`bindscope.evaluation.stats.seed_interval`), and the seeds' range (the plots' bands).
+
+    Args:
+        values: the figure of each seed (None entries are left out).
+        limits: ``(low, high)`` the figure cannot leave (``(0, 1)`` for a share): the interval is clipped to them.
 
     Returns:
         ``{"mean", "ci95", "n", "min", "max"}``; ``ci95`` is None for fewer than two seeds.
     """
     kept = [float(v) for v in values if v is not None]
     out = library_seed_interval(kept)
-    return {"mean": out["mean"], "ci95": None if out["low"] is None else [out["low"], out["high"]], "n": out["n"],
-            "min": min(kept) if kept else None, "max": max(kept) if kept else None}
+    ci = None if out["low"] is None else [out["low"], out["high"]]
+    if ci is not None and limits is not None:
+        ci = [max(ci[0], limits[0]), min(ci[1], limits[1])]
+    return {"mean": out["mean"], "ci95": ci, "n": out["n"], "min": min(kept) if kept else None,
+            "max": max(kept) if kept else None}

@@ -153,3 +153,35 @@ def test_mcnemar_and_bootstrap_by_hand(bench):
     interval = paired_tests.seed_interval([0.6, 0.7, 0.8])
     # t(0.975, 2) = 4.3027; sd = 0.1; half width 4.3027 * 0.1 / sqrt(3) = 0.2484
     assert interval["mean"] == pytest.approx(0.7) and interval["ci95"][1] == pytest.approx(0.9484, abs=1e-4)
+    assert (interval["min"], interval["max"], interval["n"]) == (0.6, 0.8, 3)
+    # a share's interval stops at 1: 0.7 + 0.2484 is clipped, the lower end is not
+    clipped = paired_tests.seed_interval([0.6, 0.7, 0.8], (0.0, 0.9))
+    assert clipped["ci95"][1] == 0.9 and clipped["ci95"][0] == pytest.approx(0.4516, abs=1e-4)
+
+
+def test_identity_leaves_out_only_what_no_image_shows(bench, monkeypatch):
+    madman_sweeps, _ = bench
+    from bindscope.generators.madman import config as madman_config
+
+    resolve = madman_config.resolve
+
+    def with_gap(gap):
+        def patched(*args, **kwargs):
+            out = resolve(*args, **kwargs)
+            return {**out, "morpho": {**out["morpho"], "fracture_gap": gap}}
+        return patched
+
+    identities = {}
+    for scale in ("cpu", "gpu"):
+        s = madman_sweeps.settings(scale, False)
+        for gap in (0.07, 0.12):
+            monkeypatch.setattr(madman_config, "resolve", with_gap(gap))
+            identities[scale, gap] = madman_sweeps.identity(s, "base", 0)
+    # every digit is intact at the cpu scale: the cut width changes no image, nor the identity; at the gpu scale
+    # digits are cut, so it does
+    assert identities["cpu", 0.07] == identities["cpu", 0.12]
+    assert identities["gpu", 0.07] != identities["gpu", 0.12]
+    monkeypatch.setattr(madman_config, "resolve", resolve)
+    s = madman_sweeps.settings("cpu", False)
+    assert madman_sweeps.identity(s, "base", 0) != madman_sweeps.identity(s, "base", 1)
+    assert madman_sweeps.identity(s, "base", 0) != madman_sweeps.identity(s, "saliency_bias=0.75", 0)
