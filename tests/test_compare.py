@@ -325,3 +325,11 @@ def test_collect_reads_a_sweep_folder(madman_results, tmp_path):
         (tmp_path / "empty").mkdir()
         (tmp_path / "empty" / "sweep.json").write_text("{}")
         collect([tmp_path / "empty"])
+
+
+def test_samples_file_keeps_every_dot_of_the_result_name(tmp_path):
+    # results named after a sweep value: only a .json suffix is taken off, so 2.5 and 2.7 never share rows
+    assert samples_path(tmp_path / "density=2.5").name == "density=2.5.samples.jsonl"
+    assert samples_path(tmp_path / "density=2.7").name == "density=2.7.samples.jsonl"
+    assert samples_path(tmp_path / "density=2.5.json").name == "density=2.5.samples.jsonl"
+    assert samples_path(tmp_path / "result.json") == tmp_path / "result.samples.jsonl"

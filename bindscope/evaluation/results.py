@@ -165,9 +165,12 @@ def short_hash(text: str) -> str:
 
 
 def samples_path(path: str | os.PathLike) -> Path:
-    """Where the per-sample rows of the result file ``path`` go: ``<stem>.samples.jsonl`` beside it."""
+    """Where the per-sample rows of the result file ``path`` go, beside it: ``<name>.samples.jsonl``, ``<name>``
+    the file name without its ``.json`` suffix (``a=2.5.json`` and ``a=2.5`` -> ``a=2.5.samples.jsonl``; a dot
+    elsewhere in the name is kept, so results named ``a=2.5`` and ``a=2.7`` keep their rows apart)."""
     path = Path(path)
-    return path.with_name(f"{path.stem}.samples.jsonl")
+    name = path.name[:-len(".json")] if path.name.lower().endswith(".json") else path.name
+    return path.with_name(f"{name}.samples.jsonl")
 
 
 def check_result_path(path: str | os.PathLike, overwrite: bool) -> Path:
