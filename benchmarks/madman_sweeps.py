@@ -23,7 +23,7 @@ curves from the points recorded so far:
   density d of 3 stands for the paper's 2d of 6 (the same share of the attributes named): 0.5, 1, 1.75, 2.5, 3
   are the paper's 1, 2, 3.5, 5, 6, and the ideal 1.75 its optimum of 3.5. Model: ViT, embedding 64, both towers
   width 64 x 2 blocks, patch 12, word tokenizer, batch 128, lr 2e-3, 100 warm-up steps, 1,000 steps, 20,000
-  training images per value, 2,000 evaluation images per set; about 2.6 CPU minutes per point with one torch
+  training images per value, 2,000 evaluation images per set; about 2 CPU minutes per point with one torch
   thread.
 - **gpu scale** (``--scale gpu``, run by ``bash benchmarks/gpu_check.sh --sweeps`` on a CUDA machine): all six
   attributes, the ideal preset as it is (density 1, 2, 3.5, 5, 6 of 6), the reproduction's "larger model and
