@@ -61,6 +61,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from arguments import bounded_int, seed_list  # noqa: E402
+from bindscope.limits import MAX_COUNT, MAX_JOBS  # noqa: E402
 from paired_tests import mcnemar, paired_bootstrap, seed_interval  # noqa: E402
 
 MODELS = {"size-0.5": ("size", 0.5), "size-0.75": ("size", 0.75), "size-1.0": ("size", 1.0),
@@ -286,22 +288,24 @@ def plot(rows: list[dict], path: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=2000, help="training steps per model")
-    parser.add_argument("--eval-every", type=int, default=500, help="steps between kept (scored) models")
-    parser.add_argument("--train-images", type=int, default=20000)
-    parser.add_argument("--test-images", type=int, default=1000, help="images of the shared evaluation split")
-    parser.add_argument("--ink-images", type=int, default=12000, help="images scanned for equal-ink control pairs")
+    parser.add_argument("--steps", type=bounded_int(1, 1_000_000), default=2000, help="training steps per model")
+    parser.add_argument("--eval-every", type=bounded_int(1, 1_000_000), default=500, help="steps between kept (scored) models")
+    parser.add_argument("--train-images", type=bounded_int(1, MAX_COUNT), default=20000)
+    parser.add_argument("--test-images", type=bounded_int(1, MAX_COUNT), default=1000, help="images of the shared evaluation split")
+    parser.add_argument("--ink-images", type=bounded_int(1, MAX_COUNT), default=12000, help="images scanned for equal-ink control pairs")
     parser.add_argument("--ink-tolerance", type=float, default=0.10,
                         help="largest relative difference of the two digits' ink in a control pair")
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds of every model")
-    parser.add_argument("--jobs", type=int, default=2, help="models trained at a time (one torch thread each)")
+    parser.add_argument("--seeds", type=seed_list, default="0,1,2", help="comma-separated training seeds of every model")
+    parser.add_argument("--jobs", type=bounded_int(1, MAX_JOBS), default=2, help="models trained at a time (one torch thread each)")
     parser.add_argument("--quick", action="store_true",
                         help="60 steps, 600 / 200 / 2,000 images, two seeds, 25 %% ink tolerance: a smoke run")
     parser.add_argument("--work", default=None, help="folder of datasets and runs (default: $TMPDIR/bias-transfer)")
     parser.add_argument("--json", default=None, help="write the tables, tests and settings to this JSON file")
     parser.add_argument("--plot", default=None, help="write the shares over training steps to this PNG")
     args = parser.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
+    if not 0 < args.ink_tolerance <= 1:
+        parser.error(f"argument --ink-tolerance: {args.ink_tolerance!r} is not allowed; use a number in (0, 1]")
+    seeds = args.seeds
     if args.quick:
         args.steps, args.eval_every, args.train_images, args.test_images = 60, 30, 600, 200
         args.ink_images, args.ink_tolerance, seeds = 2000, 0.25, seeds[:2]

@@ -63,6 +63,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from arguments import bounded_int, seed_list  # noqa: E402
+from bindscope.limits import MAX_JOBS  # noqa: E402
 from paired_tests import mcnemar, pack, seed_interval, unpack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -531,17 +533,18 @@ def main() -> None:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--scale", default="cpu", choices=sorted(SCALES), help="model, data and attributes")
     parser.add_argument("--sweeps", default=",".join(SWEEPS), help="comma-separated curves")
-    parser.add_argument("--seeds", default=None, help="comma-separated training seeds [0,1,2; --quick 0,1]")
+    parser.add_argument("--seeds", type=seed_list, default=None, help="comma-separated training seeds [0,1,2; --quick 0,1]")
     parser.add_argument("--work", default=None, help="datasets and runs [runs/madman-sweeps-SCALE]")
     parser.add_argument("--results", default=None, help="point records [the scale's folder under "
                         "benchmarks/results; --quick: WORK/results]")
     parser.add_argument("--plots", default=None, help="plot folder [docs/images; --quick: WORK/plots]")
     parser.add_argument("--json", default=None, help="write the tables, tests and settings here")
-    parser.add_argument("--jobs", type=int, default=2, help="points trained at a time, one torch thread each "
+    parser.add_argument("--jobs", type=bounded_int(1, MAX_JOBS), default=2, help="points trained at a time, one "
+                        "torch thread each "
                         "(also the generation processes)")
     parser.add_argument("--budget", type=float, default=0, help="seconds: start no point that the slowest point "
                         "so far would carry past them (0: no limit)")
-    parser.add_argument("--max-points", type=int, default=0, help="train at most this many points (0: all)")
+    parser.add_argument("--max-points", type=bounded_int(0, 10_000), default=0, help="train at most this many points (0: all)")
     parser.add_argument("--no-train", action="store_true", help="only read the records: tables and plots")
     parser.add_argument("--quick", action="store_true", help="two values per curve, two seeds, a toy model")
     args = parser.parse_args()
@@ -553,7 +556,7 @@ def main() -> None:
     if unknown or not sweeps:
         raise SystemExit(f"Error: --sweeps {args.sweeps!r}: allowed {', '.join(SWEEPS)}")
     if args.seeds:
-        s["seeds"] = [int(x) for x in args.seeds.split(",")]
+        s["seeds"] = args.seeds
     work = Path(args.work or ROOT / "runs" / f"madman-sweeps-{args.scale}")
     results = Path(args.results or (work / "results" if args.quick else ROOT / s["results"]))
     plots = Path(args.plots or (work / "plots" if args.quick else ROOT / s["plots"]))

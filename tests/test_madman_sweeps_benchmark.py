@@ -185,3 +185,14 @@ def test_identity_leaves_out_only_what_no_image_shows(bench, monkeypatch):
     s = madman_sweeps.settings("cpu", False)
     assert madman_sweeps.identity(s, "base", 0) != madman_sweeps.identity(s, "base", 1)
     assert madman_sweeps.identity(s, "base", 0) != madman_sweeps.identity(s, "saliency_bias=0.75", 0)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seeds", "0,x"], "argument --seeds: '0,x': 'x' is not allowed; use an integer in 0..4294967295"),
+    (["--seeds", "1,1"], "argument --seeds: '1,1' is not allowed; use distinct comma-separated seeds"),
+    (["--jobs", "0"], "argument --jobs: '0' is not allowed; use an integer in 1..256"),
+])
+def test_bad_arguments_are_one_usage_error_before_any_work(tmp_path, args, message):
+    done = run("--no-train", "--work", str(tmp_path / "work"), "--plots", str(tmp_path / "plots"), *args)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "work").exists() and not (tmp_path / "plots").exists()
