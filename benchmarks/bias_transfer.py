@@ -288,15 +288,18 @@ def plot(rows: list[dict], path: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=bounded_int(1, 1_000_000), default=2000, help="training steps per model")
-    parser.add_argument("--eval-every", type=bounded_int(1, 1_000_000), default=500, help="steps between kept (scored) models")
-    parser.add_argument("--train-images", type=bounded_int(1, MAX_COUNT), default=20000)
-    parser.add_argument("--test-images", type=bounded_int(1, MAX_COUNT), default=1000, help="images of the shared evaluation split")
-    parser.add_argument("--ink-images", type=bounded_int(1, MAX_COUNT), default=12000, help="images scanned for equal-ink control pairs")
+    steps, images = bounded_int(1, 1_000_000), bounded_int(1, MAX_COUNT)
+    parser.add_argument("--steps", type=steps, default=2000, help="training steps per model")
+    parser.add_argument("--eval-every", type=steps, default=500, help="steps between kept (scored) models")
+    parser.add_argument("--train-images", type=images, default=20000)
+    parser.add_argument("--test-images", type=images, default=1000, help="images of the shared evaluation split")
+    parser.add_argument("--ink-images", type=images, default=12000, help="images scanned for equal-ink control pairs")
     parser.add_argument("--ink-tolerance", type=float, default=0.10,
-                        help="largest relative difference of the two digits' ink in a control pair")
-    parser.add_argument("--seeds", type=seed_list, default="0,1,2", help="comma-separated training seeds of every model")
-    parser.add_argument("--jobs", type=bounded_int(1, MAX_JOBS), default=2, help="models trained at a time (one torch thread each)")
+                        help="largest relative difference of the two digits' ink in a control pair, in (0, 1]")
+    parser.add_argument("--seeds", type=seed_list, default="0,1,2",
+                        help="comma-separated training seeds of every model")
+    parser.add_argument("--jobs", type=bounded_int(1, MAX_JOBS), default=2,
+                        help="models trained at a time (one torch thread each)")
     parser.add_argument("--quick", action="store_true",
                         help="60 steps, 600 / 200 / 2,000 images, two seeds, 25 %% ink tolerance: a smoke run")
     parser.add_argument("--work", default=None, help="folder of datasets and runs (default: $TMPDIR/bias-transfer)")

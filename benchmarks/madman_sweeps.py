@@ -33,8 +33,8 @@ curves from the points recorded so far:
 
 Each finished (point, seed) is one small JSON file in ``--results`` (default ``benchmarks/results/madman_sweeps``,
 kept in the repository): the settings' identity, per evaluation set and attribute recognition and (conditional)
-binding with its count, and the per-comparison binding outcomes (passed, and counted: recognition passed for both digits) packed as
-bits. A rerun skips every recorded point, so the curves fill in across runs; ``--no-train`` only redraws.
+binding with its count, and the per-comparison binding outcomes (passed, and counted: recognition passed for
+both digits) packed as bits. A rerun skips every recorded point, so the curves fill in across runs; ``--no-train`` only redraws.
 Between neighbouring values and between the ends of each curve: the exact McNemar test on the binding comparisons
 counted for both models, seed s against seed s, pooled over the seeds both values have (``paired_tests.py``), and
 the per-seed differences, per evaluation set, pooled over the attributes and for colour alone. One plot per curve
@@ -100,8 +100,9 @@ SCALES = {
             "results": "benchmarks/results/madman_sweeps_gpu", "plots": "docs/images", "suffix": "_gpu"},
 }
 """Per scale: the evaluated attributes, the config layer over the ideal preset, the values of each curve, the
-evaluation sets (name -> attributes named per digit, ``eval_attribute_density``), the paper's turning points (marked in the plots), the factor to the paper's density scale, sizes, model, device, default
-results and plot folders."""
+evaluation sets (name -> attributes named per digit, ``eval_attribute_density``), the paper's turning points
+(marked in the plots), the factor to the paper's density scale, sizes, model, device, default results and plot
+folders."""
 
 QUICK = {"num_train": 96, "num_test": 40, "seeds": [0, 1],
          "train": {"embed_dim": 16, "image_size": 32, "vision_width": 32, "vision_layers": 1, "text_width": 32,
@@ -533,18 +534,19 @@ def main() -> None:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--scale", default="cpu", choices=sorted(SCALES), help="model, data and attributes")
     parser.add_argument("--sweeps", default=",".join(SWEEPS), help="comma-separated curves")
-    parser.add_argument("--seeds", type=seed_list, default=None, help="comma-separated training seeds [0,1,2; --quick 0,1]")
+    parser.add_argument("--seeds", type=seed_list, default=None,
+                        help="comma-separated training seeds [0,1,2; --quick 0,1]")
     parser.add_argument("--work", default=None, help="datasets and runs [runs/madman-sweeps-SCALE]")
     parser.add_argument("--results", default=None, help="point records [the scale's folder under "
                         "benchmarks/results; --quick: WORK/results]")
     parser.add_argument("--plots", default=None, help="plot folder [docs/images; --quick: WORK/plots]")
     parser.add_argument("--json", default=None, help="write the tables, tests and settings here")
-    parser.add_argument("--jobs", type=bounded_int(1, MAX_JOBS), default=2, help="points trained at a time, one "
-                        "torch thread each "
-                        "(also the generation processes)")
+    parser.add_argument("--jobs", type=bounded_int(1, MAX_JOBS), default=2,
+                        help="points trained at a time, one torch thread each (also the generation processes)")
     parser.add_argument("--budget", type=float, default=0, help="seconds: start no point that the slowest point "
                         "so far would carry past them (0: no limit)")
-    parser.add_argument("--max-points", type=bounded_int(0, 10_000), default=0, help="train at most this many points (0: all)")
+    parser.add_argument("--max-points", type=bounded_int(0, 10_000), default=0,
+                        help="train at most this many points (0: all)")
     parser.add_argument("--no-train", action="store_true", help="only read the records: tables and plots")
     parser.add_argument("--quick", action="store_true", help="two values per curve, two seeds, a toy model")
     args = parser.parse_args()
