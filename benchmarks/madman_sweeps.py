@@ -34,7 +34,8 @@ curves from the points recorded so far:
 Each finished (point, seed) is one small JSON file in ``--results`` (default ``benchmarks/results/madman_sweeps``,
 kept in the repository): the settings' identity, per evaluation set and attribute recognition and (conditional)
 binding with its count, and the per-comparison binding outcomes (passed, and counted: recognition passed for
-both digits) packed as bits. A rerun skips every recorded point, so the curves fill in across runs; ``--no-train`` only redraws.
+both digits) packed as bits. A rerun skips every recorded point, so the curves fill in across runs;
+``--no-train`` only redraws.
 Between neighbouring values and between the ends of each curve: the exact McNemar test on the binding comparisons
 counted for both models, seed s against seed s, pooled over the seeds both values have (``paired_tests.py``), and
 the per-seed differences, per evaluation set, pooled over the attributes and for colour alone. One plot per curve
