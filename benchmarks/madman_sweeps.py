@@ -29,6 +29,8 @@ curves from the points recorded so far:
   attributes, the ideal preset as it is (density 1, 2, 3.5, 5, 6 of 6), the reproduction's "larger model and
   batch" (both towers width 256 x 6 blocks, patch 8, batch 512, bf16), 2,000 steps, 60,000 training images per
   value, 2,000 evaluation images per set.
+- **cpu-half-captions** (``--scale cpu-half-captions``): the cpu scale with ``multi_object_captions`` 0.5, the
+  saliency curve only: half the two-digit images get a caption of one digit, the one the saliency bias picks.
 - **Values**: see :data:`SWEEPS`, seeds 0, 1, 2 (each seed trains one model per value; the data seed is fixed).
 
 Each finished (point, seed) is one small JSON file in ``--results`` (default ``benchmarks/results/madman_sweeps``,
@@ -46,6 +48,7 @@ Usage::
 
     nice -n 10 .venv/bin/python benchmarks/madman_sweeps.py --json sweeps.json      # the grid, resumable
     .venv/bin/python benchmarks/madman_sweeps.py --no-train                        # tables and plots only
+    nice -n 10 .venv/bin/python benchmarks/madman_sweeps.py --scale cpu-half-captions   # the saliency variant
     .venv/bin/python benchmarks/madman_sweeps.py --quick --work /tmp/sweeps-quick   # about a minute: a smoke run
 """
 
@@ -100,10 +103,15 @@ SCALES = {
                       "patch_size": 8, "context_length": 18, "batch_size": 512, "steps": 2000, "precision": "bf16"},
             "results": "benchmarks/results/madman_sweeps_gpu", "plots": "docs/images", "suffix": "_gpu"},
 }
+SCALES["cpu-half-captions"] = {
+    **SCALES["cpu"], "config": {**SCALES["cpu"]["config"], "multi_object_captions": 0.5}, "sweeps": ["saliency-bias"],
+    "results": "benchmarks/results/madman_sweeps_half_captions", "suffix": "_half_captions"}
 """Per scale: the evaluated attributes, the config layer over the ideal preset, the values of each curve, the
 evaluation sets (name -> attributes named per digit, ``eval_attribute_density``), the paper's turning points
 (marked in the plots), the factor to the paper's density scale, sizes, model, device, default results and plot
-folders."""
+folders, and (``sweeps``) the curves run by default where not all four. ``cpu-half-captions`` is the cpu scale
+with half the two-digit images' captions describing one digit (``multi_object_captions`` 0.5), for the saliency
+curve: there the bias decides which digit a one-digit caption describes, not only which is named first."""
 
 QUICK = {"num_train": 96, "num_test": 40, "seeds": [0, 1],
          "train": {"embed_dim": 16, "image_size": 32, "vision_width": 32, "vision_layers": 1, "text_width": 32,
@@ -534,7 +542,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--scale", default="cpu", choices=sorted(SCALES), help="model, data and attributes")
-    parser.add_argument("--sweeps", default=",".join(SWEEPS), help="comma-separated curves")
+    parser.add_argument("--sweeps", default=None, help="comma-separated curves [the scale's: all four, or "
+                        "saliency-bias at cpu-half-captions]")
     parser.add_argument("--seeds", type=seed_list, default=None,
                         help="comma-separated training seeds [0,1,2; --quick 0,1]")
     parser.add_argument("--work", default=None, help="datasets and runs [runs/madman-sweeps-SCALE]")
@@ -554,7 +563,7 @@ def main() -> None:
 
     start = time.perf_counter()
     s = settings(args.scale, args.quick)
-    sweeps = [name.strip() for name in args.sweeps.split(",") if name.strip()]
+    sweeps = [name.strip() for name in (args.sweeps or ",".join(s.get("sweeps", SWEEPS))).split(",") if name.strip()]
     unknown = [name for name in sweeps if name not in SWEEPS]
     if unknown or not sweeps:
         raise SystemExit(f"Error: --sweeps {args.sweeps!r}: allowed {', '.join(SWEEPS)}")

@@ -129,6 +129,16 @@ def test_points_are_madman_sweep_points(bench, tmp_path):
     for key in madman_sweeps.SWEEPS.values():
         assert "base" in [p for _, p in madman_sweeps.curve_points(s, key)]
     assert len(madman_sweeps.plan(s, list(madman_sweeps.SWEEPS))) == 3 * (1 + 3 + 3 + 4 + 3)
+    # the half-captions variant: the saliency curve over the same layer with half the captions of one digit; its
+    # training sets are the cpu grid's at the same settings (multi-object captions 0.5 is its base point)
+    half = madman_sweeps.settings("cpu-half-captions", False)
+    assert half["sweeps"] == ["saliency-bias"] and len(madman_sweeps.plan(half, half["sweeps"])) == 3 * 4
+    for value in (0.75, 1.0):
+        flags = madman_sweeps.data_flags(half, f"saliency_bias={value:g}", half["num_train"])
+        assert madman_config.resolve("ideal", half["config"], flags, 0) == {
+            **madman_config.resolve("ideal", s["config"], flags, 0), "multi_object_captions": 0.5}
+    assert madman_config.resolve("ideal", half["config"], madman_sweeps.data_flags(half, "base", 20000), 0) == \
+        madman_config.resolve("ideal", s["config"], madman_sweeps.data_flags(s, "multi_object_captions=0.5", 20000), 0)
 
 
 def test_mcnemar_and_bootstrap_by_hand(bench):
