@@ -270,6 +270,7 @@ def run_point(task: dict) -> dict:
     a worker process. Returns the record."""
     import bindscope
     from bindscope.evaluation.madman import evaluate_madman
+    from bindscope.evaluation.results import read_rows
     from bindscope.format.manifest import load_manifest
     from bindscope.io.atomic import write_text_atomic
     from bindscope.training.checkpoint import load_trained_adapter
@@ -282,7 +283,10 @@ def run_point(task: dict) -> dict:
     evals = {}
     for name, folder in task["eval"].items():
         rows: list[dict] = []
-        evaluate_madman(folder, adapter, splits=["test"], rows=rows, progress=False, check=False)
+        if name == "full":  # the run's final evaluation scored this set already: its per-sample rows
+            rows = read_rows(Path(task["run"]) / "result.json")
+        else:
+            evaluate_madman(folder, adapter, splits=["test"], rows=rows, progress=False, check=False)
         evals[name] = {}
         for attribute, o in binding_rows(rows, s["attributes"]).items():
             counted = int(o["counted"].sum())
