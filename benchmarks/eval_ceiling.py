@@ -240,7 +240,6 @@ def raw_reads(path: Path, split: str) -> float:
 
 
 TRAIN_FIELDS = ("index", "image", "caption")
-ALL_FIELDS = ("index", "image", "mask", "caption", "objects", "negatives", "spec", "arrays")
 
 
 def torch_reader(path: Path, split: str, workers: int, fields=None) -> float:
@@ -360,8 +359,10 @@ def run(images: int = 10000, comco_images: int = 2000, vit_images: int | None = 
     print(f"(a) raw h5py reads (contiguous slices of {BATCH}); (b) torch reader, batches of {BATCH}", flush=True)
     raw("madman")
     if "b" in stages:
+        from bindscope.format.torchdata import FIELDS
+
         keys = []
-        for fields, name in ((ALL_FIELDS, "all"), (TRAIN_FIELDS, "train")):
+        for fields, name in ((FIELDS, "all"), (TRAIN_FIELDS, "train")):
             for workers in (0, torch_workers):
                 key = f"torch_{name}_{workers}_workers"
                 show(key, f"(b) torch reader, {name} fields, {workers} workers",

@@ -118,7 +118,7 @@ def train(data: Path, out: Path, steps: int, args, in_memory: bool = False, time
         sampler = None
     try:
         _, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except BaseException:  # its timeout, or the caller's (a step limit's alarm), Ctrl-C: the run ends with us
         process.kill()
         process.communicate()
         raise

@@ -123,6 +123,14 @@ def check_device(device) -> str:
     raise BadInput(f"device {device!r} is not allowed; use {DEVICE_GRAMMAR}", param="device")
 
 
+def check_precision(precision) -> str:
+    """``precision`` if it is one of :data:`PRECISIONS`; BadInput naming them otherwise."""
+    if precision not in PRECISIONS:
+        raise BadInput(f"precision {precision!r} is not allowed; use one of {', '.join(PRECISIONS)}",
+                       param="precision")
+    return precision
+
+
 
 def resolve_device(device: str) -> str:
     """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; the others as given (imports torch).

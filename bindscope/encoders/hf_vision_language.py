@@ -39,7 +39,7 @@ import numpy as np
 from bindscope.encoders.interface import EncoderAdapter, check_images, l2_normalise, resolve_device
 from bindscope.encoders.model_folder import model_source
 from bindscope.io.model_folder import no_prompts, quiet_transformers
-from bindscope.encoders.settings import check_precision
+from bindscope.errors import check_precision
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite
 

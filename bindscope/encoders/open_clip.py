@@ -20,7 +20,7 @@ from bindscope.encoders.interface import (
 from bindscope.io.model_folder import no_prompts
 from bindscope.encoders.open_clip_config import check_hub_open_clip_config, check_open_clip_config
 from bindscope.encoders.open_clip_weights import load_open_clip_file, no_random_init_warning
-from bindscope.encoders.settings import check_precision
+from bindscope.errors import check_precision
 from bindscope.encoders.sentence_transformers import BUNDLED_SENTENCE_TRANSFORMERS, SENTENCE_TRANSFORMERS_PREFIX
 from bindscope.errors import BadInput
 from bindscope.io.canonical import sha256_file

@@ -12,7 +12,7 @@ from bindscope.encoders.hf_text import WEIGHT_FILES
 from bindscope.encoders.interface import EncoderAdapter, l2_normalise, resolve_device
 from bindscope.encoders.model_folder import check_sentence_transformers_modules, weights_fingerprint
 from bindscope.io.model_folder import check_model_folder, files_digest, no_prompts, quiet_transformers
-from bindscope.encoders.settings import check_precision
+from bindscope.errors import check_precision
 from bindscope.errors import BadInput
 from bindscope.io.weights import check_module_finite
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields, replace
 
-from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput, check_device, check_int, check_utf8_path
+from bindscope.errors import (DEVICE_GRAMMAR, PRECISIONS, BadInput, check_device, check_int, check_precision,
+                              check_utf8_path)
 from bindscope.limits import MAX_BATCH
 
 POOLINGS = ("cls", "mean")
@@ -30,14 +31,6 @@ MIN_CONTEXT_LENGTH = 2
 """Smallest ``context_length``: the start and end tokens."""
 MAX_CONTEXT_LENGTH = 4096
 """Largest ``context_length`` (the largest text context of the CLIPs ``bindscope train`` builds)."""
-
-
-def check_precision(precision) -> str:
-    """``precision`` if it is one of :data:`~bindscope.errors.PRECISIONS`; BadInput naming them otherwise."""
-    if precision not in PRECISIONS:
-        raise BadInput(f"precision {precision!r} is not allowed; use one of {', '.join(PRECISIONS)}",
-                       param="precision")
-    return precision
 
 
 def check_pooling(pooling) -> str:

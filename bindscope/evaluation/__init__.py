@@ -3,7 +3,8 @@ legibility audit, caption bias, ARO / SugarCrepe, and the tables of results (doc
 
 from dataclasses import dataclass, field
 
-from bindscope.errors import DEVICE_GRAMMAR, PRECISIONS, BadInput, check_device, check_int, check_number
+from bindscope.errors import (DEVICE_GRAMMAR, PRECISIONS, BadInput, check_device, check_int, check_number,
+                              check_precision)
 from bindscope.limits import MAX_BATCH, MAX_COUNT, MAX_LR, MAX_SEED
 
 AUDIT_SHIFT = 3
@@ -138,9 +139,7 @@ class PairSettings:
         if self.threshold is not None:
             check_threshold(self.threshold)
         check_device(self.device)
-        if self.precision not in PRECISIONS:
-            raise BadInput(f"precision {self.precision!r} is not allowed; use one of {', '.join(PRECISIONS)}",
-                           param="precision")
+        check_precision(self.precision)
 
     def given(self) -> list[str]:
         """The pair settings that differ from their defaults (the device and precision aside)."""

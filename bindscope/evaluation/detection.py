@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from bindscope.encoders.model_folder import model_source
-from bindscope.encoders.settings import check_precision
+from bindscope.errors import check_precision
 from bindscope.errors import PRECISION_DTYPES, BadInput, resolve_device
 from bindscope.evaluation import check_threshold  # noqa: F401 (named here too)
 from bindscope.generators.t2i.prompts import article

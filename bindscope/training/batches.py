@@ -27,12 +27,13 @@ from collections import OrderedDict
 import numpy as np
 
 from bindscope.errors import BadInput
-from bindscope.training.data import batch_indices
+from bindscope.training.data import TrainingData, batch_indices
 from bindscope.training.options import NEGATIVES
 
 TOKEN_CACHE = 16_384
-"""Texts whose tokens a :class:`BatchSource` keeps per process (the most recently used; about 8 MB): a caption
-seen again in a later epoch is not tokenised again."""
+"""Texts whose tokens a :class:`BatchSource` over streamed data keeps per process (the most recently used; about
+8 MB): a caption seen again in a later epoch is not tokenised again. Over data in memory every text's tokens are
+kept, as the texts themselves are."""
 
 
 class BatchSource:
@@ -78,6 +79,7 @@ class BatchSource:
         self.hard_negatives, self.mode, self.rank, self.world_size = hard_negatives, mode, rank, world_size
         self.tokenizer = make_tokenizer(model)
         self._tokens: OrderedDict[str, tuple[np.ndarray, bool]] = OrderedDict()
+        self._cache_limit = None if isinstance(data, TrainingData) else TOKEN_CACHE
         if hard_negatives and mode == "shuffled":
             from bindscope.text.negatives import lexicon_tagger
 
@@ -88,17 +90,18 @@ class BatchSource:
 
     def tokens(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
         """``(len(texts), context_length)`` int64 token ids of ``texts`` and, per text, whether it was truncated;
-        texts tokenised before are taken from the cache (:data:`TOKEN_CACHE`)."""
+        texts tokenised before are taken from the cache (:data:`TOKEN_CACHE`; every text over data in memory)."""
         cache = self._tokens
         missing = list(dict.fromkeys(t for t in texts if t not in cache))
         if missing:
             for text, row, cut in zip(missing, self.tokenizer(missing).numpy(), self.tokenizer.is_truncated(missing)):
                 cache[text] = (row, cut)
         found = [cache[t] for t in texts]
-        for text in texts:
-            cache.move_to_end(text)
-        while len(cache) > TOKEN_CACHE:
-            cache.popitem(last=False)
+        if self._cache_limit is not None:
+            for text in texts:
+                cache.move_to_end(text)
+            while len(cache) > self._cache_limit:
+                cache.popitem(last=False)
         return np.stack([row for row, _ in found]), [cut for _, cut in found]
 
     def shuffled(self, step: int, position: int, caption: str) -> list[str]:

@@ -196,19 +196,20 @@ def read_tables(source, split: str | None = "train", words: bool = False) -> Spl
     return _scan(source, split, words, images=False)
 
 
-def load_split(source, split: str | None = "train") -> TrainingData:
+def load_split(source, split: str | None = "train", words: bool = True) -> TrainingData:
     """Read split ``split`` (None: :func:`training_split`'s default) of a dataset into memory: the tables of
-    :func:`read_tables` (with the words), the images, captions and binding negatives.
+    :func:`read_tables`, the images, captions and binding negatives.
 
     Args:
         source: the dataset folder, or the dataset opened (a :class:`bindscope.format.reader.Dataset`, left open:
             its manifest is not read again).
+        words: also collect the words (as :func:`read_tables`).
 
     Raises:
         DatasetError: the folder is not a finished dataset, or a shard is unreadable.
         BadInput: no such split, or the split holds no sample with a caption.
     """
-    return _scan(source, split, words=True, images=True)
+    return _scan(source, split, words=words, images=True)
 
 
 def _scan(source, split: str | None, words: bool, images: bool):

@@ -140,10 +140,11 @@ class Trainer:
             # The evaluation module's plan: the dataset, its splits and tasks, every shard, checked before training.
             self.evaluation = plan_run_evaluation(config.eval_data, config.eval_splits, config.eval_tasks, param)
             config = replace(config, eval_splits=self.evaluation.splits, eval_tasks=self.evaluation.tasks)
+            words = config.model.tokenizer == "word" and not config.model.vocabulary  # a vocabulary to build
             if config.data_in_memory:
-                self.data = tables = load_split(dataset, config.split)
+                self.data = tables = load_split(dataset, config.split, words=words)
             else:  # the tables now, the samples of each batch when it is made
-                tables = read_tables(dataset, config.split, words=config.model.tokenizer == "word")
+                tables = read_tables(dataset, config.split, words=words)
                 self.data = StreamedSplit(dataset, tables)
         finally:
             if opened:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from bindscope.build.backends import BuildSettings
 from bindscope.generators.t2i.prompts import PromptSettings, check_prompt_settings
 from bindscope.errors import (PRECISIONS, BadInput, check_device, check_int, check_number, check_utf8_path,
-                              resolve_device)
+                              check_precision, resolve_device)
 from bindscope.limits import MAX_COUNT, MAX_SEED
 
 if TYPE_CHECKING:
@@ -67,9 +67,7 @@ class DiffusionSettings:
         check_int("steps", self.steps, 1, MAX_STEPS, what="inference steps")
         object.__setattr__(self, "guidance", check_number("guidance", self.guidance, 0.0, inclusive=True))
         check_int("resolution", self.resolution, *RESOLUTIONS, what="pixels")
-        if self.precision not in PRECISIONS:
-            raise BadInput(f"precision {self.precision!r} is not allowed; use one of {', '.join(PRECISIONS)}",
-                           param="precision")
+        check_precision(self.precision)
 
 
 def t2i(out: str | os.PathLike, pipeline: str | os.PathLike, *, prompts: PromptSettings | None = None,
